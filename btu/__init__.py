@@ -1,0 +1,7 @@
+"""BTU: Background Tasks Unleashed, a task scheduler for Frappe.
+
+Importing this package must never import frappe: the scheduler process
+(`btu.scheduler_daemon`) runs outside Frappe.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,193 @@
+"""The BTU Redis RPC protocol and every Redis key BTU owns.
+
+Both sides import this module: the scheduler's listener
+(`btu.scheduler_daemon.listener`) and the callers (the Frappe app's Desk
+buttons and the `btu-scheduler` CLI, through `call`). It imports neither
+frappe nor anything of the scheduler, only redis-py.
+
+The protocol (shared/seeds, "BTU Scheduler: Redis RPC Control Protocol"):
+
+1. The caller makes a unique response key ``btu:scheduler:rpc:{uuid}``.
+2. It LPUSHes a JSON command ``{"request_type", "request_content",
+   "response_key"}`` (plus BTU's optional ``"site"``) on
+   ``btu:scheduler:commands``.
+3. It BLPOPs its response key for at most 5 seconds.
+4. The scheduler BRPOPs the command and, before executing it, LPUSHes the
+   receipt ACK ``{"status": "ok", "request_type", "message"}`` on the
+   response key and EXPIREs that key after 60 seconds.
+5. No answer within 5 seconds means "scheduler unreachable": it says
+   nothing about the command itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+# -- RPC ---------------------------------------------------------------------
+
+COMMANDS_KEY = "btu:scheduler:commands"
+RESPONSE_KEY_PREFIX = "btu:scheduler:rpc:"
+RESPONSE_TTL_SECONDS = 60
+CALLER_TIMEOUT_SECONDS = 5
+MAX_COMMAND_BYTES = 64 * 1024
+
+PING = "ping"
+CREATE_TASK_SCHEDULE = "create_task_schedule"
+CANCEL_TASK_SCHEDULE = "cancel_task_schedule"
+REQUEST_TYPES = (PING, CREATE_TASK_SCHEDULE, CANCEL_TASK_SCHEDULE)
+
+ACK_MESSAGE = "Command received by BTU Scheduler."
+UNREACHABLE_MESSAGE = (
+	"The BTU Scheduler did not respond within 5 seconds. This does not mean the command failed: "
+	"the scheduler is unreachable. Check that the scheduler process is running and that both "
+	"processes share the same Redis instance."
+)
+
+
+def new_response_key() -> str:
+	return f"{RESPONSE_KEY_PREFIX}{uuid.uuid4().hex}"
+
+
+def is_response_key(key: Any) -> bool:
+	"""True for a key the scheduler may write a reply to, and only those."""
+	return (
+		isinstance(key, str)
+		and key.startswith(RESPONSE_KEY_PREFIX)
+		and len(key) > len(RESPONSE_KEY_PREFIX)
+		and len(key) <= 256
+	)
+
+
+def make_command(
+	request_type: str,
+	request_content: str | None = None,
+	*,
+	site: str | None = None,
+	response_key: str | None = None,
+) -> dict:
+	command = {
+		"request_type": request_type,
+		"request_content": request_content,
+		"response_key": response_key or new_response_key(),
+	}
+	if site:
+		command["site"] = site
+	return command
+
+
+def make_ack(request_type: str) -> dict:
+	return {"status": "ok", "request_type": request_type, "message": ACK_MESSAGE}
+
+
+def make_error(reason: str, request_type: Any = None) -> dict:
+	return {"status": "error", "request_type": request_type, "message": reason}
+
+
+@dataclass(frozen=True)
+class Reply:
+	"""What a caller got back: ``ok`` (the ACK), ``error`` or ``unreachable``."""
+
+	outcome: str
+	message: str
+	payload: dict | None
+	round_trip_ms: float
+
+	@property
+	def ok(self) -> bool:
+		return self.outcome == "ok"
+
+
+def call(
+	redis_conn,
+	request_type: str,
+	request_content: str | None = None,
+	*,
+	site: str | None = None,
+	timeout: float = CALLER_TIMEOUT_SECONDS,
+) -> Reply:
+	"""Send one command and wait for its receipt ACK (BLPOP, `timeout` seconds)."""
+	command = make_command(request_type, request_content, site=site)
+	started = time.perf_counter()
+	redis_conn.lpush(COMMANDS_KEY, json.dumps(command))
+	answer = redis_conn.blpop([command["response_key"]], timeout=timeout)
+	elapsed_ms = (time.perf_counter() - started) * 1000
+	if answer is None:
+		return Reply("unreachable", UNREACHABLE_MESSAGE, None, elapsed_ms)
+	raw = answer[1]
+	try:
+		payload = json.loads(raw)
+	except ValueError:
+		return Reply("error", f"The scheduler answered with something that is not JSON: {raw!r}", None, elapsed_ms)
+	outcome = "ok" if payload.get("status") == "ok" else "error"
+	return Reply(outcome, str(payload.get("message", "")), payload, elapsed_ms)
+
+
+# -- Scheduler coordination ------------------------------------------------------
+
+# The leader lease: value "<epoch>|<holder>", set with PX so Redis's own clock
+# times it out. The epoch (INCR of LEADER_EPOCH_KEY) is the fencing token.
+LEADER_KEY = "btu:scheduler:leader"
+LEADER_EPOCH_KEY = "btu:scheduler:leader:epoch"
+# LPUSHed by any process that changed the state, so the leader's BLPOP wakes.
+WAKE_KEY = "btu:scheduler:wake"
+# LPUSHed by a leader that stepped down, so a standby takes over at once.
+HANDOFF_KEY = "btu:scheduler:handoff"
+# JSON summary for the Desk and `btu-scheduler status`.
+STATUS_KEY = "btu:scheduler:status"
+PROCESS_KEY_PREFIX = "btu:scheduler:process:"
+
+
+def process_key(process_id: str) -> str:
+	return f"{PROCESS_KEY_PREFIX}{process_id}"
+
+
+# -- Schedule state ----------------------------------------------------------------
+
+# One sorted set for every site: member "<site>|<schedule>", score = the fire
+# time in epoch milliseconds. Site names never contain "|".
+DUE_KEY = "btu:due"
+SITES_KEY = "btu:sites"
+
+
+def due_member(site: str, schedule: str) -> str:
+	return f"{site}|{schedule}"
+
+
+def parse_due_member(member: str | bytes) -> tuple[str, str]:
+	if isinstance(member, bytes):
+		member = member.decode()
+	site, _, schedule = member.partition("|")
+	return site, schedule
+
+
+def site_prefix(site: str) -> str:
+	return f"btu:site:{site}:"
+
+
+def schedule_key(site: str, schedule: str) -> str:
+	"""Hash: spec, cursor (pending slot, ms), fire_at, runs, last fire, counters."""
+	return f"btu:site:{site}:schedule:{schedule}"
+
+
+def site_schedules_key(site: str) -> str:
+	"""Set of the schedule names this site has in the state."""
+	return f"btu:site:{site}:schedules"
+
+
+def recent_fires_key(site: str) -> str:
+	"""Capped list of the newest fires (JSON), newest first."""
+	return f"btu:site:{site}:fires"
+
+
+def invalid_rows_key(site: str) -> str:
+	"""Hash: schedule name -> why its row was kept out of the state."""
+	return f"btu:site:{site}:invalid"
+
+
+def counters_key(site: str) -> str:
+	"""Hash of per-site counters: fired, skipped_overlap, missed, expired, ..."""
+	return f"btu:site:{site}:counters"

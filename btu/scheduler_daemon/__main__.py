@@ -1,0 +1,3 @@
+from btu.scheduler_daemon.cli import main
+
+raise SystemExit(main())

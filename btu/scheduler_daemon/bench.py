@@ -1,0 +1,188 @@
+"""A Frappe bench and its sites, read from the directory layout as Frappe reads it.
+
+A bench is a directory holding ``Procfile``, ``apps``, ``config``, ``env``
+and ``sites`` (bench's own test). A site is a real directory under ``sites/``
+with a ``site_config.json``. A site's configuration is
+``common_site_config.json`` updated with its ``site_config.json``, then the
+``FRAPPE_*`` environment overrides and defaults, as in
+``frappe.get_site_config``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
+DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
+# frappe.utils.background_jobs.get_queues_timeout, in priority order.
+STANDARD_QUEUE_TIMEOUTS = {"short": 300, "default": 300, "long": 1500}
+DEFAULT_WORKER_TIMEOUT = 300
+
+
+class BenchError(Exception):
+	"""A bench or site that cannot be read; the message says which file and how to fix it."""
+
+
+def is_bench_directory(path: Path) -> bool:
+	return all((path / marker).exists() for marker in BENCH_MARKERS)
+
+
+def find_bench(start: str | os.PathLike | None = None) -> Path:
+	"""The bench containing `start` (default: the current directory), as bench finds it."""
+	here = Path(start or os.getcwd()).resolve()
+	for candidate in (here, *here.parents):
+		if is_bench_directory(candidate):
+			return candidate
+	raise BenchError(
+		f"no Frappe bench contains {here} (a bench holds {', '.join(BENCH_MARKERS)}): "
+		"run inside a bench or pass --bench DIR"
+	)
+
+
+def read_json(path: Path) -> dict:
+	try:
+		text = path.read_text()
+	except FileNotFoundError:
+		return {}
+	except OSError as exc:
+		raise BenchError(f"{path}: cannot be read ({exc.strerror})") from exc
+	if not text.strip():
+		return {}
+	try:
+		data = json.loads(text)
+	except ValueError as exc:
+		raise BenchError(f"{path}: not valid JSON ({exc}); fix the file") from exc
+	if not isinstance(data, dict):
+		raise BenchError(f"{path}: must hold a JSON object, found {type(data).__name__}")
+	return data
+
+
+@dataclass(frozen=True)
+class Site:
+	name: str
+	path: Path
+	config: dict
+
+	@property
+	def db_type(self) -> str:
+		return self.config.get("db_type") or "mariadb"
+
+	@property
+	def db_params(self) -> dict:
+		"""Connection parameters, as `frappe.connect` derives them (v15 and v16)."""
+		conf = self.config
+		postgres = self.db_type == "postgres"
+		return {
+			"host": conf.get("db_host") or "127.0.0.1",
+			"port": int(conf.get("db_port") or (5432 if postgres else 3306)),
+			"user": conf.get("db_user") or conf.get("db_name"),
+			"password": conf.get("db_password") or "",
+			"database": conf.get("db_name"),
+			"socket": conf.get("db_socket"),
+		}
+
+	@property
+	def paused(self) -> str | None:
+		"""Why the site's scheduling is paused by its config, or None."""
+		for key in ("maintenance_mode", "pause_scheduler"):
+			if self.config.get(key):
+				return key
+		return None
+
+
+@dataclass
+class Bench:
+	path: Path
+	common_config: dict = field(default_factory=dict)
+
+	@classmethod
+	def load(cls, path: str | os.PathLike | None = None) -> "Bench":
+		bench_path = Path(path).resolve() if path else find_bench()
+		if not (bench_path / "sites").is_dir():
+			raise BenchError(f"{bench_path} has no sites/ directory: is it a Frappe bench? pass --bench DIR")
+		return cls(bench_path, read_json(bench_path / "sites" / "common_site_config.json"))
+
+	@property
+	def sites_path(self) -> Path:
+		return self.path / "sites"
+
+	@property
+	def bench_id(self) -> str:
+		"""`frappe.utils.get_bench_id`: conf.bench_id, else the real bench path with / as -."""
+		if self.common_config.get("bench_id"):
+			return str(self.common_config["bench_id"])
+		root = os.environ.get("FRAPPE_BENCH_ROOT") or os.path.realpath(self.path)
+		return root.strip("/").replace("/", "-")
+
+	@property
+	def queue_timeouts(self) -> dict[str, int]:
+		"""Queue type -> timeout, standard queues first, then `workers` of common config."""
+		timeouts = dict(STANDARD_QUEUE_TIMEOUTS)
+		workers = self.common_config.get("workers") or {}
+		if isinstance(workers, dict):
+			for name, worker in workers.items():
+				timeout = worker.get("timeout") if isinstance(worker, dict) else None
+				timeouts[name] = int(timeout or DEFAULT_WORKER_TIMEOUT)
+		return timeouts
+
+	def queue_name(self, queue_type: str) -> str:
+		"""`frappe.utils.background_jobs.generate_qname`: "<bench_id>:<type>"."""
+		return f"{self.bench_id}:{queue_type}"
+
+	@property
+	def redis_queue_url(self) -> str:
+		return os.environ.get("FRAPPE_REDIS_QUEUE") or self.common_config.get("redis_queue") or DEFAULT_REDIS_QUEUE
+
+	@property
+	def redis_credentials(self) -> dict:
+		"""ACL credentials as `frappe.utils.background_jobs.get_redis_conn` picks them."""
+		conf = self.common_config
+		if conf.get("use_rq_auth"):
+			return {"username": conf.get("rq_username") or self.bench_id, "password": conf.get("rq_password")}
+		if os.environ.get("RQ_ADMIN_PASWORD"):  # sic: Frappe's spelling
+			return {"username": "default", "password": os.environ["RQ_ADMIN_PASWORD"]}
+		return {}
+
+	@property
+	def default_site(self) -> str | None:
+		return os.environ.get("FRAPPE_SITE") or self.common_config.get("default_site")
+
+	def site_names(self) -> list[str]:
+		"""`frappe.utils.get_sites`: real directories holding site_config.json."""
+		if not self.sites_path.is_dir():
+			return []
+		return sorted(
+			entry.name
+			for entry in self.sites_path.iterdir()
+			if entry.is_dir() and not entry.is_symlink() and (entry / "site_config.json").exists()
+		)
+
+	def site(self, name: str) -> Site:
+		path = self.sites_path / name
+		if not (path / "site_config.json").exists():
+			raise BenchError(f"site {name!r}: {path / 'site_config.json'} does not exist")
+		config = dict(self.common_config)
+		config.update(read_json(path / "site_config.json"))
+		apply_env_overrides(config)
+		return Site(name, path, config)
+
+	def sites(self) -> list[Site]:
+		return [self.site(name) for name in self.site_names()]
+
+
+def apply_env_overrides(config: dict) -> None:
+	"""The environment overrides `frappe.get_site_config` applies."""
+	for key, env in (
+		("redis_queue", "FRAPPE_REDIS_QUEUE"),
+		("db_type", "FRAPPE_DB_TYPE"),
+		("db_socket", "FRAPPE_DB_SOCKET"),
+		("db_host", "FRAPPE_DB_HOST"),
+		("db_port", "FRAPPE_DB_PORT"),
+		("db_user", "FRAPPE_DB_USER"),
+		("db_name", "FRAPPE_DB_NAME"),
+	):
+		if os.environ.get(env):
+			config[key] = os.environ[env]

@@ -1,0 +1,8 @@
+"""One module per `btu-scheduler` subcommand.
+
+Each module defines `register(subparsers)`, which adds its parser and sets
+`handler` (a function taking the parsed args and returning an exit code).
+"""
+
+# The order is the order `btu-scheduler --help` lists them in.
+SUBCOMMANDS = ("run", "status", "ping", "resync", "next", "config", "dev_bench", "demo", "setup")

@@ -1,0 +1,1 @@
+"""Real services for tests and benchmarks: a private redis-server, MariaDB, RQ workers."""
