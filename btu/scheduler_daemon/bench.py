@@ -146,6 +146,13 @@ class Bench:
 			return {"username": "default", "password": os.environ["RQ_ADMIN_PASWORD"]}
 		return {}
 
+	def redis(self, url: str | None = None, **kwargs):
+		"""A client of the bench's queue Redis (or `url`), with its ACL credentials."""
+		import redis
+
+		options = {**self.redis_credentials, "health_check_interval": 30, **kwargs}
+		return redis.Redis.from_url(url or self.redis_queue_url, **{k: v for k, v in options.items() if v is not None})
+
 	@property
 	def default_site(self) -> str | None:
 		return os.environ.get("FRAPPE_SITE") or self.common_config.get("default_site")
