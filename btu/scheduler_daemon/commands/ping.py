@@ -1,0 +1,58 @@
+"""`btu-scheduler ping`: ask the scheduler for its receipt ACK over Redis RPC."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import redis
+
+from btu import protocol
+from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config, mask_url
+
+
+def register(subparsers) -> None:
+	parser = subparsers.add_parser(
+		"ping",
+		help="check that a scheduler answers on Redis RPC",
+		description=(
+			"Send a ping command on btu:scheduler:commands and wait up to 5 s for the scheduler's receipt ACK. "
+			"Prints the ACK and the round trip. Exit 0 answered, 1 no answer (scheduler unreachable) or "
+			"Redis down, 2 bad configuration."
+		),
+	)
+	parser.add_argument("--site", help="site the ping names (optional; a ping needs no site)")
+	add_config_flags(parser)
+	parser.set_defaults(handler=run)
+
+
+def redis_address(client: redis.Redis) -> str:
+	kwargs = client.connection_pool.connection_kwargs
+	if kwargs.get("path"):
+		return f"unix://{kwargs['path']}"
+	return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def run(args) -> int:
+	try:
+		config = load_config(args)
+		client = config.redis(socket_connect_timeout=5)
+	except (ConfigError, BenchError, ValueError) as exc:
+		print(f"btu-scheduler ping: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	try:
+		reply = protocol.call(client, protocol.PING, site=args.site)
+	except redis.RedisError as exc:
+		where = mask_url(config.redis_url) if config.redis_url else redis_address(client)
+		print(f"btu-scheduler ping: Redis at {where} is not answering ({exc}); start it or fix redis_url", file=sys.stderr)
+		return EXIT_FAILED
+	finally:
+		client.close()
+	if reply.outcome == "unreachable":
+		print(f"btu-scheduler ping: no answer after {reply.round_trip_ms / 1000:.1f} s. {reply.message}", file=sys.stderr)
+		return EXIT_FAILED
+	print(json.dumps(reply.payload) if reply.payload is not None else reply.message)
+	print(f"round trip: {reply.round_trip_ms:.2f} ms")
+	return EXIT_OK if reply.ok else EXIT_FAILED

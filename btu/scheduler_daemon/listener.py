@@ -1,0 +1,304 @@
+"""The scheduler's side of the Redis RPC protocol (`btu.protocol`).
+
+`CommandListener.run` BRPOPs ``btu:scheduler:commands``. For a valid command
+it LPUSHes the receipt ACK on the command's response key and EXPIREs that key
+(60 s) first, then executes the command through a `Dispatcher`. A command
+that cannot be used is logged in one line and, when it carries a valid
+response key, answered with ``{"status": "error", ...}`` there. The listener
+writes nowhere but response keys ``btu:scheduler:rpc:*``, and nothing a
+caller sends stops it: it only stops when its `stop` event is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+from typing import Any, Protocol
+
+import redis
+
+from btu import protocol
+from btu.scheduler_daemon.log import log_event
+
+logger = logging.getLogger(__name__)
+
+BLOCK_SECONDS = 1.0
+BACKOFF_FIRST_SECONDS = 0.1
+BACKOFF_MAX_SECONDS = 5.0
+# How much of an oversized command is still parsed, only to find where to send the error.
+MAX_PARSED_BYTES = 16 * protocol.MAX_COMMAND_BYTES
+MAX_NAME_LENGTH = 140  # Frappe's varchar name column
+
+
+class CommandRejected(Exception):
+	"""A command that cannot be executed; the message is the reason sent back to the caller."""
+
+
+class Dispatcher(Protocol):
+	"""What the listener needs from the engine."""
+
+	def resolve_site(self, site: str | None) -> str:
+		"""The site a command applies to; raises `CommandRejected` for an unknown or ambiguous site."""
+
+	def check_target(self, site: str, request_type: str, name: str) -> None:
+		"""Raises `CommandRejected` unless `name` is a schedule of `site`."""
+
+	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
+		"""Carry out the command, after its ACK; may be slow."""
+
+
+class Command:
+	"""A command that passed every check: what the dispatcher executes."""
+
+	__slots__ = ("request_type", "name", "site", "response_key")
+
+	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str):
+		self.request_type = request_type
+		self.name = name
+		self.site = site
+		self.response_key = response_key
+
+
+def default_process_id() -> str:
+	return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_name(field: str, value: Any) -> str | None:
+	"""Why `value` cannot be a site or schedule name, or None."""
+	if not isinstance(value, str):
+		return f"{field} must be a string, got {json_type(value)}"
+	if not value.strip():
+		return f"{field} must not be empty"
+	if len(value) > MAX_NAME_LENGTH:
+		return f"{field} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}"
+	if not value.isprintable():
+		return f"{field} {value!r} holds control characters"
+	return None
+
+
+def json_type(value: Any) -> str:
+	if value is None:
+		return "null"
+	return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array", dict: "an object"}.get(
+		type(value), type(value).__name__
+	)
+
+
+def clip(value: Any, limit: int = 80) -> str:
+	text = value if isinstance(value, str) else repr(value)
+	return text if len(text) <= limit else text[:limit] + "..."
+
+
+class CommandListener:
+	"""Serves `btu:scheduler:commands` until `stop` is set; meant to run in its own thread."""
+
+	def __init__(
+		self,
+		redis_client: redis.Redis,
+		dispatcher: Dispatcher,
+		*,
+		process_id: str | None = None,
+		block_seconds: float = BLOCK_SECONDS,
+	):
+		if redis_client.connection_pool.connection_kwargs.get("decode_responses"):
+			raise ValueError("CommandListener needs a Redis client with decode_responses=False: a command may be any bytes")
+		self.redis = redis_client
+		self.dispatcher = dispatcher
+		self.process_id = process_id or default_process_id()
+		# BRPOP must return before the client's own socket timeout would cut it.
+		socket_timeout = redis_client.connection_pool.connection_kwargs.get("socket_timeout")
+		if socket_timeout:
+			block_seconds = min(block_seconds, socket_timeout / 2)
+		self.block_seconds = block_seconds
+		self.redis_down = False
+
+	def run(self, stop: threading.Event) -> None:
+		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
+		backoff = BACKOFF_FIRST_SECONDS
+		while not stop.is_set():
+			try:
+				popped = self.redis.brpop([protocol.COMMANDS_KEY], timeout=self.block_seconds)
+			except Exception as exc:  # redis.RedisError, or anything else a broken connection raises
+				self.note_redis_lost(exc)
+				stop.wait(backoff)
+				backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
+				continue
+			backoff = BACKOFF_FIRST_SECONDS
+			self.note_redis_restored()
+			if popped is not None:
+				self.handle(popped[1])
+		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
+
+	def note_redis_lost(self, exc: Exception) -> None:
+		if not self.redis_down:
+			self.redis_down = True
+			log_event(
+				logger, logging.ERROR, "rpc_redis_lost", process=self.process_id,
+				error=f"{type(exc).__name__}: {exc}", retry="backing off up to 5 s",
+			)
+
+	def note_redis_restored(self) -> None:
+		if self.redis_down:
+			self.redis_down = False
+			log_event(logger, logging.INFO, "rpc_redis_restored", process=self.process_id)
+
+	def handle(self, raw: bytes | str) -> None:
+		"""One popped command: reject it, or ACK then execute it. Never raises."""
+		try:
+			command = self.parse(raw)
+			if command is None:
+				return
+			log_event(
+				logger, logging.DEBUG if command.request_type == protocol.PING else logging.INFO, "rpc_command",
+				request_type=command.request_type, site=command.site, schedule=command.name, process=self.process_id,
+			)
+			try:
+				self.reply(command.response_key, protocol.make_ack(command.request_type))
+			except redis.RedisError as exc:
+				# The command is valid and already popped: carry it out even though its caller hears nothing.
+				log_event(
+					logger, logging.ERROR, "rpc_ack_failed", request_type=command.request_type, site=command.site,
+					schedule=command.name, error=f"{type(exc).__name__}: {exc}", process=self.process_id,
+				)
+			self.execute(command)
+		except redis.RedisError as exc:
+			log_event(
+				logger, logging.ERROR, "rpc_reply_failed", process=self.process_id, error=f"{type(exc).__name__}: {exc}",
+			)
+		except Exception as exc:  # a bug must cost one command, not the listener
+			log_event(
+				logger, logging.ERROR, "rpc_command_crashed", exc_info=True, process=self.process_id,
+				error=f"{type(exc).__name__}: {exc}",
+			)
+
+	def parse(self, raw: bytes | str) -> Command | None:
+		"""The command in `raw`, or None after rejecting it (log line, error reply where possible)."""
+		data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+		size = len(data)
+		oversized = size > protocol.MAX_COMMAND_BYTES
+		if oversized and size > MAX_PARSED_BYTES:
+			self.reject(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size)
+			return None
+		try:
+			message = json.loads(data.decode("utf-8"))
+		except UnicodeDecodeError as exc:
+			self.reject(f"command is not UTF-8 JSON: {exc.reason} at byte {exc.start}", size=size)
+			return None
+		except (ValueError, RecursionError) as exc:
+			self.reject(f"command is not JSON: {clip(str(exc), 120)}", size=size)
+			return None
+		if not isinstance(message, dict):
+			self.reject(f"command must be a JSON object, got {json_type(message)}", size=size)
+			return None
+
+		request_type = message.get("request_type")
+		response_key = message.get("response_key")
+		site = message.get("site")
+		name = message.get("request_content")
+		known_type = request_type if isinstance(request_type, str) and request_type in protocol.REQUEST_TYPES else None
+		context = {
+			"request_type": clip(request_type) if request_type is not None else None,
+			"site": clip(site) if site is not None else None,
+			"schedule": clip(name) if name is not None else None,
+			"size": size,
+		}
+		if not protocol.is_response_key(response_key):
+			reason = (
+				"response_key is missing" if response_key is None
+				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (at most 256 characters)"
+			)
+			self.reject(reason, **context)
+			return None
+
+		def refuse(reason: str) -> None:
+			self.reject(reason, response_key=response_key, request_type=known_type, **context)
+
+		if oversized:
+			refuse(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit")
+			return None
+		if request_type is None:
+			refuse(f"request_type is missing; allowed: {', '.join(protocol.REQUEST_TYPES)}")
+			return None
+		if known_type is None:
+			refuse(f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}")
+			return None
+		if site is not None:
+			problem = check_name("site", site)
+			if problem:
+				refuse(problem)
+				return None
+		if request_type == protocol.PING:
+			if name is not None and not isinstance(name, str):
+				refuse(f"request_content of ping must be null, got {json_type(name)}")
+				return None
+			return Command(request_type, None, None, response_key)
+
+		problem = check_name("request_content (the Task Schedule name)", name)
+		if problem:
+			refuse(f"{request_type}: {problem}")
+			return None
+		try:
+			resolved = self.dispatcher.resolve_site(site)
+			self.dispatcher.check_target(resolved, request_type, name)
+		except CommandRejected as exc:
+			refuse(str(exc))
+			return None
+		except Exception as exc:
+			log_event(logger, logging.ERROR, "rpc_check_failed", exc_info=True, process=self.process_id, **context)
+			refuse(f"{request_type} {name!r}: the scheduler could not check it ({type(exc).__name__}: {clip(str(exc), 200)}); try again")
+			return None
+		return Command(request_type, name, resolved, response_key)
+
+	def reject(self, reason: str, *, response_key: str | None = None, request_type: str | None = None, **context: Any) -> None:
+		log_event(
+			logger, logging.WARNING, "rpc_rejected", reason=reason, replied=response_key is not None,
+			process=self.process_id, **context,
+		)
+		if response_key is not None:
+			self.reply(response_key, protocol.make_error(reason, request_type))
+
+	def reply(self, response_key: str, payload: dict) -> None:
+		"""LPUSH `payload` on `response_key`, then EXPIRE it, in one MULTI."""
+		with self.redis.pipeline(transaction=True) as pipe:
+			pipe.lpush(response_key, json.dumps(payload))
+			pipe.expire(response_key, protocol.RESPONSE_TTL_SECONDS)
+			pipe.execute()
+
+	def execute(self, command: Command) -> None:
+		try:
+			self.dispatcher.execute(command.site, command.request_type, command.name)
+		except CommandRejected as exc:
+			log_event(
+				logger, logging.WARNING, "rpc_execute_refused", request_type=command.request_type, site=command.site,
+				schedule=command.name, reason=str(exc), process=self.process_id,
+			)
+		except Exception as exc:
+			log_event(
+				logger, logging.ERROR, "rpc_execute_failed", exc_info=True, request_type=command.request_type,
+				site=command.site, schedule=command.name, error=f"{type(exc).__name__}: {exc}", process=self.process_id,
+			)
+
+
+def start_listener_thread(
+	redis_client: redis.Redis,
+	dispatcher: Dispatcher,
+	config,
+	stop: threading.Event,
+	*,
+	process_id: str | None = None,
+) -> threading.Thread | None:
+	"""Start a daemon thread serving RPC commands, or log why not and return None."""
+	if config.disable_redis_rpc:
+		log_event(
+			logger, logging.WARNING, "rpc_listener_disabled",
+			reason="disable_redis_rpc = true: the Desk's buttons and btu-scheduler ping get no answer",
+			source=config.sources.get("disable_redis_rpc", "default"),
+		)
+		return None
+	listener = CommandListener(redis_client, dispatcher, process_id=process_id)
+	thread = threading.Thread(target=listener.run, args=(stop,), name="btu-rpc-listener", daemon=True)
+	thread.start()
+	return thread
