@@ -132,10 +132,12 @@ def call(
 # times it out. The epoch (INCR of LEADER_EPOCH_KEY) is the fencing token.
 LEADER_KEY = "btu:scheduler:leader"
 LEADER_EPOCH_KEY = "btu:scheduler:leader:epoch"
-# LPUSHed by any process that changed the state, so the leader's BLPOP wakes.
-WAKE_KEY = "btu:scheduler:wake"
-# LPUSHed by a leader that stepped down, so a standby takes over at once.
-HANDOFF_KEY = "btu:scheduler:handoff"
+# Pub/sub channels: every scheduler process subscribes to both. A process
+# that changed the state publishes on WAKE_CHANNEL so the leader recomputes
+# its sleep at once; a leader that steps down publishes on HANDOFF_CHANNEL so
+# a standby takes over at once.
+WAKE_CHANNEL = "btu:scheduler:wake"
+HANDOFF_CHANNEL = "btu:scheduler:handoff"
 # JSON summary for the Desk and `btu-scheduler status`.
 STATUS_KEY = "btu:scheduler:status"
 PROCESS_KEY_PREFIX = "btu:scheduler:process:"
@@ -151,6 +153,9 @@ def process_key(process_id: str) -> str:
 # time in epoch milliseconds. Site names never contain "|".
 DUE_KEY = "btu:due"
 SITES_KEY = "btu:sites"
+# A random value written when the state is first built: when it is gone,
+# Redis lost its data and every process rebuilds from the databases.
+GENERATION_KEY = "btu:generation"
 
 
 def due_member(site: str, schedule: str) -> str:

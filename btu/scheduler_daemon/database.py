@@ -1,0 +1,179 @@
+"""Reading BTU rows from a site's database with parameterised SQL.
+
+The scheduler only reads: schedule rows joined with their task, a few
+single values (`tabSingles`) and, to resume after Redis lost its data, the
+newest logged slot per schedule. MariaDB goes through PyMySQL, PostgreSQL
+(db_type "postgres") through psycopg2, as Frappe does.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from btu.scheduler_daemon.bench import Site
+
+SCHEDULE_TABLE = "tabBTU Task Schedule"
+TASK_TABLE = "tabBTU Task"
+LOG_TABLE = "tabBTU Task Log"
+
+SCHEDULE_COLUMNS = (
+	"name", "task", "enabled", "paused", "modified", "creation", "run_frequency", "cron_string",
+	"minute", "hour", "day_of_week", "day_of_month", "month", "every", "every_unit", "run_at",
+	"time_zone", "start_time", "end_time", "run_limit", "jitter_secs", "catch_up_policy",
+	"catch_up_window", "catch_up_max", "overlap_policy", "queue_name", "argument_overrides",
+)  # fmt: skip
+TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short")
+
+
+class DatabaseError(Exception):
+	"""The site's database could not be reached or read; the message names the site."""
+
+
+class SiteDatabase:
+	"""One site's database connection, opened lazily and reopened after a failure."""
+
+	def __init__(self, site: Site, connect_timeout: float = 5.0):
+		self.site = site
+		self.connect_timeout = connect_timeout
+		self._connection = None
+		self._lock = threading.Lock()
+
+	@property
+	def postgres(self) -> bool:
+		return self.site.db_type == "postgres"
+
+	def _quote(self, identifier: str) -> str:
+		return f'"{identifier}"' if self.postgres else f"`{identifier}`"
+
+	def _connect(self):
+		params = self.site.db_params
+		if not params["database"]:
+			raise DatabaseError(f"site {self.site.name}: site_config.json has no db_name")
+		if self.postgres:
+			try:
+				import psycopg2
+			except ImportError as exc:
+				raise DatabaseError(
+					f"site {self.site.name}: db_type is postgres but psycopg2 is not installed: pip install psycopg2-binary"
+				) from exc
+			connection = psycopg2.connect(
+				host=params["socket"] or params["host"],
+				port=params["port"],
+				user=params["user"],
+				password=params["password"],
+				dbname=params["database"],
+				connect_timeout=int(self.connect_timeout),
+			)
+			connection.autocommit = True
+			return connection
+		import pymysql
+
+		return pymysql.connect(
+			host=params["host"],
+			port=params["port"],
+			unix_socket=params["socket"],
+			user=params["user"],
+			password=params["password"],
+			database=params["database"],
+			charset="utf8mb4",
+			connect_timeout=self.connect_timeout,
+			read_timeout=30,
+			write_timeout=30,
+			autocommit=True,
+			cursorclass=pymysql.cursors.DictCursor,
+		)
+
+	def query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+		"""Run one read query; reconnect once if the connection went away."""
+		with self._lock:
+			for attempt in (1, 2):
+				try:
+					if self._connection is None:
+						self._connection = self._connect()
+					cursor = self._connection.cursor()
+					try:
+						cursor.execute(sql, params)
+						rows = cursor.fetchall()
+						if self.postgres:
+							columns = [column.name for column in cursor.description]
+							rows = [dict(zip(columns, row)) for row in rows]
+						return list(rows)
+					finally:
+						cursor.close()
+				except DatabaseError:
+					raise
+				except Exception as exc:  # driver errors differ between PyMySQL and psycopg2
+					self.close_unlocked()
+					if attempt == 2:
+						raise DatabaseError(f"site {self.site.name}: database {self.site.db_params['database']}: {exc}") from exc
+		raise AssertionError("unreachable")
+
+	def close_unlocked(self) -> None:
+		if self._connection is not None:
+			try:
+				self._connection.close()
+			except Exception:
+				pass
+		self._connection = None
+
+	def close(self) -> None:
+		with self._lock:
+			self.close_unlocked()
+
+	# -- what the scheduler reads ---------------------------------------------------
+
+	def has_btu_tables(self) -> bool:
+		if self.postgres:
+			sql = "SELECT table_name FROM information_schema.tables WHERE table_name = %s"
+		else:
+			sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s"
+		return bool(self.query(sql, (SCHEDULE_TABLE,)))
+
+	def single_value(self, doctype: str, field: str) -> str | None:
+		rows = self.query(
+			f"SELECT {self._quote('value')} AS value FROM {self._quote('tabSingles')} WHERE doctype = %s AND field = %s",
+			(doctype, field),
+		)
+		return rows[0]["value"] if rows else None
+
+	def system_time_zone(self) -> str | None:
+		return self.single_value("System Settings", "time_zone") or None
+
+	def btu_enabled(self) -> bool:
+		"""BTU Configuration.enabled; a site that never saved the configuration is enabled."""
+		value = self.single_value("BTU Configuration", "enabled")
+		return value is None or str(value).strip() not in ("0", "")
+
+	def schedules(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+		"""Schedule rows with their task's columns as `task_<column>` (None when the task is gone)."""
+		q = self._quote
+		columns = ", ".join(f"s.{q(column)}" for column in SCHEDULE_COLUMNS)
+		task_columns = ", ".join(f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS)
+		sql = (
+			f"SELECT {columns}, t.{q('name')} AS {q('task_name')}, {task_columns} "
+			f"FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')}"
+		)
+		params: tuple = ()
+		if names is not None:
+			if not names:
+				return []
+			sql += f" WHERE s.{q('name')} IN ({', '.join(['%s'] * len(names))})"
+			params = tuple(names)
+		return self.query(sql, params)
+
+	def schedule_exists(self, name: str) -> bool:
+		q = self._quote
+		return bool(self.query(f"SELECT {q('name')} FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} = %s", (name,)))
+
+	def last_logged_slots(self, names: list[str]) -> dict[str, str]:
+		"""Schedule -> newest `slot_utc` in its Task Logs (empty when logs are absent)."""
+		if not names:
+			return {}
+		q = self._quote
+		rows = self.query(
+			f"SELECT {q('schedule')} AS schedule, MAX({q('slot_utc')}) AS slot FROM {q(LOG_TABLE)} "
+			f"WHERE {q('schedule')} IN ({', '.join(['%s'] * len(names))}) GROUP BY {q('schedule')}",
+			tuple(names),
+		)
+		return {row["schedule"]: row["slot"] for row in rows if row["slot"]}

@@ -1,0 +1,58 @@
+"""The leader lease: one scheduler process fires, the others stand by.
+
+The lease is a Redis key set with PX, so Redis's own clock times it out and
+host clock skew cannot make two leaders. Its value "<epoch>|<holder>" is the
+fencing token: the epoch grows with every new leader, and the fire script
+writes nothing unless the caller's token is still the key's value, so a
+stalled former leader cannot enqueue.
+"""
+
+from __future__ import annotations
+
+from btu import protocol
+from btu.scheduler_daemon import scripts
+
+
+class Lease:
+	def __init__(self, redis_conn, holder: str, ttl_secs: float):
+		self.redis = redis_conn
+		self.holder = holder
+		self.ttl_ms = max(int(ttl_secs * 1000), 100)
+		self.value: str | None = None
+		self._acquire = scripts.register(redis_conn, "lease_acquire")
+		self._renew = scripts.register(redis_conn, "lease_renew")
+		self._release = scripts.register(redis_conn, "lease_release")
+
+	@property
+	def held(self) -> bool:
+		return self.value is not None
+
+	@property
+	def epoch(self) -> int | None:
+		return int(self.value.split("|", 1)[0]) if self.value else None
+
+	def acquire(self) -> bool:
+		value = self._acquire(keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms])
+		self.value = value.decode() if isinstance(value, bytes) else value
+		return self.held
+
+	def renew(self) -> bool:
+		if self.value and not self._renew(keys=[protocol.LEADER_KEY], args=[self.value, self.ttl_ms]):
+			self.value = None
+		return self.held
+
+	def release(self) -> None:
+		if self.value:
+			self._release(keys=[protocol.LEADER_KEY], args=[self.value])
+			self.redis.publish(protocol.HANDOFF_CHANNEL, self.holder)
+		self.value = None
+
+	def lost(self) -> None:
+		"""Forget the lease without touching Redis (the fire script said we no longer hold it)."""
+		self.value = None
+
+	def current(self) -> tuple[str | None, int]:
+		"""The lease's value and its remaining time in ms (-2 when nobody holds it)."""
+		with self.redis.pipeline() as pipe:
+			value, pttl = pipe.get(protocol.LEADER_KEY).pttl(protocol.LEADER_KEY).execute()
+		return (value.decode() if isinstance(value, bytes) else value), pttl

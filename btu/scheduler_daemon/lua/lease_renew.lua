@@ -1,0 +1,6 @@
+-- Extend the lease if we still hold it. KEYS[1] lease key; ARGV[1] our value, ARGV[2] ttl ms.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return 1
+end
+return 0

@@ -1,0 +1,200 @@
+"""The scheduler's runtime state in Redis, and the atomic operations on it.
+
+Per schedule a hash (`protocol.schedule_key`): its compiled spec and job
+template (JSON, with their fingerprints), `cursor` (the pending slot, epoch
+ms: the value every fire compares and moves), `fire_at`, `runs`, the last
+fire, `paused` and `finished`. One sorted set (`protocol.DUE_KEY`) orders
+every schedule of every site by fire time. All writes that race with a fire
+go through Lua scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+from btu import protocol
+from btu.scheduler_daemon import scripts
+from btu.scheduler_daemon.jobs import QUEUES_KEY
+
+RECENT_FIRES = 200
+STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paused", "finished")
+
+
+@dataclass
+class FireJob:
+	slot_ms: int
+	fire_at_ms: int
+	job_id: str
+	job_key: str
+	queue_key: str
+	mapping: dict
+
+
+@dataclass
+class FireItem:
+	site: str
+	schedule: str
+	expected_cursor: str
+	next_cursor: str  # "" when the schedule is finished
+	next_fire_at: str
+	overlap_skip: bool
+	skipped: int
+	expired: int
+	jobs: list[FireJob]
+
+	def args(self) -> list:
+		out = [
+			protocol.due_member(self.site, self.schedule),
+			protocol.schedule_key(self.site, self.schedule),
+			protocol.recent_fires_key(self.site),
+			protocol.counters_key(self.site),
+			self.expected_cursor,
+			self.next_cursor,
+			self.next_fire_at,
+			"1" if self.overlap_skip else "0",
+			self.skipped,
+			self.expired,
+			len(self.jobs),
+		]
+		for job in self.jobs:
+			out += [job.slot_ms, job.fire_at_ms, job.job_id, job.job_key, job.queue_key, len(job.mapping)]
+			for field, value in job.mapping.items():
+				out += [field, value]
+		return out
+
+
+class State:
+	def __init__(self, redis_conn):
+		self.redis = redis_conn
+		self._due = scripts.register(redis_conn, "due")
+		self._fire = scripts.register(redis_conn, "fire")
+		self._upsert = scripts.register(redis_conn, "upsert")
+
+	# -- generation: detecting that Redis lost the state -----------------------------
+
+	def generation(self) -> str:
+		"""The state's generation, made when missing (a new or wiped Redis)."""
+		self.redis.set(protocol.GENERATION_KEY, uuid.uuid4().hex, nx=True)
+		value = self.redis.get(protocol.GENERATION_KEY)
+		return value.decode() if isinstance(value, bytes) else value
+
+	# -- reconcile side ------------------------------------------------------------------
+
+	def upsert(
+		self,
+		site: str,
+		name: str,
+		*,
+		fingerprint: str,
+		spec: dict,
+		job: dict,
+		paused: bool,
+		active: bool,
+		new_cursor: str,
+		new_fire_at: str,
+		now_cursor: str,
+		now_fire_at: str,
+		modified: str,
+	) -> str:
+		result = self._upsert(
+			keys=[protocol.schedule_key(site, name), protocol.DUE_KEY, protocol.site_schedules_key(site)],
+			args=[
+				protocol.due_member(site, name),
+				name,
+				fingerprint,
+				json.dumps(spec, sort_keys=True),
+				json.dumps(job, sort_keys=True),
+				"1" if paused else "0",
+				"1" if active else "0",
+				new_cursor,
+				new_fire_at,
+				now_cursor,
+				now_fire_at,
+				modified,
+			],
+		)
+		self.redis.sadd(protocol.SITES_KEY, site)
+		return result.decode() if isinstance(result, bytes) else result
+
+	def remove(self, site: str, name: str) -> bool:
+		with self.redis.pipeline() as pipe:
+			pipe.zrem(protocol.DUE_KEY, protocol.due_member(site, name))
+			pipe.srem(protocol.site_schedules_key(site), name)
+			pipe.delete(protocol.schedule_key(site, name))
+			removed = pipe.execute()
+		return bool(removed[1])
+
+	def names(self, site: str) -> set[str]:
+		return {n.decode() if isinstance(n, bytes) else n for n in self.redis.smembers(protocol.site_schedules_key(site))}
+
+	def sites(self) -> set[str]:
+		return {s.decode() if isinstance(s, bytes) else s for s in self.redis.smembers(protocol.SITES_KEY)}
+
+	def hold_site(self, site: str) -> None:
+		"""Take a paused site's schedules off the due set; their cursors stay."""
+		members = [protocol.due_member(site, name) for name in self.names(site)]
+		if members:
+			self.redis.zrem(protocol.DUE_KEY, *members)
+
+	def purge_site(self, site: str) -> None:
+		names = self.names(site)
+		with self.redis.pipeline() as pipe:
+			if names:
+				pipe.zrem(protocol.DUE_KEY, *[protocol.due_member(site, n) for n in names])
+				pipe.delete(*[protocol.schedule_key(site, n) for n in names])
+			pipe.delete(
+				protocol.site_schedules_key(site),
+				protocol.recent_fires_key(site),
+				protocol.invalid_rows_key(site),
+				protocol.counters_key(site),
+			)
+			pipe.srem(protocol.SITES_KEY, site)
+			pipe.execute()
+
+	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
+		key = protocol.invalid_rows_key(site)
+		with self.redis.pipeline() as pipe:
+			if replace:
+				pipe.delete(key)
+			if invalid:
+				pipe.hset(key, mapping=invalid)
+			pipe.execute()
+
+	def clear_invalid(self, site: str, name: str) -> None:
+		self.redis.hdel(protocol.invalid_rows_key(site), name)
+
+	# -- leader side ---------------------------------------------------------------------
+
+	def due(self, batch_size: int) -> tuple[int, int | None, list[tuple[str, str, int]]]:
+		"""(Redis now ms, next fire ms when nothing is due, [(site, schedule, fire_at ms)])."""
+		raw = self._due(keys=[protocol.DUE_KEY], args=[batch_size])
+		now_ms = int(raw[0])
+		next_ms = int(float(raw[1])) if raw[1] else None
+		entries = []
+		for member, score in zip(raw[2::2], raw[3::2]):
+			site, schedule = protocol.parse_due_member(member)
+			entries.append((site, schedule, int(float(score))))
+		return now_ms, next_ms, entries
+
+	def read(self, entries: list[tuple[str, str]]) -> list[dict]:
+		with self.redis.pipeline(transaction=False) as pipe:
+			for site, schedule in entries:
+				pipe.hmget(protocol.schedule_key(site, schedule), STATE_FIELDS)
+			rows = pipe.execute()
+		out = []
+		for values in rows:
+			out.append({field: (v.decode() if isinstance(v, bytes) else v) for field, v in zip(STATE_FIELDS, values)})
+		return out
+
+	def fire(self, lease_value: str, items: list[FireItem]) -> list | None:
+		"""Run the fire script; None when the lease is no longer ours."""
+		args: list = [lease_value, RECENT_FIRES, len(items)]
+		for item in items:
+			args += item.args()
+		raw = self._fire(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, QUEUES_KEY], args=args)
+		if raw and raw[0] in (b"not_leader", "not_leader"):
+			return None
+		return raw
+
