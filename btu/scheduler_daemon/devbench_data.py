@@ -52,12 +52,17 @@ def static_default(df: dict):
 	if default in (None, "") or default in DEFAULT_SHORTCUTS or str(default).startswith(":"):
 		if df.get("fieldtype") == "Select" and df.get("options") and df["options"] not in ("[Select]", "Loading..."):
 			return df["options"].split("\n", 1)[0]
-		return None
-	if df["fieldtype"] in ("Check", "Int"):
-		return cint(default)
-	if df["fieldtype"] in ("Float", "Currency", "Percent", "Duration"):
-		return flt(default)
-	return default
+		default = None
+	return typed(df, default)
+
+
+def typed(df: dict, value):
+	"""`BaseDocument.get_valid_dict`: numbers of Check/Int and Float/Currency/Percent fields are never NULL."""
+	if df.get("fieldtype") in ("Check", "Int"):
+		return cint(value)
+	if df.get("fieldtype") in ("Float", "Currency", "Percent"):
+		return flt(value)
+	return value
 
 
 class SiteData:
@@ -132,7 +137,7 @@ class SiteData:
 		now = self.now()
 		row = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
 		row.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0, "idx": 0})
-		row.update({k: self.to_db(v) for k, v in fields.items()})
+		row.update({k: self.to_db(v, schema.field(k)) for k, v in fields.items()})
 		with self.conn.cursor() as cur:
 			self.fill_fetched(cur, schema, row, fields)
 			self.conn.begin()
@@ -153,7 +158,7 @@ class SiteData:
 		self.check_fields(schema, fields)
 		if any(df["fieldname"] in fields for df in schema.table_fields()):
 			raise SiteDataError(f"{doctype} {name}: Table fields cannot be updated here; delete and insert the document")
-		values = {k: self.to_db(v) for k, v in fields.items()}
+		values = {k: self.to_db(v, schema.field(k)) for k, v in fields.items()}
 		values.setdefault("modified", self.now())
 		values.setdefault("modified_by", ADMINISTRATOR)
 		assignments = ", ".join(f"`{column}`=%s" for column in values)
@@ -197,7 +202,7 @@ class SiteData:
 				f"{', '.join(sorted(known - set(STANDARD_FIELDS)))}"
 			)
 
-	def to_db(self, value):
+	def to_db(self, value, df: dict | None = None):
 		"""Python values as Frappe stores them: JSON text, 0/1, naive system-zone datetimes."""
 		if isinstance(value, (dict, list)):
 			return json.dumps(value)
@@ -205,7 +210,7 @@ class SiteData:
 			return int(value)
 		if isinstance(value, datetime) and value.tzinfo is not None:
 			return value.astimezone(self.zone()).replace(tzinfo=None)
-		return value
+		return typed(df, value) if df else value
 
 	def fill_fetched(self, cur, schema: DocTypeSchema, row: dict, given: dict) -> None:
 		"""`fetch_from` fields not given, from the linked document, as Frappe does on save."""
@@ -266,7 +271,7 @@ class SiteData:
 			self.check_fields(child, given)
 			row = {df["fieldname"]: static_default(df) for df in child.value_fields()}
 			row.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0})
-			row.update({k: self.to_db(v) for k, v in given.items()})
+			row.update({k: self.to_db(v, child.field(k)) for k, v in given.items()})
 			row.update({"parent": parent_name, "parentfield": fieldname, "parenttype": parent.name, "idx": idx})
 			row["name"] = row.get("name") or generate_hash()
 			self.insert_row(cur, child, row)
