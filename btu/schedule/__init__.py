@@ -1,0 +1,52 @@
+"""Schedule semantics: cron with time zones, intervals, one-offs, catch-up.
+
+Pure: no I/O, no frappe. The Desk uses it to validate, describe and preview
+a BTU Task Schedule; the scheduler uses it to decide what to fire.
+
+Slots and zones
+	Every schedule has nominal slots, whole-second instants. Cron
+	expressions are evaluated on the wall clock of the schedule's zone
+	(IANA name, UTC, or a fixed offset such as +05:30). DST follows Debian
+	cron(8): an expression whose minute or hour field starts with `*` runs
+	in real time (wall times skipped by spring-forward do not occur, wall
+	times repeated by fall-back fire in both passes); any other expression
+	is fixed-time: a skipped wall time fires once at the transition instant
+	(several skipped times give one fire), a repeated one fires once, at
+	its first occurrence. Intervals are origin + k * every in real time,
+	origin being start_time, else creation + every. A Once schedule has one
+	slot, run_at (in a gap: the transition instant; repeated: the first).
+	start_time and end_time bound the slots (inclusive).
+
+Jitter
+	fire_time(slot) = slot + a whole number of seconds in [0, jitter_secs],
+	from a hash of (name, slot), always less than the gap to the next slot;
+	every process computes the same value, and fire times keep slot order.
+
+plan(cursor, now, runs, grace)
+	`cursor` is the pending slot (the first not yet handled). Due slots are
+	the slots s >= cursor with fire_time(s) <= now. A due slot is on time
+	when now - fire_time(s) <= grace; on-time slots always fire. Older due
+	slots are missed: a missed slot with now - s > catch_up_window is
+	expired (dropped, counted in `expired`, whatever the policy); the rest
+	follow catch_up_policy:
+		skip: dropped, counted in `skipped`;
+		fire_once: the latest fires, the others are counted in `skipped`;
+		fire_all: the latest catch_up_max fire, older ones in `skipped`.
+	`fire` lists the slots to fire now, oldest first. With a run_limit,
+	runs + len(fire) never exceeds it (the oldest are kept) and reaching it
+	finishes the schedule. `next_cursor` is the first slot not yet due, None
+	when `finished` (end passed, Once done, or run_limit reached).
+	A long backlog is not walked slot by slot: the expired region is jumped
+	over. Interval counts are arithmetic and exact; cron counts enumerate at
+	most 10,000 slots per call, after which `count_truncated` is True and
+	`skipped`/`expired` are lower bounds.
+"""
+
+from __future__ import annotations
+
+from btu.schedule.errors import ScheduleError
+from btu.schedule.frequency import frequency_to_cron
+from btu.schedule.spec import FirePlan, ScheduleSpec
+from btu.schedule.zones import parse_zone
+
+__all__ = ["FirePlan", "ScheduleError", "ScheduleSpec", "frequency_to_cron", "parse_zone"]

@@ -1,0 +1,70 @@
+"""The BTU Task Schedule form's Hourly/Daily/Weekly/Monthly/Yearly inputs as cron.
+
+The expression is local wall-clock time in the schedule's zone; nothing is
+shifted to UTC (the original BTU froze today's offset and broke across DST).
+"""
+
+from __future__ import annotations
+
+import calendar
+from typing import Any
+
+from btu.schedule.errors import ScheduleError
+
+HELPERS = ("Hourly", "Daily", "Weekly", "Monthly", "Yearly")
+WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+MONTH_NAMES = tuple(calendar.month_name)[1:]
+# The longest each month gets (February 29 in leap years).
+MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def whole_number(field: str, value: Any, default: int, low: int, high: int | None = None) -> int:
+	"""An Int form field: None/"" -> default; bad or out of range -> ScheduleError."""
+	if value is None or value == "":
+		return default
+	if isinstance(value, bool):
+		value = int(value)
+	try:
+		number = int(str(value).strip()) if not isinstance(value, int) else value
+	except ValueError:
+		raise ScheduleError(field, value, "must be a whole number") from None
+	if number < low or (high is not None and number > high):
+		bounds = f"{low}-{high}" if high is not None else f"{low} or more"
+		raise ScheduleError(field, value, f"{field.replace('_', ' ')} {number} is outside {bounds}")
+	return number
+
+
+def frequency_to_cron(
+	run_frequency: str,
+	minute: Any = 0,
+	hour: Any = 0,
+	day_of_week: Any = "Monday",
+	day_of_month: Any = 1,
+	month: Any = "January",
+) -> str:
+	"""A 5-field cron expression for one of the form's helper frequencies."""
+	if run_frequency not in HELPERS:
+		raise ScheduleError("run_frequency", run_frequency, f"has no cron form; expected one of {', '.join(HELPERS)}")
+	m = whole_number("minute", minute, 0, 0, 59)
+	if run_frequency == "Hourly":
+		return f"{m} * * * *"
+	h = whole_number("hour", hour, 0, 0, 23)
+	if run_frequency == "Daily":
+		return f"{m} {h} * * *"
+	if run_frequency == "Weekly":
+		name = (day_of_week or "Monday").strip().title() if isinstance(day_of_week, str) else day_of_week
+		if name not in WEEKDAYS:
+			raise ScheduleError("day_of_week", day_of_week, f"must be one of {', '.join(WEEKDAYS[1:] + WEEKDAYS[:1])}")
+		return f"{m} {h} * * {WEEKDAYS.index(name)}"
+	d = whole_number("day_of_month", day_of_month, 1, 1, 31)
+	if run_frequency == "Monthly":
+		return f"{m} {h} {d} * *"
+	name = (month or "January").strip().title() if isinstance(month, str) else month
+	if name not in MONTH_NAMES:
+		raise ScheduleError("month", month, f"must be a month name, {MONTH_NAMES[0]} to {MONTH_NAMES[-1]}")
+	number = MONTH_NAMES.index(name) + 1
+	if d > MONTH_DAYS[number - 1]:
+		raise ScheduleError(
+			"day_of_month", day_of_month, f"{name} has no day {d}; pick a day from 1 to {MONTH_DAYS[number - 1]}"
+		)
+	return f"{m} {h} {d} {number} *"

@@ -1,0 +1,54 @@
+"""`btu-scheduler next`: list a cron expression's next fires; needs no service."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+
+from btu.schedule import ScheduleError, ScheduleSpec, parse_zone
+from btu.schedule.zones import clock_for, wall_seconds
+from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
+
+
+def register(subparsers) -> None:
+	parser = subparsers.add_parser(
+		"next",
+		help="print the next fire instants of a cron expression",
+		description=(
+			"Print the next N fires of a cron expression, one ISO 8601 instant per line in the schedule's zone "
+			"with its UTC offset, following BTU's DST rules. Exit 2 on a bad expression, zone or time."
+		),
+	)
+	parser.add_argument("--cron", required=True, help="5 fields (m h dom mon dow), 6 with leading seconds, or @daily etc.")
+	parser.add_argument("--tz", default="UTC", help="IANA zone, UTC or an offset like +05:30 (default UTC)")
+	parser.add_argument("--after", help="ISO 8601 start (exclusive); without an offset it is in --tz (default now)")
+	parser.add_argument("-n", type=int, default=10, help="how many fires (default 10)")
+	parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+	try:
+		zone = parse_zone(args.tz)
+		spec = ScheduleSpec(name="cli", zone_name=args.tz, kind="cron", cron=args.cron)
+		after = parse_after(args.after, zone)
+		if args.n < 1:
+			raise ScheduleError("-n", args.n, "must be 1 or more")
+	except ScheduleError as exc:
+		print(f"btu-scheduler next: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	for fire in spec.preview(args.n, after):
+		print(fire.astimezone(zone).isoformat())
+	return EXIT_OK
+
+
+def parse_after(text: str | None, zone) -> datetime:
+	if not text:
+		return datetime.now(timezone.utc)
+	try:
+		value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+	except ValueError:
+		raise ScheduleError("--after", text, "is not ISO 8601; e.g. 2025-03-09T01:30:00 or 2025-03-09T06:30:00+00:00") from None
+	if value.tzinfo is None:
+		instant = clock_for(zone).instant(wall_seconds(value))
+		return datetime.fromtimestamp(instant, timezone.utc)
+	return value
