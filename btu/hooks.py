@@ -5,3 +5,14 @@ app_description = "A precise, highly available task scheduler for Frappe, with p
 app_email = "btu@example.com"
 app_license = "MIT"
 required_apps = ["frappe"]
+
+after_install = "btu.btu_core.install.after_install"
+before_uninstall = "btu.btu_core.install.before_uninstall"
+after_uninstall = "btu.btu_core.install.after_uninstall"
+
+scheduler_events = {
+	"daily": ["btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs"],
+	"cron": {
+		"*/5 * * * *": ["btu.btu_core.task_runner.mark_lost_runs_timed_out"],
+	},
+}

@@ -1,0 +1,187 @@
+"""BTU's whitelisted methods, callable from the Desk and over REST (/api/method/btu.btu_core.api.<name>).
+
+Every method checks roles first (System Manager or BTU Manager).
+"""
+
+from __future__ import annotations
+
+import frappe
+from frappe.utils import cint, get_datetime
+
+from btu import protocol
+from btu.btu_core import scheduler_link
+from btu.btu_core.instants import format_utc_iso, parse_utc_iso, utc_now
+from btu.btu_core.preview import next_fires as schedule_next_fires
+from btu.btu_core.roles import require_btu_manager
+from btu.btu_core.task_runner import max_duration, run_in_this_process
+from btu.schedule import ScheduleError
+
+RUN_ON = ("worker", "webserver")
+
+
+def _reply(reply: protocol.Reply) -> dict:
+	return {
+		"outcome": reply.outcome,
+		"message": scheduler_link.describe(reply),
+		"round_trip_ms": round(reply.round_trip_ms, 1),
+	}
+
+
+def age_secs(moment) -> float | None:
+	"""Seconds since `moment`: epoch seconds or milliseconds, or an ISO 8601 instant."""
+	if moment in (None, ""):
+		return None
+	try:
+		if isinstance(moment, (int, float)):
+			seconds = moment / 1000 if moment > 1e11 else moment
+			return round(utc_now().timestamp() - seconds, 1)
+		return round((utc_now() - parse_utc_iso(str(moment), "heartbeat_at")).total_seconds(), 1)
+	except ValueError:
+		return None
+
+
+@frappe.whitelist()
+def ping() -> dict:
+	"""Ping the BTU scheduler through Redis; outcome ok, error or unreachable."""
+	require_btu_manager()
+	return _reply(scheduler_link.send(protocol.PING))
+
+
+@frappe.whitelist()
+def status() -> dict:
+	"""The scheduler's published status, this site's part, and the heartbeat's age."""
+	require_btu_manager()
+	published = scheduler_link.read_status()
+	site = frappe.local.site
+	leader = published.get("leader") or {}
+	heartbeat_age = age_secs(leader.get("heartbeat_at"))
+	return {
+		"site": site,
+		"checked_at": format_utc_iso(utc_now()),
+		"updated_at": published.get("updated_at"),
+		"leader": leader,
+		"heartbeat_age_secs": heartbeat_age,
+		"processes": published.get("processes") or [],
+		"this_site": (published.get("sites") or {}).get(site) or {},
+		"error": published.get("error"),
+		"published": bool(published) and not published.get("error"),
+	}
+
+
+@frappe.whitelist(methods=["POST"])
+def run_task_now(task: str, on: str = "worker", schedule: str | None = None) -> dict:
+	"""Run a Task now: on="worker" enqueues it on its queue; on="webserver" runs it in this request."""
+	require_btu_manager()
+	if on not in RUN_ON:
+		frappe.throw(f"on '{on}': must be one of {', '.join(RUN_ON)}")
+	doc = frappe.get_doc("BTU Task", task)
+	doc.check_permission("read")
+	if schedule:
+		frappe.get_doc("BTU Task Schedule", schedule).check_permission("read")
+	if on == "webserver":
+		if doc.run_only_as_worker:
+			frappe.throw(f"BTU Task {task} is marked Run Only as Worker; run it via a worker")
+		log = run_in_this_process(task, schedule=schedule)
+		return {"on": on, "log": log.name, "status": log.status, "execution_time": log.execution_time}
+	queue = (frappe.db.get_value("BTU Task Schedule", schedule, "queue_name") if schedule else None) or doc.queue_name
+	job = frappe.enqueue(
+		"btu.btu_core.task_runner.run_enqueued_task",
+		queue=queue,
+		timeout=max_duration(doc),
+		task=task,
+		schedule=schedule,
+		enqueued_at=format_utc_iso(utc_now(), milliseconds=True),
+	)
+	return {"on": on, "queue": queue, "job_id": job.id if job else None}
+
+
+@frappe.whitelist(methods=["POST"])
+def run_once_at(task: str, at: str) -> dict:
+	"""Create an enabled one-off ("Once") schedule for `task` at `at` (system time zone)."""
+	require_btu_manager()
+	frappe.get_doc("BTU Task", task).check_permission("read")
+	schedule = frappe.get_doc(
+		{
+			"doctype": "BTU Task Schedule",
+			"task": task,
+			"enabled": 1,
+			"run_frequency": "Once",
+			"run_at": get_datetime(at),
+			"time_zone": frappe.utils.get_system_timezone(),
+		}
+	)
+	schedule.insert()
+	return {"schedule": schedule.name, "description": schedule.schedule_description}
+
+
+@frappe.whitelist(methods=["POST"])
+def pause(schedule: str, note: str | None = None) -> dict:
+	"""Pause a schedule: it stays with the scheduler but does not fire until resumed."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.paused = 1
+	doc.pause_note = note or f"Paused by {frappe.session.user} at {frappe.utils.now()}"
+	doc.save()
+	return {"schedule": doc.name, "paused": True, "pause_note": doc.pause_note}
+
+
+@frappe.whitelist(methods=["POST"])
+def resume(schedule: str) -> dict:
+	"""Resume a paused schedule; slots passed while paused are not caught up."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.paused = 0
+	doc.save()
+	return {"schedule": doc.name, "paused": False}
+
+
+@frappe.whitelist()
+def next_fires(schedule: str, n: int = 10) -> dict:
+	"""The next `n` fires of a saved schedule, in UTC, its zone and the user's zone."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.check_permission("read")
+	try:
+		return schedule_next_fires(doc, cint(n) or 10)
+	except ScheduleError as exc:
+		frappe.throw(str(exc), title=f"{schedule}: invalid schedule")
+
+
+@frappe.whitelist(methods=["POST"])
+def resync(schedule: str | None = None) -> dict:
+	"""Tell the scheduler to reload one schedule, or every schedule of this site.
+
+	Never changes a schedule: if the scheduler is unreachable it stops and
+	says so (the scheduler reconciles from the database when it starts).
+	"""
+	require_btu_manager()
+	names = [schedule] if schedule else frappe.get_all("BTU Task Schedule", pluck="name", order_by="name")
+	sent = []
+	for name in names:
+		enabled = frappe.db.get_value("BTU Task Schedule", name, "enabled")
+		if enabled is None:
+			frappe.throw(f"schedule '{name}': no such BTU Task Schedule")
+		request_type = protocol.CREATE_TASK_SCHEDULE if cint(enabled) else protocol.CANCEL_TASK_SCHEDULE
+		reply = scheduler_link.send(request_type, name)
+		sent.append({"schedule": name, "request_type": request_type, **_reply(reply)})
+		if reply.outcome == "unreachable":
+			break
+	return {"requested": len(names), "sent": sent, "complete": len(sent) == len(names) and all(s["outcome"] == "ok" for s in sent)}
+
+
+@frappe.whitelist()
+def recent_runs(schedule: str | None = None, task: str | None = None, limit: int = 20) -> list[dict]:
+	"""The newest Logs of a schedule or task."""
+	require_btu_manager()
+	filters = {}
+	if schedule:
+		filters["schedule"] = schedule
+	if task:
+		filters["task"] = task
+	return frappe.get_list(
+		"BTU Task Log",
+		filters=filters,
+		fields=["name", "status", "slot", "slot_utc", "date_time_started", "execution_time", "fire_lag_ms", "worker"],
+		order_by="creation desc",
+		limit_page_length=max(1, min(cint(limit) or 20, 200)),
+	)

@@ -1,0 +1,71 @@
+"""BTU Task Schedule: when a Task runs, in which zone, with which policies.
+
+Validation goes through the same semantics the scheduler fires with
+(btu.schedule), so what the form accepts is what fires. The scheduler is
+told about a change only after it commits (btu.btu_core.scheduler_link).
+"""
+
+from __future__ import annotations
+
+import frappe
+from frappe.model.document import Document
+
+from btu import protocol
+from btu.btu_core.preview import next_fires, render_html, spec_of
+from btu.btu_core.roles import require_btu_manager
+from btu.btu_core.scheduler_link import announce_after_commit
+from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
+from btu.schedule import ScheduleError
+from btu.schedule.frequency import HELPERS, frequency_to_cron
+
+class BTUTaskSchedule(Document):
+	def before_insert(self):
+		if not self.time_zone:
+			self.time_zone = frappe.db.get_single_value("BTU Configuration", "default_time_zone") or None
+
+	def before_validate(self):
+		if self.task:
+			self.task_description = frappe.db.get_value("BTU Task", self.task, "desc_short")
+		if not self.paused:
+			self.pause_note = None
+
+	def validate(self):
+		try:
+			if self.run_frequency in HELPERS:
+				self.cron_string = frequency_to_cron(
+					self.run_frequency, self.minute, self.hour, self.day_of_week, self.day_of_month, self.month
+				)
+			spec = spec_of(self)
+		except ScheduleError as exc:
+			frappe.throw(str(exc), title="Invalid schedule")
+		self.schedule_description = spec.describe()
+		try:
+			if self.queue_name:
+				check_queue(self.queue_name, "queue_name (override)")
+			if self.task:
+				task = frappe.get_cached_doc("BTU Task", self.task)
+				arguments = merge_arguments(task.arguments, self.argument_overrides)
+				function = resolve_function(task.function_string)
+				check_arguments_fit(function, task.function_string, arguments, complete=True)
+		except TaskInputError as exc:
+			frappe.throw(str(exc), title="Invalid schedule")
+
+	def on_update(self):
+		before = self.get_doc_before_save()
+		if self.enabled:
+			announce_after_commit(protocol.CREATE_TASK_SCHEDULE, self.name)
+		elif before is not None and before.enabled:
+			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
+
+	def on_trash(self):
+		announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
+
+	@frappe.whitelist()
+	def preview_next_fires(self, n: int = 10):
+		"""The form's preview, from the values on screen (saved or not)."""
+		require_btu_manager()
+		try:
+			preview = next_fires(self, int(n))
+		except ScheduleError as exc:
+			return {"error": str(exc), "html": f"<p class='text-danger'>{frappe.utils.escape_html(str(exc))}</p>"}
+		return {**preview, "html": render_html(preview)}

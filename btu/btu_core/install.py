@@ -1,0 +1,40 @@
+"""Install and uninstall: the BTU Manager role, configuration defaults, and a clean removal."""
+
+from __future__ import annotations
+
+import frappe
+
+from btu.btu_core.roles import BTU_MANAGER_ROLE
+
+HOOKED_METHOD_PREFIX = "btu."
+
+
+def after_install() -> None:
+	if not frappe.db.exists("Role", BTU_MANAGER_ROLE):
+		frappe.get_doc({"doctype": "Role", "role_name": BTU_MANAGER_ROLE, "desk_access": 1}).insert(ignore_permissions=True)
+	else:
+		frappe.db.set_value("Role", BTU_MANAGER_ROLE, "desk_access", 1)
+	config = frappe.get_single("BTU Configuration")
+	# A Single has no row until saved: store the field defaults explicitly.
+	for field in config.meta.fields:
+		if field.default and config.get(field.fieldname) in (None, ""):
+			config.set(field.fieldname, field.default)
+	config.flags.ignore_permissions = True
+	config.save()
+	frappe.db.commit()
+
+
+def before_uninstall() -> None:
+	"""Remove what Frappe does not drop with the module: hook jobs and their logs."""
+	jobs = frappe.get_all("Scheduled Job Type", filters={"method": ("like", f"{HOOKED_METHOD_PREFIX}%")}, pluck="name")
+	for name in jobs:
+		frappe.db.delete("Scheduled Job Log", {"scheduled_job_type": name})
+		frappe.delete_doc("Scheduled Job Type", name, ignore_permissions=True, force=True)
+
+
+def after_uninstall() -> None:
+	frappe.db.delete("Has Role", {"role": BTU_MANAGER_ROLE})
+	if frappe.db.exists("Role", BTU_MANAGER_ROLE):
+		frappe.delete_doc("Role", BTU_MANAGER_ROLE, ignore_permissions=True, force=True)
+	frappe.db.delete("Singles", {"doctype": "BTU Configuration"})
+	frappe.db.commit()

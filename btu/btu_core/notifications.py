@@ -1,0 +1,77 @@
+"""Run notifications: mail to the Task's and the Schedule's recipients per their flags.
+
+Mail goes through Frappe's email queue (Email Queue + its sender), never an
+SMTP session inside the run; a mail that cannot be queued never fails the run.
+"""
+
+from __future__ import annotations
+
+import frappe
+from frappe.utils import escape_html, get_url_to_form
+
+# Log status -> the recipient flag that asks for it.
+FLAG_FOR_STATUS = {
+	"Started": "email_on_start",
+	"Succeeded": "email_on_success",
+	"Failed": "email_on_error",
+	"Timed Out": "email_on_timeout",
+}
+OUTPUT_EXCERPT_CHARS = 10_000
+
+
+def recipients_for(status: str, *parents) -> list[str]:
+	"""Addresses whose row (on any of the parents) has the flag for `status` set."""
+	flag = FLAG_FOR_STATUS.get(status)
+	if not flag:
+		return []
+	addresses: list[str] = []
+	for parent in parents:
+		for row in (parent.get("email_recipients") or []) if parent else []:
+			address = (row.email_address or "").strip()
+			if address and row.get(flag) and address not in addresses:
+				addresses.append(address)
+	return addresses
+
+
+def notify(log, task, schedule=None) -> str | None:
+	"""Queue the mail for the log's current status; returns a note when it could not."""
+	addresses = recipients_for(log.status, task, schedule)
+	if not addresses:
+		return None
+	environment = frappe.db.get_single_value("BTU Configuration", "environment_name")
+	prefix = f"[{environment}] " if environment else ""
+	subject = f"{prefix}{log.status}: BTU Task {task.desc_short}"
+	try:
+		frappe.sendmail(
+			recipients=addresses,
+			subject=subject,
+			message=_body(log, task, prefix),
+			reference_doctype=log.doctype,
+			reference_name=log.name,
+			now=False,
+		)
+	except Exception as exc:
+		return f"BTU: the {log.status} notification to {', '.join(addresses)} could not be queued: {type(exc).__name__}: {exc}"
+	return None
+
+
+def _body(log, task, prefix: str) -> str:
+	rows = [
+		("Status", log.status),
+		("Task", f"{task.name}: {task.desc_short}"),
+		("Schedule", log.schedule or "(run now)"),
+		("Slot (UTC)", log.slot_utc or ""),
+		("Started", log.date_time_started or ""),
+		("Ended", log.date_time_ended or ""),
+		("Duration (s)", log.execution_time if log.execution_time is not None else ""),
+		("Site", log.site or ""),
+	]
+	table = "".join(f"<tr><th align='left'>{escape_html(k)}</th><td>{escape_html(str(v))}</td></tr>" for k, v in rows)
+	parts = [f"<p>{escape_html(prefix)}BTU Task Log <a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a></p>", f"<table>{table}</table>"]
+	for label, text in (("Return value", log.result_message), ("Traceback", log.traceback), ("Standard output", log.stdout)):
+		if text:
+			excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n[cut; see the log]"
+			parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
+	if log.status == "Timed Out":
+		parts.append(f"<p>The run exceeded the Task's max duration ({task.max_task_duration} s) and was stopped.</p>")
+	return "\n".join(parts)

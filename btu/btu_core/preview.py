@@ -1,0 +1,77 @@
+"""A BTU Task Schedule row as schedule semantics, and its next fires for people."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import frappe
+from frappe.utils import escape_html, get_system_timezone
+
+from btu.btu_core.instants import user_time_zone, utc_now
+from btu.schedule import ScheduleSpec, parse_zone
+
+# The BTU Task Schedule columns the semantics read.
+SPEC_FIELDS = (
+	"name", "creation", "run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month",
+	"cron_string", "every", "every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit",
+	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
+)
+
+
+def spec_of(doc) -> ScheduleSpec:
+	"""The validated semantics of a schedule document (raises ScheduleError)."""
+	row = {field: doc.get(field) for field in SPEC_FIELDS}
+	if not row["creation"]:
+		# An unsaved form: an Interval without a start anchors on "now", as saving would.
+		row["creation"] = frappe.utils.now()
+	return ScheduleSpec.from_row(row, system_time_zone=get_system_timezone())
+
+
+def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
+	"""The next `n` fires, each in UTC, in the schedule's zone and in the user's zone."""
+	spec = spec_of(doc)
+	user_zone_name = user_time_zone()
+	user_zone = parse_zone(user_zone_name)
+	fires = []
+	for instant in spec.preview(max(1, min(int(n), 100)), after or utc_now()):
+		fires.append(
+			{
+				"utc": instant.strftime("%Y-%m-%dT%H:%M:%SZ"),
+				"schedule_zone": instant.astimezone(spec.zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
+				"user_zone": instant.astimezone(user_zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
+			}
+		)
+	return {
+		"schedule": doc.name,
+		"description": spec.describe(),
+		"time_zone": spec.zone_name,
+		"user_time_zone": user_zone_name,
+		"paused": bool(doc.get("paused")),
+		"enabled": bool(doc.get("enabled")),
+		"fires": fires,
+	}
+
+
+def render_html(preview: dict) -> str:
+	"""The preview as the table shown in the form's next_fires_html field."""
+	notes = []
+	if not preview["enabled"]:
+		notes.append("This schedule is disabled: these are the fires it would have.")
+	elif preview["paused"]:
+		notes.append("This schedule is paused: these fires will not happen until it is resumed.")
+	if not preview["fires"]:
+		notes.append("No fire is left (the schedule has ended, or its only run has passed).")
+	rows = "".join(
+		f"<tr><td>{i}</td><td>{escape_html(f['schedule_zone'])}</td><td>{escape_html(f['user_zone'])}</td>"
+		f"<td class='text-muted'>{escape_html(f['utc'])}</td></tr>"
+		for i, f in enumerate(preview["fires"], 1)
+	)
+	head = (
+		f"<tr><th>#</th><th>{escape_html(preview['time_zone'])} (schedule)</th>"
+		f"<th>{escape_html(preview['user_time_zone'])} (you)</th><th>UTC</th></tr>"
+	)
+	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
+	return (
+		f"<div class='btu-next-fires'><p><b>{escape_html(preview['description'])}</b></p>{note_html}"
+		f"<table class='table table-bordered table-sm'><thead>{head}</thead><tbody>{rows}</tbody></table></div>"
+	)

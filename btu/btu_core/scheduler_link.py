@@ -1,0 +1,104 @@
+"""The Frappe side of the BTU scheduler's RPC: commands after commit, status, ping.
+
+Commands go over Frappe's own queue Redis (the one the scheduler watches) and
+always name this site. A schedule change is announced only after its
+transaction commits, so the scheduler never reads a row that is not there
+yet; the reply reaches the user as a realtime alert, and a scheduler that
+is down never fails a save (its reconcile reads the table when it starts).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import frappe
+from redis.exceptions import RedisError
+
+from btu import protocol
+
+SYNC_EVENT = "btu_scheduler_sync"
+
+
+def queue_redis():
+	from frappe.utils.background_jobs import get_redis_conn
+
+	return get_redis_conn()
+
+
+def send(request_type: str, request_content: str | None = None) -> protocol.Reply:
+	"""One RPC call for this site; Redis errors become an "unreachable" reply."""
+	try:
+		return protocol.call(queue_redis(), request_type, request_content, site=frappe.local.site)
+	except RedisError as exc:
+		return protocol.Reply(
+			"unreachable",
+			f"Redis at {frappe.conf.redis_queue} failed ({type(exc).__name__}: {exc}); "
+			"start the bench's redis_queue (bench start, or supervisor) and try again",
+			None,
+			0.0,
+		)
+
+
+def describe(reply: protocol.Reply) -> str:
+	if reply.outcome == "ok":
+		return f"BTU Scheduler acknowledged ({reply.round_trip_ms:.0f} ms)."
+	if reply.outcome == "unreachable":
+		return (
+			f"{reply.message} The change is saved; the scheduler picks it up from the database "
+			"when it runs (bench btu-scheduler)."
+		)
+	return f"BTU Scheduler refused the command: {reply.message}"
+
+
+def announce_after_commit(request_type: str, schedule: str) -> None:
+	"""Send `request_type` for `schedule` once the current transaction has committed."""
+	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user))
+
+
+def _announce(request_type: str, schedule: str, user: str) -> None:
+	request = getattr(frappe.local, "request", None)
+	after_response = getattr(request, "after_response", None) if request else None
+	if after_response is not None:
+		# In a web request the reply wait (up to 5 s when the scheduler is down)
+		# must not hold the user's save response: answer after it is sent.
+		after_response.add(partial(_send_and_tell, request_type, schedule, user))
+	else:
+		_send_and_tell(request_type, schedule, user)
+
+
+def _send_and_tell(request_type: str, schedule: str, user: str) -> None:
+	reply = send(request_type, schedule)
+	text = describe(reply)
+	frappe.logger("btu").info(
+		f"site={frappe.local.site} schedule={schedule} rpc={request_type} outcome={reply.outcome} "
+		f"round_trip_ms={reply.round_trip_ms:.1f}"
+	)
+	message = {
+		"schedule": schedule,
+		"request_type": request_type,
+		"outcome": reply.outcome,
+		"message": text,
+		"round_trip_ms": round(reply.round_trip_ms, 1),
+	}
+	try:
+		frappe.publish_realtime(SYNC_EVENT, message, user=user)
+	except Exception:
+		frappe.logger("btu").warning(f"site={frappe.local.site} schedule={schedule} realtime publish failed", exc_info=True)
+	if not getattr(frappe.local, "request", None):
+		frappe.msgprint(text, title=f"{schedule}: {request_type}", indicator="green" if reply.ok else "orange")
+
+
+def read_status() -> dict:
+	"""The scheduler's published status (STATUS_KEY), or {} when there is none."""
+	try:
+		raw = queue_redis().get(protocol.STATUS_KEY)
+	except RedisError as exc:
+		return {"error": f"Redis at {frappe.conf.redis_queue} failed: {exc}"}
+	if not raw:
+		return {}
+	try:
+		status = json.loads(raw)
+	except ValueError:
+		return {"error": f"{protocol.STATUS_KEY} holds something that is not JSON"}
+	return status if isinstance(status, dict) else {}

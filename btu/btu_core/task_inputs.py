@@ -1,0 +1,119 @@
+"""The inputs of a Task and a Schedule that must hold before anything runs.
+
+Each check raises TaskInputError with a message that names the field, the
+value and the fix; controllers turn it into frappe.throw, the task runner
+lets it fail the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from collections.abc import Callable
+
+
+class TaskInputError(ValueError):
+	"""A Task or Schedule input that cannot be used; str() says which and how to fix it."""
+
+
+def parse_arguments(text: str | None, field: str = "arguments") -> dict:
+	"""The JSON object in `text` (empty means {}); errors give line and column."""
+	if text is None or not str(text).strip():
+		return {}
+	try:
+		value = json.loads(text)
+	except json.JSONDecodeError as exc:
+		raise TaskInputError(
+			f"{field}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}. "
+			'Write a JSON object such as {"company": "ACME", "dry_run": false} '
+			"(double quotes, true/false/null in lower case, no trailing commas)"
+		) from None
+	if not isinstance(value, dict):
+		raise TaskInputError(
+			f"{field}: must be a JSON object of keyword arguments, found a JSON {json_type(value)}; "
+			'wrap it like {"name": value}'
+		)
+	return value
+
+
+def json_type(value) -> str:
+	return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+		type(value), "null" if value is None else type(value).__name__
+	)
+
+
+def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
+	"""The Task's arguments with the Schedule's overrides merged over them (one level)."""
+	merged = parse_arguments(task_arguments, "arguments")
+	merged.update(parse_arguments(overrides, "argument_overrides"))
+	return merged
+
+
+def resolve_function(path: str | None) -> Callable:
+	"""Import the dotted path and return the callable it names."""
+	path = (path or "").strip()
+	if not path or "." not in path or any(not part.isidentifier() for part in path.split(".")):
+		raise TaskInputError(
+			f"function_string '{path}': must be a dotted path to a module-level function, "
+			"e.g. myapp.tasks.send_reminders"
+		)
+	module_path, attribute = path.rsplit(".", 1)
+	try:
+		module = importlib.import_module(module_path)
+	except ModuleNotFoundError as exc:
+		raise TaskInputError(
+			f"function_string '{path}': module '{module_path}' cannot be imported ({exc}); "
+			"check the spelling and that its app is installed in this bench"
+		) from None
+	except Exception as exc:
+		raise TaskInputError(
+			f"function_string '{path}': importing module '{module_path}' raised "
+			f"{type(exc).__name__}: {exc}; fix that module"
+		) from None
+	try:
+		target = getattr(module, attribute)
+	except AttributeError:
+		raise TaskInputError(
+			f"function_string '{path}': module '{module_path}' has no attribute '{attribute}'; "
+			"check the function's name"
+		) from None
+	if not callable(target):
+		raise TaskInputError(
+			f"function_string '{path}': is a {type(target).__name__}, not a function; point it at a function"
+		)
+	return target
+
+
+def check_arguments_fit(function: Callable, path: str, arguments: dict, *, complete: bool) -> None:
+	"""Refuse keyword arguments the function does not take; with `complete`, also missing ones."""
+	try:
+		signature = inspect.signature(function)
+	except (TypeError, ValueError):
+		return
+	try:
+		if complete:
+			signature.bind(**arguments)
+		else:
+			signature.bind_partial(**arguments)
+	except TypeError as exc:
+		raise TaskInputError(
+			f"arguments {json.dumps(arguments, default=str)}: do not fit {path}{signature}: {exc}; "
+			"change the arguments (or the Schedule's argument_overrides) to match the function"
+		) from None
+
+
+def site_queues() -> list[str]:
+	"""The RQ queues this bench's workers consume: short, default, long and `workers` keys."""
+	from frappe.utils.background_jobs import get_queues_timeout
+
+	return list(get_queues_timeout())
+
+
+def check_queue(name: str | None, field: str = "queue_name") -> None:
+	queues = site_queues()
+	if name not in queues:
+		raise TaskInputError(
+			f"{field} '{name or ''}': is not a queue of this bench; use one of {', '.join(queues)} "
+			"(custom queues come from the `workers` key of common_site_config.json)"
+		)

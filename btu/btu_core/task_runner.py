@@ -1,0 +1,389 @@
+"""Run one BTU Task and write its one BTU Task Log.
+
+Every path comes here: the scheduler's RQ jobs (`run_scheduled_task`, called
+by Frappe's `execute_job`), "Run via Worker" (`run_enqueued_task`) and "Run
+on Web Server" (`run_in_this_process`). A run inserts its Log as "Started"
+and commits, runs the function with stdout, stderr and logging captured,
+then updates the same Log. On failure it rolls the function's own writes
+back first, writes the Log in its own transaction, commits it and re-raises
+so RQ marks the job failed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from datetime import datetime, timedelta
+
+import frappe
+from rq import get_current_job
+from rq.timeouts import JobTimeoutException
+
+from btu.btu_core.instants import format_utc_iso, parse_utc_iso, to_system_naive, utc_now
+from btu.btu_core.notifications import notify
+from btu.btu_core.task_inputs import merge_arguments, resolve_function
+
+OUTPUT_CAP_CHARS = 1_000_000
+RESULT_CAP_CHARS = 64_000
+# A run still "Started" this long after its max duration was lost with its worker.
+LOST_RUN_MARGIN_SECS = 120
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def run_scheduled_task(task, schedule, slot, enqueued_at=None, fire_lag_ms=None):
+	"""The method of the scheduler's RQ jobs: run `task` for `schedule`'s `slot` (UTC ISO)."""
+	run = TaskRun(
+		task,
+		schedule=schedule,
+		slot=parse_utc_iso(slot, "slot"),
+		enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None,
+		fire_lag_ms=float(fire_lag_ms) if fire_lag_ms is not None else None,
+	)
+	return run.execute().name
+
+
+def run_enqueued_task(task, schedule=None, enqueued_at=None):
+	"""The method of "Run via Worker" jobs (frappe.enqueue)."""
+	run = TaskRun(task, schedule=schedule, enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None)
+	return run.execute().name
+
+
+def run_in_this_process(task, schedule=None):
+	"""Run now in this process (the web server's "Run on Web Server"); returns the Log, never raises for the task."""
+	return TaskRun(task, schedule=schedule, enqueued_at=utc_now()).execute(reraise=False)
+
+
+def max_duration(task) -> int:
+	"""The Task's max_task_duration, or its queue's RQ timeout when it has none."""
+	if task.max_task_duration:
+		return int(task.max_task_duration)
+	from frappe.utils.background_jobs import get_queues_timeout
+
+	return int(get_queues_timeout().get(task.queue_name) or 300)
+
+
+class CappedText(io.TextIOBase):
+	"""A text sink that keeps the first `cap` characters and counts the rest."""
+
+	def __init__(self, cap: int = OUTPUT_CAP_CHARS):
+		super().__init__()
+		self.cap = cap
+		self.parts: list[str] = []
+		self.kept = 0
+		self.dropped = 0
+		self.lock = threading.Lock()
+
+	def writable(self) -> bool:
+		return True
+
+	def write(self, text) -> int:
+		text = str(text)
+		with self.lock:
+			room = self.cap - self.kept
+			if room > 0:
+				self.parts.append(text[:room])
+				self.kept += min(room, len(text))
+			self.dropped += max(0, len(text) - max(room, 0))
+		return len(text)
+
+	def getvalue(self) -> str:
+		text = "".join(self.parts)
+		if self.dropped:
+			text += f"\n[BTU: output cut at {self.cap} characters; {self.dropped} more were dropped]"
+		return text
+
+
+class CaptureHandler(logging.Handler):
+	def __init__(self, sink: CappedText):
+		super().__init__(logging.DEBUG)
+		self.sink = sink
+		self.setFormatter(logging.Formatter(LOG_FORMAT))
+
+	def emit(self, record: logging.LogRecord) -> None:
+		try:
+			self.sink.write(self.format(record) + "\n")
+		except Exception:
+			self.handleError(record)
+
+
+@contextmanager
+def captured(stdout: CappedText, stderr: CappedText, log_output: CappedText):
+	"""Send stdout, stderr and root-logger records (INFO and up) to the sinks."""
+	root = logging.getLogger()
+	handler = CaptureHandler(log_output)
+	previous_level = root.level
+	root.addHandler(handler)
+	if root.level == logging.NOTSET or root.level > logging.INFO:
+		root.setLevel(logging.INFO)
+	try:
+		with redirect_stdout(stdout), redirect_stderr(stderr):
+			yield
+	finally:
+		root.removeHandler(handler)
+		root.setLevel(previous_level)
+
+
+@contextmanager
+def time_limit(seconds: int):
+	"""Raise rq's JobTimeoutException after `seconds`, as RQ's own death penalty does.
+
+	Used only outside RQ jobs (RQ enforces the job timeout itself) and only in
+	the main thread, where SIGALRM can be delivered.
+	"""
+	if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+		yield
+		return
+
+	def expire(signum, frame):
+		raise JobTimeoutException(f"Task exceeded maximum timeout value ({seconds} seconds)")
+
+	previous = signal.signal(signal.SIGALRM, expire)
+	signal.alarm(seconds)
+	try:
+		yield
+	finally:
+		signal.alarm(0)
+		signal.signal(signal.SIGALRM, previous)
+
+
+def render_result(value) -> str:
+	if value is None:
+		return ""
+	try:
+		text = json.dumps(value, indent=1, ensure_ascii=False)
+	except (TypeError, ValueError):
+		text = repr(value)
+	if len(text) > RESULT_CAP_CHARS:
+		text = text[:RESULT_CAP_CHARS] + f"\n[BTU: return value cut at {RESULT_CAP_CHARS} characters]"
+	return text
+
+
+def system_now() -> datetime:
+	return to_system_naive(utc_now())
+
+
+class TaskRun:
+	"""One run of a Task, optionally for a Schedule's slot."""
+
+	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None):
+		self.task_name = task
+		self.schedule_name = schedule or None
+		self.slot = slot
+		self.enqueued_at = enqueued_at
+		self.fire_lag_ms = fire_lag_ms
+		self.job = get_current_job()
+		self.logger = frappe.logger("btu")
+
+	# -- the run -----------------------------------------------------------------
+
+	def execute(self, *, reraise: bool = True):
+		task = frappe.get_doc("BTU Task", self.task_name)
+		schedule = None
+		if self.schedule_name:
+			if not frappe.db.exists("BTU Task Schedule", self.schedule_name):
+				return self.write_skipped(task, f"schedule {self.schedule_name} no longer exists; the run was skipped")
+			schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
+
+		log = self.earlier_log(task)
+		if log is not None and (log.status == "Succeeded" or self.still_running(log, task)):
+			self.event(f"duplicate delivery of {log.name} ({log.status}); not run again")
+			return log
+		if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task, log):
+			return self.write_skipped(task, "the previous run of this schedule is still running (overlap_policy skip)")
+
+		log, notes = self.write_started(task, schedule, log)
+		stdout, stderr, log_output = CappedText(), CappedText(), CappedText()
+		started = time.perf_counter()
+		try:
+			with captured(stdout, stderr, log_output), time_limit(0 if self.job else max_duration(task)):
+				arguments = merge_arguments(task.arguments, schedule.argument_overrides if schedule else None)
+				function = resolve_function(task.function_string)
+				result = function(**arguments)
+		except Exception as exc:
+			elapsed = time.perf_counter() - started
+			trace = traceback.format_exc()
+			# The function's own writes must not survive its failure.
+			frappe.db.rollback()
+			status = "Timed Out" if isinstance(exc, JobTimeoutException) else "Failed"
+			log = self.write_finished(
+				log.name, task, schedule, status, elapsed, stdout, stderr, log_output, notes,
+				result_message=f"{type(exc).__name__}: {exc}", trace=trace,
+			)
+			if reraise:
+				raise
+			return log
+		elapsed = time.perf_counter() - started
+		return self.write_finished(
+			log.name, task, schedule, "Succeeded", elapsed, stdout, stderr, log_output, notes,
+			result_message=render_result(result), trace="",
+		)
+
+	# -- the log ------------------------------------------------------------------
+
+	def earlier_log(self, task):
+		"""The Log of an earlier delivery of this same run (a retry or a duplicate job)."""
+		if self.schedule_name and self.slot:
+			filters = {"schedule": self.schedule_name, "slot_utc": format_utc_iso(self.slot)}
+		elif self.job:
+			filters = {"rq_job_id": self.job.id}
+		else:
+			return None
+		name = frappe.db.get_value("BTU Task Log", filters, "name", order_by="creation desc")
+		return frappe.get_doc("BTU Task Log", name) if name else None
+
+	def still_running(self, log, task) -> bool:
+		if log.status != "Started" or not log.date_time_started:
+			return False
+		limit = timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
+		return frappe.utils.get_datetime(log.date_time_started) > system_now() - limit
+
+	def other_run_in_progress(self, task, own_log) -> bool:
+		cutoff = system_now() - timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
+		filters = {"schedule": self.schedule_name, "status": "Started", "date_time_started": (">", cutoff)}
+		if own_log is not None:
+			filters["name"] = ("!=", own_log.name)
+		return bool(frappe.db.exists("BTU Task Log", filters))
+
+	def identity(self) -> dict:
+		if self.job is not None:
+			worker = getattr(self.job, "worker_name", None) or f"rq@{socket.gethostname()}:{os.getpid()}"
+			job_id = self.job.id
+		else:
+			where = "web" if getattr(frappe.local, "request", None) else "process"
+			worker = f"{where}@{socket.gethostname()}:{os.getpid()}"
+			job_id = None
+		return {"worker": worker, "rq_job_id": job_id, "site": frappe.local.site}
+
+	def write_started(self, task, schedule, log):
+		now = system_now()
+		values = {
+			"task": task.name,
+			"schedule": self.schedule_name,
+			"slot": to_system_naive(self.slot) if self.slot else None,
+			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
+			"status": "Started",
+			"task_component": "Main",
+			"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
+			"date_time_started": now,
+			"date_time_ended": None,
+			"execution_time": None,
+			"fire_lag_ms": self.fire_lag_ms,
+			"result_message": "",
+			"stdout": "",
+			"stderr": "",
+			"logging_output": "",
+			"traceback": "",
+			**self.identity(),
+		}
+		if log is None:
+			log = frappe.get_doc({"doctype": "BTU Task Log", **values})
+			log.insert(ignore_permissions=True)
+		else:
+			log.update(values)
+			log.save(ignore_permissions=True)
+		frappe.db.set_value("BTU Task", task.name, "last_runtime", now, update_modified=False)
+		notes = [note for note in [notify(log, task, schedule)] if note]
+		frappe.db.commit()
+		self.event(f"log={log.name} started worker={log.worker} job={log.rq_job_id or '-'}")
+		return log, notes
+
+	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace):
+		log = frappe.get_doc("BTU Task Log", name)
+		logging_text = log_output.getvalue()
+		log.update(
+			{
+				"status": status,
+				"date_time_ended": system_now(),
+				"execution_time": round(elapsed, 6),
+				"result_message": result_message,
+				"stdout": stdout.getvalue(),
+				"stderr": stderr.getvalue(),
+				"traceback": trace,
+			}
+		)
+		mail_note = notify(log, task, schedule)
+		log.logging_output = "\n".join([logging_text, *notes, *([mail_note] if mail_note else [])]).strip("\n")
+		log.save(ignore_permissions=True)
+		frappe.db.commit()
+		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s")
+		if task.repeat_log_in_stdout and log.stdout:
+			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
+		return log
+
+	def write_skipped(self, task, reason: str):
+		now = system_now()
+		log = frappe.get_doc(
+			{
+				"doctype": "BTU Task Log",
+				"task": task.name,
+				"schedule": self.schedule_name if frappe.db.exists("BTU Task Schedule", self.schedule_name) else None,
+				"slot": to_system_naive(self.slot) if self.slot else None,
+				"slot_utc": format_utc_iso(self.slot) if self.slot else None,
+				"status": "Skipped",
+				"task_component": "Main",
+				"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
+				"date_time_started": now,
+				"date_time_ended": now,
+				"execution_time": 0,
+				"fire_lag_ms": self.fire_lag_ms,
+				"result_message": reason,
+				**self.identity(),
+			}
+		)
+		log.insert(ignore_permissions=True)
+		frappe.db.commit()
+		self.event(f"log={log.name} skipped: {reason}")
+		return log
+
+	def event(self, text: str) -> None:
+		slot = format_utc_iso(self.slot) if self.slot else "-"
+		self.logger.info(f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}")
+
+
+def mark_lost_runs_timed_out() -> list[str]:
+	"""Logs still "Started" past their Task's max duration plus a margin: their worker died.
+
+	RQ's own timeout turns a slow run into "Timed Out" inside the job; this
+	sweep (every 5 minutes, hooks.py) covers work-horses that were killed.
+	"""
+	rows = frappe.db.sql(
+		"""
+		select log.name, log.task, log.date_time_started, task.max_task_duration, task.queue_name
+		from `tabBTU Task Log` log
+		join `tabBTU Task` task on task.name = log.task
+		where log.status = 'Started'
+		""",
+		as_dict=True,
+	)
+	now = system_now()
+	lost = []
+	for row in rows:
+		limit = max_duration(row)
+		if not row.date_time_started or frappe.utils.get_datetime(row.date_time_started) > now - timedelta(seconds=limit + LOST_RUN_MARGIN_SECS):
+			continue
+		log = frappe.get_doc("BTU Task Log", row.name)
+		log.status = "Timed Out"
+		log.date_time_ended = now
+		log.result_message = (
+			f"no end was recorded within max_task_duration ({limit} s) + {LOST_RUN_MARGIN_SECS} s: "
+			"the worker running it was killed or lost"
+		)
+		task = frappe.get_doc("BTU Task", row.task)
+		schedule = frappe.get_doc("BTU Task Schedule", log.schedule) if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule) else None
+		note = notify(log, task, schedule)
+		if note:
+			log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
+		log.save(ignore_permissions=True)
+		frappe.db.commit()
+		lost.append(log.name)
+		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} task={row.task} schedule={log.schedule or '-'} marked Timed Out (lost run)")
+	return lost

@@ -1,0 +1,47 @@
+"""Bench commands: `bench btu-scheduler [SUBCOMMAND] [ARGS...]` runs the BTU scheduler CLI for this bench.
+
+With no arguments it runs `btu-scheduler run` (the long-running scheduler,
+what a Procfile or supervisor line starts). `--bench <this bench>` is added
+for every subcommand that takes it, so `bench btu-scheduler status` just works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import click
+
+
+def bench_argv(args: tuple[str, ...] | list[str], bench_path: str) -> list[str]:
+	"""The scheduler CLI's argv for `bench btu-scheduler ARGS`."""
+	from btu.scheduler_daemon.cli import build_parser
+
+	argv = list(args) or ["run"]
+	if argv[0].startswith("-") or "--bench" in argv or any(a.startswith("--bench=") for a in argv):
+		return argv
+	subparsers = next(
+		(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)), None
+	)
+	sub = subparsers.choices.get(argv[0]) if subparsers else None
+	if sub is not None and "--bench" in sub._option_string_actions:
+		return [argv[0], "--bench", bench_path, *argv[1:]]
+	return argv
+
+
+@click.command(
+	"btu-scheduler",
+	context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+	add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def btu_scheduler(args):
+	"""Run the BTU scheduler for this bench (default subcommand: run); see `bench btu-scheduler --help`."""
+	from frappe.utils import get_bench_path
+
+	from btu.scheduler_daemon.cli import main
+
+	sys.exit(main(bench_argv(args, get_bench_path())))
+
+
+commands = [btu_scheduler]
