@@ -140,6 +140,9 @@ WAKE_CHANNEL = "btu:scheduler:wake"
 HANDOFF_CHANNEL = "btu:scheduler:handoff"
 # JSON summary for the Desk and `btu-scheduler status`.
 STATUS_KEY = "btu:scheduler:status"
+# Sorted set of scheduler processes scored by their last heartbeat (epoch ms),
+# and per process a JSON hash of who it is, expiring with its heartbeat.
+PROCESSES_KEY = "btu:scheduler:processes"
 PROCESS_KEY_PREFIX = "btu:scheduler:process:"
 
 

@@ -1,0 +1,66 @@
+"""`btu-scheduler resync`: reconcile the state with the databases now."""
+
+from __future__ import annotations
+
+import sys
+
+from btu import protocol
+from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
+from btu.scheduler_daemon.log import configure
+
+
+def register(subparsers) -> None:
+	parser = subparsers.add_parser(
+		"resync",
+		help="read schedules from the databases into the scheduler's state now",
+		description=(
+			"Reconcile every site (or one site, or one schedule) from its database into Redis and wake the "
+			"leader. Runs in this process: no scheduler needs to answer."
+		),
+	)
+	parser.add_argument("--site", help="only this site")
+	parser.add_argument("--schedule", help="only this BTU Task Schedule (needs --site on a bench with several sites)")
+	add_config_flags(parser)
+	parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+	try:
+		config = load_config(args)
+		configure(config.log_level, config.log_format)
+		bench = config.load_bench()
+		client = config.redis(socket_connect_timeout=5)
+	except (ConfigError, BenchError, ValueError) as exc:
+		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	from btu.scheduler_daemon.dispatcher import RpcDispatcher
+	from btu.scheduler_daemon.listener import CommandRejected
+	from btu.scheduler_daemon.reconcile import Reconciler
+	from btu.scheduler_daemon.state import State
+
+	def wake():
+		client.publish(protocol.WAKE_CHANNEL, "resync")
+
+	from datetime import datetime, timezone
+
+	reconciler = Reconciler(bench.path, State(client), config.executor, lambda: datetime.now(timezone.utc), wake)
+	try:
+		if args.schedule or args.site:
+			site = RpcDispatcher(reconciler).resolve_site(args.site)
+			if args.schedule:
+				reconciler.sync_schedule(site, args.schedule)
+			else:
+				reconciler.check_generation()
+				reconciler.reconcile_site(bench.site(site))
+		else:
+			reconciler.full()
+	except CommandRejected as exc:
+		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	except Exception as exc:
+		print(f"btu-scheduler resync: {type(exc).__name__}: {exc}", file=sys.stderr)
+		return EXIT_FAILED
+	print(f"resynced {args.schedule or args.site or 'all sites'}")
+	return EXIT_OK

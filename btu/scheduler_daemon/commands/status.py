@@ -1,0 +1,79 @@
+"""`btu-scheduler status`: the leader, and per site what is scheduled and what fired."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import redis
+
+from btu.scheduler_daemon import status
+from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
+
+
+def register(subparsers) -> None:
+	parser = subparsers.add_parser(
+		"status",
+		help="show the leader, schedules, next fires, recent fires and invalid rows",
+		description="Read the scheduler's state from Redis. Exit 1 when Redis is down or no scheduler leads.",
+	)
+	parser.add_argument("--json", action="store_true", help="print the status as JSON")
+	parser.add_argument("--site", help="only this site")
+	add_config_flags(parser)
+	parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+	try:
+		config = load_config(args)
+		client = config.redis(socket_connect_timeout=5)
+	except (ConfigError, BenchError, ValueError) as exc:
+		print(f"btu-scheduler status: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	try:
+		summary = status.build(client, health=status.stored_health(client))
+	except redis.RedisError as exc:
+		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
+		return EXIT_FAILED
+	if args.site:
+		summary["sites"] = {k: v for k, v in summary["sites"].items() if k == args.site}
+	if args.json:
+		print(json.dumps(summary, indent=2))
+	else:
+		print(render(summary))
+	return EXIT_OK if summary["leader"] else EXIT_FAILED
+
+
+def render(summary: dict) -> str:
+	lines = []
+	lead = summary["leader"]
+	if lead:
+		lines.append(
+			f"leader: {lead['holder']} (host {lead.get('host')}, pid {lead.get('pid')}, since {lead.get('since')}, "
+			f"lease token {lead['token']}, {lead['lease_ms_left']} ms left)"
+		)
+	else:
+		lines.append("leader: none (no scheduler is running against this Redis)")
+	for process in summary["processes"]:
+		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}")
+	for site, entry in summary["sites"].items():
+		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules")
+		for key in ("paused_reason", "database"):
+			if entry.get(key):
+				lines.append(f"  {key}: {entry[key]}")
+		if entry.get("oldest_overdue_ms") is not None:
+			lines.append(f"  oldest overdue fire: {entry['oldest_overdue_ms']} ms")
+		counters = entry.get("counters") or {}
+		if counters:
+			lines.append("  counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items())))
+		lines.append("  next fires:")
+		for fire in entry.get("next_fires", []):
+			lines.append(f"    {fire['fire_at']}  {fire['schedule']}")
+		lines.append("  recent fires:")
+		for fire in entry.get("recent_fires", []):
+			lines.append(f"    {fire['slot']}  {fire['schedule']}  {fire['outcome']}  lag {fire['lag_ms']} ms  {fire['job_id']}")
+		for name, reason in (entry.get("invalid") or {}).items():
+			lines.append(f"  invalid {name}: {reason}")
+	return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""What the RPC listener's commands do to the scheduler.
+
+Any scheduler process may take a command; the effect is the same whichever
+does: the schedule is reconciled from its site's database into the shared
+Redis state and every process is woken, so the leader uses it at once.
+"""
+
+from __future__ import annotations
+
+from btu import protocol
+from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.database import DatabaseError
+from btu.scheduler_daemon.listener import CommandRejected
+from btu.scheduler_daemon.reconcile import Reconciler
+
+
+class RpcDispatcher:
+	def __init__(self, reconciler: Reconciler):
+		self.reconciler = reconciler
+
+	def btu_sites(self) -> list[str]:
+		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
+		sites = []
+		known = self.reconciler.state.sites()
+		for name in self.reconciler.bench.site_names():
+			try:
+				if self.reconciler.database(self.reconciler.bench.site(name)).has_btu_tables():
+					sites.append(name)
+			except (DatabaseError, BenchError):
+				if name in known:
+					sites.append(name)
+		return sites
+
+	def resolve_site(self, site: str | None) -> str:
+		names = self.reconciler.bench.site_names()
+		if site:
+			if site not in names:
+				raise CommandRejected(f"site {site!r} is not a site of this bench; sites: {', '.join(names) or 'none'}")
+			return site
+		default = self.reconciler.bench.default_site
+		if default and default in names:
+			return default
+		btu_sites = self.btu_sites()
+		if len(btu_sites) == 1:
+			return btu_sites[0]
+		raise CommandRejected(
+			f"no \"site\" field and this bench has {len(btu_sites)} BTU sites ({', '.join(btu_sites) or 'none'}) "
+			"and no default_site: add \"site\" to the command"
+		)
+
+	def check_target(self, site: str, request_type: str, name: str) -> None:
+		if request_type == protocol.CANCEL_TASK_SCHEDULE and name in self.reconciler.state.names(site):
+			return
+		try:
+			exists = self.reconciler.database(self.reconciler.bench.site(site)).schedule_exists(name)
+		except (DatabaseError, BenchError):
+			return  # cannot tell now; the reconcile retries once the database answers
+		if not exists:
+			raise CommandRejected(f"request_content {name!r}: site {site} has no BTU Task Schedule of that name")
+
+	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
+		if request_type == protocol.CREATE_TASK_SCHEDULE:
+			self.reconciler.sync_schedule(site, name)
+		elif request_type == protocol.CANCEL_TASK_SCHEDULE:
+			self.reconciler.cancel_schedule(site, name)

@@ -1,0 +1,311 @@
+"""The scheduler process: stand by or lead, and fire what is due.
+
+Every process runs the same threads:
+
+- the main loop, which either stands by (sleeping until the lease can be
+  taken, woken at once by a leader's handoff) or leads: it asks Redis what is
+  due (by Redis's clock), fires it in batches through the fire script, and
+  sleeps until the earliest next fire, the next lease renewal, or a wake;
+- a notifier, subscribed to the wake and handoff channels;
+- the RPC listener (unless `disable_redis_rpc`);
+- the reconciler, which the leader runs every `full_refresh_interval_secs`.
+
+No polling: an idle leader wakes only to renew its lease (a third of the
+lease TTL), a standby only when the lease could have expired.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import redis
+
+from btu import protocol
+from btu.schedule import ScheduleSpec
+from btu.scheduler_daemon import status
+from btu.scheduler_daemon.config import Config
+from btu.scheduler_daemon.dispatcher import RpcDispatcher
+from btu.scheduler_daemon.jobs import JobTemplate, build_job, queue_key, slot_text
+from btu.scheduler_daemon.lease import Lease
+from btu.scheduler_daemon.listener import start_listener_thread
+from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.reconcile import Reconciler, from_ms, to_ms
+from btu.scheduler_daemon.state import FireItem, FireJob, State
+
+logger = logging.getLogger("btu.scheduler")
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
+MAX_BACKOFF = 5.0
+
+
+class Clock:
+	"""Redis's time, estimated locally between the scripts that report it."""
+
+	def __init__(self):
+		self.offset = 0.0
+
+	def sync(self, redis_now_ms: int) -> None:
+		self.offset = redis_now_ms / 1000 - time.time()
+
+	def now(self) -> datetime:
+		return datetime.fromtimestamp(time.time() + self.offset, timezone.utc)
+
+	def seconds_until(self, redis_ms: int) -> float:
+		return redis_ms / 1000 - (time.time() + self.offset)
+
+
+class Scheduler:
+	def __init__(self, config: Config, bench_path: str | Path):
+		self.config = config
+		self.bench_path = bench_path
+		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
+		self.clock = Clock()
+		self.state = State(self.redis)
+		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
+		self.reconciler = Reconciler(bench_path, self.state, config.executor, self.clock.now, self.publish_wake)
+		self.wake = threading.Event()
+		self.reconcile_due = threading.Event()
+		self.specs: dict[str, ScheduleSpec] = {}
+		self.templates: dict[str, JobTemplate] = {}
+		self.started_at = datetime.now(timezone.utc)
+		self.leader_since: datetime | None = None
+		self.redis_down = False
+		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
+		self.next_renew = 0.0
+		self.next_status = 0.0
+
+	# -- process ----------------------------------------------------------------
+
+	def run(self, stop: threading.Event) -> None:
+		log_event(logger, logging.INFO, "scheduler_started", process=self.process_id, bench=str(self.bench_path), executor=self.config.executor)
+		threads = [
+			threading.Thread(target=self.notify_loop, args=(stop,), name="btu-notifier", daemon=True),
+			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),
+		]
+		for thread in threads:
+			thread.start()
+		listener_redis = self.config.redis(socket_timeout=None, socket_connect_timeout=3)
+		start_listener_thread(listener_redis, RpcDispatcher(self.reconciler), self.config, stop, process_id=self.process_id)
+		try:
+			while not stop.is_set():
+				try:
+					if self.lease.held:
+						self.lead_once(stop)
+					else:
+						self.stand_by(stop)
+					self.redis_ok()
+				except REDIS_ERRORS as exc:
+					self.redis_failed(exc, stop)
+		finally:
+			self.step_down("stopped")
+			self.wake.set()
+			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
+
+	def redis_ok(self) -> None:
+		if self.redis_down:
+			self.redis_down = False
+			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
+
+	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
+		if not self.redis_down:
+			self.redis_down = True
+			self.backoff = 0.1
+			log_event(logger, logging.ERROR, "redis_unreachable", process=self.process_id, error=str(exc), effect="retrying; missed fires follow each schedule's catch-up policy")
+		stop.wait(self.backoff)
+		self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+
+	def step_down(self, reason: str) -> None:
+		if self.lease.held:
+			try:
+				self.lease.release()
+			except REDIS_ERRORS:
+				self.lease.lost()
+			log_event(logger, logging.INFO, "leader_stepped_down", process=self.process_id, reason=reason)
+		self.leader_since = None
+
+	def publish_wake(self) -> None:
+		try:
+			self.redis.publish(protocol.WAKE_CHANNEL, self.process_id)
+		except REDIS_ERRORS:
+			pass  # the leader still wakes at its next fire or renewal
+		self.wake.set()
+
+	def notify_loop(self, stop: threading.Event) -> None:
+		backoff = 0.1
+		while not stop.is_set():
+			pubsub = None
+			try:
+				pubsub = self.config.redis(socket_timeout=None, socket_connect_timeout=3).pubsub(ignore_subscribe_messages=True)
+				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+				backoff = 0.1
+				self.wake.set()  # something may have changed while unsubscribed
+				while not stop.is_set():
+					if pubsub.get_message(timeout=5.0):
+						self.wake.set()
+			except REDIS_ERRORS:
+				stop.wait(backoff)
+				backoff = min(backoff * 2, MAX_BACKOFF)
+			finally:
+				if pubsub is not None:
+					try:
+						pubsub.close()
+					except Exception:
+						pass
+
+	def reconcile_loop(self, stop: threading.Event) -> None:
+		while not stop.is_set():
+			self.reconcile_due.wait(self.config.full_refresh_interval_secs)
+			self.reconcile_due.clear()
+			if stop.is_set() or not self.lease.held:
+				continue
+			try:
+				self.reconciler.full()
+				self.publish_status()
+			except REDIS_ERRORS:
+				pass  # the main loop reports Redis outages
+			except Exception as exc:
+				log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
+
+	# -- standing by -------------------------------------------------------------------
+
+	def stand_by(self, stop: threading.Event) -> None:
+		if self.lease.acquire():
+			self.leader_since = datetime.now(timezone.utc)
+			self.next_renew = time.monotonic() + self.renew_every
+			log_event(logger, logging.INFO, "leader_elected", process=self.process_id, epoch=self.lease.epoch)
+			self.reconcile_due.set()
+			self.heartbeat()
+			return
+		self.heartbeat()
+		_, pttl = self.lease.current()
+		wait = pttl / 1000 if pttl and pttl > 0 else 0.05
+		self.wake.clear()
+		self.wake.wait(min(wait + 0.005, self.config.lease_ttl_secs))
+
+	# -- leading ---------------------------------------------------------------------------
+
+	def lead_once(self, stop: threading.Event) -> None:
+		if time.monotonic() >= self.next_renew:
+			if not self.lease.renew():
+				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)
+				self.leader_since = None
+				return
+			self.next_renew = time.monotonic() + self.renew_every
+			self.heartbeat()
+		self.wake.clear()
+		now_ms, next_ms, entries = self.state.due(self.config.batch_size)
+		self.clock.sync(now_ms)
+		if entries:
+			self.fire(now_ms, entries)
+			return
+		if time.monotonic() >= self.next_status:
+			self.publish_status()
+		sleep = self.next_renew - time.monotonic()
+		if next_ms is not None:
+			sleep = min(sleep, self.clock.seconds_until(next_ms))
+		if sleep > 0:
+			self.wake.wait(sleep)
+
+	def spec(self, fingerprint: str, spec_json: str) -> ScheduleSpec:
+		spec = self.specs.get(fingerprint)
+		if spec is None:
+			spec = self.specs[fingerprint] = ScheduleSpec.from_dict(json.loads(spec_json))
+		return spec
+
+	def template(self, job_json: str) -> JobTemplate:
+		template = self.templates.get(job_json)
+		if template is None:
+			template = self.templates[job_json] = JobTemplate.from_dict(json.loads(job_json))
+		return template
+
+	def fire(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
+		now = from_ms(now_ms)
+		grace = timedelta(seconds=self.config.misfire_grace_secs)
+		rows = self.state.read([(site, schedule) for site, schedule, _ in entries])
+		items: list[FireItem] = []
+		for (site, schedule, _), row in zip(entries, rows):
+			if not row.get("cursor") or not row.get("spec"):
+				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
+				continue
+			try:
+				spec = self.spec(row["fingerprint"], row["spec"])
+				template = self.template(row["job"])
+				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace)
+				enqueued_at = self.clock.now()
+				jobs = []
+				for slot in plan.fire:
+					fire_at = spec.fire_time(slot)
+					identifier, mapping = build_job(self.redis, template, site, schedule, slot, fire_at, enqueued_at)
+					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), identifier, f"rq:job:{identifier}", queue_key(template.queue), mapping))
+				finished = plan.finished or plan.next_cursor is None
+				items.append(
+					FireItem(
+						site=site,
+						schedule=schedule,
+						expected_cursor=row["cursor"],
+						next_cursor="" if finished else str(to_ms(plan.next_cursor)),
+						next_fire_at="0" if finished else str(to_ms(spec.fire_time(plan.next_cursor))),
+						overlap_skip=spec.overlap_policy == "skip",
+						skipped=plan.skipped,
+						expired=plan.expired,
+						jobs=jobs,
+					)
+				)
+			except Exception as exc:
+				# A schedule that cannot be planned must not spin the loop: take it off the due set.
+				log_event(logger, logging.ERROR, "fire_failed", exc_info=True, site=site, schedule=schedule, error=f"{type(exc).__name__}: {exc}")
+				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
+				self.redis.hset(protocol.invalid_rows_key(site), schedule, f"cannot be fired: {type(exc).__name__}: {exc}")
+				self.redis.hincrby(protocol.counters_key(site), "failed_enqueue", 1)
+		if not items:
+			return
+		results = self.state.fire(self.lease.value or "", items)
+		if results is None:
+			self.lease.lost()
+			self.leader_since = None
+			log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
+			return
+		self.log_fires(items, results[1:])
+		self.next_status = min(self.next_status, time.monotonic() + 5)
+
+	def log_fires(self, items: list[FireItem], results: list) -> None:
+		if not logger.isEnabledFor(logging.INFO):
+			return
+		for item, result in zip(items, results):
+			if result in (b"stale", "stale"):
+				log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
+				continue
+			for job, outcome, lag in zip(item.jobs, result[0::2], result[1::2]):
+				outcome = outcome.decode() if isinstance(outcome, bytes) else outcome
+				log_event(
+					logger, logging.INFO, "fire" if outcome == "enqueued" else outcome, site=item.site, schedule=item.schedule,
+					slot=slot_text(from_ms(job.slot_ms)), lag_ms=int(lag), job_id=job.job_id,
+				)
+			if item.skipped or item.expired:
+				log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired)
+			if not item.next_cursor:
+				log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
+
+	# -- observability -------------------------------------------------------------------------
+
+	def heartbeat(self) -> None:
+		status.write_heartbeat(
+			self.redis,
+			self.process_id,
+			role="leader" if self.lease.held else "standby",
+			started_at=self.started_at,
+			leader_since=self.leader_since,
+			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
+		)
+
+	def publish_status(self) -> None:
+		self.next_status = time.monotonic() + 30
+		status.publish(self.redis, self.reconciler)

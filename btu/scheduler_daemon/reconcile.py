@@ -1,0 +1,282 @@
+"""Bringing the Redis state in line with the sites' databases.
+
+The databases are the source of truth. A reconcile reads, per site, a cheap
+list of (schedule, modified, task modified) and compiles only the rows that
+changed since it last looked; a full one also drops schedules, sites and
+rows that are gone. It runs at start, every `full_refresh_interval_secs`, and
+at once for the schedule an RPC command names. When Redis lost its data (the
+state's generation changed) everything is compiled again, and a schedule with
+Task Logs resumes after its newest logged slot, so the catch-up policy decides
+what the outage cost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from btu.schedule import ScheduleError, ScheduleSpec
+from btu.scheduler_daemon.bench import Bench, BenchError, Site
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
+from btu.scheduler_daemon.jobs import JobTemplate, slot_text
+from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.state import State
+
+logger = logging.getLogger("btu.scheduler.reconcile")
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def to_ms(moment: datetime) -> int:
+	return (moment - EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int | str) -> datetime:
+	return EPOCH + timedelta(milliseconds=int(ms))
+
+
+class RowError(Exception):
+	"""A schedule row that cannot be scheduled; the message names the field and the fix."""
+
+
+def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | None) -> tuple[ScheduleSpec, JobTemplate]:
+	"""A schedule row (joined with its task) as a spec and a job template."""
+	if not row.get("task_name"):
+		raise RowError(f"task {row.get('task')!r}: no BTU Task has that name; pick an existing task")
+	spec = ScheduleSpec.from_row(row, system_time_zone=system_time_zone)
+	queue_type = (row.get("queue_name") or row.get("task_queue_name") or "default").strip()
+	timeouts = bench.queue_timeouts
+	if queue_type not in timeouts:
+		raise RowError(
+			f"queue_name {queue_type!r}: not a queue of this bench; use one of {', '.join(timeouts)} "
+			"(custom queues come from the workers key of common_site_config.json)"
+		)
+	arguments = parse_json_object("arguments", row.get("task_arguments"), f"task {row['task']}")
+	overrides = parse_json_object("argument_overrides", row.get("argument_overrides"), f"schedule {row['name']}")
+	template = JobTemplate(
+		executor=executor,
+		queue=bench.queue_name(queue_type),
+		timeout=int(row.get("task_max_task_duration") or 0) or timeouts[queue_type],
+		task=row["task"],
+		description=row.get("task_desc_short") or row["task"],
+		function=(row.get("task_function_string") or "") if executor == "rq" else "",
+		kwargs={**arguments, **overrides} if executor == "rq" else {},
+	)
+	if executor == "rq" and not template.function:
+		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
+	return spec, template
+
+
+def parse_json_object(field: str, text, owner: str) -> dict:
+	if text is None or not str(text).strip():
+		return {}
+	try:
+		value = json.loads(text)
+	except ValueError as exc:
+		raise RowError(
+			f"{owner}: {field} is not valid JSON (line {getattr(exc, 'lineno', '?')}, column {getattr(exc, 'colno', '?')}: "
+			f"{getattr(exc, 'msg', exc)}); write a JSON object such as {{\"key\": \"value\"}}"
+		) from exc
+	if not isinstance(value, dict):
+		raise RowError(f"{owner}: {field} must be a JSON object, not {type(value).__name__}; wrap it as {{\"name\": ...}}")
+	return value
+
+
+class Reconciler:
+	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake):
+		self.bench_path = bench_path
+		self.state = state
+		self.executor = executor
+		self.clock = clock  # callable returning Redis's now as an aware datetime
+		self.wake = wake  # callable telling every process the state changed
+		self.bench = Bench.load(bench_path)
+		self.databases: dict[str, SiteDatabase] = {}
+		self.seen: dict[str, dict[str, str]] = {}  # site -> schedule -> row version compiled
+		self.generation: str | None = None
+		self.unreachable: set[str] = set()
+		self.served: set[str] = set()
+		self.paused_sites: dict[str, str] = {}
+		self.lock = threading.RLock()
+
+	def database(self, site: Site) -> SiteDatabase:
+		db = self.databases.get(site.name)
+		if db is None or db.site.config != site.config:
+			if db is not None:
+				db.close()
+			db = self.databases[site.name] = SiteDatabase(site)
+		return db
+
+	def check_generation(self) -> None:
+		generation = self.state.generation()
+		if generation != self.generation:
+			if self.generation is not None:
+				log_event(logger, logging.WARNING, "state_rebuild", reason="Redis lost the scheduler state; rebuilding from the databases")
+			self.generation = generation
+			self.seen.clear()
+
+	# -- full reconcile ---------------------------------------------------------
+
+	def full(self) -> None:
+		with self.lock:
+			try:
+				self.bench = Bench.load(self.bench_path)
+			except BenchError as exc:
+				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
+				return
+			self.check_generation()
+			served = set()
+			for name in self.bench.site_names():
+				try:
+					site = self.bench.site(name)
+				except BenchError as exc:
+					log_event(logger, logging.ERROR, "site_unreadable", site=name, error=str(exc))
+					continue
+				if self.reconcile_site(site):
+					served.add(name)
+			for gone in self.state.sites() - served - self.unreachable:
+				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
+				self.state.purge_site(gone)
+				self.seen.pop(gone, None)
+			self.served = served
+			self.wake()
+
+	def reconcile_site(self, site: Site, names: list[str] | None = None) -> bool:
+		"""Reconcile one site (or some schedules of it); True if the site is a BTU site."""
+		db = self.database(site)
+		try:
+			if not db.has_btu_tables():
+				return False
+			system_tz = db.system_time_zone()
+			held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
+			versions = self.row_versions(db, names)
+		except DatabaseError as exc:
+			if site.name not in self.unreachable:
+				log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
+			self.unreachable.add(site.name)
+			return site.name in self.state.sites()
+		if site.name in self.unreachable:
+			self.unreachable.discard(site.name)
+			log_event(logger, logging.INFO, "database_restored", site=site.name)
+		self.paused_sites.pop(site.name, None)
+		if held:
+			self.paused_sites[site.name] = held
+			if self.state.names(site.name):
+				self.state.hold_site(site.name)
+		seen = self.seen.setdefault(site.name, {})
+		context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}"
+		enabled = {name: f"{version}|{context}" for name, (version, on) in versions.items() if on}
+		in_state = self.state.names(site.name) if names is None else set(names)
+		for name in (in_state | set(seen)) - set(enabled):
+			if names is None or name in names:
+				self.remove(site.name, name, reason="disabled or deleted")
+		if names is None:
+			changed = [name for name, version in enabled.items() if seen.get(name) != version]
+		else:
+			changed = [name for name in names if name in enabled]
+		if changed:
+			self.apply(site, db, changed, system_tz, active=not held, versions=enabled)
+		return True
+
+	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, tuple[str, bool]]:
+		q = db._quote
+		sql = (
+			f"SELECT s.{q('name')} AS name, s.{q('modified')} AS modified, s.{q('enabled')} AS enabled, "
+			f"s.{q('paused')} AS paused, t.{q('modified')} AS task_modified "
+			f"FROM {q('tabBTU Task Schedule')} s LEFT JOIN {q('tabBTU Task')} t ON t.{q('name')} = s.{q('task')}"
+		)
+		params: tuple = ()
+		if names is not None:
+			sql += f" WHERE s.{q('name')} IN ({', '.join(['%s'] * len(names))})"
+			params = tuple(names)
+		rows = db.query(sql, params) if names != [] else []
+		return {
+			row["name"]: (f"{row['modified']}|{row['task_modified']}|{row['paused']}", bool(int(row["enabled"] or 0)))
+			for row in rows
+		}
+
+	def apply(self, site: Site, db: SiteDatabase, names: list[str], system_tz: str | None, *, active: bool, versions) -> None:
+		rows = []
+		for start in range(0, len(names), 500):
+			rows += db.schedules(names[start : start + 500])
+		new = [row["name"] for row in rows if row["name"] not in self.state.names(site.name)]
+		logged = db.last_logged_slots(new) if new else {}
+		now = self.clock()
+		invalid = {}
+		seen = self.seen.setdefault(site.name, {})
+		for row in rows:
+			name = row["name"]
+			try:
+				spec, template = compile_row(row, self.bench, self.executor, system_tz)
+				resume_from = parse_logged_slot(logged.get(name)) or now
+				new_cursor = spec.next_slot(resume_from)
+				now_cursor = spec.next_slot(now)
+			except (ScheduleError, RowError) as exc:
+				invalid[name] = str(exc)
+				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=str(exc))
+				self.state.remove(site.name, name)
+				seen[name] = versions[name]
+				continue
+			result = self.state.upsert(
+				site.name,
+				name,
+				fingerprint=spec.fingerprint,
+				spec=spec.to_dict(),
+				job=template.to_dict(),
+				paused=bool(int(row.get("paused") or 0)),
+				active=active,
+				new_cursor=cursor_text(new_cursor),
+				new_fire_at=fire_at_text(spec, new_cursor),
+				now_cursor=cursor_text(now_cursor),
+				now_fire_at=fire_at_text(spec, now_cursor),
+				modified=str(row.get("modified")),
+			)
+			self.state.clear_invalid(site.name, name)
+			seen[name] = versions[name]
+			if result != "same":
+				log_event(
+					logger, logging.INFO, "schedule_" + result, site=site.name, schedule=name,
+					slot=slot_text(now_cursor if result != "new" else new_cursor) if (now_cursor or new_cursor) else None,
+					description=spec.describe(),
+				)
+		if invalid:
+			self.state.set_invalid(site.name, invalid, replace=False)
+		self.wake()
+
+	def remove(self, site: str, name: str, reason: str) -> None:
+		if self.state.remove(site, name):
+			log_event(logger, logging.INFO, "schedule_removed", site=site, schedule=name, reason=reason)
+		self.state.clear_invalid(site, name)
+		self.seen.get(site, {}).pop(name, None)
+
+	# -- one schedule, for an RPC command ------------------------------------------
+
+	def sync_schedule(self, site_name: str, name: str) -> None:
+		with self.lock:
+			self.check_generation()
+			site = self.bench.site(site_name)
+			self.reconcile_site(site, [name])
+			self.wake()
+
+	def cancel_schedule(self, site_name: str, name: str) -> None:
+		with self.lock:
+			self.remove(site_name, name, reason="cancel_task_schedule")
+			self.wake()
+
+
+def cursor_text(slot: datetime | None) -> str:
+	return str(to_ms(slot)) if slot is not None else ""
+
+
+def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
+	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
+
+
+def parse_logged_slot(text: str | None) -> datetime | None:
+	if not text:
+		return None
+	try:
+		return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+	except ValueError:
+		return None
