@@ -214,7 +214,7 @@ class CommandListener:
 			return None
 
 		def refuse(reason: str) -> None:
-			self.reject(reason, response_key=response_key, request_type=known_type, **context)
+			self.reject(reason, response_key=response_key, reply_type=known_type, **context)
 
 		if oversized:
 			refuse(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit")
@@ -252,13 +252,14 @@ class CommandListener:
 			return None
 		return Command(request_type, name, resolved, response_key)
 
-	def reject(self, reason: str, *, response_key: str | None = None, request_type: str | None = None, **context: Any) -> None:
+	def reject(self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any) -> None:
+		"""Log why a command is refused; answer `response_key` (a checked one) with the reason."""
 		log_event(
 			logger, logging.WARNING, "rpc_rejected", reason=reason, replied=response_key is not None,
 			process=self.process_id, **context,
 		)
 		if response_key is not None:
-			self.reply(response_key, protocol.make_error(reason, request_type))
+			self.reply(response_key, protocol.make_error(reason, reply_type))
 
 	def reply(self, response_key: str, payload: dict) -> None:
 		"""LPUSH `payload` on `response_key`, then EXPIRE it, in one MULTI."""

@@ -1,0 +1,141 @@
+"""Helpers of the RPC tests: a recording dispatcher, a listener in a thread, raw pings.
+
+The dispatcher here records what the listener hands it; the engine is not the
+unit under test. It knows two sites and a few schedules per site.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+
+from btu import protocol
+from btu.scheduler_daemon.listener import CommandListener, CommandRejected
+
+SITES = {
+	"site1.localhost": {f"TS-{n:06d}" for n in range(1, 1201)},
+	"site2.localhost": {"TS-000001", "TS-900000"},
+}
+DEFAULT_SITE = "site1.localhost"
+
+
+class RecordingDispatcher:
+	"""Resolves sites and schedules from `SITES`; `execute` records each call, optionally slowly."""
+
+	def __init__(self, delay: float = 0.0, default_site: str | None = DEFAULT_SITE, observer=None):
+		self.delay = delay
+		self.default_site = default_site
+		self.observer = observer
+		self.lock = threading.Lock()
+		self.executed: list[dict] = []
+
+	def resolve_site(self, site: str | None) -> str:
+		if site is None:
+			if self.default_site:
+				return self.default_site
+			if len(SITES) == 1:
+				return next(iter(SITES))
+			raise CommandRejected(f"no site given and the bench has several ({', '.join(sorted(SITES))}): add \"site\"")
+		if site not in SITES:
+			raise CommandRejected(f"site {site!r} is not a site of this bench; known: {', '.join(sorted(SITES))}")
+		return site
+
+	def check_target(self, site: str, request_type: str, name: str) -> None:
+		if name not in SITES[site]:
+			raise CommandRejected(f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}")
+
+	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
+		record = {
+			"site": site, "request_type": request_type, "name": name,
+			"thread": threading.current_thread().name, "started": time.perf_counter(),
+		}
+		if self.observer is not None:
+			record["observed"] = self.observer(site, request_type, name)
+		if self.delay:
+			time.sleep(self.delay)
+		record["finished"] = time.perf_counter()
+		with self.lock:
+			self.executed.append(record)
+
+	def names(self) -> list:
+		with self.lock:
+			return [record["name"] for record in self.executed]
+
+
+class RunningListener:
+	"""A listener thread and what it was given; `stop()` ends it."""
+
+	def __init__(self, client, dispatcher, name: str = "listener", block_seconds: float = 0.25):
+		self.client = client
+		self.dispatcher = dispatcher
+		self.stop_event = threading.Event()
+		# A short block only makes teardown quicker; the product's default is listener.BLOCK_SECONDS.
+		self.listener = CommandListener(client, dispatcher, process_id=name, block_seconds=block_seconds)
+		self.thread = threading.Thread(target=self.listener.run, args=(self.stop_event,), name=name, daemon=True)
+		self.thread.start()
+
+	def stop(self) -> None:
+		self.stop_event.set()
+		self.thread.join(10)
+		assert not self.thread.is_alive(), "the listener did not stop within 10 s of its stop event"
+		self.client.close()
+
+
+def raw_ping(r, timeout: float = 30) -> dict:
+	"""A ping in raw Redis commands; its ACK means every command pushed before it was handled (FIFO)."""
+	key = protocol.new_response_key()
+	r.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "request_content": None, "response_key": key}))
+	answer = r.blpop([key], timeout=timeout)
+	assert answer is not None, f"no ACK for a ping within {timeout} s"
+	return json.loads(answer[1])
+
+
+def foreign_keys(r) -> list[bytes]:
+	"""Keys outside the response keys and the command list."""
+	return sorted(
+		key for key in r.keys("*")
+		if not key.startswith(protocol.RESPONSE_KEY_PREFIX.encode()) and key != protocol.COMMANDS_KEY.encode()
+	)
+
+
+class Monitor:
+	"""Redis MONITOR on a raw socket: every command the server executes, with its client's address."""
+
+	LINE = re.compile(r'^\+(?P<time>[\d.]+) \[\d+ (?P<addr>[^\]]+)\] (?P<args>.*)$')
+	ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+	def __init__(self, host: str, port: int):
+		self.sock = socket.create_connection((host, port), timeout=5)
+		self.sock.sendall(b"MONITOR\r\n")
+		self.buffer = b""
+		self.entries: list[tuple[str, list[str]]] = []
+		self.done = threading.Event()
+		self.thread = threading.Thread(target=self.read, daemon=True)
+		self.sock.settimeout(0.1)
+		self.thread.start()
+
+	def read(self) -> None:
+		while not self.done.is_set():
+			try:
+				chunk = self.sock.recv(65536)
+			except socket.timeout:
+				continue
+			if not chunk:
+				return
+			self.buffer += chunk
+			while b"\r\n" in self.buffer:
+				line, self.buffer = self.buffer.split(b"\r\n", 1)
+				match = self.LINE.match(line.decode("utf-8", "replace"))
+				if match:
+					args = [arg.encode().decode("unicode_escape") for arg in self.ARG.findall(match["args"])]
+					self.entries.append((match["addr"], args))
+
+	def close(self) -> list[tuple[str, list[str]]]:
+		time.sleep(0.2)
+		self.done.set()
+		self.thread.join(5)
+		self.sock.close()
+		return self.entries

@@ -1,0 +1,154 @@
+"""Commands the listener must refuse: one log line each, an error reply only to a
+valid response key, no other write, and the listener keeps serving."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+
+from btu import protocol
+from tests.rpc.support import foreign_keys, raw_ping
+
+PREFIX = "btu:scheduler:rpc:"
+
+
+def response_key() -> str:
+	return f"{PREFIX}{uuid.uuid4().hex}"
+
+
+def message(**fields) -> bytes:
+	return json.dumps(fields).encode()
+
+
+# (case id, payload builder(key) -> bytes, request_type echoed in the error, words the reason must hold)
+REPLIED = [
+	("oversized", lambda k: message(request_type="ping", request_content="x" * 70_000, response_key=k), "ping", ["65536"]),
+	("missing request_type", lambda k: message(request_content=None, response_key=k), None, ["request_type is missing", "ping"]),
+	("null request_type", lambda k: message(request_type=None, response_key=k), None, ["request_type is missing"]),
+	("unknown request_type", lambda k: message(request_type="reload", request_content=None, response_key=k), None, ["'reload'", "unknown", "cancel_task_schedule"]),
+	("numeric request_type", lambda k: message(request_type=1, response_key=k), None, ["1", "unknown"]),
+	("content not a string", lambda k: message(request_type="cancel_task_schedule", request_content=3, response_key=k), "cancel_task_schedule", ["request_content", "string", "number"]),
+	("content missing", lambda k: message(request_type="create_task_schedule", response_key=k), "create_task_schedule", ["request_content", "string", "null"]),
+	("content empty", lambda k: message(request_type="create_task_schedule", request_content=" ", response_key=k), "create_task_schedule", ["must not be empty"]),
+	("content too long", lambda k: message(request_type="cancel_task_schedule", request_content="T" * 141, response_key=k), "cancel_task_schedule", ["141", "140"]),
+	("content with control characters", lambda k: message(request_type="cancel_task_schedule", request_content="TS-1\n", response_key=k), "cancel_task_schedule", ["control characters"]),
+	("ping content not a string", lambda k: message(request_type="ping", request_content=[1], response_key=k), "ping", ["ping", "null", "array"]),
+	("site not a string", lambda k: message(request_type="cancel_task_schedule", request_content="TS-000001", site=7, response_key=k), "cancel_task_schedule", ["site", "string"]),
+	("unknown site", lambda k: message(request_type="cancel_task_schedule", request_content="TS-000001", site="nosuch.localhost", response_key=k), "cancel_task_schedule", ["'nosuch.localhost'", "not a site"]),
+	("unknown schedule", lambda k: message(request_type="cancel_task_schedule", request_content="TS-999999", response_key=k), "cancel_task_schedule", ["'TS-999999'", "site1.localhost"]),
+	("schedule of another site", lambda k: message(request_type="create_task_schedule", request_content="TS-000002", site="site2.localhost", response_key=k), "create_task_schedule", ["'TS-000002'", "site2.localhost"]),
+]
+
+UNANSWERABLE = [
+	("not JSON", b"{request_type: ping"),
+	("not UTF-8", b'{"request_type": "ping", "x": "\xff\xfe"}'),
+	("JSON array", b'["ping", null, "btu:scheduler:rpc:abc"]'),
+	("JSON string", b'"ping"'),
+	("JSON null", b"null"),
+	("empty", b""),
+	("deeply nested", b"[" * 50_000 + b"]" * 50_000),
+	("missing response_key", message(request_type="ping", request_content=None)),
+	("null response_key", message(request_type="ping", request_content=None, response_key=None)),
+	("numeric response_key", message(request_type="ping", request_content=None, response_key=5)),
+	("response_key outside the prefix", message(request_type="ping", request_content=None, response_key="victim:key")),
+	("response_key is the command list", message(request_type="ping", request_content=None, response_key=protocol.COMMANDS_KEY)),
+	("response_key is a state key", message(request_type="ping", request_content=None, response_key="btu:due")),
+	("response_key is only the prefix", message(request_type="ping", request_content=None, response_key=PREFIX)),
+	("response_key too long", message(request_type="ping", request_content=None, response_key=PREFIX + "a" * 300)),
+	("response_key with a prefix-like start", message(request_type="ping", request_content=None, response_key="btu:scheduler:rpcx:1")),
+	("oversized beyond parsing", b'{"response_key": "btu:scheduler:rpc:big", "x": "' + b"x" * 2_000_000 + b'"}'),
+]
+
+
+def rejected_lines(caplog) -> list[logging.LogRecord]:
+	return [record for record in caplog.records if record.getMessage() == "rpc_rejected"]
+
+
+@pytest.mark.parametrize("case, build, request_type, words", REPLIED, ids=[case[0] for case in REPLIED])
+def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, request_type, words):
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	key = response_key()
+	r.lpush(protocol.COMMANDS_KEY, build(key))
+	answer = r.blpop([key], timeout=5)
+	assert answer is not None, f"{case}: no error reply"
+	reply = json.loads(answer[1])
+	assert set(reply) == {"status", "request_type", "message"}
+	assert reply["status"] == "error"
+	assert reply["request_type"] == request_type
+	for word in words:
+		assert word in reply["message"], (word, reply["message"])
+	assert raw_ping(r)["status"] == "ok"
+	assert 0 < r.ttl(key) <= 60 or not r.exists(key)
+	assert foreign_keys(r) == []
+	assert listener.dispatcher.names() == [None], "a refused command reached execute"
+	lines = rejected_lines(caplog)
+	assert len(lines) == 1
+	assert lines[0].btu_fields["reason"] == reply["message"] and lines[0].btu_fields["replied"] is True
+
+
+@pytest.mark.parametrize("case, payload", UNANSWERABLE, ids=[case[0] for case in UNANSWERABLE])
+def test_refused_command_without_valid_response_key_writes_nothing(listener, r, caplog, case, payload):
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	r.set("victim:key", "untouched")
+	before = {key: r.dump(key) for key in r.keys("*")}
+	r.lpush(protocol.COMMANDS_KEY, payload)
+	assert raw_ping(r)["status"] == "ok"
+	after = {key: r.dump(key) for key in r.keys("*") if not key.startswith(PREFIX.encode())}
+	assert after == before, f"{case}: keys changed outside {PREFIX}*"
+	assert not r.exists(PREFIX + "big") and not r.exists(PREFIX)
+	assert r.keys(PREFIX + "*") == [], "an error reply was written although no valid response key was given"
+	assert listener.dispatcher.names() == [None]
+	lines = rejected_lines(caplog)
+	assert len(lines) == 1, f"{case}: expected one log line, got {[line.btu_fields for line in lines]}"
+	assert lines[0].btu_fields["replied"] is False
+	assert listener.thread.is_alive()
+
+
+def test_reply_key_holding_another_type_costs_one_command_only(listener, r, caplog):
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	key = response_key()
+	r.set(key, "a string, not a list")
+	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000005", response_key=key))
+	assert raw_ping(r)["status"] == "ok"
+	assert r.get(key) == b"a string, not a list"
+	assert [record.getMessage() for record in caplog.records].count("rpc_ack_failed") == 1
+	# The command was valid, so it is still carried out although its ACK could not be written.
+	assert listener.dispatcher.names() == ["TS-000005", None]
+
+
+def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, caplog):
+	from tests.rpc.support import RecordingDispatcher
+
+	class Broken(RecordingDispatcher):
+		def check_target(self, site, request_type, name):
+			raise ConnectionError("database down")
+
+	start_listener(Broken())
+	key = response_key()
+	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000001", response_key=key))
+	reply = json.loads(r.blpop([key], timeout=5)[1])
+	assert reply["status"] == "error" and "database down" in reply["message"] and "try again" in reply["message"]
+	assert raw_ping(r)["status"] == "ok"
+
+
+def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplog):
+	from tests.rpc.support import RecordingDispatcher
+
+	class Failing(RecordingDispatcher):
+		def execute(self, site, request_type, name):
+			super().execute(site, request_type, name)
+			if name:
+				raise RuntimeError(f"cannot execute {name}")
+
+	running = start_listener(Failing())
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	for n in (1, 2, 3):
+		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
+	assert raw_ping(r)["status"] == "ok"
+	failures = [record for record in caplog.records if record.getMessage() == "rpc_execute_failed"]
+	assert [record.btu_fields["schedule"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003"]
+	assert all(record.btu_fields["site"] == "site1.localhost" for record in failures)
+	assert running.thread.is_alive()
