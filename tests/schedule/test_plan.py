@@ -1,0 +1,150 @@
+"""plan(): catch-up policies, window, cap, run_limit, start/end, jitter."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from btu.schedule import ScheduleSpec
+
+UTC = timezone.utc
+
+
+def at(*args) -> datetime:
+	return datetime(*args, tzinfo=UTC)
+
+
+def five_minutely(**kw) -> ScheduleSpec:
+	kw.setdefault("catch_up_window", 3600)
+	return ScheduleSpec(name="TS-plan", zone_name="UTC", kind="cron", cron="*/5 * * * *", **kw)
+
+
+def test_on_time_slot_fires_and_cursor_moves_on():
+	plan = five_minutely().plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 3))
+	assert plan.fire == [at(2025, 1, 1, 12)]
+	assert (plan.skipped, plan.expired, plan.finished, plan.count_truncated) == (0, 0, False, False)
+	assert plan.next_cursor == at(2025, 1, 1, 12, 5)
+
+
+def test_nothing_due_yet():
+	plan = five_minutely().plan(at(2025, 1, 1, 12, 5), at(2025, 1, 1, 12, 4, 59))
+	assert plan.fire == [] and plan.next_cursor == at(2025, 1, 1, 12, 5)
+
+
+def test_grace_covers_a_late_leader():
+	spec = five_minutely(catch_up_policy="skip")
+	assert spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 10)).fire == [at(2025, 1, 1, 12)]
+	late = spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 11))
+	assert late.fire == [] and late.skipped == 1
+	assert spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 30), grace=timedelta(seconds=60)).fire == [at(2025, 1, 1, 12)]
+
+
+@pytest.mark.parametrize(
+	"policy, fire, skipped",
+	[
+		("skip", [], 12),
+		("fire_once", [at(2025, 1, 1, 11, 55)], 11),
+		("fire_all", [at(2025, 1, 1, 11, 45), at(2025, 1, 1, 11, 50), at(2025, 1, 1, 11, 55)], 9),
+	],
+)
+def test_policies_over_a_window(policy, fire, skipped):
+	# Cursor 3 hours back, window 1 hour: slots 09:00..10:55 expired (24), 11:00..11:55 missed (12).
+	spec = five_minutely(catch_up_policy=policy, catch_up_max=3)
+	plan = spec.plan(at(2025, 1, 1, 9), at(2025, 1, 1, 11, 59))
+	assert plan.fire == fire
+	assert (plan.skipped, plan.expired) == (skipped, 24)
+	assert plan.next_cursor == at(2025, 1, 1, 12)
+
+
+def test_slot_exactly_window_old_is_not_expired():
+	spec = five_minutely(catch_up_policy="fire_all", catch_up_max=100)
+	plan = spec.plan(at(2025, 1, 1, 11), at(2025, 1, 1, 12))
+	assert plan.expired == 0 and plan.fire[0] == at(2025, 1, 1, 11) and len(plan.fire) == 13
+	later = spec.plan(at(2025, 1, 1, 11), at(2025, 1, 1, 12, 0, 1))
+	assert later.expired == 1 and later.fire[0] == at(2025, 1, 1, 11, 5)
+
+
+def test_on_time_slots_fire_even_with_skip_and_they_come_after_catch_up():
+	spec = ScheduleSpec(name="s", zone_name="UTC", kind="interval", every=2, origin=int(at(2025, 1, 1).timestamp()), catch_up_policy="fire_once")
+	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 0, 1))
+	assert plan.fire[0] == at(2025, 1, 1, 0, 0, 48)  # latest missed
+	assert plan.fire[1:] == [at(2025, 1, 1, 0, 0, s) for s in range(50, 60, 2)] + [at(2025, 1, 1, 0, 1)]
+	assert plan.skipped == 24
+
+
+def test_huge_interval_backlog_is_counted_exactly_without_walking():
+	spec = ScheduleSpec(name="s", zone_name="UTC", kind="interval", every=1, origin=int(at(2020, 1, 1).timestamp()), catch_up_policy="fire_all", catch_up_max=2)
+	plan = spec.plan(at(2020, 1, 1), at(2025, 1, 1))
+	day = 86400
+	total = int((at(2025, 1, 1) - at(2020, 1, 1)).total_seconds()) + 1
+	assert plan.expired == total - day - 1
+	on_time = 11
+	assert plan.skipped == day + 1 - on_time - 2
+	assert len(plan.fire) == 2 + on_time and not plan.count_truncated
+
+
+def test_huge_cron_backlog_stops_counting_and_says_so():
+	spec = ScheduleSpec(name="s", zone_name="UTC", kind="cron", cron="* * * * * *", catch_up_policy="fire_once")
+	plan = spec.plan(at(2024, 1, 1), at(2025, 1, 1))
+	assert plan.count_truncated
+	assert plan.expired == 10_000
+	assert plan.fire[0] == at(2024, 12, 31, 23, 59, 49)
+	assert plan.fire[-1] == at(2025, 1, 1) and len(plan.fire) == 12
+
+
+def test_cron_backlog_below_budget_is_exact():
+	spec = ScheduleSpec(name="s", zone_name="UTC", kind="cron", cron="* * * * *", catch_up_policy="skip")
+	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 4, 0, 0, 1))
+	assert (plan.expired, plan.skipped, plan.count_truncated) == (2 * 1440 + 1, 1440 - 1, False)  # Jan 1 00:00 .. Jan 3 00:00 expired
+	assert plan.fire == [at(2025, 1, 4)]
+
+
+def test_run_limit_caps_and_finishes():
+	spec = five_minutely(catch_up_policy="fire_all", catch_up_max=10, run_limit=5)
+	plan = spec.plan(at(2025, 1, 1, 11), at(2025, 1, 1, 11, 59), runs=3)
+	# 12 missed, the cap keeps 11:10..11:55, the limit keeps the oldest two.
+	assert plan.fire == [at(2025, 1, 1, 11, 10), at(2025, 1, 1, 11, 15)]
+	assert plan.finished and plan.next_cursor is None
+	done = spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12), runs=5)
+	assert done.fire == [] and done.finished
+
+
+def test_start_and_end_bound_slots():
+	start, end = int(at(2025, 1, 1, 10).timestamp()), int(at(2025, 1, 1, 10, 10).timestamp())
+	spec = five_minutely(start=start, end=end)
+	assert spec.next_slot(at(2025, 1, 1)) == at(2025, 1, 1, 10)
+	assert spec.preview(10, at(2025, 1, 1)) == [at(2025, 1, 1, 10), at(2025, 1, 1, 10, 5), at(2025, 1, 1, 10, 10)]
+	last = spec.plan(at(2025, 1, 1, 10, 10), at(2025, 1, 1, 10, 10, 1))
+	assert last.fire == [at(2025, 1, 1, 10, 10)] and last.finished and last.next_cursor is None
+
+
+def test_once_fires_once_then_finishes():
+	row = {"name": "TS-once", "run_frequency": "Once", "run_at": "2025-03-09 02:30:00", "time_zone": "America/New_York"}
+	spec = ScheduleSpec.from_row(row, system_time_zone="UTC")
+	assert spec.kind == "once"
+	assert spec.next_slot(at(2025, 1, 1)) == at(2025, 3, 9, 7)  # inside the gap: the transition instant
+	plan = spec.plan(at(2025, 1, 1), at(2025, 3, 9, 7, 0, 1))
+	assert plan.fire == [at(2025, 3, 9, 7)] and plan.finished and plan.next_cursor is None
+
+
+def test_jitter_delays_due_time_deterministically():
+	spec = ScheduleSpec(name="TS-j", zone_name="UTC", kind="cron", cron="0 * * * *", jitter_secs=600)
+	slot = at(2025, 1, 1, 12)
+	fire = spec.fire_time(slot)
+	assert timedelta(0) <= fire - slot <= timedelta(seconds=600)
+	assert fire == ScheduleSpec.from_dict(spec.to_dict()).fire_time(slot)
+	assert len({spec.fire_time(at(2025, 1, 1, h)) - at(2025, 1, 1, h) for h in range(24)}) > 1
+	if fire > slot:
+		early = spec.plan(slot, fire - timedelta(seconds=1))
+		assert early.fire == [] and early.next_cursor == slot
+	assert spec.plan(slot, fire).fire == [slot]
+	other = ScheduleSpec(name="TS-k", zone_name="UTC", kind="cron", cron="0 * * * *", jitter_secs=600)
+	assert [other.fire_time(at(2025, 1, 1, h)) for h in range(24)] != [spec.fire_time(at(2025, 1, 1, h)) for h in range(24)]
+
+
+def test_jitter_never_reaches_the_next_slot():
+	spec = ScheduleSpec(name="TS-j", zone_name="UTC", kind="cron", cron="*/10 * * * * *", jitter_secs=3600)
+	for s in range(0, 600, 10):
+		slot = at(2025, 1, 1, 0, s // 60, s % 60)
+		assert spec.fire_time(slot) - slot < timedelta(seconds=10)
