@@ -1,0 +1,89 @@
+// BTU Configuration: the scheduler's status panel (from its status in Redis), ping and resync.
+
+frappe.ui.form.on("BTU Configuration", {
+	refresh(frm) {
+		btu_render_status(frm);
+		frm.add_custom_button(__("Refresh Status"), () => btu_render_status(frm));
+		frm.add_custom_button(__("Ping Scheduler"), () =>
+			frappe.call({ method: "btu.btu_core.api.ping" }).then((r) => {
+				const m = r.message;
+				frappe.msgprint({ title: __("BTU Scheduler"), message: frappe.utils.escape_html(m.message), indicator: m.outcome === "ok" ? "green" : "orange" });
+			})
+		);
+		frm.add_custom_button(__("Resync All Schedules"), () =>
+			frappe.call({ method: "btu.btu_core.api.resync", freeze: true }).then((r) => {
+				const m = r.message;
+				const last = m.sent[m.sent.length - 1];
+				frappe.msgprint({
+					title: __("Resync"),
+					indicator: m.complete ? "green" : "orange",
+					message: m.complete
+						? __("{0} schedules sent to the scheduler.", [m.sent.length])
+						: __("Sent {0} of {1}. {2}", [m.sent.length, m.requested, frappe.utils.escape_html(last ? last.message : "")]),
+				});
+			})
+		);
+	},
+});
+
+function btu_esc(value) {
+	return frappe.utils.escape_html(value == null ? "" : String(value));
+}
+
+function btu_table(headers, rows) {
+	if (!rows.length) return `<p class="text-muted">${__("None")}</p>`;
+	const head = headers.map((h) => `<th>${btu_esc(h)}</th>`).join("");
+	const body = rows.map((r) => `<tr>${r.map((c) => `<td>${btu_esc(c)}</td>`).join("")}</tr>`).join("");
+	return `<table class="table table-bordered table-sm"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+}
+
+function btu_render_status(frm) {
+	const wrapper = frm.get_field("status_html").$wrapper;
+	frappe.call({ method: "btu.btu_core.api.status" }).then((r) => {
+		const s = r.message || {};
+		if (s.error) {
+			wrapper.html(`<p class="text-danger">${btu_esc(s.error)}</p>`);
+			return;
+		}
+		if (!s.published) {
+			wrapper.html(
+				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>`
+			);
+			return;
+		}
+		const leader = s.leader || {};
+		const site = s.this_site || {};
+		const age = s.heartbeat_age_secs;
+		const healthy = age != null && age < 30;
+		let html = `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
+			&nbsp; ${__("Status updated")}: ${btu_esc(s.updated_at)} &nbsp; ${__("Checked")}: ${btu_esc(s.checked_at)}</p>`;
+		html += `<h5>${__("Leader")}</h5>` + btu_table(
+			[__("Holder"), __("Host"), __("PID"), __("Since"), __("Epoch"), __("Heartbeat age (s)")],
+			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
+		);
+		html += `<h5>${__("Processes")}</h5>` + btu_table(
+			[__("Process"), __("Details")],
+			(s.processes || []).map((p) => (typeof p === "object" ? [p.id || p.holder || p.pid || "", JSON.stringify(p)] : [p, ""]))
+		);
+		html += `<h5>${__("This site")} (${btu_esc(s.site)})</h5>`;
+		if (site.paused_reason) html += `<p class="text-warning">${__("Paused")}: ${btu_esc(site.paused_reason)}</p>`;
+		const counters = site.counters || {};
+		html += btu_table(
+			[__("Schedules"), __("Oldest overdue (ms)"), ...Object.keys(counters)],
+			[[site.schedules == null ? "" : site.schedules, site.oldest_overdue_ms == null ? "" : site.oldest_overdue_ms, ...Object.values(counters)]]
+		);
+		const invalid = site.invalid || {};
+		if (Object.keys(invalid).length) {
+			html += `<h5 class="text-danger">${__("Schedules the scheduler refused")}</h5>` + btu_table([__("Schedule"), __("Reason")], Object.entries(invalid));
+		}
+		html += `<h5>${__("Next fires")}</h5>` + btu_table(
+			[__("Schedule"), __("Slot"), __("Fire at")],
+			(site.next_fires || []).map((f) => [f.schedule, f.slot, f.fire_at])
+		);
+		html += `<h5>${__("Recent fires")}</h5>` + btu_table(
+			[__("Schedule"), __("Slot"), __("Enqueued at"), __("Lag (ms)"), __("Job"), __("Outcome")],
+			(site.recent_fires || []).map((f) => [f.schedule, f.slot, f.enqueued_at, f.lag_ms, f.job_id, f.outcome])
+		);
+		wrapper.html(html);
+	});
+}

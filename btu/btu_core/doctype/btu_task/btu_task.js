@@ -1,0 +1,79 @@
+// BTU Task form: run now (web server or worker), run once at a time, schedules and logs.
+
+frappe.ui.form.on("BTU Task", {
+	refresh(frm) {
+		if (frm.is_new()) return;
+		const run = __("Run");
+		if (!frm.doc.run_only_as_worker) {
+			frm.add_custom_button(__("Run on Web Server"), () => btu_run_on_webserver(frm), run);
+		}
+		frm.add_custom_button(__("Run via Worker"), () => btu_run_via_worker(frm), run);
+		frm.add_custom_button(__("Run Once At..."), () => btu_run_once_at(frm), run);
+		frm.add_custom_button(__("New Schedule"), () => frappe.new_doc("BTU Task Schedule", { task: frm.doc.name }));
+		frm.add_custom_button(__("View Logs"), () => frappe.set_route("List", "BTU Task Log", { task: frm.doc.name }));
+	},
+});
+
+function btu_log_link(name) {
+	return `<a href="/app/btu-task-log/${encodeURIComponent(name)}">${frappe.utils.escape_html(name)}</a>`;
+}
+
+function btu_run_on_webserver(frm) {
+	const seconds = frm.doc.max_task_duration || 0;
+	const warning =
+		seconds > 60 || !seconds
+			? __("This Task may run for up to {0} seconds. A web request is cut by the web server's own timeout (gunicorn: 120 s by default) and holds a web worker while it runs; long tasks belong on a worker.", [seconds || "?"])
+			: __("The task runs inside this web request; the page waits until it ends.");
+	frappe.confirm(`${warning}<br><br>${__("Run {0} on the web server now?", [frappe.utils.escape_html(frm.doc.desc_short)])}`, () => {
+		frappe
+			.call({
+				method: "btu.btu_core.api.run_task_now",
+				args: { task: frm.doc.name, on: "webserver" },
+				freeze: true,
+				freeze_message: __("Running {0}...", [frm.doc.desc_short]),
+			})
+			.then((r) => {
+				const m = r.message;
+				const ok = m.status === "Succeeded";
+				frappe.show_alert(
+					{
+						message: __("{0} in {1} s, log {2}", [m.status, (m.execution_time || 0).toFixed(3), btu_log_link(m.log)]),
+						indicator: ok ? "green" : "red",
+					},
+					ok ? 8 : 20
+				);
+				frm.reload_doc();
+			});
+	});
+}
+
+function btu_run_via_worker(frm) {
+	frappe.call({ method: "btu.btu_core.api.run_task_now", args: { task: frm.doc.name, on: "worker" } }).then((r) => {
+		frappe.show_alert({ message: __("Queued on {0} as job {1}", [r.message.queue, r.message.job_id]), indicator: "blue" }, 8);
+	});
+}
+
+function btu_run_once_at(frm) {
+	const dialog = new frappe.ui.Dialog({
+		title: __("Run Once At"),
+		fields: [
+			{
+				fieldname: "at",
+				fieldtype: "Datetime",
+				label: __("Run At"),
+				reqd: 1,
+				default: frappe.datetime.add_minutes(frappe.datetime.now_datetime(), 5),
+				description: __("System time zone ({0}). Creates an enabled one-off schedule.", [frappe.boot.time_zone ? frappe.boot.time_zone.system : ""]),
+			},
+		],
+		primary_action_label: __("Create Schedule"),
+		primary_action(values) {
+			frappe.call({ method: "btu.btu_core.api.run_once_at", args: { task: frm.doc.name, at: values.at } }).then((r) => {
+				dialog.hide();
+				frappe.show_alert({ message: __("Schedule {0}: {1}", [r.message.schedule, r.message.description]), indicator: "green" }, 8);
+				frappe.set_route("Form", "BTU Task Schedule", r.message.schedule);
+			});
+		},
+	});
+	dialog.show();
+}

@@ -1,0 +1,124 @@
+// BTU Task Schedule form: live preview of the next fires, pause/resume, run now,
+// scheduler ping and the scheduler's answer to each save (a realtime event).
+
+const BTU_PREVIEW_FIELDS = [
+	"run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month", "cron_string", "every",
+	"every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit", "jitter_secs", "enabled", "paused",
+];
+
+frappe.ui.form.on("BTU Task Schedule", {
+	setup(frm) {
+		if (!frappe.__btu_sync_listener) {
+			frappe.__btu_sync_listener = true;
+			frappe.realtime.on("btu_scheduler_sync", (m) => {
+				frappe.show_alert(
+					{ message: `${frappe.utils.escape_html(m.schedule)}: ${frappe.utils.escape_html(m.message)}`, indicator: m.outcome === "ok" ? "green" : "orange" },
+					m.outcome === "ok" ? 6 : 15
+				);
+			});
+		}
+	},
+
+	onload(frm) {
+		if (!frm.is_new()) return;
+		frappe.call({ method: "frappe.client.get", args: { doctype: "BTU Configuration" } }).then((r) => {
+			const config = r.message || {};
+			if (!frm.doc.time_zone && config.default_time_zone) frm.set_value("time_zone", config.default_time_zone);
+			if (config.default_catch_up_policy) frm.set_value("catch_up_policy", config.default_catch_up_policy);
+			if (config.default_catch_up_window) frm.set_value("catch_up_window", config.default_catch_up_window);
+			if (config.default_overlap_policy) frm.set_value("overlap_policy", config.default_overlap_policy);
+		});
+	},
+
+	refresh(frm) {
+		btu_render_preview(frm);
+		if (frm.is_new()) return;
+		if (frm.doc.paused) {
+			frm.add_custom_button(__("Resume"), () =>
+				frappe.call({ method: "btu.btu_core.api.resume", args: { schedule: frm.doc.name } }).then(() => frm.reload_doc())
+			);
+			frm.dashboard.set_headline_alert(
+				`${__("Paused")}: ${frappe.utils.escape_html(frm.doc.pause_note || "")}`,
+				"orange"
+			);
+		} else {
+			frm.add_custom_button(__("Pause"), () => btu_pause(frm));
+		}
+		frm.add_custom_button(__("Run Now"), () =>
+			frappe
+				.call({ method: "btu.btu_core.api.run_task_now", args: { task: frm.doc.task, on: "worker", schedule: frm.doc.name } })
+				.then((r) => frappe.show_alert({ message: __("Queued on {0} as job {1}", [r.message.queue, r.message.job_id]), indicator: "blue" }, 8)),
+			__("Actions")
+		);
+		frm.add_custom_button(__("Ping Scheduler"), () => btu_ping(), __("Actions"));
+		frm.add_custom_button(__("Next Fires"), () => btu_next_fires_dialog(frm), __("Actions"));
+		frm.add_custom_button(__("Recent Runs"), () => btu_recent_runs(frm), __("Actions"));
+	},
+});
+
+for (const field of BTU_PREVIEW_FIELDS) {
+	frappe.ui.form.on("BTU Task Schedule", field, (frm) => {
+		clearTimeout(frm.__btu_preview_timer);
+		frm.__btu_preview_timer = setTimeout(() => btu_render_preview(frm), 400);
+	});
+}
+
+function btu_render_preview(frm) {
+	const field = frm.get_field("next_fires_html");
+	if (!field) return;
+	frm.call({ method: "preview_next_fires", doc: frm.doc, args: { n: 10 } }).then((r) => {
+		if (r.message) field.$wrapper.html(r.message.html);
+	});
+}
+
+function btu_pause(frm) {
+	frappe.prompt(
+		[{ fieldname: "note", fieldtype: "Small Text", label: __("Why (shown on the schedule)") }],
+		(values) =>
+			frappe
+				.call({ method: "btu.btu_core.api.pause", args: { schedule: frm.doc.name, note: values.note } })
+				.then(() => frm.reload_doc()),
+		__("Pause {0}", [frm.doc.name]),
+		__("Pause")
+	);
+}
+
+function btu_ping() {
+	frappe.call({ method: "btu.btu_core.api.ping" }).then((r) => {
+		const m = r.message;
+		frappe.msgprint({ title: __("BTU Scheduler"), message: frappe.utils.escape_html(m.message), indicator: m.outcome === "ok" ? "green" : "orange" });
+	});
+}
+
+function btu_next_fires_dialog(frm) {
+	frappe.call({ method: "btu.btu_core.api.next_fires", args: { schedule: frm.doc.name, n: 25 } }).then((r) => {
+		const p = r.message;
+		const rows = p.fires
+			.map((f, i) => `<tr><td>${i + 1}</td><td>${f.schedule_zone}</td><td>${f.user_zone}</td><td class="text-muted">${f.utc}</td></tr>`)
+			.join("");
+		frappe.msgprint({
+			title: __("Next fires of {0}", [frm.doc.name]),
+			wide: true,
+			message: `<p><b>${frappe.utils.escape_html(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${p.time_zone}</th><th>${p.user_time_zone} (${__("you")})</th><th>UTC</th></tr></thead><tbody>${rows}</tbody></table>`,
+		});
+	});
+}
+
+function btu_recent_runs(frm) {
+	frappe.call({ method: "btu.btu_core.api.recent_runs", args: { schedule: frm.doc.name, limit: 20 } }).then((r) => {
+		const colour = { Succeeded: "green", Failed: "red", "Timed Out": "red", Started: "blue", Skipped: "gray" };
+		const rows = (r.message || [])
+			.map(
+				(l) =>
+					`<tr><td><a href="/app/btu-task-log/${l.name}">${l.name}</a></td><td><span class="indicator-pill ${colour[l.status] || "gray"}">${l.status}</span></td><td>${l.slot_utc || ""}</td><td>${l.date_time_started || ""}</td><td>${l.execution_time == null ? "" : Number(l.execution_time).toFixed(3)}</td><td>${l.fire_lag_ms == null ? "" : Number(l.fire_lag_ms).toFixed(1)}</td></tr>`
+			)
+			.join("");
+		frappe.msgprint({
+			title: __("Recent runs of {0}", [frm.doc.name]),
+			wide: true,
+			message: rows
+				? `<table class="table table-bordered table-sm"><thead><tr><th>${__("Log")}</th><th>${__("Status")}</th><th>${__("Slot (UTC)")}</th><th>${__("Started")}</th><th>${__("Duration (s)")}</th><th>${__("Fire lag (ms)")}</th></tr></thead><tbody>${rows}</tbody></table>`
+				: __("No runs yet."),
+		});
+	});
+}

@@ -1,0 +1,81 @@
+"""Scheduled Task Summary: each schedule's next fire (its zone, yours, UTC) and its last run."""
+
+from __future__ import annotations
+
+import frappe
+from frappe.utils import add_to_date, now_datetime
+
+from btu.btu_core.preview import next_fires
+from btu.schedule import ScheduleError
+
+
+def execute(filters=None):
+	filters = frappe._dict(filters or {})
+	conditions = {}
+	if filters.get("enabled_only"):
+		conditions["enabled"] = 1
+	if filters.get("task"):
+		conditions["task"] = filters.task
+	since = add_to_date(now_datetime(), days=-1)
+	data = []
+	for name in frappe.get_list("BTU Task Schedule", filters=conditions, pluck="name", order_by="name"):
+		doc = frappe.get_doc("BTU Task Schedule", name)
+		row = {
+			"schedule": doc.name,
+			"task": doc.task,
+			"task_description": doc.task_description,
+			"enabled": doc.enabled,
+			"paused": doc.paused,
+			"time_zone": doc.time_zone,
+		}
+		try:
+			preview = next_fires(doc, 1)
+			row["schedule_description"] = preview["description"]
+			row["time_zone"] = preview["time_zone"]
+			if preview["fires"] and doc.enabled and not doc.paused:
+				first = preview["fires"][0]
+				row.update(next_fire_zone=first["schedule_zone"], next_fire_user=first["user_zone"], next_fire_utc=first["utc"])
+		except ScheduleError as exc:
+			row["schedule_description"] = f"INVALID: {exc}"
+		last = frappe.get_all(
+			"BTU Task Log",
+			filters={"schedule": doc.name},
+			fields=["name", "status", "slot_utc", "date_time_started", "execution_time"],
+			order_by="creation desc",
+			limit=1,
+		)
+		if last:
+			row.update(last_log=last[0].name, last_status=last[0].status, last_slot_utc=last[0].slot_utc, last_started=last[0].date_time_started, last_duration=last[0].execution_time)
+		counts = frappe.get_all(
+			"BTU Task Log",
+			filters={"schedule": doc.name, "creation": (">=", since)},
+			fields=["status", "count(*) as n"],
+			group_by="status",
+		)
+		by_status = {c.status: c.n for c in counts}
+		row["runs_24h"] = sum(by_status.values())
+		row["failures_24h"] = by_status.get("Failed", 0) + by_status.get("Timed Out", 0)
+		data.append(row)
+	return columns(), data
+
+
+def columns():
+	return [
+		{"fieldname": "schedule", "label": "Schedule", "fieldtype": "Link", "options": "BTU Task Schedule", "width": 110},
+		{"fieldname": "task", "label": "Task", "fieldtype": "Link", "options": "BTU Task", "width": 100},
+		{"fieldname": "task_description", "label": "Task Description", "fieldtype": "Data", "width": 180},
+		{"fieldname": "enabled", "label": "Enabled", "fieldtype": "Check", "width": 70},
+		{"fieldname": "paused", "label": "Paused", "fieldtype": "Check", "width": 70},
+		{"fieldname": "schedule_description", "label": "When", "fieldtype": "Data", "width": 260},
+		{"fieldname": "time_zone", "label": "Zone", "fieldtype": "Data", "width": 130},
+		{"fieldname": "next_fire_zone", "label": "Next Fire (schedule zone)", "fieldtype": "Data", "width": 200},
+		{"fieldname": "next_fire_user", "label": "Next Fire (your zone)", "fieldtype": "Data", "width": 200},
+		{"fieldname": "next_fire_utc", "label": "Next Fire (UTC)", "fieldtype": "Data", "width": 170},
+		{"fieldname": "last_log", "label": "Last Log", "fieldtype": "Link", "options": "BTU Task Log", "width": 130},
+		{"fieldname": "last_status", "label": "Last Status", "fieldtype": "Data", "width": 90},
+		{"fieldname": "last_slot_utc", "label": "Last Slot (UTC)", "fieldtype": "Data", "width": 170},
+		{"fieldname": "last_started", "label": "Last Started", "fieldtype": "Datetime", "width": 160},
+		{"fieldname": "last_duration", "label": "Last Duration (s)", "fieldtype": "Float", "precision": 3, "width": 110},
+		{"fieldname": "runs_24h", "label": "Runs (24 h)", "fieldtype": "Int", "width": 90},
+		{"fieldname": "failures_24h", "label": "Failures (24 h)", "fieldtype": "Int", "width": 100},
+	]
