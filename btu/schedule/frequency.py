@@ -52,14 +52,14 @@ def frequency_to_cron(
 	if run_frequency == "Daily":
 		return f"{m} {h} * * *"
 	if run_frequency == "Weekly":
-		name = (day_of_week or "Monday").strip().title() if isinstance(day_of_week, str) else day_of_week
+		name = _title(day_of_week, "Monday")
 		if name not in WEEKDAYS:
 			raise ScheduleError("day_of_week", day_of_week, f"must be one of {', '.join(WEEKDAYS[1:] + WEEKDAYS[:1])}")
 		return f"{m} {h} * * {WEEKDAYS.index(name)}"
 	d = whole_number("day_of_month", day_of_month, 1, 1, 31)
 	if run_frequency == "Monthly":
 		return f"{m} {h} {d} * *"
-	name = (month or "January").strip().title() if isinstance(month, str) else month
+	name = _title(month, "January")
 	if name not in MONTH_NAMES:
 		raise ScheduleError("month", month, f"must be a month name, {MONTH_NAMES[0]} to {MONTH_NAMES[-1]}")
 	number = MONTH_NAMES.index(name) + 1
@@ -68,3 +68,10 @@ def frequency_to_cron(
 			"day_of_month", day_of_month, f"{name} has no day {d}; pick a day from 1 to {MONTH_DAYS[number - 1]}"
 		)
 	return f"{m} {h} {d} {number} *"
+
+
+def _title(value: Any, default: str) -> Any:
+	"""A Select value as the form spells it; None/"" -> the default."""
+	if value is None or value == "":
+		return default
+	return value.strip().title() if isinstance(value, str) else value
