@@ -60,9 +60,11 @@ class RecordingDispatcher:
 		with self.lock:
 			self.executed.append(record)
 
-	def names(self) -> list:
+	def schedules(self) -> list[str]:
+		"""Schedule names executed, in order (pings left out: their execution may still be under way
+		when their ACK arrives)."""
 		with self.lock:
-			return [record["name"] for record in self.executed]
+			return [record["name"] for record in self.executed if record["name"] is not None]
 
 
 class RunningListener:

@@ -134,7 +134,7 @@ def test_commands_are_served_first_in_first_out(listener, r):
 	batch = [command("cancel_task_schedule", f"TS-{n:06d}") for n in range(20, 25)]
 	r.lpush("btu:scheduler:commands", *(message for _, message in batch))
 	raw_ping(r)
-	assert listener.dispatcher.names() == names + [f"TS-{n:06d}" for n in range(20, 25)] + [None]
+	assert listener.dispatcher.schedules() == names + [f"TS-{n:06d}" for n in range(20, 25)]
 	for key in keys + [key for key, _ in batch]:
 		assert r.llen(key) == 1
 
