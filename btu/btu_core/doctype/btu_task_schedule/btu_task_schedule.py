@@ -58,7 +58,9 @@ class BTUTaskSchedule(Document):
 			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
 
 	def on_trash(self):
-		announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
+		# A disabled schedule was cancelled when it was disabled.
+		if self.enabled:
+			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
 
 	@frappe.whitelist()
 	def preview_next_fires(self, n: int = 10):
