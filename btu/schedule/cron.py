@@ -214,12 +214,10 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 			b = _value(field, text, name, last, low, high, names)
 			if b < a:
 				raise ScheduleError(field, text, f"{name} range {base} runs backwards; write it as low-high, or as two ranges")
-			token = f"{a}-{b}"
-		elif slash:
-			token = f"{a}-{max(a, STEP_TOP[name])}"
 		else:
-			token = str(a)
-		out.append(f"{token}/{step}" if slash else token)
+			b = max(a, STEP_TOP[name]) if slash else a
+		# croniter 7 reads a-a as a full wrap-around range: write a single value alone.
+		out.append(str(a) if a == b else f"{a}-{b}/{step}" if slash else f"{a}-{b}")
 	return ",".join(out)
 
 

@@ -74,6 +74,10 @@ def test_both_croniter_versions_agree_on_what_we_expand():
 	expr = spec._expr
 	assert expr.minutes == (3, 18, 33, 48) and expr.hours == (8, 11, 14, 17)
 	assert expr.months == (1, 7) and expr.dows == frozenset({1, 2, 3, 4, 5})
+	# croniter 7 expands a-a as every value; both versions must see one value.
+	single = ScheduleSpec(name="x", zone_name="UTC", kind="cron", cron="1-1 5-5/3 3-3 2-2 4-4")._expr
+	assert (single.minutes, single.hours, single.doms, single.months, single.dows) == ((1,), (5,), (3,), (2,), frozenset({4}))
+	assert ScheduleSpec(name="x", zone_name="UTC", kind="cron", cron="0 23/5 * * 6/2")._expr.hours == (23,)
 
 
 @pytest.mark.parametrize(
