@@ -1,0 +1,157 @@
+import json
+from datetime import datetime, timezone
+
+import frappe
+from frappe.utils.background_jobs import get_redis_conn
+
+from btu import protocol
+from btu.btu_core.preview import next_fires
+from btu.btu_core.tests.utils import make_schedule, make_task
+
+try:
+	from frappe.tests import IntegrationTestCase
+except ImportError:
+	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
+
+
+class TestBTUTaskScheduleValidation(IntegrationTestCase):
+	def setUp(self):
+		self.task = make_task()
+
+	def test_helper_frequency_sets_local_cron_and_description(self):
+		schedule = make_schedule(self.task.name, run_frequency="Weekly", day_of_week="Tuesday", hour=9, minute=5, time_zone="America/New_York")
+		self.assertEqual(schedule.cron_string, "5 9 * * 2")
+		self.assertIn("America/New_York", schedule.schedule_description)
+		self.assertIn("Tuesday", schedule.schedule_description)
+
+	def test_yearly_keeps_day_and_month(self):
+		schedule = make_schedule(self.task.name, run_frequency="Yearly", month="March", day_of_month=15, hour=6, minute=0)
+		self.assertEqual(schedule.cron_string, "0 6 15 3 *")
+
+	def test_bad_cron_names_field_value_and_problem(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, run_frequency="Cron Style", cron_string="61 * * * *")
+		message = str(caught.exception)
+		self.assertIn("cron_string", message)
+		self.assertIn("61", message)
+
+	def test_bad_zone_is_refused(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, time_zone="Europe/Atlantis")
+		self.assertIn("time_zone 'Europe/Atlantis'", str(caught.exception))
+
+	def test_hour_out_of_range(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, run_frequency="Daily", hour=24)
+		self.assertIn("hour", str(caught.exception))
+
+	def test_argument_overrides_parse_error_names_line_and_column(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, argument_overrides='{"name": "Ada",}')
+		message = str(caught.exception)
+		self.assertIn("argument_overrides", message)
+		self.assertIn("line 1, column 16", message)
+
+	def test_overrides_complete_the_task_arguments(self):
+		task = make_task(function="needs_company")
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(task.name)
+		self.assertIn("company", str(caught.exception))
+		schedule = make_schedule(task.name, argument_overrides='{"company": "ACME"}')
+		self.assertEqual(json.loads(schedule.argument_overrides), {"company": "ACME"})
+
+	def test_queue_override_must_exist(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, queue_name="nope")
+		self.assertIn("queue_name (override) 'nope'", str(caught.exception))
+
+	def test_interval_needs_every(self):
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_schedule(self.task.name, run_frequency="Interval", every=0)
+		self.assertIn("every", str(caught.exception))
+
+	def test_preview_in_schedule_zone_and_user_zone(self):
+		schedule = make_schedule(self.task.name, run_frequency="Daily", hour=2, minute=30, time_zone="Asia/Kolkata")
+		preview = next_fires(schedule, 10, after=datetime(2026, 11, 22, tzinfo=timezone.utc))
+		self.assertEqual(len(preview["fires"]), 10)
+		self.assertEqual(preview["time_zone"], "Asia/Kolkata")
+		first = preview["fires"][0]
+		# 02:30 in Kolkata (UTC+05:30) is 21:00 UTC the day before.
+		self.assertEqual(first["utc"], "2026-11-22T21:00:00Z")
+		self.assertIn("2026-11-23 02:30:00", first["schedule_zone"])
+		self.assertIn("html", schedule.preview_next_fires(3))
+
+	def test_once_schedule_has_one_fire(self):
+		schedule = make_schedule(self.task.name, run_frequency="Once", run_at="2030-01-01 08:00:00")
+		preview = next_fires(schedule, 10, after=datetime(2026, 1, 1, tzinfo=timezone.utc))
+		self.assertEqual([f["utc"] for f in preview["fires"]], ["2030-01-01T08:00:00Z"])
+
+
+def commands_for(schedule: str) -> list[dict]:
+	return [json.loads(raw) for raw in raw_commands_for(schedule)]
+
+
+def raw_commands_for(schedule: str) -> list[bytes]:
+	raw = get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1)
+	return [item for item in raw if json.loads(item).get("request_content") == schedule]
+
+
+def acknowledged(schedule: str) -> int:
+	return sum(1 for m in frappe.local.message_log if schedule in str(m) and "acknowledged" in str(m))
+
+
+class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
+	"""The scheduler hears of a schedule only once the row is committed (real Redis list)."""
+
+	created: list[str]
+	task: str | None = None
+
+	def setUp(self):
+		self.created = []
+		frappe.local.message_log = []
+
+	def tearDown(self):
+		frappe.db.rollback()
+		for name in self.created:
+			for raw in raw_commands_for(name):
+				get_redis_conn().lrem(protocol.COMMANDS_KEY, 0, raw)
+		if self.task:
+			frappe.db.delete("BTU Task Schedule", {"task": self.task})
+			frappe.db.delete("BTU Task", {"name": self.task})
+			frappe.db.commit()
+
+	def test_create_and_cancel_are_sent_after_commit(self):
+		self.task = make_task().name
+		schedule = make_schedule(self.task, enabled=1)
+		self.created.append(schedule.name)
+		self.assertEqual(commands_for(schedule.name), [], "create_task_schedule was pushed before the commit")
+
+		frappe.db.commit()
+		sent = commands_for(schedule.name)
+		# Still in the list when no scheduler runs (the reply said "unreachable"),
+		# or taken and acknowledged by a running scheduler.
+		self.assertTrue(sent or acknowledged(schedule.name), frappe.local.message_log)
+		for command in sent:
+			self.assertEqual(command["request_type"], protocol.CREATE_TASK_SCHEDULE)
+			self.assertEqual(command["site"], frappe.local.site)
+			self.assertTrue(protocol.is_response_key(command["response_key"]))
+
+		schedule.reload()
+		schedule.enabled = 0
+		schedule.save()
+		self.assertFalse(
+			[c for c in commands_for(schedule.name) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE],
+			"cancel_task_schedule was pushed before the commit",
+		)
+		frappe.db.commit()
+		cancels = [c for c in commands_for(schedule.name) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE]
+		self.assertTrue(cancels or acknowledged(schedule.name) >= 2, frappe.local.message_log)
+
+	def test_rolled_back_save_sends_nothing(self):
+		task = make_task()
+		schedule = make_schedule(task.name, enabled=1)
+		self.created.append(schedule.name)
+		frappe.db.rollback()
+		frappe.db.commit()
+		self.assertEqual(commands_for(schedule.name), [])
+		self.assertFalse(acknowledged(schedule.name))

@@ -1,0 +1,136 @@
+"""End to end in the real bench: the BTU scheduler fires a 2-second schedule into
+this site's RQ queue, `bench worker --burst` runs the jobs, and every run leaves
+its Log with the right slot and the captured output."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import frappe
+from frappe.utils import get_bench_path
+
+from btu import protocol
+from btu.btu_core import scheduler_link
+from btu.btu_core.tests.utils import delete_committed, make_task
+from btu.scheduler_daemon.commands import SUBCOMMANDS
+
+try:
+	from frappe.tests import IntegrationTestCase
+except ImportError:
+	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
+
+QUEUE = "short"
+EVERY_SECS = 2
+RUN_FOR_SECS = 9
+STARTUP_SECS = 30
+
+
+class TestEndToEnd(IntegrationTestCase):
+	def setUp(self):
+		if "run" not in SUBCOMMANDS:
+			self.skipTest("btu-scheduler has no `run` subcommand in this tree yet")
+		self.bench = Path(get_bench_path())
+		self.python = str(self.bench / "env" / "bin" / "python")
+		self.output_dir = self.bench / "logs"
+		self.scheduler = None
+		self.task = None
+
+	def tearDown(self):
+		if self.scheduler and self.scheduler.poll() is None:
+			self.scheduler.send_signal(signal.SIGTERM)
+			try:
+				self.scheduler.wait(30)
+			except subprocess.TimeoutExpired:
+				self.scheduler.kill()
+				self.scheduler.wait()
+		if self.task:
+			delete_committed(self.task)
+
+	def start_scheduler(self):
+		log = open(self.output_dir / "btu-e2e-scheduler.log", "w")
+		self.scheduler = subprocess.Popen(
+			[self.python, "-m", "btu.scheduler_daemon", "run", "--bench", str(self.bench), "--executor", "frappe"],
+			cwd=self.bench,
+			stdout=log,
+			stderr=subprocess.STDOUT,
+		)
+		deadline = time.monotonic() + STARTUP_SECS
+		while time.monotonic() < deadline:
+			if self.scheduler.poll() is not None:
+				self.fail(f"btu-scheduler run exited with {self.scheduler.returncode}: {self.scheduler_output()}")
+			if scheduler_link.send(protocol.PING).ok:
+				return
+		self.fail(f"btu-scheduler did not answer a ping within {STARTUP_SECS} s: {self.scheduler_output()}")
+
+	def scheduler_output(self) -> str:
+		path = self.output_dir / "btu-e2e-scheduler.log"
+		return path.read_text()[-4000:] if path.exists() else ""
+
+	def run_worker_burst(self):
+		done = subprocess.run(
+			[self.python, "-m", "frappe.utils.bench_helper", "frappe", "worker", "--burst", "--queue", QUEUE],
+			cwd=self.bench / "sites",
+			capture_output=True,
+			text=True,
+			timeout=300,
+			env={**os.environ, "PYTHONUNBUFFERED": "1"},
+		)
+		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
+
+	def test_two_second_schedule_fires_runs_and_logs(self):
+		self.start_scheduler()
+		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
+		start = (datetime.now(timezone.utc) + timedelta(seconds=4)).replace(microsecond=0)
+		schedule = frappe.get_doc(
+			{
+				"doctype": "BTU Task Schedule",
+				"task": self.task,
+				"enabled": 1,
+				"run_frequency": "Interval",
+				"every": EVERY_SECS,
+				"every_unit": "Seconds",
+				"time_zone": "UTC",
+				"start_time": start.replace(tzinfo=None),
+				"catch_up_policy": "skip",
+			}
+		).insert()
+		frappe.db.commit()  # the scheduler reads committed rows; the RPC follows the commit
+
+		time.sleep((start - datetime.now(timezone.utc)).total_seconds() + RUN_FOR_SECS)
+		schedule.reload()
+		schedule.enabled = 0
+		schedule.save()
+		frappe.db.commit()
+		time.sleep(1)  # a fire that was being written when the cancel arrived lands now
+		self.run_worker_burst()
+
+		frappe.db.rollback()  # a fresh snapshot: the worker's writes
+		logs = frappe.get_all(
+			"BTU Task Log",
+			filters={"schedule": schedule.name},
+			fields=["name", "status", "slot_utc", "stdout", "stderr", "logging_output", "rq_job_id", "fire_lag_ms", "site"],
+			order_by="slot_utc asc",
+		)
+		self.assertGreaterEqual(len(logs), RUN_FOR_SECS // EVERY_SECS - 1, f"{logs}\n{self.scheduler_output()}")
+		slots = [datetime.strptime(log.slot_utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) for log in logs]
+		self.assertEqual(slots[0], start, "the first fire is the start_time slot")
+		self.assertEqual(
+			[(b - a).total_seconds() for a, b in zip(slots, slots[1:])],
+			[float(EVERY_SECS)] * (len(slots) - 1),
+			"slots are consecutive, one per 2 seconds, none twice",
+		)
+		for log in logs:
+			self.assertEqual(log.status, "Succeeded", log)
+			self.assertEqual(log.stdout, "hello end to end!\n")
+			self.assertEqual(log.stderr, "warning for end to end\n")
+			self.assertIn("greeted end to end", log.logging_output)
+			self.assertEqual(log.site, frappe.local.site)
+			self.assertTrue(log.rq_job_id and log.rq_job_id.startswith(f"{frappe.local.site}::btu|{schedule.name}|"), log.rq_job_id)
+			self.assertIsNotNone(log.fire_lag_ms)
+		sys.stdout.write(
+			f"\nend to end: {len(logs)} runs, fire lag ms max {max(log.fire_lag_ms for log in logs):.1f}\n"
+		)

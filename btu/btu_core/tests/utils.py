@@ -1,0 +1,58 @@
+"""Records the tier-2 tests build."""
+
+from __future__ import annotations
+
+import frappe
+
+SAMPLES = "btu.btu_core.tests.sample_tasks"
+
+
+def make_task(function: str = "say_hello", **values):
+	return frappe.get_doc(
+		{
+			"doctype": "BTU Task",
+			"desc_short": f"test {function}",
+			"function_string": f"{SAMPLES}.{function}",
+			"queue_name": "default",
+			"max_task_duration": 60,
+			**values,
+		}
+	).insert()
+
+
+def make_schedule(task: str, **values):
+	return frappe.get_doc(
+		{
+			"doctype": "BTU Task Schedule",
+			"task": task,
+			"enabled": 0,
+			"run_frequency": "Daily",
+			"hour": 2,
+			"minute": 30,
+			"time_zone": "UTC",
+			**values,
+		}
+	).insert()
+
+
+def make_user(email: str, roles: tuple[str, ...] = ()):
+	if frappe.db.exists("User", email):
+		user = frappe.get_doc("User", email)
+	else:
+		user = frappe.get_doc({"doctype": "User", "email": email, "first_name": email.split("@")[0], "send_welcome_email": 0})
+		user.insert(ignore_permissions=True)
+	user.set("roles", [])
+	for role in roles:
+		user.append("roles", {"role": role})
+	user.save(ignore_permissions=True)
+	return user
+
+
+def delete_committed(task: str) -> None:
+	"""Remove a Task the runner committed, with its schedules and logs."""
+	frappe.db.rollback()
+	frappe.db.delete("BTU Task Log", {"task": task})
+	for name in frappe.get_all("BTU Task Schedule", filters={"task": task}, pluck="name"):
+		frappe.delete_doc("BTU Task Schedule", name, force=True, ignore_permissions=True)
+	frappe.delete_doc("BTU Task", task, force=True, ignore_permissions=True)
+	frappe.db.commit()
