@@ -1,0 +1,338 @@
+"""What the engine tests share: scheduler and worker processes, waiting, reading what was enqueued.
+
+Every scheduler is a real `python -m btu.scheduler_daemon run` subprocess and
+every worker a real `rq worker`, both run from the repository root so the
+worker imports `tests.engine.tasks`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from btu import protocol
+
+REPO = Path(__file__).resolve().parents[2]
+ONE_SECOND = "* * * * * *"
+# "<site>::btu|<schedule>|<slot>" (rq 1.x) or, with the characters rq 2.x refuses made "-", "<site>--btu-<schedule>-<slot>".
+JOB_ID = re.compile(r"btu[|\-](?P<schedule>.+)[|\-](?P<slot>\d{8}T\d{6})(?:[.\-](?P<ms>\d{3}))?Z$")
+FIGURES_FILE = Path(os.environ.get("BTU_ENGINE_FIGURES", f"/tmp/btu-engine-figures-{Path(sys.prefix).name}.json"))
+figures: list[tuple[str, str]] = []
+
+
+def child_env() -> dict[str, str]:
+	"""The environment of a child process: the repo importable, no scheduler configuration leaking in."""
+	env = {k: v for k, v in os.environ.items() if not k.startswith(("BTU_SCHEDULER_", "FRAPPE_"))}
+	env["BTU_SCHEDULER_CONFIG"] = str(REPO / "tests" / "engine" / "no-such-config.toml")
+	env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+	env["PYTHONUNBUFFERED"] = "1"
+	return env
+
+
+def report(title: str, text: str) -> None:
+	"""A measured figure: printed now (-s), in pytest's closing summary, and kept in FIGURES_FILE."""
+	print(f"\n[{title}] {text}")
+	figures.append((title, text))
+	try:
+		stored = json.loads(FIGURES_FILE.read_text()) if FIGURES_FILE.exists() else {}
+	except ValueError:
+		stored = {}
+	stored[title] = {"text": text, "at": datetime.now(timezone.utc).isoformat(), "python": sys.executable}
+	FIGURES_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True))
+
+
+def percentile(values: list[float], q: float) -> float:
+	ordered = sorted(values)
+	return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def wait_until(predicate, timeout: float, message: str, interval: float = 0.05):
+	"""Poll `predicate` until it returns something truthy (returned) or `timeout` seconds pass."""
+	deadline = time.monotonic() + timeout
+	while True:
+		value = predicate()
+		if value:
+			return value
+		if time.monotonic() > deadline:
+			raise AssertionError(f"timed out after {timeout} s: {message}")
+		time.sleep(interval)
+
+
+# -- processes ------------------------------------------------------------------------
+
+
+class SchedulerProcess:
+	"""`btu-scheduler run` as a subprocess, its output in `log_path`."""
+
+	def __init__(self, bench_path: Path, log_path: Path, executor: str = "rq", flags: tuple[str, ...] = ()):
+		self.log_path = log_path
+		self.command = [
+			sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench_path),
+			"--executor", executor, "--log-level", "INFO", *flags,
+		]  # fmt: skip
+		with open(log_path, "ab") as log:
+			self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=child_env())
+
+	@property
+	def pid(self) -> int:
+		return self.process.pid
+
+	def alive(self) -> bool:
+		return self.process.poll() is None
+
+	def signal(self, signum: int) -> None:
+		if self.alive():
+			self.process.send_signal(signum)
+
+	def stop(self, timeout: float = 10) -> int | None:
+		"""SIGTERM, then SIGKILL after `timeout` seconds; the exit code."""
+		self.signal(signal.SIGTERM)
+		try:
+			return self.process.wait(timeout)
+		except subprocess.TimeoutExpired:
+			self.process.kill()
+			return self.process.wait()
+
+	def kill(self) -> None:
+		self.signal(signal.SIGKILL)
+		self.process.wait()
+
+	def log(self) -> str:
+		return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+	def tail(self, lines: int = 40) -> str:
+		return "\n".join(self.log().splitlines()[-lines:])
+
+
+class Processes:
+	"""Schedulers and workers a test started; `close` ends each one (by its own pid)."""
+
+	def __init__(self, log_dir: Path):
+		self.log_dir = log_dir
+		self.schedulers: list[SchedulerProcess] = []
+		self.workers: list[subprocess.Popen] = []
+
+	def scheduler(self, bench_path: Path, *flags: str, executor: str = "rq") -> SchedulerProcess:
+		path = self.log_dir / f"scheduler-{len(self.schedulers) + 1}.log"
+		process = SchedulerProcess(bench_path, path, executor=executor, flags=flags)
+		self.schedulers.append(process)
+		return process
+
+	def worker(self, redis_url: str, *queues: str, burst: bool = False) -> subprocess.Popen:
+		rq_script = Path(sys.executable).parent / "rq"
+		command = [str(rq_script)] if rq_script.exists() else [sys.executable, "-m", "rq.cli"]
+		command += ["worker", "--url", redis_url, "--path", str(REPO), *(["--burst"] if burst else []), *queues]
+		log = open(self.log_dir / f"worker-{len(self.workers) + 1}.log", "ab")
+		worker = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=child_env())
+		log.close()
+		self.workers.append(worker)
+		return worker
+
+	def running(self) -> list[SchedulerProcess]:
+		return [s for s in self.schedulers if s.alive()]
+
+	def by_pid(self, pid: int) -> SchedulerProcess | None:
+		return next((s for s in self.schedulers if s.pid == pid), None)
+
+	def logs(self) -> str:
+		return "\n".join(f"--- {s.log_path.name} (pid {s.pid})\n{s.tail()}" for s in self.schedulers)
+
+	def close(self) -> None:
+		for worker in self.workers:
+			if worker.poll() is None:
+				worker.terminate()
+		for scheduler in self.schedulers:
+			if scheduler.alive():
+				scheduler.kill()
+		for worker in self.workers:
+			try:
+				worker.wait(10)
+			except subprocess.TimeoutExpired:
+				worker.kill()
+				worker.wait()
+
+
+def stop_worker(worker: subprocess.Popen, timeout: float = 15) -> None:
+	"""A warm shutdown: the worker finishes its current job, then exits."""
+	if worker.poll() is None:
+		worker.send_signal(signal.SIGTERM)
+		try:
+			worker.wait(timeout)
+		except subprocess.TimeoutExpired:
+			worker.kill()
+			worker.wait()
+
+
+def cli(bench_path: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+	command = [sys.executable, "-m", "btu.scheduler_daemon", *args, "--bench", str(bench_path)]
+	return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=timeout)
+
+
+def status_json(bench_path: Path) -> dict:
+	"""`btu-scheduler status --json` (exit 1 only means no leader; the JSON is printed anyway)."""
+	done = cli(bench_path, "status", "--json")
+	assert done.returncode in (0, 1), f"status failed ({done.returncode}): {done.stderr}"
+	return json.loads(done.stdout)
+
+
+# -- reading Redis ------------------------------------------------------------------------
+
+
+def text(value) -> str:
+	return value.decode() if isinstance(value, bytes) else value
+
+
+def lease(r) -> tuple[int, int] | None:
+	"""(epoch, pid) of the leader, from the lease value "<epoch>|<host>:<pid>:<id>"."""
+	value = text(r.get(protocol.LEADER_KEY))
+	if not value:
+		return None
+	epoch, _, holder = value.partition("|")
+	return int(epoch), int(holder.split(":")[1])
+
+
+def wait_for_leader(r, processes: Processes, timeout: float = 20, other_than: int | None = None) -> SchedulerProcess:
+	def leader():
+		current = lease(r)
+		if current and current[1] != other_than:
+			return processes.by_pid(current[1])
+		return None
+
+	return wait_until(leader, timeout, f"no scheduler took the lease\n{processes.logs()}", interval=0.005)
+
+
+def queue_key(bench, queue_type: str = "default") -> str:
+	return f"rq:queue:{bench.queue_name(queue_type)}"
+
+
+def queue_ids(r, key: str) -> list[str]:
+	return [text(i) for i in r.lrange(key, 0, -1)]
+
+
+def parse_job_id(job_id: str) -> tuple[str, int]:
+	"""(schedule, slot in epoch ms) from a BTU job id."""
+	found = JOB_ID.search(job_id)
+	assert found, f"{job_id!r} is not a BTU job id"
+	moment = datetime.strptime(found["slot"], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+	return found["schedule"], int(moment.timestamp()) * 1000 + int(found["ms"] or 0)
+
+
+def slots_by_schedule(ids: list[str]) -> dict[str, list[int]]:
+	slots: dict[str, list[int]] = defaultdict(list)
+	for job_id in ids:
+		schedule, slot = parse_job_id(job_id)
+		slots[schedule].append(slot)
+	return slots
+
+
+def duplicates(ids: list[str]) -> list[str]:
+	return [job_id for job_id, count in Counter(ids).items() if count > 1]
+
+
+def gaps(slots: list[int], step_ms: int = 1000) -> list[tuple[int, int]]:
+	"""Pairs of neighbouring slots (sorted) further apart than one step."""
+	ordered = sorted(set(slots))
+	return [(a, b) for a, b in zip(ordered, ordered[1:]) if b - a != step_ms]
+
+
+def recent_fires(r, site: str) -> list[dict]:
+	"""The site's recent fires, oldest first."""
+	return [json.loads(f) for f in reversed(r.lrange(protocol.recent_fires_key(site), 0, -1))]
+
+
+def counters(r, site: str) -> dict[str, int]:
+	return {text(k): int(v) for k, v in r.hgetall(protocol.counters_key(site)).items()}
+
+
+def state_names(r, site: str) -> set[str]:
+	return {text(n) for n in r.smembers(protocol.site_schedules_key(site))}
+
+
+def redis_ms(r) -> int:
+	seconds, micros = r.time()
+	return seconds * 1000 + micros // 1000
+
+
+# -- a database that can be switched off --------------------------------------------------
+
+
+class TcpProxy:
+	"""Forwards 127.0.0.1:<port> to a target; `down()` refuses and cuts every connection, `up()` serves again."""
+
+	def __init__(self, target_host: str, target_port: int):
+		self.target = (target_host, target_port)
+		with socket.socket() as probe:
+			probe.bind(("127.0.0.1", 0))
+			self.port = probe.getsockname()[1]
+		self.listener: socket.socket | None = None
+		self.connections: list[socket.socket] = []
+		self.lock = threading.Lock()
+
+	def up(self) -> None:
+		listener = socket.socket()
+		listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		listener.bind(("127.0.0.1", self.port))
+		listener.listen(64)
+		self.listener = listener
+		threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+	def down(self) -> None:
+		listener, self.listener = self.listener, None
+		if listener is not None:
+			try:
+				listener.shutdown(socket.SHUT_RDWR)
+			except OSError:
+				pass
+			listener.close()
+		with self.lock:
+			connections, self.connections = self.connections, []
+		for conn in connections:
+			try:
+				conn.shutdown(socket.SHUT_RDWR)
+			except OSError:
+				pass
+			conn.close()
+
+	def _accept(self, listener: socket.socket) -> None:
+		while True:
+			try:
+				client, _ = listener.accept()
+			except OSError:
+				return
+			try:
+				upstream = socket.create_connection(self.target, timeout=5)
+				upstream.settimeout(None)
+			except OSError:
+				client.close()
+				continue
+			with self.lock:
+				self.connections += [client, upstream]
+			for source, sink in ((client, upstream), (upstream, client)):
+				threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+	@staticmethod
+	def _pipe(source: socket.socket, sink: socket.socket) -> None:
+		try:
+			while True:
+				data = source.recv(65536)
+				if not data:
+					break
+				sink.sendall(data)
+		except OSError:
+			pass
+		finally:
+			for sock in (source, sink):
+				try:
+					sock.shutdown(socket.SHUT_RDWR)
+				except OSError:
+					pass
