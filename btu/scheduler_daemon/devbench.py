@@ -244,11 +244,13 @@ def sync_tables(conn: pymysql.Connection, db_name: str, schemas: dict[str, DocTy
 				cur.execute(schema.create_sql())
 				continue
 			cur.execute(
-				"SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND SEQ_IN_INDEX=1",
+				"SELECT COLUMN_NAME, INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND SEQ_IN_INDEX=1",
 				(db_name, schema.table),
 			)
-			current_indexed = {row[0].lower() for row in cur.fetchall()}
-			for statement in schema.alter_sql(current_types, current_indexed):
+			rows = cur.fetchall()
+			current_indexed = {column.lower() for column, _ in rows}
+			current_index_names = {name.lower() for _, name in rows}
+			for statement in schema.alter_sql(current_types, current_indexed, current_index_names):
 				cur.execute(statement)
 
 

@@ -14,14 +14,20 @@ Mirrors, from frappe/frappe branch version-15 at v15.55.1
   columns, child columns, ``index modified``, engine, row format, charset);
 - ``frappe/model/__init__.py``: ``no_value_fields`` (fields without a column);
 - ``frappe/database/mariadb/framework_mariadb.sql``: ``tabSingles`` and
-  ``tabSeries``.
+  ``tabSeries``;
+- ``frappe/database/database.py``: ``add_index`` and ``get_index_name``, for the
+  ``frappe.db.add_index`` calls in a controller's ``on_doctype_update`` (read
+  from the controller's source with `ast`, never imported), which Frappe runs
+  after every sync of the DocType.
 
 Never imports frappe.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +90,7 @@ DEFAULT_COLUMNS = ("name", "creation", "modified", "modified_by", "owner", "docs
 CHILD_TABLE_COLUMNS = ("parent", "parentfield", "parenttype")
 DEFAULT_SHORTCUTS = ("_Login", "__user", "_Full Name", "Today", "__today", "now", "Now")
 TEXT_TYPES = ("text", "longtext")
+INDEX_LENGTH = re.compile(r"\s*\([^)]+\)\s*")
 TABLE_OPTIONS = "ROW_FORMAT=DYNAMIC CHARACTER SET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
 
 STANDARD_COLUMNS = (
@@ -175,6 +182,8 @@ class DocTypeSchema:
 	name: str
 	meta: dict
 	columns: list[Column] = field(default_factory=list)
+	# Index name -> columns, from the controller's on_doctype_update.
+	controller_indexes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 	@classmethod
 	def from_json(cls, path: Path) -> "DocTypeSchema":
@@ -186,6 +195,7 @@ class DocTypeSchema:
 			raise ValueError(f"{path}: not a DocType JSON file (needs \"doctype\": \"DocType\" and a name)")
 		schema = cls(meta["name"], meta)
 		schema.columns = [] if schema.issingle else schema._columns()
+		schema.controller_indexes = controller_indexes(path.with_suffix(".py"), schema.name)
 		return schema
 
 	@property
@@ -235,13 +245,11 @@ class DocTypeSchema:
 			columns += [Column(name, f"varchar({VARCHAR_LEN})", f"varchar({VARCHAR_LEN})") for name in CHILD_TABLE_COLUMNS]
 		return columns
 
-	def indexes(self) -> dict[str, str]:
-		"""Index name -> column, as `MariaDBTable.create` names them."""
-		indexes = {col.name: col.name for col in self.columns if col.index}
-		if self.istable:
-			indexes["parent"] = "parent"
-		else:
-			indexes["modified"] = "modified"
+	def indexes(self) -> dict[str, tuple[str, ...]]:
+		"""Index name -> columns: as `MariaDBTable.create` names them, then the controller's."""
+		indexes = {col.name: (col.name,) for col in self.columns if col.index}
+		indexes["parent" if self.istable else "modified"] = ("parent",) if self.istable else ("modified",)
+		indexes.update(self.controller_indexes)
 		return indexes
 
 	def create_sql(self) -> str:
@@ -249,17 +257,19 @@ class DocTypeSchema:
 		definitions = [
 			f"`{col.name}` {col.definition}" + (" primary key" if col.name == "name" else "") for col in self.columns
 		]
-		definitions += [f"index `{name}`(`{column}`)" for name, column in self.indexes().items()]
+		definitions += [f"index `{name}`({column_list(columns)})" for name, columns in self.indexes().items()]
 		engine = self.meta.get("engine") or "InnoDB"
 		body = ",\n\t".join(definitions)
 		return f"CREATE TABLE IF NOT EXISTS `{self.table}` (\n\t{body}\n) ENGINE={engine} {TABLE_OPTIONS}"
 
-	def alter_sql(self, current_types: dict[str, str], current_indexed: set[str]) -> list[str]:
+	def alter_sql(self, current_types: dict[str, str], current_indexed: set[str], current_index_names: set[str]) -> list[str]:
 		"""Statements that bring an existing table to this schema, keeping its rows.
 
 		`current_types`: column name (lower case) -> information_schema COLUMN_TYPE;
-		`current_indexed`: columns that lead an index. Like `MariaDBTable.alter`, it
-		adds missing columns and indexes and changes types that differ; it drops nothing.
+		`current_indexed`: columns that lead an index; `current_index_names`: index
+		names. Like `MariaDBTable.alter` (a single-column index counts when its
+		column leads some index) and `add_index` (by name), it adds missing columns
+		and indexes and changes types that differ; it drops nothing.
 		"""
 		statements = []
 		for col in self.columns:
@@ -269,13 +279,56 @@ class DocTypeSchema:
 			elif normalised_type(current) != normalised_type(col.type) and col.name != "name":
 				definition = column_definition(self.field(col.name), for_modification=True) if self.field(col.name) else col.definition
 				statements.append(f"ALTER TABLE `{self.table}` MODIFY `{col.name}` {definition}")
-		for name, column in self.indexes().items():
-			if column.lower() not in current_indexed:
-				statements.append(f"ALTER TABLE `{self.table}` ADD INDEX `{name}`(`{column}`)")
+		for name, columns in self.indexes().items():
+			present = name.lower() in current_index_names if len(columns) > 1 else columns[0].lower() in current_indexed
+			if not present:
+				statements.append(f"ALTER TABLE `{self.table}` ADD INDEX `{name}`({column_list(columns)})")
 		for col in self.columns:
 			if col.unique and current_types.get(col.name.lower()) is not None and col.name.lower() not in current_indexed:
 				statements.append(f"ALTER TABLE `{self.table}` ADD UNIQUE INDEX IF NOT EXISTS `{col.name}` (`{col.name}`)")
 		return statements
+
+
+def column_list(columns: tuple[str, ...]) -> str:
+	"""Index columns, keeping a prefix length such as `name(10)` outside the quotes."""
+	quoted = []
+	for column in columns:
+		bare = INDEX_LENGTH.sub("", column)
+		quoted.append(f"`{bare}`{column[len(bare):].strip()}" if column.startswith(bare) else f"`{column}`")
+	return ", ".join(quoted)
+
+
+def index_name(columns: tuple[str, ...]) -> str:
+	"""`Database.get_index_name`."""
+	return INDEX_LENGTH.sub("", "_".join(columns) + "_index")
+
+
+def controller_indexes(controller: Path, doctype: str) -> dict[str, tuple[str, ...]]:
+	"""Index name -> columns of the `frappe.db.add_index(doctype, [...])` calls in `on_doctype_update`."""
+	try:
+		tree = ast.parse(controller.read_text(), filename=str(controller))
+	except FileNotFoundError:
+		return {}
+	except (OSError, SyntaxError) as exc:
+		raise ValueError(f"{controller}: cannot be read for on_doctype_update ({exc})") from exc
+	indexes = {}
+	for function in tree.body:
+		if not (isinstance(function, ast.FunctionDef) and function.name == "on_doctype_update"):
+			continue
+		for node in ast.walk(function):
+			if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "frappe.db.add_index"):
+				continue
+			try:
+				args = [ast.literal_eval(arg) for arg in node.args]
+				kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+			except ValueError as exc:
+				raise ValueError(f"{controller}: add_index arguments must be literals to be mirrored by dev benches") from exc
+			target, columns = (args + [None, None])[:2]
+			columns = tuple(columns or kwargs.get("fields") or ())
+			if (target or kwargs.get("doctype")) != doctype or not columns:
+				continue
+			indexes[args[2] if len(args) > 2 else kwargs.get("index_name") or index_name(columns)] = columns
+	return indexes
 
 
 def normalised_type(coltype: str) -> str:

@@ -142,6 +142,9 @@ def test_indexes_engine_and_charset(make_bench):
 	assert ("tabBTU Task Schedule", "modified", "modified") in indexes
 	assert ("tabBTU Email Recipient", "parent", "parent") in indexes
 	assert ("tabSingles", "singles_doctype_field_index", "doctype") in indexes
+	# From btu_task_log.py's on_doctype_update (frappe.db.add_index), named by get_index_name.
+	assert ("tabBTU Task Log", "schedule_slot_utc_index", "schedule") in indexes
+	assert ("tabBTU Task Log", "status_date_time_started_index", "status") in indexes
 	for name, engine, row_format, collation in table_options:
 		assert (engine, row_format, collation) == ("InnoDB", "Dynamic", "utf8mb4_unicode_ci"), name
 
@@ -183,11 +186,14 @@ def test_create_again_adds_missing_columns_and_indexes(make_bench, db_settings, 
 	with connect(site, autocommit=True) as conn, conn.cursor() as cur:
 		cur.execute("ALTER TABLE `tabBTU Task` DROP COLUMN `max_task_duration`")
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `task`")
+		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `status_date_time_started_index`")
 	create_dev_bench(bench.path, ("site1.localhost",), redis_url=redis_url, **db_settings)
 	assert columns(site, "tabBTU Task")["max_task_duration"] == ("int(11)", "NO", "600")
 	with connect(site) as conn, conn.cursor() as cur:
 		cur.execute("SHOW INDEX FROM `tabBTU Task Log` WHERE Column_name='task'")
 		assert cur.fetchall()
+		cur.execute("SHOW INDEX FROM `tabBTU Task Log` WHERE Key_name='status_date_time_started_index'")
+		assert [row[4] for row in cur.fetchall()] == ["status", "date_time_started"]
 	with SiteData(bench, "site1.localhost") as data:
 		row = data.get("BTU Task", task)
 	assert row["desc_short"] == "old row" and row["max_task_duration"] == 600
@@ -309,3 +315,20 @@ def test_cli_reports_a_database_it_cannot_reach(tmp_path):
 	)
 	assert result.returncode == 1
 	assert "MariaDB at 127.0.0.1:1" in result.stderr and "scripts/services" in result.stderr
+
+
+def test_controller_indexes_are_read_from_on_doctype_update(tmp_path):
+	from btu.scheduler_daemon.devbench_schema import controller_indexes
+
+	controller = tmp_path / "thing.py"
+	controller.write_text(
+		"import frappe\n"
+		"def on_doctype_update():\n"
+		"\tfrappe.db.add_index('Thing', ['a', 'b'])\n"
+		"\tfrappe.db.add_index('Thing', fields=['c'], index_name='c_idx')\n"
+		"\tfrappe.db.add_index('Other', ['x'])\n"
+		"def elsewhere():\n"
+		"\tfrappe.db.add_index('Thing', ['z'])\n"
+	)
+	assert controller_indexes(controller, "Thing") == {"a_b_index": ("a", "b"), "c_idx": ("c",)}
+	assert controller_indexes(tmp_path / "missing.py", "Thing") == {}
