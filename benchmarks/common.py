@@ -1,0 +1,226 @@
+"""What every benchmark shares: private services, dev benches with many schedules,
+a BTU scheduler process, /proc readings, percentiles, tables, JSON and plots.
+
+Run the scripts from the repository root with a Python that has BTU installed
+(e.g. /tmp/v15/bin/python benchmarks/burst.py); benchmarks/requirements.txt
+lists what only the benchmarks need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+	sys.path.insert(0, str(REPO))
+
+import redis  # noqa: E402
+
+from btu import protocol  # noqa: E402
+from btu.scheduler_daemon.devbench import create_dev_bench, drop_dev_bench  # noqa: E402
+from btu.scheduler_daemon.devbench_data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+SITE = "bench1.localhost"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+JOB_FUNCTION = "benchmarks.jobs.record"
+
+
+# -- machine ---------------------------------------------------------------------
+
+
+def machine() -> dict:
+	cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
+	mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+
+	def version(cmd: list[str]) -> str:
+		try:
+			return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+		except OSError:
+			return "?"
+
+	import rq
+
+	return {
+		"nproc": os.cpu_count(),
+		"cpu": cpu,
+		"memory_gib": round(mem_kb / 1024 / 1024, 1),
+		"redis": version(["redis-server", "--version"]),
+		"mariadb": version(["mysql", "--version"]),
+		"python": platform.python_version(),
+		"rq": rq.__version__,
+		"redis_py": redis.__version__,
+	}
+
+
+# -- services and benches ------------------------------------------------------------
+
+
+def start_redis(persistent: bool = False) -> RedisServer:
+	return RedisServer(persistent=persistent).start()
+
+
+class DevBench:
+	"""A dev bench with one site whose Redis is `redis_url`; dropped by `close()`."""
+
+	def __init__(self, redis_url: str, **kwargs):
+		self.path = Path(tempfile.mkdtemp(prefix="btu-benchmark-"))
+		self.bench = create_dev_bench(self.path, (SITE,), redis_url=redis_url, **kwargs)
+		self.data = SiteData(self.bench, SITE)
+		self.task = self.data.insert_task(desc_short="benchmark task", function_string=JOB_FUNCTION, queue_name="default", max_task_duration=60)
+
+	@property
+	def queue(self) -> str:
+		"""The RQ queue key BTU fires into."""
+		return f"rq:queue:{self.bench.queue_name('default')}"
+
+	def insert_schedules(self, rows: list[dict]) -> list[str]:
+		"""Insert many BTU Task Schedule rows with executemany, standard columns filled as SiteData does."""
+		schema = self.data.schema("BTU Task Schedule")
+		now = self.data.now()
+		base = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
+		base.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0, "idx": 0, "task": self.task})
+		columns = [col.name for col in schema.columns]
+		names = []
+		values = []
+		with self.data.conn.cursor() as cur:
+			cur.execute("SELECT COUNT(*) FROM `tabBTU Task Schedule`")
+			start = cur.fetchone()[0]
+			for offset, given in enumerate(rows, start=start + 1):
+				row = dict(base)
+				row.update({k: self.data.to_db(v, schema.field(k)) for k, v in given.items()})
+				row["name"] = f"TS-{offset:06d}"
+				names.append(row["name"])
+				values.append(tuple(row.get(c) for c in columns))
+			sql = f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+			for i in range(0, len(values), 2000):
+				cur.executemany(sql, values[i : i + 2000])
+		return names
+
+	def close(self) -> None:
+		self.data.close()
+		drop_dev_bench(self.path)
+
+
+def scheduler_command(bench: DevBench, redis_url: str, executor: str = "rq", extra: list[str] | None = None) -> list[str]:
+	return [
+		sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench.path), "--redis-url", redis_url,
+		"--executor", executor, "--log-level", "WARNING", *(extra or []),
+	]
+
+
+def start_scheduler(bench: DevBench, redis_url: str, executor: str = "rq", extra: list[str] | None = None, log=None) -> subprocess.Popen:
+	return subprocess.Popen(
+		scheduler_command(bench, redis_url, executor, extra), cwd=REPO, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+	)
+
+
+def wait_for_schedules(r: redis.Redis, count: int, timeout: float = 600) -> float:
+	"""Seconds until the due set holds `count` schedules (the reconcile has loaded them)."""
+	started = time.monotonic()
+	while r.zcard(protocol.DUE_KEY) < count:
+		if time.monotonic() - started > timeout:
+			raise RuntimeError(f"only {r.zcard(protocol.DUE_KEY)} of {count} schedules loaded after {timeout} s")
+		time.sleep(0.1)
+	return time.monotonic() - started
+
+
+def stop(process: subprocess.Popen, timeout: float = 10) -> None:
+	if process.poll() is None:
+		process.terminate()
+		try:
+			process.wait(timeout)
+		except subprocess.TimeoutExpired:
+			process.kill()
+			process.wait()
+
+
+# -- /proc ---------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+	"""utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat)."""
+	text = Path(f"/proc/{pid}/stat").read_text()
+	fields = text[text.rindex(")") + 2 :].split()
+	return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_mb(pid: int) -> float:
+	for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+		if line.startswith("VmRSS:"):
+			return int(line.split()[1]) / 1024
+	return 0.0
+
+
+# -- numbers and output ------------------------------------------------------------------
+
+
+def percentile(values: list[float], p: float) -> float | None:
+	if not values:
+		return None
+	ordered = sorted(values)
+	k = (len(ordered) - 1) * p / 100
+	lo = int(k)
+	hi = min(lo + 1, len(ordered) - 1)
+	return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def lag_summary(lags_ms: list[float]) -> dict:
+	return {
+		"count": len(lags_ms),
+		"p50_ms": percentile(lags_ms, 50),
+		"p90_ms": percentile(lags_ms, 90),
+		"p99_ms": percentile(lags_ms, 99),
+		"max_ms": max(lags_ms) if lags_ms else None,
+	}
+
+
+def fmt(value) -> str:
+	if value is None:
+		return "-"
+	if isinstance(value, float):
+		return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
+	if isinstance(value, int):
+		return f"{value:,}"
+	return str(value)
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+	"""A Markdown table, printed as it goes into the docs."""
+	cells = [[fmt(v) for v in row] for row in rows]
+	widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+	lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |"]
+	lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+	for row in cells:
+		lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+	return "\n".join(lines)
+
+
+def write_result(name: str, data: dict) -> Path:
+	RESULTS.mkdir(parents=True, exist_ok=True)
+	path = RESULTS / f"{name}.json"
+	data = {"benchmark": name, "ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **data}
+	path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+	return path
+
+
+def pyplot():
+	"""matplotlib's pyplot without a display, or None when matplotlib is missing (the JSON and table still come)."""
+	try:
+		import matplotlib
+	except ImportError:
+		print("matplotlib is not installed (pip install -r benchmarks/requirements.txt): no plot", file=sys.stderr)
+		return None
+	matplotlib.use("Agg")
+	import matplotlib.pyplot as plt
+
+	return plt
