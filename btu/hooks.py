@@ -4,7 +4,8 @@ app_publisher = "BTU contributors"
 app_description = "A precise, highly available task scheduler for Frappe, with per-run logs"
 app_email = "btu@example.com"
 app_license = "MIT"
-required_apps = ["frappe"]
+# No required_apps: Frappe is always there, and install-app resolves a bare
+# "frappe" entry through the GitHub API (it fails offline).
 
 after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
