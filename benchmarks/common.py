@@ -27,7 +27,7 @@ import redis  # noqa: E402
 from btu import protocol  # noqa: E402
 from btu.scheduler_daemon.devbench import create_dev_bench, drop_dev_bench  # noqa: E402
 from btu.scheduler_daemon.devbench_data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402,F401 (chaos.py uses common.RedisServer)
 
 RESULTS = REPO / "benchmarks" / "results"
 SITE = "bench1.localhost"
@@ -59,6 +59,7 @@ def machine() -> dict:
 		"python": platform.python_version(),
 		"rq": rq.__version__,
 		"redis_py": redis.__version__,
+		"load_average_1_5_15": os.getloadavg(),
 	}
 
 
@@ -188,6 +189,8 @@ def fmt(value) -> str:
 	if value is None:
 		return "-"
 	if isinstance(value, float):
+		if abs(value) < 1:
+			return f"{value:.3f}"
 		return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
 	if isinstance(value, int):
 		return f"{value:,}"

@@ -1,0 +1,245 @@
+"""Chaos: three schedulers, 200 fires/s, the leader SIGKILLed at random, Redis restarted, MariaDB unreachable.
+
+Loopback only and bounded in time (--minutes, default 10). 200 schedules fire every second
+(cron `* * * * * *`, catch-up `fire_all`). Every 2-10 s (random) the leader (read from the
+lease key) is killed with SIGKILL and a fresh scheduler is started so three keep running.
+At a third of the run Redis (append-only file, fsync always) is stopped and restarted; at
+two thirds the site's database becomes unreachable for 30 s: the dev bench's site points at
+a TCP proxy in front of 127.0.0.1:3306, and the proxy is stopped (the machine's MariaDB keeps
+running). No worker runs: at the end every job id pushed on the queue is counted.
+
+Reported: duplicates (a job id pushed more than once; ids are deterministic per
+(site, schedule, slot), so a second enqueue of a slot shows here), missing slots (a second of
+the window with no job for some schedule), and the worst fire lag (job hash `enqueued_at` -
+slot) in the 15 s after each failure.
+
+    /tmp/v15/bin/python benchmarks/chaos.py --minutes 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
+from benchmarks.observe import parse_time  # noqa: E402
+from benchmarks.peers import new_log_dir  # noqa: E402
+from btu import protocol  # noqa: E402
+
+SCHEDULES = 200
+DB_OUTAGE_SECS = 30
+AFTER_FAILURE_SECS = 15
+
+
+class TcpProxy:
+	"""A loopback TCP proxy to (host, port) that can be stopped (every connection cut) and started again."""
+
+	def __init__(self, target: tuple[str, int]):
+		self.target = target
+		self.port = _free_port()
+		self.listener: socket.socket | None = None
+		self.connections: list[socket.socket] = []
+		self.lock = threading.Lock()
+
+	def start(self) -> None:
+		listener = socket.socket()
+		listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		listener.bind(("127.0.0.1", self.port))
+		listener.listen(64)
+		self.listener = listener
+		threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+	def stop(self) -> None:
+		listener, self.listener = self.listener, None
+		if listener:
+			listener.close()
+		with self.lock:
+			for conn in self.connections:
+				try:
+					conn.shutdown(socket.SHUT_RDWR)
+				except OSError:
+					pass
+				conn.close()
+			self.connections = []
+
+	def _accept(self, listener: socket.socket) -> None:
+		while True:
+			try:
+				client, _ = listener.accept()
+			except OSError:
+				return
+			try:
+				upstream = socket.create_connection(self.target, timeout=5)
+			except OSError:
+				client.close()
+				continue
+			with self.lock:
+				self.connections += [client, upstream]
+			for a, b in ((client, upstream), (upstream, client)):
+				threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+	@staticmethod
+	def _pipe(src: socket.socket, dst: socket.socket) -> None:
+		try:
+			while True:
+				data = src.recv(65536)
+				if not data:
+					break
+				dst.sendall(data)
+		except OSError:
+			pass
+		for s in (src, dst):
+			try:
+				s.close()
+			except OSError:
+				pass
+
+
+def _free_port() -> int:
+	with socket.socket() as sock:
+		sock.bind(("127.0.0.1", 0))
+		return sock.getsockname()[1]
+
+
+def leader_pid(r) -> int | None:
+	try:
+		value = r.get(protocol.LEADER_KEY)
+	except Exception:
+		return None
+	if not value:
+		return None
+	holder = value.decode().split("|", 1)[1]
+	return int(holder.split(":")[1])
+
+
+def slot_of(job_id: str) -> tuple[str, float]:
+	"""(schedule, slot epoch) from BTU's deterministic job id ".../btu|<schedule>|<YYYYMMDDTHHMMSSZ>"."""
+	parts = job_id.replace("||", "|").replace("::", "|").split("|")
+	schedule, compact = parts[-2], parts[-1]
+	slot = datetime.strptime(compact.replace("-", ""), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+	return schedule, slot.timestamp()
+
+
+def main() -> None:
+	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+	parser.add_argument("--minutes", type=float, default=10)
+	parser.add_argument("--seed", type=int, default=None)
+	args = parser.parse_args()
+	rng = random.Random(args.seed)
+	log_dir = new_log_dir("chaos")
+	server = common.RedisServer(persistent=True).start()
+	proxy = TcpProxy(("127.0.0.1", 3306))
+	proxy.start()
+	bench = common.DevBench(server.url, db_host="127.0.0.1", db_port=proxy.port)
+	bench.insert_schedules([
+		{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": 1000, "catch_up_window": 86400}
+		for _ in range(SCHEDULES)
+	])
+	r = server.client(socket_timeout=5)
+	schedulers: list = []
+	serial = 0
+
+	def spawn():
+		nonlocal serial
+		serial += 1
+		schedulers.append(common.start_scheduler(bench, server.url, "rq", ["--log-level", "INFO"], log=open(log_dir / f"scheduler-{serial}.log", "w")))
+
+	events: list[dict] = []
+	try:
+		for _ in range(3):
+			spawn()
+		common.wait_for_schedules(r, SCHEDULES)
+		start = math.ceil(time.time()) + 1
+		end = start + args.minutes * 60
+		redis_at = start + (end - start) / 3
+		db_at = start + 2 * (end - start) / 3
+		redis_done = db_done = False
+		next_kill = time.time() + rng.uniform(2, 10)
+		while time.time() < end:
+			now = time.time()
+			if not redis_done and now >= redis_at:
+				events.append({"event": "redis_restart", "at": time.time()})
+				server.restart(down_for=3)
+				redis_done = True
+				continue
+			if not db_done and now >= db_at:
+				events.append({"event": f"database_unreachable_{DB_OUTAGE_SECS}s", "at": time.time()})
+				proxy.stop()
+				db_done = True
+				threading.Timer(DB_OUTAGE_SECS, proxy.start).start()
+			if now >= next_kill:
+				pid = leader_pid(r)
+				victim = next((p for p in schedulers if p.pid == pid and p.poll() is None), None)
+				if victim:
+					victim.send_signal(signal.SIGKILL)
+					victim.wait()
+					schedulers.remove(victim)
+					events.append({"event": "leader_sigkill", "at": time.time(), "pid": pid})
+					spawn()
+				next_kill = time.time() + rng.uniform(2, 10)
+			time.sleep(0.05)
+		time.sleep(8)  # the last slots of the window are fired after at most a failover
+	finally:
+		for p in schedulers:
+			common.stop(p)
+	try:
+		ids = [i.decode() for i in r.lrange(bench.queue, 0, -1)]
+		counts: dict[str, int] = {}
+		for job_id in ids:
+			counts[job_id] = counts.get(job_id, 0) + 1
+		duplicates = sum(c - 1 for c in counts.values() if c > 1)
+		fired: dict[str, set[float]] = {}
+		lags: list[tuple[float, float]] = []
+		unique = list(counts)
+		with r.pipeline(transaction=False) as pipe:
+			for job_id in unique:
+				pipe.hget(f"rq:job:{job_id}", "enqueued_at")
+			enqueued = pipe.execute()
+		for job_id, at in zip(unique, enqueued):
+			schedule, slot = slot_of(job_id)
+			fired.setdefault(schedule, set()).add(slot)
+			if at:
+				lags.append((slot, (parse_time(at) - slot) * 1000))
+		names = [f"TS-{n:06d}" for n in range(1, SCHEDULES + 1)]
+		expected = list(range(int(start), int(end)))
+		missing = [(name, s) for name in names for s in expected if float(s) not in fired.get(name, set())]
+		for event in events:
+			window = [lag for slot, lag in lags if event["at"] - 1 <= slot <= event["at"] + AFTER_FAILURE_SECS]
+			event["worst_lag_ms"] = max(window) if window else None
+			event["offset_s"] = round(event["at"] - start, 1)
+		all_lags = [lag for _, lag in lags]
+		result = {
+			"minutes": args.minutes, "schedules": SCHEDULES, "fires_per_s": SCHEDULES, "seed": args.seed,
+			"window_slots": len(expected) * SCHEDULES, "jobs": len(ids), "duplicates": duplicates, "missing": len(missing),
+			"missing_sample": missing[:20], "lag": common.lag_summary(all_lags), "events": events,
+			"kills": sum(1 for e in events if e["event"] == "leader_sigkill"),
+		}
+	finally:
+		bench.close()
+		proxy.stop()
+		server.close()
+	summary = common.table(
+		["minutes", "fires/s", "slots in window", "jobs", "leader kills", "duplicates", "missing", "lag p50 ms", "lag p99 ms", "lag max ms"],
+		[[result["minutes"], SCHEDULES, result["window_slots"], result["jobs"], result["kills"], result["duplicates"], result["missing"],
+		  result["lag"]["p50_ms"], result["lag"]["p99_ms"], result["lag"]["max_ms"]]],
+	)
+	per_event = common.table(["t (s)", "event", "worst lag in the next 15 s (ms)"], [[e["offset_s"], e["event"], e["worst_lag_ms"]] for e in events])
+	print(summary + "\n\n" + per_event)
+	path = common.write_result("chaos", {"args": vars(args), **result, "table": summary + "\n\n" + per_event})
+	print(f"\nwrote {path} (scheduler logs in {log_dir})")
+	if result["duplicates"] or result["missing"]:
+		sys.exit(1)
+
+
+if __name__ == "__main__":
+	main()

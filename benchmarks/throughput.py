@@ -1,0 +1,86 @@
+"""Sustained fires per second with full Frappe-format jobs, and scheduler RSS at 10k and 100k schedules.
+
+For each size N: N schedules every second (cron `* * * * * *`, executor `frappe`), so the
+scheduler must fire N per second. No worker: the jobs pushed onto the site's queue are
+counted (LLEN) over --seconds after a warm-up. Fires/s is what was pushed per second; if it is
+below N the scheduler is the bottleneck and that figure is its ceiling. RSS is VmRSS of the
+scheduler process from /proc at the end.
+
+    /tmp/v15/bin/python benchmarks/throughput.py --seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
+from btu import protocol  # noqa: E402
+
+
+def measure(bench: common.DevBench, count: int, seconds: float, warmup: float) -> dict:
+	with bench.data.conn.cursor() as cur:
+		cur.execute("DELETE FROM `tabBTU Task Schedule`")
+	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "skip"} for _ in range(count)])
+	server = common.start_redis()
+	r = server.client()
+	scheduler = common.start_scheduler(bench, server.url, "frappe")
+	try:
+		load_secs = common.wait_for_schedules(r, count, timeout=480)
+		rss_loaded = common.rss_mb(scheduler.pid)
+		time.sleep(warmup)
+		cpu0, jobs0, t0 = common.cpu_seconds(scheduler.pid), r.llen(bench.queue), time.monotonic()
+		rss_peak = 0.0
+		while time.monotonic() - t0 < seconds:
+			time.sleep(0.5)
+			rss_peak = max(rss_peak, common.rss_mb(scheduler.pid))
+			if r.llen(bench.queue) > 3_000_000:
+				break
+		elapsed = time.monotonic() - t0
+		jobs = r.llen(bench.queue) - jobs0
+		cpu = common.cpu_seconds(scheduler.pid) - cpu0
+		counters = {}
+		for key, value in r.hgetall(protocol.counters_key(common.SITE)).items():
+			counters[key.decode()] = int(value)
+		sample_id = r.lindex(bench.queue, -1)
+		sample = {k.decode(): v.decode(errors="replace")[:120] for k, v in r.hgetall(b"rq:job:" + sample_id).items()} if sample_id else {}
+		return {
+			"schedules": count, "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "seconds": elapsed,
+			"scheduler_cpu_percent": 100 * cpu / elapsed, "load_secs": load_secs, "rss_loaded_mb": rss_loaded,
+			"rss_peak_mb": rss_peak, "redis_used_memory_mb": r.info("memory")["used_memory"] / 2**20,
+			"counters": counters, "sample_job": sample,
+		}
+	finally:
+		common.stop(scheduler)
+		server.close()
+
+
+def main() -> None:
+	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+	parser.add_argument("--seconds", type=float, default=30, help="measuring time per size (default 30)")
+	parser.add_argument("--warmup", type=float, default=5)
+	parser.add_argument("--sizes", default="10000,100000")
+	args = parser.parse_args()
+	bench = common.DevBench("redis://127.0.0.1:1/0")
+	rows = []
+	try:
+		for size in [int(s) for s in args.sizes.split(",")]:
+			print(f"-- {size} schedules", file=sys.stderr, flush=True)
+			rows.append(measure(bench, size, args.seconds, args.warmup))
+	finally:
+		bench.close()
+	text = common.table(
+		["schedules", "offered fires/s", "fires/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
+		[[r["schedules"], r["offered_fires_per_s"], r["fires_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
+	)
+	print(text)
+	path = common.write_result("throughput", {"args": vars(args), "rows": rows, "table": text, "targets": {"fires_per_s": 10000, "rss_mb": 150}})
+	print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+	main()
