@@ -1,0 +1,56 @@
+"""A burst of 1,000 commands, and several listeners sharing one command list."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+from btu import protocol
+from tests.rpc.support import RecordingDispatcher, raw_ping
+
+ACK_MESSAGE = "Command received by BTU Scheduler."
+
+
+def push_commands(r, count: int) -> list[tuple[str, str, str]]:
+	"""`count` commands in one pipeline: (response key, request type, schedule name)."""
+	sent = []
+	with r.pipeline(transaction=False) as pipe:
+		for n in range(count):
+			request_type = (protocol.PING, protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 3]
+			name = None if request_type == protocol.PING else f"TS-{n + 1:06d}"
+			command = protocol.make_command(request_type, name)
+			sent.append((command["response_key"], request_type, name))
+			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+		pipe.execute()
+	return sent
+
+
+def test_a_burst_of_1000_commands_gets_1000_acks(listener, r):
+	sent = push_commands(r, 1000)
+	for key, request_type, _ in sent:
+		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
+		assert answer is not None, f"no ACK on {key}"
+		assert json.loads(answer[1]) == {"status": "ok", "request_type": request_type, "message": ACK_MESSAGE}
+	raw_ping(r)
+	assert listener.dispatcher.schedules() == [name for _, _, name in sent if name]
+
+
+def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
+	running = [start_listener(RecordingDispatcher(), name=f"listener-{n}") for n in range(3)]
+	sent = push_commands(r, 600)
+	deadline = time.monotonic() + 30
+	while r.llen(protocol.COMMANDS_KEY) and time.monotonic() < deadline:
+		time.sleep(0.05)
+	for key, request_type, _ in sent:
+		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
+		assert answer is not None and json.loads(answer[1])["request_type"] == request_type
+	# Give any duplicate a chance to land before counting.
+	for each in running:
+		raw_ping(r)
+	assert all(r.llen(key) == 0 for key, _, _ in sent), "a command was ACKed more than once"
+	executed = Counter(name for each in running for name in each.dispatcher.schedules())
+	assert executed == Counter(name for _, _, name in sent if name)
+	takers = [len(each.dispatcher.schedules()) for each in running]
+	assert sum(1 for count in takers if count) >= 2, f"one listener took everything: {takers}"
+	assert all(each.thread.is_alive() for each in running)
