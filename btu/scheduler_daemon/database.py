@@ -171,9 +171,13 @@ class SiteDatabase:
 		if not names:
 			return {}
 		q = self._quote
-		rows = self.query(
-			f"SELECT {q('schedule')} AS schedule, MAX({q('slot_utc')}) AS slot FROM {q(LOG_TABLE)} "
-			f"WHERE {q('schedule')} IN ({', '.join(['%s'] * len(names))}) GROUP BY {q('schedule')}",
-			tuple(names),
-		)
-		return {row["schedule"]: row["slot"] for row in rows if row["slot"]}
+		slots: dict[str, str] = {}
+		for start in range(0, len(names), 1000):
+			chunk = names[start : start + 1000]
+			rows = self.query(
+				f"SELECT {q('schedule')} AS schedule, MAX({q('slot_utc')}) AS slot FROM {q(LOG_TABLE)} "
+				f"WHERE {q('schedule')} IN ({', '.join(['%s'] * len(chunk))}) GROUP BY {q('schedule')}",
+				tuple(chunk),
+			)
+			slots.update((row["schedule"], row["slot"]) for row in rows if row["slot"])
+		return slots

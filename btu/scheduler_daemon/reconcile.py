@@ -23,7 +23,7 @@ from btu.scheduler_daemon.bench import Bench, BenchError, Site
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate, slot_text
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.state import State, Upsert
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -200,46 +200,52 @@ class Reconciler:
 		rows = []
 		for start in range(0, len(names), 500):
 			rows += db.schedules(names[start : start + 500])
-		new = [row["name"] for row in rows if row["name"] not in self.state.names(site.name)]
-		logged = db.last_logged_slots(new) if new else {}
+		in_state = self.state.names(site.name)
+		logged = db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
 		now = self.clock()
-		invalid = {}
+		invalid: dict[str, str] = {}
+		upserts: list[Upsert] = []
+		specs: dict[str, ScheduleSpec] = {}
 		seen = self.seen.setdefault(site.name, {})
 		for row in rows:
 			name = row["name"]
+			seen[name] = versions[name]
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, system_tz)
-				resume_from = parse_logged_slot(logged.get(name)) or now
-				new_cursor = spec.next_slot(resume_from)
+				new_cursor = spec.next_slot(parse_logged_slot(logged.get(name)) or now)
 				now_cursor = spec.next_slot(now)
 			except (ScheduleError, RowError) as exc:
 				invalid[name] = str(exc)
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=str(exc))
 				self.state.remove(site.name, name)
-				seen[name] = versions[name]
 				continue
-			result = self.state.upsert(
-				site.name,
-				name,
-				fingerprint=spec.fingerprint,
-				spec=spec.to_dict(),
-				job=template.to_dict(),
-				paused=bool(int(row.get("paused") or 0)),
-				active=active,
-				new_cursor=cursor_text(new_cursor),
-				new_fire_at=fire_at_text(spec, new_cursor),
-				now_cursor=cursor_text(now_cursor),
-				now_fire_at=fire_at_text(spec, now_cursor),
-				modified=str(row.get("modified")),
-			)
-			self.state.clear_invalid(site.name, name)
-			seen[name] = versions[name]
-			if result != "same":
-				log_event(
-					logger, logging.INFO, "schedule_" + result, site=site.name, schedule=name,
-					slot=slot_text(now_cursor if result != "new" else new_cursor) if (now_cursor or new_cursor) else None,
-					description=spec.describe(),
+			specs[name] = spec
+			upserts.append(
+				Upsert(
+					name=name,
+					fingerprint=spec.fingerprint,
+					spec=spec.to_dict(),
+					job=template.to_dict(),
+					paused=bool(int(row.get("paused") or 0)),
+					active=active,
+					new_cursor=cursor_text(new_cursor),
+					new_fire_at=fire_at_text(spec, new_cursor),
+					now_cursor=cursor_text(now_cursor),
+					now_fire_at=fire_at_text(spec, now_cursor),
+					modified=str(row.get("modified")),
 				)
+			)
+		for start in range(0, len(upserts), 500):
+			batch = upserts[start : start + 500]
+			results = self.state.upsert_many(site.name, batch)
+			if logger.isEnabledFor(logging.INFO):
+				for entry, result in zip(batch, results):
+					if result != "same":
+						cursor = entry.new_cursor if result == "new" else entry.now_cursor
+						log_event(
+							logger, logging.INFO, "schedule_" + result, site=site.name, schedule=entry.name,
+							slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
+						)
 		if invalid:
 			self.state.set_invalid(site.name, invalid, replace=False)
 		self.wake()

@@ -23,6 +23,39 @@ STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paus
 
 
 @dataclass
+class Upsert:
+	"""One schedule as the reconcile compiled it, for the upsert script."""
+
+	name: str
+	fingerprint: str
+	spec: dict
+	job: dict
+	paused: bool
+	active: bool
+	new_cursor: str  # for a schedule new to the state (resumes after its last logged slot)
+	new_fire_at: str
+	now_cursor: str  # for a changed or resumed schedule (next slot after now)
+	now_fire_at: str
+	modified: str
+
+	def args(self, site: str) -> list:
+		return [
+			protocol.due_member(site, self.name),
+			self.name,
+			self.fingerprint,
+			json.dumps(self.spec, sort_keys=True),
+			json.dumps(self.job, sort_keys=True),
+			"1" if self.paused else "0",
+			"1" if self.active else "0",
+			self.new_cursor,
+			self.new_fire_at,
+			self.now_cursor,
+			self.now_fire_at,
+			self.modified,
+		]
+
+
+@dataclass
 class FireJob:
 	slot_ms: int
 	fire_at_ms: int
@@ -82,41 +115,21 @@ class State:
 
 	# -- reconcile side ------------------------------------------------------------------
 
-	def upsert(
-		self,
-		site: str,
-		name: str,
-		*,
-		fingerprint: str,
-		spec: dict,
-		job: dict,
-		paused: bool,
-		active: bool,
-		new_cursor: str,
-		new_fire_at: str,
-		now_cursor: str,
-		now_fire_at: str,
-		modified: str,
-	) -> str:
-		result = self._upsert(
-			keys=[protocol.schedule_key(site, name), protocol.DUE_KEY, protocol.site_schedules_key(site)],
-			args=[
-				protocol.due_member(site, name),
-				name,
-				fingerprint,
-				json.dumps(spec, sort_keys=True),
-				json.dumps(job, sort_keys=True),
-				"1" if paused else "0",
-				"1" if active else "0",
-				new_cursor,
-				new_fire_at,
-				now_cursor,
-				now_fire_at,
-				modified,
-			],
-		)
-		self.redis.sadd(protocol.SITES_KEY, site)
-		return result.decode() if isinstance(result, bytes) else result
+	def upsert_many(self, site: str, upserts: list["Upsert"]) -> list[str]:
+		"""Run the upsert script for each schedule, pipelined; returns each result."""
+		if not upserts:
+			return []
+		with self.redis.pipeline(transaction=False) as pipe:
+			for entry in upserts:
+				self._upsert(
+					keys=[protocol.schedule_key(site, entry.name), protocol.DUE_KEY, protocol.site_schedules_key(site)],
+					args=entry.args(site),
+					client=pipe,
+				)
+			pipe.sadd(protocol.SITES_KEY, site)
+			pipe.hdel(protocol.invalid_rows_key(site), *[entry.name for entry in upserts])
+			results = pipe.execute()[: len(upserts)]
+		return [r.decode() if isinstance(r, bytes) else r for r in results]
 
 	def remove(self, site: str, name: str) -> bool:
 		with self.redis.pipeline() as pipe:
