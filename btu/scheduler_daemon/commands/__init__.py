@@ -6,4 +6,4 @@ Each module defines `register(subparsers)`, which adds its parser and sets
 
 # The order is the order `btu-scheduler --help` lists them in. Planned: run,
 # status, ping, resync, next, config, dev_bench, demo, setup.
-SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "dev_bench", "demo", "next")
+SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "dev_bench", "demo", "next", "setup")

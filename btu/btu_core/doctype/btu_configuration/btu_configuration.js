@@ -1,5 +1,8 @@
 // BTU Configuration: the scheduler's status panel (from its status in Redis), ping and resync.
 
+// The leader's heartbeat is older than this when no scheduler is alive.
+const BTU_HEARTBEAT_STALE_SECS = 60;
+
 frappe.ui.form.on("BTU Configuration", {
 	refresh(frm) {
 		btu_render_status(frm);
@@ -54,7 +57,7 @@ function btu_render_status(frm) {
 		const leader = s.leader || {};
 		const site = s.this_site || {};
 		const age = s.heartbeat_age_secs;
-		const healthy = age != null && age < 30;
+		const healthy = age != null && age < BTU_HEARTBEAT_STALE_SECS;
 		let html = `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
 			&nbsp; ${__("Status updated")}: ${btu_esc(s.updated_at)} &nbsp; ${__("Checked")}: ${btu_esc(s.checked_at)}</p>`;
 		html += `<h5>${__("Leader")}</h5>` + btu_table(
@@ -62,10 +65,11 @@ function btu_render_status(frm) {
 			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
 		);
 		html += `<h5>${__("Processes")}</h5>` + btu_table(
-			[__("Process"), __("Details")],
-			(s.processes || []).map((p) => (typeof p === "object" ? [p.id || p.holder || p.pid || "", JSON.stringify(p)] : [p, ""]))
+			[__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat")],
+			(s.processes || []).map((p) => [p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at])
 		);
 		html += `<h5>${__("This site")} (${btu_esc(s.site)})</h5>`;
+		if (site.database) html += `<p class="text-danger">${__("Database")}: ${btu_esc(site.database)}</p>`;
 		if (site.paused_reason) html += `<p class="text-warning">${__("Paused")}: ${btu_esc(site.paused_reason)}</p>`;
 		const counters = site.counters || {};
 		html += btu_table(
