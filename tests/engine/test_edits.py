@@ -1,0 +1,61 @@
+"""An edit announced over the RPC protocol takes effect at once, whichever scheduler process takes the command."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from btu import protocol
+from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, report, slots_by_schedule, state_names, wait_for_leader, wait_until
+
+# A 300 s refresh and a 30 s lease (renewed every 10 s): only the RPC command and its wake can explain a quick effect.
+FLAGS = ("--full-refresh-interval-secs", "300", "--lease-ttl-secs", "30")
+
+
+@pytest.mark.parametrize("taker", ["leader", "standby"])
+def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processes, r):
+	bench, data = engine_bench()
+	site = data.site.name
+	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 0 1 1 *")
+	member = protocol.due_member(site, name)
+	if taker == "leader":
+		leader = processes.scheduler(bench.path, *FLAGS)
+	else:
+		leader = processes.scheduler(bench.path, *FLAGS, "--disable-redis-rpc", "true")
+	assert wait_for_leader(r, processes) is leader
+	if taker == "standby":
+		standby = processes.scheduler(bench.path, *FLAGS)
+		wait_until(lambda: " rpc_listener_started " in standby.log(), 20, "the standby listens")
+	wait_until(lambda: r.zscore(protocol.DUE_KEY, member), 20, "the yearly schedule is in the state")
+	yearly_fire_at = r.zscore(protocol.DUE_KEY, member)
+	time.sleep(1)  # the leader is asleep now, until its next renewal in ~10 s
+
+	data.update_schedule(name, cron_string=ONE_SECOND)
+	sent = time.time()
+	reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=site)
+	assert reply.ok, reply.message
+	wait_until(lambda: (r.zscore(protocol.DUE_KEY, member) or yearly_fire_at) < yearly_fire_at, 5, "the new cron in the state", 0.002)
+	applied_ms = (time.time() - sent) * 1000
+	fire = wait_until(lambda: next((f for f in recent_fires(r, site) if f["schedule"] == name), None), 5, "a fire of the new cron", 0.005)
+	assert fire["slot_ms"] <= sent * 1000 + 1000 + 5, "the first slot after the edit fired"
+	assert fire["lag_ms"] < 1000, "the leader woke for the new slot instead of sleeping until its renewal"
+
+	data.update_schedule(name, enabled=0)
+	sent_cancel = time.time()
+	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
+	assert reply.ok, reply.message
+	wait_until(lambda: name not in state_names(r, site) and r.zscore(protocol.DUE_KEY, member) is None, 5, "the schedule left the state", 0.002)
+	cancelled_ms = (time.time() - sent_cancel) * 1000
+	time.sleep(2.5)
+	late = [slot for slot in slots_by_schedule(queue_ids(r, queue_key(bench))).get(name, []) if slot > sent_cancel * 1000 + 1000]
+	assert late == [], "a cancelled schedule fired"
+	assert leader.alive()
+	if taker == "standby":
+		assert " rpc_listener_started " not in leader.log(), "only the standby could take the commands"
+	report(
+		f"RPC edit taken by the {taker}",
+		f"create_task_schedule -> new cron in the state: {applied_ms:.0f} ms, first fire lag {fire['lag_ms']} ms; "
+		f"cancel_task_schedule -> out of the state: {cancelled_ms:.0f} ms (round trips include the 5 ms polling)",
+	)
