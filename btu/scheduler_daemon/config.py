@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -169,7 +169,8 @@ def mask_url(url: str) -> str:
 	if query:
 		pairs = parse_qsl(query, keep_blank_values=True)
 		query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
-	return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+	masked = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else f"{netloc}{parts.path}"
+	return masked + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def mask_secret(key: str, value: Any) -> Any:
