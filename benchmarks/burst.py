@@ -35,7 +35,7 @@ def run_btu(count: int) -> dict:
 	server = common.start_redis()
 	r = server.client()
 	bench = common.DevBench(server.url)
-	instant = math.ceil(time.time()) + 25
+	instant = math.ceil(time.time()) + 40
 	bench.insert_schedules([{"run_frequency": "Once", "run_at": datetime.fromtimestamp(instant, timezone.utc)} for _ in range(count)])
 	scheduler = common.start_scheduler(bench, server.url, "frappe")
 	try:

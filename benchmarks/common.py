@@ -126,11 +126,12 @@ def start_scheduler(bench: DevBench, redis_url: str, executor: str = "rq", extra
 
 
 def wait_for_schedules(r: redis.Redis, count: int, timeout: float = 600) -> float:
-	"""Seconds until the due set holds `count` schedules (the reconcile has loaded them)."""
+	"""Seconds until the site's state holds `count` schedules (the reconcile has loaded them)."""
 	started = time.monotonic()
-	while r.zcard(protocol.DUE_KEY) < count:
+	key = protocol.site_schedules_key(SITE)
+	while r.scard(key) < count:
 		if time.monotonic() - started > timeout:
-			raise RuntimeError(f"only {r.zcard(protocol.DUE_KEY)} of {count} schedules loaded after {timeout} s")
+			raise RuntimeError(f"only {r.scard(key)} of {count} schedules loaded after {timeout} s")
 		time.sleep(0.1)
 	return time.monotonic() - started
 
