@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
 
 import redis
@@ -43,6 +44,21 @@ from btu.scheduler_daemon.state import FireItem, FireJob, State
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
+
+
+# Compiled specs and templates, by their stored JSON. Bounded, so memory stays
+# flat however many schedules there are; a miss costs one JSON parse.
+CACHE_SIZE = 10_000
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def load_spec(fingerprint: str, spec_json: str) -> ScheduleSpec:
+	return ScheduleSpec.from_dict(json.loads(spec_json))
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def load_template(job_json: str) -> JobTemplate:
+	return JobTemplate.from_dict(json.loads(job_json))
 
 
 class Clock:
@@ -73,8 +89,6 @@ class Scheduler:
 		self.reconciler = Reconciler(bench_path, self.state, config.executor, self.clock.now, self.publish_wake)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
-		self.specs: dict[str, ScheduleSpec] = {}
-		self.templates: dict[str, JobTemplate] = {}
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.redis_down = False
@@ -214,18 +228,6 @@ class Scheduler:
 		if sleep > 0:
 			self.wake.wait(sleep)
 
-	def spec(self, fingerprint: str, spec_json: str) -> ScheduleSpec:
-		spec = self.specs.get(fingerprint)
-		if spec is None:
-			spec = self.specs[fingerprint] = ScheduleSpec.from_dict(json.loads(spec_json))
-		return spec
-
-	def template(self, job_json: str) -> JobTemplate:
-		template = self.templates.get(job_json)
-		if template is None:
-			template = self.templates[job_json] = JobTemplate.from_dict(json.loads(job_json))
-		return template
-
 	def fire(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
 		now = from_ms(now_ms)
 		grace = timedelta(seconds=self.config.misfire_grace_secs)
@@ -236,8 +238,8 @@ class Scheduler:
 				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
 				continue
 			try:
-				spec = self.spec(row["fingerprint"], row["spec"])
-				template = self.template(row["job"])
+				spec = load_spec(row["fingerprint"], row["spec"])
+				template = load_template(row["job"])
 				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace)
 				enqueued_at = self.clock.now()
 				jobs = []
