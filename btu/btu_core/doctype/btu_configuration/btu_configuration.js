@@ -80,9 +80,11 @@ function btu_render_status(frm) {
 		if (Object.keys(invalid).length) {
 			html += `<h5 class="text-danger">${__("Schedules the scheduler refused")}</h5>` + btu_table([__("Schedule"), __("Reason")], Object.entries(invalid));
 		}
+		const next = site.next_fires || [];
+		const with_slot = next.some((f) => f.slot);
 		html += `<h5>${__("Next fires")}</h5>` + btu_table(
-			[__("Schedule"), __("Slot"), __("Fire at")],
-			(site.next_fires || []).map((f) => [f.schedule, f.slot, f.fire_at])
+			with_slot ? [__("Schedule"), __("Slot"), __("Fire at")] : [__("Schedule"), __("Fire at")],
+			next.map((f) => (with_slot ? [f.schedule, f.slot, f.fire_at] : [f.schedule, f.fire_at]))
 		);
 		html += `<h5>${__("Recent fires")}</h5>` + btu_table(
 			[__("Schedule"), __("Slot"), __("Enqueued at"), __("Lag (ms)"), __("Job"), __("Outcome")],
