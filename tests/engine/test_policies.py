@@ -50,10 +50,10 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 			assert unfired >= 4, "skip fires none of the missed slots"
 			assert lags[0] <= 550, "skip: the first fire after the restart is on time"
 		elif name == once:
-			assert unfired >= 3
+			assert unfired >= 2, "fire_all: ~5 slots were missed and only 3 may fire"
 			assert lags[0] >= 450 and lags[1] <= 550, "fire_once: one missed slot (the latest) fires, then on-time ones"
 		else:
-			assert unfired >= 3
+			assert unfired >= 2, "fire_all: ~5 slots were missed and only 3 may fire"
 			assert [mine[i]["enqueued_ms"] for i in range(3)] == [catch_up] * 3, "fire_all: the capped catch-up fires at once"
 			assert lags[2] >= 450 and lags[3] <= 550, "fire_all: the latest catch_up_max (3) missed slots fire"
 	assert counters(r, site).get("skipped_missed", 0) >= 8
