@@ -58,7 +58,7 @@ def test_every_second_for_a_minute_each_job_run_by_rq_worker(engine_bench, proce
 		if enqueued.tzinfo is None:  # rq 1.x keeps naive UTC
 			enqueued = enqueued.replace(tzinfo=timezone.utc)
 		lags.append(enqueued.timestamp() * 1000 - slot_ms)
-	assert all(-5 < lag < 1000 for lag in lags), f"lags out of any sane bound: {lags}"
+	assert all(-5 < lag < 5000 for lag in lags), f"lags out of any sane bound: {lags}"
 	first = lags[:SECONDS]
 	report(
 		"fire lag, 1 schedule every second (rq executor)",
