@@ -17,8 +17,10 @@ from btu.scheduler_daemon.listener import CommandListener, CommandRejected
 
 SITES = {
 	"site1.localhost": {f"TS-{n:06d}" for n in range(1, 1201)},
-	"site2.localhost": {"TS-000001", "TS-900000"},
+	"site2.localhost": {"TS-000001", "TS-900000", "TS-SETTLE"},
 }
+# `settle` cancels this schedule as a marker; it is left out of `schedules()`.
+SETTLE_SITE, SETTLE_SCHEDULE = "site2.localhost", "TS-SETTLE"
 DEFAULT_SITE = "site1.localhost"
 
 
@@ -64,18 +66,22 @@ class RecordingDispatcher:
 		"""Schedule names executed, in order (pings left out: their execution may still be under way
 		when their ACK arrives)."""
 		with self.lock:
-			return [record["name"] for record in self.executed if record["name"] is not None]
+			return [record["name"] for record in self.executed if record["name"] not in (None, SETTLE_SCHEDULE)]
+
+	def settled(self) -> int:
+		with self.lock:
+			return sum(1 for record in self.executed if record["name"] == SETTLE_SCHEDULE)
 
 
 class RunningListener:
 	"""A listener thread and what it was given; `stop()` ends it."""
 
-	def __init__(self, client, dispatcher, name: str = "listener", block_seconds: float = 0.25):
+	def __init__(self, client, dispatcher, name: str = "listener", block_seconds: float = 0.25, **options):
 		self.client = client
 		self.dispatcher = dispatcher
 		self.stop_event = threading.Event()
 		# A short block only makes teardown quicker; the product's default is listener.BLOCK_SECONDS.
-		self.listener = CommandListener(client, dispatcher, process_id=name, block_seconds=block_seconds)
+		self.listener = CommandListener(client, dispatcher, process_id=name, block_seconds=block_seconds, **options)
 		self.thread = threading.Thread(target=self.listener.run, args=(self.stop_event,), name=name, daemon=True)
 		self.thread.start()
 
@@ -87,12 +93,33 @@ class RunningListener:
 
 
 def raw_ping(r, timeout: float = 30) -> dict:
-	"""A ping in raw Redis commands; its ACK means every command pushed before it was handled (FIFO)."""
+	"""A ping in raw Redis commands; its ACK means every command pushed before it was popped and
+	replied to (FIFO), not that it was executed (see `settle`)."""
 	key = protocol.new_response_key()
 	r.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "request_content": None, "response_key": key}))
 	answer = r.blpop([key], timeout=timeout)
 	assert answer is not None, f"no ACK for a ping within {timeout} s"
 	return json.loads(answer[1])
+
+
+def settle(r, dispatcher: RecordingDispatcher, timeout: float = 30) -> None:
+	"""Return once every command pushed before now was replied to and executed (one listener).
+
+	A ping's ACK is not enough: commands popped in one batch are all ACKed
+	before any is executed. So a marker command is sent and its execution,
+	which comes after every earlier one, awaited.
+	"""
+	before = dispatcher.settled()
+	key = protocol.new_response_key()
+	r.lpush(protocol.COMMANDS_KEY, json.dumps(protocol.make_command(
+		protocol.CANCEL_TASK_SCHEDULE, SETTLE_SCHEDULE, site=SETTLE_SITE, response_key=key,
+	)))
+	answer = r.blpop([key], timeout=timeout)
+	assert answer is not None and json.loads(answer[1])["status"] == "ok", "no ACK for the settle marker"
+	deadline = time.monotonic() + timeout
+	while dispatcher.settled() == before:
+		assert time.monotonic() < deadline, "the settle marker was ACKed but never executed"
+		time.sleep(0.002)
 
 
 def foreign_keys(r) -> list[bytes]:

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from btu import protocol
-from tests.rpc.support import foreign_keys, raw_ping
+from tests.rpc.support import foreign_keys, raw_ping, settle
 
 PREFIX = "btu:scheduler:rpc:"
 
@@ -81,6 +81,7 @@ def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, r
 	for word in words:
 		assert word in reply["message"], (word, reply["message"])
 	assert raw_ping(r)["status"] == "ok"
+	settle(r, listener.dispatcher)
 	assert 0 < r.ttl(key) <= 60 or not r.exists(key)
 	assert foreign_keys(r) == []
 	assert listener.dispatcher.schedules() == [], "a refused command reached execute"
@@ -96,6 +97,7 @@ def test_refused_command_without_valid_response_key_writes_nothing(listener, r, 
 	before = {key: r.dump(key) for key in r.keys("*")}
 	r.lpush(protocol.COMMANDS_KEY, payload)
 	assert raw_ping(r)["status"] == "ok"
+	settle(r, listener.dispatcher)
 	after = {key: r.dump(key) for key in r.keys("*") if not key.startswith(PREFIX.encode())}
 	assert after == before, f"{case}: keys changed outside {PREFIX}*"
 	assert not r.exists(PREFIX + "big") and not r.exists(PREFIX)
@@ -112,7 +114,7 @@ def test_reply_key_holding_another_type_costs_one_command_only(listener, r, capl
 	key = response_key()
 	r.set(key, "a string, not a list")
 	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000005", response_key=key))
-	assert raw_ping(r)["status"] == "ok"
+	settle(r, listener.dispatcher)
 	assert r.get(key) == b"a string, not a list"
 	assert [record.getMessage() for record in caplog.records].count("rpc_ack_failed") == 1
 	# The command was valid, so it is still carried out although its ACK could not be written.
@@ -147,8 +149,8 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
 	for n in (1, 2, 3):
 		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
-	assert raw_ping(r)["status"] == "ok"
+	settle(r, running.dispatcher)
 	failures = [record for record in caplog.records if record.getMessage() == "rpc_execute_failed"]
-	assert [record.btu_fields["schedule"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003"]
-	assert all(record.btu_fields["site"] == "site1.localhost" for record in failures)
+	assert [record.btu_fields["schedule"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003", "TS-SETTLE"]
+	assert [record.btu_fields["site"] for record in failures][:3] == ["site1.localhost"] * 3
 	assert running.thread.is_alive()

@@ -20,7 +20,7 @@ import redis
 from btu import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.listener import BLOCK_SECONDS, CommandListener, start_listener_thread
-from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping
+from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping, settle
 from tests.support.redis_server import RedisServer
 
 ACK_MESSAGE = "Command received by BTU Scheduler."
@@ -98,6 +98,31 @@ def test_ack_arrives_before_a_slow_execution(r, start_listener):
 	assert record["finished"] > acked
 
 
+def test_waiting_commands_are_all_acked_before_a_slow_execution(r, start_listener):
+	"""Commands already queued get their ACKs together, before the first (slow) execution."""
+	running = start_listener(RecordingDispatcher(delay=1.0))
+	batch = [command("create_task_schedule", f"TS-{n:06d}") for n in range(31, 36)]
+	r.lpush("btu:scheduler:commands", *(message for _, message in batch))
+	for key, _ in batch:
+		assert r.blpop([key], timeout=5) is not None
+	assert running.dispatcher.executed == [], "an execution finished before all waiting commands were ACKed"
+	wait_for(lambda: len(running.dispatcher.executed) == 5, what="five executions")
+	assert running.dispatcher.schedules() == [f"TS-{n:06d}" for n in range(31, 36)]
+
+
+def test_listener_without_batch_pop_serves_the_same(r, start_listener):
+	"""drain_count=1 is what a Redis older than 6.2 (no RPOP count) falls back to."""
+	running = start_listener(drain_count=1)
+	keys = []
+	for n in range(40, 50):
+		key, message = command("cancel_task_schedule", f"TS-{n:06d}")
+		keys.append(key)
+		r.lpush("btu:scheduler:commands", message)
+	assert all(json.loads(r.blpop([key], timeout=5)[1])["status"] == "ok" for key in keys)
+	settle(r, running.dispatcher)
+	assert running.dispatcher.schedules() == [f"TS-{n:06d}" for n in range(40, 50)]
+
+
 def test_listener_writes_lpush_then_expire_60_and_nothing_else(redis_server, r, start_listener):
 	"""MONITOR shows the listener's own commands: BRPOP, then LPUSH and EXPIRE 60 on the response key."""
 	running = start_listener()
@@ -115,8 +140,9 @@ def test_listener_writes_lpush_then_expire_60_and_nothing_else(redis_server, r, 
 	assert json.loads(r.blpop([bad_key], timeout=5)[1])["status"] == "error"
 	seen = [args for addr, args in monitor.close() if addr in listener_addrs]
 
-	assert {args[0].upper() for args in seen} <= {"BRPOP", "MULTI", "LPUSH", "EXPIRE", "EXEC"}, seen
-	assert all(args[1] == "btu:scheduler:commands" for args in seen if args[0].upper() == "BRPOP")
+	# RPOP with a count takes commands already waiting after a BRPOP (a burst is ACKed in batches).
+	assert {args[0].upper() for args in seen} <= {"BRPOP", "RPOP", "MULTI", "LPUSH", "EXPIRE", "EXEC"}, seen
+	assert all(args[1] == "btu:scheduler:commands" for args in seen if args[0].upper() in ("BRPOP", "RPOP"))
 	writes = [args[:2] + args[3:] if args[0].upper() == "EXPIRE" else args[:2] for args in seen if args[0].upper() in ("LPUSH", "EXPIRE")]
 	assert writes == [["LPUSH", key], ["EXPIRE", key], ["LPUSH", bad_key], ["EXPIRE", bad_key]]
 	assert [args[2] for args in seen if args[0].upper() == "EXPIRE"] == ["60", "60"]
@@ -133,7 +159,7 @@ def test_commands_are_served_first_in_first_out(listener, r):
 	# One LPUSH with several values: the first value is the first served.
 	batch = [command("cancel_task_schedule", f"TS-{n:06d}") for n in range(20, 25)]
 	r.lpush("btu:scheduler:commands", *(message for _, message in batch))
-	raw_ping(r)
+	settle(r, listener.dispatcher)
 	assert listener.dispatcher.schedules() == names + [f"TS-{n:06d}" for n in range(20, 25)]
 	for key in keys + [key for key, _ in batch]:
 		assert r.llen(key) == 1
@@ -145,8 +171,8 @@ def test_site_field_is_optional(listener, r):
 	r.lpush("btu:scheduler:commands", message1, message2)
 	for key in (key1, key2):
 		assert json.loads(r.blpop([key], timeout=5)[1])["status"] == "ok"
-	raw_ping(r)
-	executed = [(rec["site"], rec["name"]) for rec in listener.dispatcher.executed if rec["name"]]
+	settle(r, listener.dispatcher)
+	executed = [(rec["site"], rec["name"]) for rec in listener.dispatcher.executed if rec["name"]][:-1]
 	assert executed == [("site2.localhost", "TS-900000"), (DEFAULT_SITE, "TS-000001")]
 
 

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 from btu import protocol
-from tests.rpc.support import RecordingDispatcher, raw_ping
+from tests.rpc.support import RecordingDispatcher, settle
 
 ACK_MESSAGE = "Command received by BTU Scheduler."
 
@@ -32,7 +32,7 @@ def test_a_burst_of_1000_commands_gets_1000_acks(listener, r):
 		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
 		assert answer is not None, f"no ACK on {key}"
 		assert json.loads(answer[1]) == {"status": "ok", "request_type": request_type, "message": ACK_MESSAGE}
-	raw_ping(r)
+	settle(r, listener.dispatcher)
 	assert listener.dispatcher.schedules() == [name for _, _, name in sent if name]
 
 
@@ -45,12 +45,15 @@ def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
 	for key, request_type, _ in sent:
 		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
 		assert answer is not None and json.loads(answer[1])["request_type"] == request_type
-	# Give any duplicate a chance to land before counting.
-	for each in running:
-		raw_ping(r)
+	expected = Counter(name for _, _, name in sent if name)
+	deadline = time.monotonic() + 30
+	while sum(len(each.dispatcher.schedules()) for each in running) < sum(expected.values()):
+		assert time.monotonic() < deadline, "not every ACKed command was executed"
+		time.sleep(0.01)
+	time.sleep(0.2)  # room for a duplicate execution to show up
 	assert all(r.llen(key) == 0 for key, _, _ in sent), "a command was ACKed more than once"
 	executed = Counter(name for each in running for name in each.dispatcher.schedules())
-	assert executed == Counter(name for _, _, name in sent if name)
+	assert executed == expected
 	takers = [len(each.dispatcher.schedules()) for each in running]
 	assert sum(1 for count in takers if count) >= 2, f"one listener took everything: {takers}"
 	assert all(each.thread.is_alive() for each in running)
