@@ -35,74 +35,11 @@ from benchmarks import common  # noqa: E402
 from benchmarks.observe import parse_time  # noqa: E402
 from benchmarks.peers import new_log_dir  # noqa: E402
 from btu import protocol  # noqa: E402
+from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 SCHEDULES = 200
 DB_OUTAGE_SECS = 30
 AFTER_FAILURE_SECS = 15
-
-
-class TcpProxy:
-	"""A loopback TCP proxy to (host, port) that can be stopped (every connection cut) and started again."""
-
-	def __init__(self, target: tuple[str, int]):
-		self.target = target
-		self.port = _free_port()
-		self.listener: socket.socket | None = None
-		self.connections: list[socket.socket] = []
-		self.lock = threading.Lock()
-
-	def start(self) -> None:
-		listener = socket.socket()
-		listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-		listener.bind(("127.0.0.1", self.port))
-		listener.listen(64)
-		self.listener = listener
-		threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-	def stop(self) -> None:
-		listener, self.listener = self.listener, None
-		if listener:
-			listener.close()
-		with self.lock:
-			for conn in self.connections:
-				try:
-					conn.shutdown(socket.SHUT_RDWR)
-				except OSError:
-					pass
-				conn.close()
-			self.connections = []
-
-	def _accept(self, listener: socket.socket) -> None:
-		while True:
-			try:
-				client, _ = listener.accept()
-			except OSError:
-				return
-			try:
-				upstream = socket.create_connection(self.target, timeout=5)
-			except OSError:
-				client.close()
-				continue
-			with self.lock:
-				self.connections += [client, upstream]
-			for a, b in ((client, upstream), (upstream, client)):
-				threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-	@staticmethod
-	def _pipe(src: socket.socket, dst: socket.socket) -> None:
-		try:
-			while True:
-				data = src.recv(65536)
-				if not data:
-					break
-				dst.sendall(data)
-		except OSError:
-			pass
-		for s in (src, dst):
-			try:
-				s.close()
-			except OSError:
-				pass
 
 
 def _free_port() -> int:
@@ -138,8 +75,8 @@ def main() -> None:
 	rng = random.Random(args.seed)
 	log_dir = new_log_dir("chaos")
 	server = common.RedisServer(persistent=True).start()
-	proxy = TcpProxy(("127.0.0.1", 3306))
-	proxy.start()
+	proxy = TcpProxy("127.0.0.1", 3306)
+	proxy.up()
 	bench = common.DevBench(server.url, db_host="127.0.0.1", db_port=proxy.port)
 	bench.insert_schedules([
 		{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": 1000, "catch_up_window": 86400}
@@ -174,9 +111,9 @@ def main() -> None:
 				continue
 			if not db_done and now >= db_at:
 				events.append({"event": f"database_unreachable_{DB_OUTAGE_SECS}s", "at": time.time()})
-				proxy.stop()
+				proxy.down()
 				db_done = True
-				threading.Timer(DB_OUTAGE_SECS, proxy.start).start()
+				threading.Timer(DB_OUTAGE_SECS, proxy.up).start()
 			if now >= next_kill:
 				pid = leader_pid(r)
 				victim = next((p for p in schedulers if p.pid == pid and p.poll() is None), None)
@@ -226,7 +163,7 @@ def main() -> None:
 		}
 	finally:
 		bench.close()
-		proxy.stop()
+		proxy.down()
 		server.close()
 	summary = common.table(
 		["minutes", "fires/s", "slots in window", "jobs", "leader kills", "duplicates", "missing", "lag p50 ms", "lag p99 ms", "lag max ms"],

@@ -1,6 +1,6 @@
 """BTU's tables as Frappe v15 creates them from the app's own DocType JSON files.
 
-Mirrors, from frappe/frappe branch version-15 at v15.55.1
+Mirrors Frappe v15.55.1 (repository frappe/frappe, branch version-15)
 (commit 2115b6410c54bdd3689302327fb1bcefeab7000b):
 
 - ``frappe/database/mariadb/database.py``: ``MariaDBDatabase.setup_type_map``

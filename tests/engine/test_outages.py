@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from tests.support.tcp_proxy import TcpProxy
 from tests.engine.helpers import (
-	ONE_SECOND, TcpProxy, counters, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, status_json, wait_until,
+	ONE_SECOND, counters, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, status_json, wait_until,
 )  # fmt: skip
 from tests.engine.test_failover import every_second_schedules
 from tests.support.redis_server import RedisServer
