@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -122,6 +123,18 @@ class Scheduler:
 			self.step_down("stopped")
 			self.wake.set()
 			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
+
+	def serve(self) -> None:
+		"""Run until SIGTERM or SIGINT; either releases the lease so a standby takes over at once."""
+		stop = threading.Event()
+
+		def request_stop(signum, frame):
+			stop.set()
+			self.wake.set()
+
+		signal.signal(signal.SIGTERM, request_stop)
+		signal.signal(signal.SIGINT, request_stop)
+		self.run(stop)
 
 	def redis_ok(self) -> None:
 		if self.redis_down:

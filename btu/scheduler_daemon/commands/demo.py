@@ -9,10 +9,8 @@ out unless --keep is given.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -75,17 +73,8 @@ def run(args) -> int:
 		[sys.executable, "-m", "rq.cli", "worker", "--url", args.redis_url, "--name", f"btu-demo-{bench.bench_id}", queue],
 		start_new_session=True,
 	)
-	stop = threading.Event()
-	scheduler = Scheduler(config, bench.path)
-
-	def request_stop(signum, frame):
-		stop.set()
-		scheduler.wake.set()
-
-	signal.signal(signal.SIGINT, request_stop)
-	signal.signal(signal.SIGTERM, request_stop)
 	try:
-		scheduler.run(stop)
+		Scheduler(config, bench.path).serve()
 	finally:
 		worker.terminate()
 		try:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
@@ -36,14 +34,5 @@ def run(args) -> int:
 		return EXIT_BAD_INPUT
 	from btu.scheduler_daemon.engine import Scheduler
 
-	stop = threading.Event()
-	scheduler = Scheduler(config, bench.path)
-
-	def request_stop(signum, frame):
-		stop.set()
-		scheduler.wake.set()
-
-	signal.signal(signal.SIGTERM, request_stop)
-	signal.signal(signal.SIGINT, request_stop)
-	scheduler.run(stop)
+	Scheduler(config, bench.path).serve()
 	return EXIT_OK
