@@ -8,6 +8,14 @@ from tests.rpc.support import RecordingDispatcher, RunningListener
 
 
 @pytest.fixture
+def r(redis_url, redis_server):
+	"""The session's client (emptied) without redis-py 5+'s default 5 s socket timeout: these tests BLPOP longer."""
+	client = redis_server.client(socket_timeout=None)
+	yield client
+	client.close()
+
+
+@pytest.fixture
 def start_listener(redis_server, r):
 	"""Factory: start a listener (own client) with a dispatcher; every one is stopped afterwards."""
 	started: list[RunningListener] = []

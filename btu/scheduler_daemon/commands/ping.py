@@ -38,7 +38,8 @@ def redis_address(client: redis.Redis) -> str:
 def run(args) -> int:
 	try:
 		config = load_config(args)
-		client = config.redis(socket_connect_timeout=5)
+		# Longer than the BLPOP, or redis-py 5+ (socket_timeout 5 by default) cuts the wait short.
+		client = config.redis(socket_connect_timeout=5, socket_timeout=protocol.CALLER_TIMEOUT_SECONDS + 5)
 	except (ConfigError, BenchError, ValueError) as exc:
 		print(f"btu-scheduler ping: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
