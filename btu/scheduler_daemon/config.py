@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -155,22 +155,20 @@ def format_number(value: float | None) -> str:
 
 
 def mask_url(url: str) -> str:
-	"""`url` with its password (userinfo or ?password=) replaced by ***."""
-	try:
-		parts = urlsplit(url)
-	except ValueError:
-		return MASK
-	netloc = parts.netloc
+	"""`url` with its password (userinfo or ?password=) replaced by ***; nothing else changed."""
+	scheme, separator, rest = url.partition("://")
+	if not separator:
+		scheme, rest = "", url
+	main, question, query = rest.partition("?")
+	netloc, slash, path = main.partition("/")
 	if "@" in netloc:
 		userinfo, _, hostport = netloc.rpartition("@")
 		user, colon, _password = userinfo.partition(":")
 		netloc = f"{user}:{MASK}@{hostport}" if colon else f"{userinfo}@{hostport}"
-	query = parts.query
 	if query:
 		pairs = parse_qsl(query, keep_blank_values=True)
 		query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
-	masked = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else f"{netloc}{parts.path}"
-	return masked + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+	return f"{scheme}{separator}{netloc}{slash}{path}{question}{query}"
 
 
 def mask_secret(key: str, value: Any) -> Any:

@@ -203,3 +203,8 @@ def test_secrets_are_masked(url, shown):
 	assert config.masked_values()["redis_url"] == shown
 	if "secret" in url:
 		assert "secret" not in repr(config)
+
+
+def test_masking_leaves_a_value_without_password_as_typed():
+	assert mask_url("127.0.0.1:6379") == "127.0.0.1:6379"
+	assert mask_url("u:pw@h:1") == "u:***@h:1"
