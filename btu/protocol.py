@@ -113,7 +113,14 @@ def call(
 	command = make_command(request_type, request_content, site=site)
 	started = time.perf_counter()
 	redis_conn.lpush(COMMANDS_KEY, json.dumps(command))
-	answer = redis_conn.blpop([command["response_key"]], timeout=timeout)
+	# A client whose socket timeout is not longer than the wait (redis-py 5+
+	# defaults to 5 s) would time out on the socket: wait in shorter BLPOPs.
+	socket_timeout = redis_conn.connection_pool.connection_kwargs.get("socket_timeout")
+	step = max(socket_timeout - 0.5, 0.1) if socket_timeout else timeout
+	deadline = started + timeout
+	answer = None
+	while answer is None and (remaining := deadline - time.perf_counter()) > 0.001:
+		answer = redis_conn.blpop([command["response_key"]], timeout=min(remaining, step))
 	elapsed_ms = (time.perf_counter() - started) * 1000
 	if answer is None:
 		return Reply("unreachable", UNREACHABLE_MESSAGE, None, elapsed_ms)

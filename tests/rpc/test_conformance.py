@@ -215,15 +215,11 @@ def test_caller_waits_5_s_and_reports_unreachable_without_raising(r):
 	assert not r.exists(sent["response_key"])
 
 
-@pytest.mark.xfail(
-	strict=True, raises=redis.TimeoutError,
-	reason="protocol.call lets redis.TimeoutError escape when the client's socket_timeout is not longer than its "
-	"5 s BLPOP (redis-py 5+ defaults to 5 s) instead of returning the unreachable outcome",
-)
-def test_caller_with_a_short_socket_timeout_reports_unreachable(redis_url):
+def test_caller_with_a_short_socket_timeout_waits_the_full_5_s_then_reports_unreachable(redis_url):
 	client = redis.Redis.from_url(redis_url, socket_timeout=2)
 	reply = protocol.call(client, protocol.PING)
 	assert reply.outcome == "unreachable"
+	assert reply.round_trip_ms >= 4900
 
 
 def test_ping_from_the_caller_has_null_content_and_no_site(r):
