@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 
 from btu import protocol
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
+from btu.scheduler_daemon.dispatcher import RpcDispatcher
+from btu.scheduler_daemon.listener import CommandRejected
 from btu.scheduler_daemon.log import configure
+from btu.scheduler_daemon.reconcile import Reconciler
+from btu.scheduler_daemon.state import State
 
 
 def register(subparsers) -> None:
@@ -26,6 +31,10 @@ def register(subparsers) -> None:
 	parser.set_defaults(handler=run)
 
 
+def utc_now() -> datetime:
+	return datetime.now(timezone.utc)
+
+
 def run(args) -> int:
 	try:
 		config = load_config(args)
@@ -35,17 +44,11 @@ def run(args) -> int:
 	except (ConfigError, BenchError, ValueError) as exc:
 		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
-	from btu.scheduler_daemon.dispatcher import RpcDispatcher
-	from btu.scheduler_daemon.listener import CommandRejected
-	from btu.scheduler_daemon.reconcile import Reconciler
-	from btu.scheduler_daemon.state import State
 
-	def wake():
+	def wake() -> None:
 		client.publish(protocol.WAKE_CHANNEL, "resync")
 
-	from datetime import datetime, timezone
-
-	reconciler = Reconciler(bench.path, State(client), config.executor, lambda: datetime.now(timezone.utc), wake)
+	reconciler = Reconciler(bench.path, State(client), config.executor, utc_now, wake)
 	try:
 		if args.schedule or args.site:
 			site = RpcDispatcher(reconciler).resolve_site(args.site)
