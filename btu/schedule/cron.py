@@ -20,6 +20,7 @@ from __future__ import annotations
 import calendar
 from bisect import bisect_left
 from datetime import date
+from functools import lru_cache
 
 from croniter import croniter
 
@@ -192,6 +193,12 @@ class CronExpression:
 
 	def matches(self, wall: int) -> bool:
 		return self.next_match(wall, wall + 1) == wall
+
+
+@lru_cache(maxsize=4096)
+def compile_cron(text: str) -> CronExpression:
+	"""The CronExpression of `text`, shared: thousands of schedules usually use a handful of expressions."""
+	return CronExpression(text)
 
 
 def _normalise(field: str, text: str, name: str, part: str) -> str:

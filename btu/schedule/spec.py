@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Mapping
 
-from btu.schedule.cron import CronExpression
+from btu.schedule.cron import CronExpression, compile_cron
 from btu.schedule.errors import ScheduleError
 from btu.schedule.frequency import HELPERS, frequency_to_cron, whole_number
 from btu.schedule.rules import CronRule, IntervalRule, OnceRule
@@ -106,7 +106,7 @@ class ScheduleSpec:
 		self._clock: ZoneClock = clock_for(self.zone)
 		self._expr: CronExpression | None = None
 		if kind == "cron":
-			self._expr = CronExpression(cron or "")
+			self._expr = compile_cron(cron or "")
 			self._rule = CronRule(self._expr, self._clock)
 		elif kind == "interval":
 			if not every or every < 1 or origin is None:

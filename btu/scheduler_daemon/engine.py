@@ -35,7 +35,7 @@ from btu.schedule import ScheduleSpec
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
-from btu.scheduler_daemon.jobs import JobTemplate, build_job, queue_key, slot_text
+from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time, slot_text
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
@@ -47,7 +47,7 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingErro
 MAX_BACKOFF = 5.0
 
 
-# Compiled specs and templates, by their stored JSON. Bounded, so memory stays
+# Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
 # flat however many schedules there are; a miss costs one JSON parse.
 CACHE_SIZE = 10_000
 
@@ -55,11 +55,6 @@ CACHE_SIZE = 10_000
 @lru_cache(maxsize=CACHE_SIZE)
 def load_spec(fingerprint: str, spec_json: str) -> ScheduleSpec:
 	return ScheduleSpec.from_dict(json.loads(spec_json))
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def load_template(job_json: str) -> JobTemplate:
-	return JobTemplate.from_dict(json.loads(job_json))
 
 
 class Clock:
@@ -96,6 +91,10 @@ class Scheduler:
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = 0.0
 		self.next_status = 0.0
+		self.load_shape = lru_cache(maxsize=CACHE_SIZE)(self._make_shape)
+
+	def _make_shape(self, job_json: str, site: str) -> JobShape:
+		return JobShape(self.redis, JobTemplate.from_dict(json.loads(job_json)), site)
 
 	# -- process ----------------------------------------------------------------
 
@@ -245,6 +244,7 @@ class Scheduler:
 		now = from_ms(now_ms)
 		grace = timedelta(seconds=self.config.misfire_grace_secs)
 		rows = self.state.read([(site, schedule) for site, schedule, _ in entries])
+		enqueued_at = self.clock.now()
 		items: list[FireItem] = []
 		for (site, schedule, _), row in zip(entries, rows):
 			if not row.get("cursor") or not row.get("spec"):
@@ -252,14 +252,13 @@ class Scheduler:
 				continue
 			try:
 				spec = load_spec(row["fingerprint"], row["spec"])
-				template = load_template(row["job"])
+				shape = self.load_shape(row["job"], site)
 				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace)
-				enqueued_at = self.clock.now()
 				jobs = []
 				for slot in plan.fire:
 					fire_at = spec.fire_time(slot)
-					identifier, mapping = build_job(self.redis, template, site, schedule, slot, fire_at, enqueued_at)
-					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), identifier, f"rq:job:{identifier}", queue_key(template.queue), mapping))
+					data = shape.data(shape.kwargs(schedule, slot, fire_at, enqueued_at))
+					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(site, schedule, slot), shape, shape.description(schedule, slot), data))
 				finished = plan.finished or plan.next_cursor is None
 				items.append(
 					FireItem(
@@ -282,7 +281,7 @@ class Scheduler:
 				self.redis.hincrby(protocol.counters_key(site), "failed_enqueue", 1)
 		if not items:
 			return
-		results = self.state.fire(self.lease.value or "", items)
+		results = self.state.fire(self.lease.value or "", rq_time(enqueued_at), items)
 		if results is None:
 			self.lease.lost()
 			self.leader_since = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from btu import protocol
 from btu.scheduler_daemon import scripts
-from btu.scheduler_daemon.jobs import QUEUES_KEY
+from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY, JobShape
 
 RECENT_FIRES = 200
 STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paused", "finished")
@@ -60,9 +60,9 @@ class FireJob:
 	slot_ms: int
 	fire_at_ms: int
 	job_id: str
-	job_key: str
-	queue_key: str
-	mapping: dict
+	shape: JobShape
+	description: str
+	data: bytes
 
 
 @dataclass
@@ -77,25 +77,35 @@ class FireItem:
 	expired: int
 	jobs: list[FireJob]
 
-	def args(self) -> list:
-		out = [
-			protocol.due_member(self.site, self.schedule),
-			protocol.schedule_key(self.site, self.schedule),
-			protocol.recent_fires_key(self.site),
-			protocol.counters_key(self.site),
-			self.expected_cursor,
-			self.next_cursor,
-			self.next_fire_at,
-			"1" if self.overlap_skip else "0",
-			self.skipped,
-			self.expired,
-			len(self.jobs),
+
+def fire_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
+	"""The fire script's ARGV: each job shape once, then the items with only what differs per job."""
+	shapes: dict[int, int] = {}
+	shape_args: list = []
+	item_args: list = []
+	for item in items:
+		item_args += [
+			protocol.due_member(item.site, item.schedule),
+			protocol.schedule_key(item.site, item.schedule),
+			protocol.recent_fires_key(item.site),
+			protocol.counters_key(item.site),
+			item.expected_cursor,
+			item.next_cursor,
+			item.next_fire_at,
+			"1" if item.overlap_skip else "0",
+			item.skipped,
+			item.expired,
+			len(item.jobs),
 		]
-		for job in self.jobs:
-			out += [job.slot_ms, job.fire_at_ms, job.job_id, job.job_key, job.queue_key, len(job.mapping)]
-			for field, value in job.mapping.items():
-				out += [field, value]
-		return out
+		for job in item.jobs:
+			number = shapes.get(id(job.shape))
+			if number is None:
+				number = shapes[id(job.shape)] = len(shapes) + 1
+				shape_args += [job.shape.queue_key, len(job.shape.fields)]
+				for field, value in job.shape.fields.items():
+					shape_args += [field, value]
+			item_args += [job.slot_ms, job.fire_at_ms, job.job_id, number, job.description, job.data]
+	return [lease_value, RECENT_FIRES, JOB_KEY_PREFIX, stamp, len(shapes), *shape_args, len(items), *item_args]
 
 
 class State:
@@ -201,12 +211,9 @@ class State:
 			out.append({field: (v.decode() if isinstance(v, bytes) else v) for field, v in zip(STATE_FIELDS, values)})
 		return out
 
-	def fire(self, lease_value: str, items: list[FireItem]) -> list | None:
-		"""Run the fire script; None when the lease is no longer ours."""
-		args: list = [lease_value, RECENT_FIRES, len(items)]
-		for item in items:
-			args += item.args()
-		raw = self._fire(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, QUEUES_KEY], args=args)
+	def fire(self, lease_value: str, stamp: str, items: list[FireItem]) -> list | None:
+		"""Run the fire script; None when the lease is no longer ours. `stamp`: the jobs' enqueued_at (rq's format)."""
+		raw = self._fire(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, QUEUES_KEY], args=fire_args(lease_value, stamp, items))
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
 		return raw
