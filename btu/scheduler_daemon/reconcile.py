@@ -27,6 +27,7 @@ from btu.scheduler_daemon.state import State, Upsert
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+APPLY_CHUNK = 1000
 
 
 def to_ms(moment: datetime) -> int:
@@ -93,7 +94,7 @@ class Reconciler:
 		self.wake = wake  # callable telling every process the state changed
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
-		self.seen: dict[str, dict[str, str]] = {}  # site -> schedule -> row version compiled
+		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
 		self.generation: str | None = None
 		self.unreachable: set[str] = set()
 		self.served: set[str] = set()
@@ -166,7 +167,7 @@ class Reconciler:
 				self.state.hold_site(site.name)
 		seen = self.seen.setdefault(site.name, {})
 		context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}"
-		enabled = {name: f"{version}|{context}" for name, (version, on) in versions.items() if on}
+		enabled = {name: (version, context) for name, (version, on) in versions.items() if on}
 		in_state = self.state.names(site.name) if names is None else set(names)
 		for name in (in_state | set(seen)) - set(enabled):
 			if names is None or name in names:
@@ -197,11 +198,15 @@ class Reconciler:
 		}
 
 	def apply(self, site: Site, db: SiteDatabase, names: list[str], system_tz: str | None, *, active: bool, versions) -> None:
-		rows = []
-		for start in range(0, len(names), 500):
-			rows += db.schedules(names[start : start + 500])
+		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
-		logged = db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
+		for start in range(0, len(names), APPLY_CHUNK):
+			rows = db.schedules(names[start : start + APPLY_CHUNK])
+			logged = db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
+			self.apply_rows(site, rows, logged, system_tz, active=active, versions=versions)
+		self.wake()
+
+	def apply_rows(self, site: Site, rows: list[dict], logged: dict, system_tz: str | None, *, active: bool, versions) -> None:
 		now = self.clock()
 		invalid: dict[str, str] = {}
 		upserts: list[Upsert] = []
@@ -235,20 +240,17 @@ class Reconciler:
 					modified=str(row.get("modified")),
 				)
 			)
-		for start in range(0, len(upserts), 500):
-			batch = upserts[start : start + 500]
-			results = self.state.upsert_many(site.name, batch)
-			if logger.isEnabledFor(logging.INFO):
-				for entry, result in zip(batch, results):
-					if result != "same":
-						cursor = entry.new_cursor if result == "new" else entry.now_cursor
-						log_event(
-							logger, logging.INFO, "schedule_" + result, site=site.name, schedule=entry.name,
-							slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
-						)
+		results = self.state.upsert_many(site.name, upserts)
+		if logger.isEnabledFor(logging.INFO):
+			for entry, result in zip(upserts, results):
+				if result != "same":
+					cursor = entry.new_cursor if result == "new" else entry.now_cursor
+					log_event(
+						logger, logging.INFO, "schedule_" + result, site=site.name, schedule=entry.name,
+						slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
+					)
 		if invalid:
 			self.state.set_invalid(site.name, invalid, replace=False)
-		self.wake()
 
 	def remove(self, site: str, name: str, reason: str) -> None:
 		if self.state.remove(site, name):
