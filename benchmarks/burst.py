@@ -5,7 +5,7 @@ BTU: 10,000 Once schedules at the instant. Peers: the same 10,000 one-shot jobs 
 triggers with a Redis job store). Times are each job hash's `enqueued_at` minus the instant.
 RQ cron has no one-shot jobs and minute-precision cron only: shown as not able.
 
-    /tmp/v15/bin/python benchmarks/burst.py
+    scripts/benchmark burst
 """
 
 from __future__ import annotations

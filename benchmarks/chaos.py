@@ -13,7 +13,7 @@ Reported: duplicates (a job id pushed more than once; ids are deterministic per
 the window with no job for some schedule), and the worst fire lag (job hash `enqueued_at` -
 slot) in the 15 s after each failure.
 
-    /tmp/v15/bin/python benchmarks/chaos.py --minutes 10
+    scripts/benchmark chaos [--minutes 10] [--seed N]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What every benchmark shares: private services, dev benches with many schedules,
 a BTU scheduler process, /proc readings, percentiles, tables, JSON and plots.
 
-Run the scripts from the repository root with a Python that has BTU installed
-(e.g. /tmp/v15/bin/python benchmarks/burst.py); benchmarks/requirements.txt
-lists what only the benchmarks need.
+Run each with `scripts/benchmark NAME [ARGS]` (it makes .venv-bench with Frappe
+v15's pins and benchmarks/requirements.txt), or from the repository root with
+any Python that has both installed: `python benchmarks/NAME.py`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 CPU is utime+stime from /proc/<pid>/stat, as a percentage of one core. Each system runs on
 its own private Redis; the measurement starts after a settle time once the schedules are loaded.
 
-    /tmp/v15/bin/python benchmarks/idle.py --seconds 60
+    scripts/benchmark idle [--seconds 60]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each case asks one spec (parsed expression and zone transitions cached, as
 the scheduler keeps them) for next_slot() after 1,000 instants spread over
 2025-2026, round and round, and reports calls per second. Writes benchmarks/results/next_fire.json.
 
-Run: python benchmarks/next_fire.py [--seconds 1.0]
+Run: scripts/benchmark next_fire [--seconds 1.0]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and raw pipelined LPUSHes for the burst. The listener's dispatcher accepts
 every site and schedule and executes nothing: this measures the RPC path, not
 the engine.
 
-	python benchmarks/rpc.py [--pings 1000] [--burst 1000] [--rounds 5] [--drain-count 100]
+	scripts/benchmark rpc [--pings 1000] [--burst 1000] [--rounds 5] [--drain-count 100]
 
 Prints a table and writes benchmarks/results/rpc.json (only for the default
 drain count; other counts are for comparison).

@@ -6,7 +6,7 @@ counted (LLEN) over --seconds after a warm-up. Fires/s is what was pushed per se
 below N the scheduler is the bottleneck and that figure is its ceiling. RSS is VmRSS of the
 scheduler process from /proc at the end.
 
-    /tmp/v15/bin/python benchmarks/throughput.py --seconds 20
+    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000]
 """
 
 from __future__ import annotations
