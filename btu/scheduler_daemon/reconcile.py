@@ -160,11 +160,15 @@ class Reconciler:
 		if site.name in self.unreachable:
 			self.unreachable.discard(site.name)
 			log_event(logger, logging.INFO, "database_restored", site=site.name)
-		self.paused_sites.pop(site.name, None)
+		was_held = self.paused_sites.pop(site.name, None)
 		if held:
 			self.paused_sites[site.name] = held
+			if held != was_held:
+				log_event(logger, logging.WARNING, "site_held", site=site.name, reason=held, effect="its schedules do not fire; their cursors are kept")
 			if self.state.names(site.name):
 				self.state.hold_site(site.name)
+		elif was_held:
+			log_event(logger, logging.INFO, "site_resumed", site=site.name, reason=f"no longer held ({was_held})")
 		seen = self.seen.setdefault(site.name, {})
 		context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}"
 		enabled = {name: (version, context) for name, (version, on) in versions.items() if on}

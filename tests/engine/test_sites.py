@@ -87,6 +87,10 @@ def test_paused_and_disabled_sites_stop_firing_and_resume(engine_bench, processe
 			config_path.write_text(original)
 		wait_firing(r, site, resumed)
 	assert scheduler.alive()
+	log = scheduler.log()
+	held = [line for line in log.splitlines() if "site_held" in line]
+	assert len(held) == 3 and all(f"site={site}" in line for line in held), held
+	assert log.count("site_resumed") == 3
 
 
 def test_sites_added_and_removed_while_running(engine_bench, processes, r, db_settings, redis_url):
