@@ -5,7 +5,9 @@ and ``sites`` (bench's own test). A site is a real directory under ``sites/``
 with a ``site_config.json``. A site's configuration is
 ``common_site_config.json`` updated with its ``site_config.json``, then the
 ``FRAPPE_*`` environment overrides and defaults, as in
-``frappe.get_site_config``.
+``frappe.get_site_config``. The values the scheduler relies on (``redis_queue``,
+``workers``, ``db_port``) are checked as they are read: a `BenchError` names
+the file or variable, the key and the fix, instead of a traceback later.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 # frappe.utils.background_jobs.get_queues_timeout, in priority order.
 STANDARD_QUEUE_TIMEOUTS = {"short": 300, "default": 300, "long": 1500}
 DEFAULT_WORKER_TIMEOUT = 300
@@ -56,8 +59,77 @@ def read_json(path: Path) -> dict:
 	except ValueError as exc:
 		raise BenchError(f"{path}: not valid JSON ({exc}); fix the file") from exc
 	if not isinstance(data, dict):
-		raise BenchError(f"{path}: must hold a JSON object, found {type(data).__name__}")
+		raise BenchError(f"{path}: must hold a JSON object, found {json_type(data)}; fix the file")
 	return data
+
+
+def json_type(value) -> str:
+	"""What a JSON value is, in JSON's words."""
+	if value is None:
+		return "null"
+	if isinstance(value, bool):
+		return "true/false"
+	if isinstance(value, (int, float)):
+		return "a number"
+	return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def as_int(value) -> int | None:
+	"""`value` as Frappe's int() reads a config number (3306, "3306", 3306.0), else None."""
+	if isinstance(value, bool):
+		return None
+	if isinstance(value, float):
+		return int(value) if value.is_integer() else None
+	try:
+		return int(str(value).strip()) if isinstance(value, (int, str)) else None
+	except ValueError:
+		return None
+
+
+def check_redis_url(value, where: str) -> None:
+	if not isinstance(value, str) or not value.strip().lower().startswith(REDIS_URL_SCHEMES):
+		raise BenchError(
+			f"{where} = {value!r} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
+		)
+
+
+def check_common_config(path: Path, conf: dict) -> None:
+	"""Refuse the common_site_config.json values the scheduler would otherwise fail on later, deep in a loop."""
+	if os.environ.get("FRAPPE_REDIS_QUEUE"):
+		check_redis_url(os.environ["FRAPPE_REDIS_QUEUE"], "environment variable FRAPPE_REDIS_QUEUE")
+	elif conf.get("redis_queue") not in (None, ""):
+		check_redis_url(conf["redis_queue"], f"{path}: redis_queue")
+	workers = conf.get("workers")
+	if workers is None:
+		return
+	shape = 'an object such as {"long": {"timeout": 1500}}'
+	if not isinstance(workers, dict):
+		raise BenchError(f"{path}: workers must be {shape}, found {json_type(workers)}; fix the file")
+	for name, worker in workers.items():
+		if worker is None:
+			continue
+		if not isinstance(worker, dict):
+			raise BenchError(f"{path}: workers.{name} must be {shape}, found {json_type(worker)}; fix the file")
+		timeout = worker.get("timeout")
+		if timeout not in (None, "") and as_int(timeout) is None:
+			raise BenchError(f"{path}: workers.{name}.timeout = {timeout!r} is not a whole number of seconds; fix the file")
+
+
+def check_site_config(name: str, site_path: Path, common_path: Path, own: dict, config: dict) -> None:
+	"""Refuse a site's db_port that is not a port, naming the file (or variable) it came from."""
+	port = config.get("db_port")
+	if port in (None, ""):
+		return
+	number = as_int(port)
+	if number is None or not 0 < number < 65536:
+		if os.environ.get("FRAPPE_DB_PORT"):
+			where = "environment variable FRAPPE_DB_PORT"
+		else:
+			where = str(site_path / "site_config.json" if "db_port" in own else common_path)
+		raise BenchError(
+			f"site {name!r}: db_port = {port!r} in {where} is not a port number; give an integer from 1 to 65535, "
+			"or remove the key for the default"
+		)
 
 
 @dataclass(frozen=True)
@@ -101,9 +173,14 @@ class Bench:
 	@classmethod
 	def load(cls, path: str | os.PathLike | None = None) -> "Bench":
 		bench_path = Path(path).resolve() if path else find_bench()
+		if not bench_path.exists():
+			raise BenchError(f"{bench_path} does not exist: pass --bench DIR with the path of a Frappe bench")
 		if not (bench_path / "sites").is_dir():
 			raise BenchError(f"{bench_path} has no sites/ directory: is it a Frappe bench? pass --bench DIR")
-		return cls(bench_path, read_json(bench_path / "sites" / "common_site_config.json"))
+		common_path = bench_path / "sites" / "common_site_config.json"
+		common = read_json(common_path)
+		check_common_config(common_path, common)
+		return cls(bench_path, common)
 
 	@property
 	def sites_path(self) -> Path:
@@ -125,7 +202,7 @@ class Bench:
 		if isinstance(workers, dict):
 			for name, worker in workers.items():
 				timeout = worker.get("timeout") if isinstance(worker, dict) else None
-				timeouts[name] = int(timeout or DEFAULT_WORKER_TIMEOUT)
+				timeouts[name] = as_int(timeout) or DEFAULT_WORKER_TIMEOUT  # Bench.load refused the ones that are not numbers
 		return timeouts
 
 	def queue_name(self, queue_type: str) -> str:
@@ -171,9 +248,11 @@ class Bench:
 		path = self.sites_path / name
 		if not (path / "site_config.json").exists():
 			raise BenchError(f"site {name!r}: {path / 'site_config.json'} does not exist")
+		own = read_json(path / "site_config.json")
 		config = dict(self.common_config)
-		config.update(read_json(path / "site_config.json"))
+		config.update(own)
 		apply_env_overrides(config)
+		check_site_config(name, path, self.sites_path / "common_site_config.json", own, config)
 		return Site(name, path, config)
 
 	def sites(self) -> list[Site]:

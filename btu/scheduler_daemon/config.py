@@ -248,9 +248,12 @@ def parse_number(setting: Setting, value: Any, source: str, from_text: bool) -> 
 	return number
 
 
-def unknown_key(key: str, source: str) -> ConfigError:
+def unknown_key(key: str, source: str, value: Any = None) -> ConfigError:
 	close = difflib.get_close_matches(key.lower(), SETTINGS_BY_KEY, n=1)
 	hint = f" (did you mean {close[0]}?)" if close else ""
+	if isinstance(value, dict):
+		# A [section] header: the keys below it are read as the section's, not as settings.
+		hint = f" (a [{key}] section: the file takes its keys at the top level, so remove the [{key}] line)"
 	return ConfigError(
 		f"unknown configuration key {key!r} (from {source}){hint}; known keys: {', '.join(SETTINGS_BY_KEY)}"
 	)
@@ -308,7 +311,7 @@ def load_config(args: argparse.Namespace | None = None, environ: dict[str, str] 
 		for key, value in table.items():
 			setting = SETTINGS_BY_KEY.get(key)
 			if setting is None:
-				raise unknown_key(key, source)
+				raise unknown_key(key, source, value)
 			values[key] = convert(setting, value, source, from_text=False)
 			sources[key] = source
 

@@ -106,8 +106,20 @@ class SiteDatabase:
 				except Exception as exc:  # driver errors differ between PyMySQL and psycopg2
 					self.close_unlocked()
 					if attempt == 2:
-						raise DatabaseError(f"site {self.site.name}: database {self.site.db_params['database']}: {exc}") from exc
+						raise DatabaseError(
+							f"site {self.site.name}: {self.target()}: {exc}; check that the server runs and the site's "
+							"db_host, db_port, db_name and db_password"
+						) from exc
 		raise AssertionError("unreachable")
+
+	def target(self) -> str:
+		"""Which database on which server, for messages; never raises (the config may be what is wrong)."""
+		try:
+			params = self.site.db_params
+		except (TypeError, ValueError):
+			return f"database {self.site.config.get('db_name')}"
+		server = params["socket"] or f"{params['host']}:{params['port']}"
+		return f"database {params['database']} at {server}"
 
 	def close_unlocked(self) -> None:
 		if self._connection is not None:

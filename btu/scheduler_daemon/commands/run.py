@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
-from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
-from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
-from btu.scheduler_daemon.log import configure
+from btu.scheduler_daemon.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config, mask_url
+from btu.scheduler_daemon.log import configure, log_event
+
+logger = logging.getLogger("btu.scheduler")
 
 
 def register(subparsers) -> None:
@@ -32,7 +36,32 @@ def run(args) -> int:
 	except (ConfigError, BenchError) as exc:
 		print(f"btu-scheduler run: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
+	log_startup(args, config, bench)
 	from btu.scheduler_daemon.engine import Scheduler
 
 	Scheduler(config, bench.path).serve()
 	return EXIT_OK
+
+
+def redis_origin(config, bench) -> tuple[str, str]:
+	"""The Redis URL the scheduler uses (masked) and where it came from, so an outage log says what to fix."""
+	if config.redis_url:
+		return mask_url(config.redis_url), config.sources["redis_url"]
+	if os.environ.get("FRAPPE_REDIS_QUEUE"):
+		return mask_url(bench.redis_queue_url), "environment variable FRAPPE_REDIS_QUEUE"
+	common = bench.sites_path / "common_site_config.json"
+	if bench.common_config.get("redis_queue"):
+		return mask_url(bench.redis_queue_url), f"redis_queue of {common}"
+	return DEFAULT_REDIS_QUEUE, f"Frappe's default (no redis_queue in {common})"
+
+
+def log_startup(args, config, bench) -> None:
+	url, origin = redis_origin(config, bench)
+	log_event(logger, logging.INFO, "scheduler_config", redis=url, redis_from=origin, config_file=config.config_file, config_file_found=config.config_file_found)
+	named_by = "flag --config" if getattr(args, "config", None) else (f"env {CONFIG_PATH_ENV}" if os.environ.get(CONFIG_PATH_ENV) else None)
+	if named_by and not config.config_file_found:
+		# A missing default file is normal; a file someone named is probably a typo whose settings are not applied.
+		log_event(
+			logger, logging.WARNING, "config_file_missing", path=config.config_file, named_by=named_by,
+			effect="not read: defaults, BTU_SCHEDULER_* variables and flags apply; fix the path",
+		)
