@@ -23,6 +23,7 @@ KINDS = ("cron", "interval", "once")
 CATCH_UP_POLICIES = ("fire_once", "skip", "fire_all")
 OVERLAP_POLICIES = ("allow", "skip")
 UNITS = {"Seconds": 1, "Minutes": 60, "Hours": 3600, "Days": 86400}
+MAX_INTERVAL = 100 * 366 * 86400  # seconds; beyond it slots leave datetime's range (year 9999)
 FREQUENCIES = HELPERS + ("Cron Style", "Interval", "Once")
 # plan() enumerates at most this many cron slots to count a backlog.
 COUNT_BUDGET = 10_000
@@ -128,6 +129,14 @@ class ScheduleSpec:
 			return default if value is None or value == "" else value
 
 		system_zone = (system_time_zone or "").strip() or FRAPPE_DEFAULT_ZONE
+		if get("time_zone") is None and system_time_zone:
+			try:
+				parse_zone(system_zone)
+			except ScheduleError:
+				raise ScheduleError(
+					"time_zone", "", f"is empty and the site's System Settings time_zone {system_zone!r} is not a known zone; "
+					"set this schedule's time_zone or fix System Settings"
+				) from None
 		zone = parse_zone(get("time_zone"), system_zone)
 		clock = clock_for(zone)
 		frequency = get("run_frequency", "Daily")
@@ -153,6 +162,8 @@ class ScheduleSpec:
 			unit = get("every_unit", "Minutes")
 			if unit not in UNITS:
 				raise ScheduleError("every_unit", unit, f"must be one of {', '.join(UNITS)}")
+			if every * UNITS[unit] > MAX_INTERVAL:
+				raise ScheduleError("every", every, f"{unit} is more than 100 years; use a Yearly or Once schedule")
 			if start is not None:
 				origin = start
 			else:

@@ -50,8 +50,9 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 	queue_type = (row.get("queue_name") or row.get("task_queue_name") or "default").strip()
 	timeouts = bench.queue_timeouts
 	if queue_type not in timeouts:
+		owner = "" if (row.get("queue_name") or "").strip() else f"task {row['task']}: "
 		raise RowError(
-			f"queue_name {queue_type!r}: not a queue of this bench; use one of {', '.join(timeouts)} "
+			f"{owner}queue_name {queue_type!r}: not a queue of this bench; use one of {', '.join(timeouts)} "
 			"(custom queues come from the workers key of common_site_config.json)"
 		)
 	arguments = parse_json_object("arguments", row.get("task_arguments"), f"task {row['task']}")
@@ -97,7 +98,8 @@ class Reconciler:
 		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
 		self.summaries: dict[str, tuple] = {}  # site -> (table checksum, site context) at its last full reconcile
 		self.generation: str | None = None
-		self.unreachable: set[str] = set()
+		self.unreachable: set[str] = set()  # sites whose database does not answer
+		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
 		self.served: set[str] = set()
 		self.paused_sites: dict[str, str] = {}
 		self.lock = threading.RLock()
@@ -134,11 +136,18 @@ class Reconciler:
 				try:
 					site = self.bench.site(name)
 				except BenchError as exc:
-					log_event(logger, logging.ERROR, "site_unreadable", site=name, error=str(exc))
+					# Kept like an unreachable database: firing goes on from the Redis state.
+					if self.unreadable.get(name) != str(exc):
+						log_event(logger, logging.ERROR, "site_unreadable", site=name, error=str(exc), effect="firing continues from the Redis state")
+					self.unreadable[name] = str(exc)
 					continue
+				if self.unreadable.pop(name, None):
+					log_event(logger, logging.INFO, "site_readable", site=name)
 				if self.reconcile_site(site):
 					served.add(name)
-			for gone in self.state.sites() - served - self.unreachable:
+			for gone in set(self.unreadable) - set(self.bench.site_names()):
+				del self.unreadable[gone]
+			for gone in self.state.sites() - served - self.unreachable - set(self.unreadable):
 				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
 				self.state.purge_site(gone)
 				self.seen.pop(gone, None)
@@ -158,7 +167,9 @@ class Reconciler:
 			if names is None:
 				# Most reconciles find nothing changed: one checksum query instead of every row's version.
 				summary = (self.table_summary(db), context)
-				unchanged = site.name in self.seen and self.summaries.get(site.name) == summary
+				# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
+				retry = self.state.invalid_names(site.name)
+				unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
 				self.summaries[site.name] = summary
 			versions = {} if names is None and unchanged else self.row_versions(db, names)
 		except DatabaseError as exc:
@@ -187,7 +198,7 @@ class Reconciler:
 			if names is None or name in names:
 				self.remove(site.name, name, reason="disabled or deleted")
 		if names is None:
-			changed = [name for name, version in enabled.items() if seen.get(name) != version]
+			changed = [name for name, version in enabled.items() if seen.get(name) != version or name in retry]
 		else:
 			changed = [name for name in names if name in enabled]
 		if changed:
@@ -244,8 +255,8 @@ class Reconciler:
 				spec, template = compile_row(row, self.bench, self.executor, system_tz)
 				new_cursor = spec.next_slot(parse_logged_slot(logged.get(name)) or now)
 				now_cursor = spec.next_slot(now)
-			except (ScheduleError, RowError) as exc:
-				invalid[name] = str(exc)
+			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
+				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=str(exc))
 				self.state.remove(site.name, name)
 				continue

@@ -185,6 +185,9 @@ class State:
 				pipe.hset(key, mapping=invalid)
 			pipe.execute()
 
+	def invalid_names(self, site: str) -> set[str]:
+		return {n.decode() if isinstance(n, bytes) else n for n in self.redis.hkeys(protocol.invalid_rows_key(site))}
+
 	def clear_invalid(self, site: str, name: str) -> None:
 		self.redis.hdel(protocol.invalid_rows_key(site), name)
 

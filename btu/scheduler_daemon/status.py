@@ -71,7 +71,8 @@ def leader(redis_conn) -> dict | None:
 
 def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
 	now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
-	sites = sorted(_text(s) for s in redis_conn.smembers(protocol.SITES_KEY))
+	# A site that could not be read or reached since start is not in the state yet; it is listed all the same.
+	sites = sorted({_text(s) for s in redis_conn.smembers(protocol.SITES_KEY)} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
 	# The head of the due set holds the soonest fires of every site; reading
 	# all of it would cost the leader CPU at 100,000 schedules.
@@ -122,6 +123,8 @@ def site_health(reconciler) -> dict:
 		health.setdefault(site, {})["paused_reason"] = reason
 	for site in reconciler.unreachable:
 		health.setdefault(site, {})["database"] = "unreachable"
+	for site, error in reconciler.unreadable.items():
+		health.setdefault(site, {})["site_config"] = f"unreadable: {error}"
 	return health
 
 
@@ -136,6 +139,6 @@ def stored_health(redis_conn) -> dict:
 		return {}
 	sites = json.loads(stored).get("sites", {})
 	return {
-		site: {k: v for k, v in entry.items() if k in ("paused_reason", "database")}
+		site: {k: v for k, v in entry.items() if k in ("paused_reason", "database", "site_config")}
 		for site, entry in sites.items()
 	}

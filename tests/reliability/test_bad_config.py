@@ -138,14 +138,6 @@ def test_unreadable_site_configs_cost_only_their_sites(engine_bench, processes, 
 			configs[site].write_text(text)
 
 
-@pytest.mark.xfail(
-	strict=True,
-	reason=(
-		"reconcile.Reconciler.full leaves a site whose site_config.json cannot be read out of `served` and then purges it "
-		"as site_dropped (state, cursors, counters, recent fires): it stops firing, and the slots missed meanwhile never "
-		"fire, even with fire_all; it should be kept like a site whose database is unreachable"
-	),
-)
 def test_site_config_broken_while_running_keeps_the_site(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name

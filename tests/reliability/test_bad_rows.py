@@ -19,7 +19,7 @@ import pytest
 from btu import protocol
 from btu.scheduler_daemon import devbench
 from btu.scheduler_daemon.devbench_data import SiteData
-from tests.engine.helpers import ONE_SECOND, SchedulerProcess, cli, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
+from tests.engine.helpers import ONE_SECOND, SchedulerProcess, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
 from tests.reliability.helpers import site_job_ids
 
 BAD_SITE = "site1.localhost"  # every bad row, and one good schedule
@@ -151,25 +151,6 @@ CASES = [
 		touch_modified=False,
 	),
 ]
-XFAIL_REPORTED = {
-	"task-unknown-queue": (
-		"reconcile.compile_row says \"queue_name 'nosuch'\" whether the value is the schedule's or its task's, so a "
-		"schedule with an empty queue_name looks fine in the Desk; it should say \"task BTU-... queue_name\""
-	),
-}
-XFAIL_FIXED = {
-	"fixed-by-bare-update": (
-		"reconcile.Reconciler.reconcile_site recompiles a row only when `modified` (or its task's) changed, so a bad row "
-		"fixed by an UPDATE that leaves `modified` alone stays invalid until `btu-scheduler resync` or a restart"
-	),
-}
-
-
-def params(xfails: dict[str, str]) -> list:
-	return [
-		pytest.param(case, id=case.id, marks=[pytest.mark.xfail(strict=True, reason=xfails[case.id])] if case.id in xfails else [])
-		for case in CASES
-	]
 
 
 class BadRowsRun:
@@ -272,7 +253,7 @@ class BadRowsRun:
 					with data.conn.cursor() as cur:
 						assignments = ", ".join(f"`{column}`=%s" for column in columns)
 						cur.execute(f"UPDATE `tabBTU Task Schedule` SET {assignments} WHERE name=%s", (*columns.values(), name))
-		expected = {self.names[case.id] for case in CASES if case.id not in XFAIL_FIXED}
+		expected = {self.names[case.id] for case in CASES}
 		self.wait(lambda: expected <= set(self.fired()), 20, "every fixed row fires")
 		return set(self.fired())
 
@@ -306,7 +287,7 @@ def run(redis_server, db_settings, tmp_path_factory):
 		devbench.drop_dev_bench(path, db_root_user=db_settings["db_root_user"], db_root_password=db_settings["db_root_password"])
 
 
-@pytest.mark.parametrize("case", params(XFAIL_REPORTED))
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_bad_row_is_listed_with_its_field_and_fix(run, case):
 	name = run.names[case.id]
 	invalid = run.reported()["sites"][BAD_SITE]["invalid"]
@@ -324,52 +305,25 @@ def test_unknown_system_time_zone_holds_only_the_schedules_that_rely_on_it(run):
 	run.wait(lambda: len(run.fired(ZONE_SITE).get(run.good[ZONE_SITE], [])) >= 2, 10, "the schedule with its own zone fires")
 
 
-@pytest.mark.xfail(
-	strict=True,
-	reason=(
-		"btu/schedule/spec.py ScheduleSpec.from_row reports a bad System Settings zone as the schedule's "
-		"\"time_zone 'Mars/Base'\" although the schedule's time_zone is empty: it should name System Settings"
-	),
-)
 def test_unknown_system_time_zone_is_named_as_the_sites(run):
 	run.reported()
 	run.wait(lambda: run.zone_less in run.invalid(ZONE_SITE), 10, "the zone-less schedule is listed")
 	assert "System Settings" in run.invalid(ZONE_SITE)[run.zone_less]
 
 
-@pytest.mark.xfail(
-	strict=True,
-	reason=(
-		"reconcile.Reconciler.apply_rows catches only ScheduleError/RowError: the ValueError of a slot past year 9999 "
-		"(Interval of 2147483647 days) aborts the reconcile of the site's chunk and of the sites after it; and as `seen` was "
-		"already updated, the site's rows are never retried: its valid schedule never loads"
-	),
-)
 def test_slot_past_year_9999_is_one_invalid_row_not_a_lost_site(run):
 	run.reported()
 	run.wait(lambda: run.good[OVERFLOW_SITE] in run.fired(OVERFLOW_SITE), 3, "the valid schedule of the site fires")
 	assert "every" in run.invalid(OVERFLOW_SITE).get(run.overflow, "")
 
 
-@pytest.mark.parametrize("case", params(XFAIL_FIXED))
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_fixed_row_fires(run, case):
 	fired = run.fix()
 	name = run.names[case.id]
-	if case.id in XFAIL_FIXED:
-		time.sleep(1.5)  # more full reconciles than the other fixes needed
-		fired = set(run.fired())
 	assert name in fired, f"{case.id}: {name} did not fire after its fix"
 	assert name not in run.invalid(BAD_SITE), "still listed as invalid after the fix"
 
-
-def test_row_fixed_by_bare_update_fires_after_resync(run):
-	"""The workaround while the bare UPDATE goes unnoticed: `btu-scheduler resync` recompiles every row."""
-	run.fix()
-	name = run.names["fixed-by-bare-update"]
-	done = cli(run.bench.path, "resync", "--site", BAD_SITE)
-	assert done.returncode == 0, done.stderr
-	run.wait(lambda: name in run.fired(), 10, "the row fixed by a bare UPDATE fires after resync")
-	assert name not in run.invalid(BAD_SITE)
 
 
 def test_valid_schedules_kept_firing_throughout(run):

@@ -92,14 +92,6 @@ def test_database_unreachable_at_start(engine_bench, processes, r, db_settings):
 		proxy.down()
 
 
-@pytest.mark.xfail(
-	strict=True,
-	reason=(
-		"status.build lists only the sites in btu:sites, which a site joins at its first upsert: a site whose database "
-		"was unreachable since start (in Reconciler.unreachable, so in site_health) or whose site_config.json cannot be "
-		"read (not tracked at all) is missing from `btu-scheduler status`"
-	),
-)
 @pytest.mark.parametrize("broken", ["database-unreachable", "site-config-unreadable"])
 def test_status_names_a_site_it_cannot_serve_from_start(engine_bench, processes, r, broken):
 	bench, data = engine_bench("site1.localhost", "site2.localhost")
