@@ -33,6 +33,7 @@ import redis
 from btu import protocol
 from btu.schedule import ScheduleSpec
 from btu.scheduler_daemon import status
+from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time, slot_text
@@ -176,7 +177,7 @@ class Scheduler:
 				while not stop.is_set():
 					if pubsub.get_message(timeout=5.0):
 						self.wake.set()
-			except REDIS_ERRORS:
+			except (*REDIS_ERRORS, BenchError):  # BenchError: the bench's Redis settings are being edited; retry
 				stop.wait(backoff)
 				backoff = min(backoff * 2, MAX_BACKOFF)
 			finally:
