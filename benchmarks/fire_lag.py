@@ -84,7 +84,8 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 			worker = popen([str(BIN / "rq"), "worker", "--url", server.url, "-w", "rq.worker.SimpleWorker", bench.bench.queue_name("default")], log_dir / "btu-worker.log")
 		else:
 			observer = Observer(r, bench.queue).start()
-		t0 = math.ceil(time.time()) + 2
+		# Schedule i's cron fires at seconds congruent to i mod stagger, so the first slot must be a multiple of it.
+		t0 = math.ceil((time.time() + 2) / stagger) * stagger
 		end = t0 + seconds
 		time.sleep(end + 2 - time.time())
 		common.stop(scheduler)
