@@ -1,10 +1,10 @@
 """Fire lag: BTU against its peers doing the same work, each on a fresh private Redis.
 
 Scenarios:
-- `100x1s`: 100 schedules due every second (100 fires/s), for --seconds (default 30);
+- `100x1s`: 100 schedules due every second (100 fires/s), for --seconds (default 25);
   a SimpleWorker runs the jobs, so lag is shown to enqueue and to the worker's start.
 - `10kx10s`: 10,000 schedules every 10 s, staggered by second (1,000 fires/s), for
-  --seconds-10k (default 15); no worker (jobs are popped and their hashes read as they
+  --seconds-10k (default 12); no worker (jobs are popped and their hashes read as they
   arrive), except RQ's own scheduler, which only runs inside a worker.
 
 Lag of a slot = (first fire of its schedule at or after the slot) - slot, with the fire
@@ -15,7 +15,7 @@ slot on (fewer fires than slots: the system coalesced or dropped slots).
 The defaults keep the whole run (7 systems, 2 scenarios) within 10 minutes on 2 cores;
 `--systems btu --seconds 300` is the 5-minute run for BTU alone.
 
-    scripts/benchmark fire_lag [--seconds 30] [--seconds-10k 15] [--systems btu,aps]
+    scripts/benchmark fire_lag [--seconds 25] [--seconds-10k 12] [--systems btu,aps]
 """
 
 from __future__ import annotations
@@ -192,8 +192,8 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-	parser.add_argument("--seconds", type=float, default=30, help="duration of the 100x1s scenario per system (default 30)")
-	parser.add_argument("--seconds-10k", type=float, default=15, help="duration of the 10kx10s scenario per system (default 15)")
+	parser.add_argument("--seconds", type=float, default=25, help="duration of the 100x1s scenario per system (default 25)")
+	parser.add_argument("--seconds-10k", type=float, default=12, help="duration of the 10kx10s scenario per system (default 12)")
 	parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
 	parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}")
 	args = parser.parse_args()
