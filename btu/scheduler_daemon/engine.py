@@ -258,8 +258,8 @@ class Scheduler:
 				jobs = []
 				for slot in plan.fire:
 					fire_at = spec.fire_time(slot)
-					data = shape.data(shape.kwargs(schedule, slot, fire_at, enqueued_at))
-					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(site, schedule, slot), shape, shape.description(schedule, slot), data))
+					description, data = shape.fire_fields(schedule, slot, fire_at, enqueued_at)
+					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(site, schedule, slot), shape, description, data))
 				finished = plan.finished or plan.next_cursor is None
 				items.append(
 					FireItem(

@@ -176,16 +176,15 @@ class JobShape:
 		packer = zlib.compressobj(0, zlib.DEFLATED, 9, 1)
 		return packer.compress(self.serializer.dumps((self.func_name, None, self.args, kwargs))) + packer.flush()
 
+	def fire_fields(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> tuple[str, bytes]:
+		"""The `description` and `data` of one fire; the fire script adds them to `fields` with the time stamps."""
+		return self.description(schedule, slot), self.data(self.kwargs(schedule, slot, fire_at, enqueued_at))
+
 	def mapping(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> dict:
-		"""The job's whole hash for one fire (what the fire script writes)."""
+		"""The job's whole hash for one fire, as the fire script writes it."""
 		stamp = rq_time(enqueued_at)
-		return {
-			**self.fields,
-			"created_at": stamp,
-			"enqueued_at": stamp,
-			"description": self.description(schedule, slot),
-			"data": self.data(self.kwargs(schedule, slot, fire_at, enqueued_at)),
-		}
+		description, data = self.fire_fields(schedule, slot, fire_at, enqueued_at)
+		return {**self.fields, "created_at": stamp, "enqueued_at": stamp, "description": description, "data": data}
 
 	def reference(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> dict:
 		"""The same hash made the slow way, through a whole rq Job (what tests compare `mapping` with)."""

@@ -257,7 +257,7 @@ class Reconciler:
 				now_cursor = spec.next_slot(now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
-				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=str(exc))
+				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
 				self.state.remove(site.name, name)
 				continue
 			specs[name] = spec
