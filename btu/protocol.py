@@ -162,6 +162,10 @@ def process_key(process_id: str) -> str:
 # One sorted set for every site: member "<site>|<schedule>", score = the fire
 # time in epoch milliseconds. Site names never contain "|".
 DUE_KEY = "btu:due"
+# Fires prepared ahead of their moment (job hash written, on no queue yet):
+# score = fire time in epoch ms, member = what the release step needs
+# (btu.scheduler_daemon.state.Prepared).
+PREPARED_KEY = "btu:prepared"
 SITES_KEY = "btu:sites"
 # A random value written when the state is first built: when it is gone,
 # Redis lost its data and every process rebuilds from the databases.

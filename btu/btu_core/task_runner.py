@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import frappe
 from rq import get_current_job
@@ -39,16 +39,26 @@ LOST_RUN_MARGIN_SECS = 120
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def run_scheduled_task(task, schedule, slot, enqueued_at=None, fire_lag_ms=None):
-	"""The method of the scheduler's RQ jobs: run `task` for `schedule`'s `slot` (UTC ISO)."""
-	run = TaskRun(
-		task,
-		schedule=schedule,
-		slot=parse_utc_iso(slot, "slot"),
-		enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None,
-		fire_lag_ms=float(fire_lag_ms) if fire_lag_ms is not None else None,
-	)
-	return run.execute().name
+def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None):
+	"""The method of the scheduler's RQ jobs: run `task` for `schedule`'s `slot` (UTC ISO).
+
+	The scheduler queues a prepared job at its `fire_at` (the slot plus any
+	jitter) and stamps the rq job's `enqueued_at` then; the lag is read from
+	the job. `enqueued_at` and `fire_lag_ms` are what earlier BTU schedulers
+	put in the kwargs instead; jobs they queued still run.
+	"""
+	slot = parse_utc_iso(slot, "slot")
+	if enqueued_at:
+		enqueued_at = parse_utc_iso(enqueued_at, "enqueued_at")
+	else:
+		job = get_current_job()
+		enqueued_at = job.enqueued_at.replace(tzinfo=timezone.utc) if job and job.enqueued_at else None
+	if fire_lag_ms is not None:
+		fire_lag_ms = float(fire_lag_ms)
+	elif enqueued_at:
+		moment = parse_utc_iso(fire_at, "fire_at") if fire_at else slot
+		fire_lag_ms = round((enqueued_at - moment).total_seconds() * 1000, 3)
+	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms).execute().name
 
 
 def run_enqueued_task(task, schedule=None, enqueued_at=None):

@@ -22,9 +22,11 @@ Jitter
 	from a hash of (name, slot), always less than the gap to the next slot;
 	every process computes the same value, and fire times keep slot order.
 
-plan(cursor, now, runs, grace)
+plan(cursor, now, runs, grace, ahead)
 	`cursor` is the pending slot (the first not yet handled). Due slots are
-	the slots s >= cursor with fire_time(s) <= now. A due slot is on time
+	the slots s >= cursor with fire_time(s) <= now + ahead (the scheduler
+	prepares fires `ahead` of their moment and queues each at its fire
+	time; ahead never changes which slots are missed). A due slot is on time
 	when now - fire_time(s) <= grace; on-time slots always fire. Older due
 	slots are missed: a missed slot with now - s > catch_up_window is
 	expired (dropped, counted in `expired`, whatever the policy); the rest

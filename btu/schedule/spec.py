@@ -293,13 +293,15 @@ class ScheduleSpec:
 
 	# -- plan --------------------------------------------------------------------
 
-	def plan(self, cursor: datetime, now: datetime, *, runs: int = 0, grace: timedelta = timedelta(seconds=10)) -> FirePlan:
-		"""Which slots to fire at `now`; see the package docstring."""
+	def plan(
+		self, cursor: datetime, now: datetime, *, runs: int = 0, grace: timedelta = timedelta(seconds=10), ahead: timedelta = timedelta(0),
+	) -> FirePlan:
+		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
 		remaining = self.run_limit - runs if self.run_limit else None
 		if remaining is not None and remaining <= 0:
 			return FirePlan([], 0, 0, None, True)
 		moment = now.timestamp()
-		due_by = math.floor(moment)  # due: fire_time <= now
+		due_by = math.floor(moment + ahead.total_seconds())  # due: fire_time <= now + ahead
 		on_time_from = math.ceil(moment - grace.total_seconds())  # on time: fire_time >= this
 		expired_before = math.ceil(moment - self.catch_up_window.total_seconds())  # expired: slot < this
 		keep = {"skip": 0, "fire_once": 1, "fire_all": self.catch_up_max}[self.catch_up_policy]

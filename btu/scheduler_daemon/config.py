@@ -84,6 +84,10 @@ SETTINGS: tuple[Setting, ...] = (
 		"misfire_grace_secs", 10.0, "float", "how late a slot may still fire after its moment",
 		minimum=0, maximum=86400,
 	),
+	Setting(
+		"prepare_ahead_secs", 2.0, "float", "seconds before its moment a fire's job is written, to be queued at the moment",
+		minimum=0, maximum=60,
+	),
 	Setting("batch_size", 500, "int", "schedules handled per Redis/SQL round trip", minimum=1, maximum=100000),
 	Setting("log_level", "INFO", "choice", "lowest level logged", choices=LOG_LEVELS),
 	Setting("log_format", "text", "choice", "one line per event as text or JSON", choices=LOG_FORMATS),
@@ -102,6 +106,7 @@ class Config:
 	full_refresh_interval_secs: int = 60
 	lease_ttl_secs: float = 5.0
 	misfire_grace_secs: float = 10.0
+	prepare_ahead_secs: float = 2.0
 	batch_size: int = 500
 	log_level: str = "INFO"
 	log_format: str = "text"

@@ -3,9 +3,14 @@
 Every process runs the same threads:
 
 - the main loop, which either stands by (sleeping until the lease can be
-  taken, woken at once by a leader's handoff) or leads: it asks Redis what is
-  due (by Redis's clock), fires it in batches through the fire script, and
-  sleeps until the earliest next fire, the next lease renewal, or a wake;
+  taken, woken at once by a leader's handoff) or leads. A leader fires in
+  two steps. *Prepare*: what is due within `prepare_ahead_secs` (by Redis's
+  clock) is planned, its jobs built and written, and its slots claimed, in
+  batches through the prepare script. *Release*: at each moment the release
+  script pushes the jobs prepared for it, a few Redis commands per job, so
+  a thousand fires due at one instant are queued within milliseconds. The
+  loop sleeps until the next moment to release or to prepare, the next
+  lease renewal, or a wake;
 - a notifier, subscribed to the wake and handoff channels;
 - the RPC listener (unless `disable_redis_rpc`);
 - the reconciler, which the leader runs every `full_refresh_interval_secs`.
@@ -41,11 +46,17 @@ from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import Reconciler, from_ms, to_ms
-from btu.scheduler_daemon.state import FireItem, FireJob, State
+from btu.scheduler_daemon.state import FireItem, FireJob, Released, State
 
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
+
+
+RELEASE_REASONS = {
+	"cancelled": "the schedule was paused or removed after its fire was prepared",
+	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
+}
 
 
 # Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
@@ -90,6 +101,7 @@ class Scheduler:
 		self.leader_since: datetime | None = None
 		self.redis_down = False
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
+		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
 		self.next_status = 0.0
 		self.load_shape = lru_cache(maxsize=CACHE_SIZE)(self._make_shape)
@@ -228,24 +240,44 @@ class Scheduler:
 			self.next_renew = time.monotonic() + self.renew_every
 			self.heartbeat()
 		self.wake.clear()
-		now_ms, next_ms, entries = self.state.due(self.config.batch_size)
+		if not self.release():
+			return
+		now_ms, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
 		self.clock.sync(now_ms)
 		if entries:
-			self.fire(now_ms, entries)
+			self.prepare(now_ms, entries)
 			return
 		if time.monotonic() >= self.next_status:
 			self.publish_status()
 		sleep = self.next_renew - time.monotonic()
 		if next_ms is not None:
-			sleep = min(sleep, self.clock.seconds_until(next_ms))
+			sleep = min(sleep, self.clock.seconds_until(next_ms - self.ahead_ms))
+		if next_release_ms is not None:
+			sleep = min(sleep, self.clock.seconds_until(next_release_ms))
 		if sleep > 0:
 			self.wake.wait(sleep)
 
-	def fire(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
+	def release(self) -> bool:
+		"""Release every prepared fire whose moment has come; False when fenced off."""
+		while True:
+			result = self.state.release(self.lease.value or "", self.config.batch_size, round(self.config.misfire_grace_secs * 1000))
+			if result is None:
+				self.fenced()
+				return False
+			now_ms, released = result
+			self.clock.sync(now_ms)
+			if released:
+				self.log_released(released)
+				self.next_status = min(self.next_status, time.monotonic() + 5)
+			if len(released) < self.config.batch_size:
+				return True
+
+	def prepare(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
 		now = from_ms(now_ms)
+		ahead = timedelta(milliseconds=self.ahead_ms)
 		grace = timedelta(seconds=self.config.misfire_grace_secs)
 		rows = self.state.read([(site, schedule) for site, schedule, _ in entries])
-		enqueued_at = self.clock.now()
+		created_at = self.clock.now()
 		items: list[FireItem] = []
 		for (site, schedule, _), row in zip(entries, rows):
 			if not row.get("cursor") or not row.get("spec"):
@@ -254,11 +286,11 @@ class Scheduler:
 			try:
 				spec = load_spec(row["fingerprint"], row["spec"])
 				shape = self.load_shape(row["job"], site)
-				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace)
+				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace, ahead=ahead)
 				jobs = []
 				for slot in plan.fire:
 					fire_at = spec.fire_time(slot)
-					description, data = shape.fire_fields(schedule, slot, fire_at, enqueued_at)
+					description, data = shape.fire_fields(schedule, slot, fire_at)
 					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(site, schedule, slot), shape, description, data))
 				finished = plan.finished or plan.next_cursor is None
 				items.append(
@@ -282,32 +314,45 @@ class Scheduler:
 				self.redis.hincrby(protocol.counters_key(site), "failed_enqueue", 1)
 		if not items:
 			return
-		results = self.state.fire(self.lease.value or "", rq_time(enqueued_at), items)
+		results = self.state.prepare(self.lease.value or "", rq_time(created_at), items)
 		if results is None:
-			self.lease.lost()
-			self.leader_since = None
-			log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
+			self.fenced()
 			return
-		self.log_fires(items, results[1:])
-		self.next_status = min(self.next_status, time.monotonic() + 5)
+		self.log_prepared(items, results[1:])
 
-	def log_fires(self, items: list[FireItem], results: list) -> None:
+	def fenced(self) -> None:
+		self.lease.lost()
+		self.leader_since = None
+		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
+
+	def log_prepared(self, items: list[FireItem], results: list) -> None:
 		if not logger.isEnabledFor(logging.INFO):
 			return
 		for item, result in zip(items, results):
 			if result in (b"stale", "stale"):
 				log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
 				continue
-			for job, outcome, lag in zip(item.jobs, result[0::2], result[1::2]):
-				outcome = outcome.decode() if isinstance(outcome, bytes) else outcome
-				log_event(
-					logger, logging.INFO, "fire" if outcome == "enqueued" else outcome, site=item.site, schedule=item.schedule,
-					slot=slot_text(from_ms(job.slot_ms)), lag_ms=int(lag), job_id=job.job_id,
-				)
+			for job, outcome in zip(item.jobs, result):
+				if outcome in (b"duplicate", "duplicate"):
+					log_event(
+						logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
+						job_id=job.job_id, reason="a job of this id exists already",
+					)
 			if item.skipped or item.expired:
 				log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired)
 			if not item.next_cursor:
 				log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
+
+	def log_released(self, released: list[Released]) -> None:
+		if not logger.isEnabledFor(logging.INFO):
+			return
+		for fire in released:
+			entry = fire.entry
+			extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
+			log_event(
+				logger, logging.INFO, "fire" if fire.outcome == "enqueued" else fire.outcome, site=entry.site, schedule=entry.schedule,
+				slot=slot_text(from_ms(entry.slot_ms)), lag_ms=fire.lag_ms, job_id=entry.job_id, **extra,
+			)
 
 	# -- observability -------------------------------------------------------------------------
 

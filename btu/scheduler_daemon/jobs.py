@@ -11,8 +11,9 @@ Two executors:
   plain ``rq worker`` runs it (the demo, and RQ users without Frappe).
 
 The scheduler does not save the job itself: it hands the job's fields to
-the fire script, which writes the hash, pushes the id and moves the
-schedule on in one atomic step.
+the prepare script, which writes the hash (status ``scheduled``) and moves
+the schedule on in one atomic step ahead of the fire's moment; at the moment
+the release script stamps ``enqueued_at``, sets ``queued`` and pushes the id.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ TRUNCATE_FAILED_REGISTRY = "frappe.utils.background_jobs.truncate_failed_registr
 # frappe.utils.background_jobs: RQ_RESULTS_TTL and RQ_JOB_FAILURE_TTL.
 RESULT_TTL = 10 * 60
 FAILURE_TTL = 7 * 24 * 60 * 60
-PER_FIRE_FIELDS = ("created_at", "enqueued_at", "description", "data")
+PER_FIRE_FIELDS = ("created_at", "enqueued_at", "status", "description", "data")
 RQ_MAJOR = int(rq.__version__.split(".")[0])
 _NOT_RQ2_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -119,7 +120,7 @@ class JobShape:
 		self.site = site
 		self.queue_key = queue_key(template.queue)
 		epoch = datetime.fromtimestamp(0, timezone.utc)
-		job = self._create(self.kwargs("", epoch, epoch, epoch))
+		job = self._create(self.kwargs("", epoch, epoch))
 		self.func_name = job.func_name
 		self.args = job.args
 		self.serializer = job.serializer
@@ -143,7 +144,8 @@ class JobShape:
 		job._status = JobStatus.QUEUED
 		return job
 
-	def kwargs(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> dict:
+	def kwargs(self, schedule: str, slot: datetime, fire_at: datetime) -> dict:
+		"""The job's kwargs. The runner reads the enqueue time from the rq job: it is stamped at release."""
 		template = self.template
 		if template.executor != "frappe":
 			return template.kwargs
@@ -158,8 +160,7 @@ class JobShape:
 				"task": template.task,
 				"schedule": schedule,
 				"slot": slot_text(slot),
-				"enqueued_at": slot_text(enqueued_at),
-				"fire_lag_ms": round((enqueued_at - fire_at).total_seconds() * 1000, 3),
+				"fire_at": slot_text(fire_at),
 			},
 		}
 
@@ -176,20 +177,23 @@ class JobShape:
 		packer = zlib.compressobj(0, zlib.DEFLATED, 9, 1)
 		return packer.compress(self.serializer.dumps((self.func_name, None, self.args, kwargs))) + packer.flush()
 
-	def fire_fields(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> tuple[str, bytes]:
-		"""The `description` and `data` of one fire; the fire script adds them to `fields` with the time stamps."""
-		return self.description(schedule, slot), self.data(self.kwargs(schedule, slot, fire_at, enqueued_at))
+	def fire_fields(self, schedule: str, slot: datetime, fire_at: datetime) -> tuple[str, bytes]:
+		"""The `description` and `data` of one fire; the prepare script adds them to `fields` with the stamps."""
+		return self.description(schedule, slot), self.data(self.kwargs(schedule, slot, fire_at))
 
-	def mapping(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> dict:
-		"""The job's whole hash for one fire, as the fire script writes it."""
-		stamp = rq_time(enqueued_at)
-		description, data = self.fire_fields(schedule, slot, fire_at, enqueued_at)
-		return {**self.fields, "created_at": stamp, "enqueued_at": stamp, "description": description, "data": data}
+	def mapping(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
+		"""The job's whole hash once released, as the prepare and release scripts write it."""
+		description, data = self.fire_fields(schedule, slot, fire_at)
+		return {
+			**self.fields, "created_at": rq_time(created_at), "enqueued_at": rq_time(enqueued_at), "status": JobStatus.QUEUED.value,
+			"description": description, "data": data,
+		}
 
-	def reference(self, schedule: str, slot: datetime, fire_at: datetime, enqueued_at: datetime) -> dict:
+	def reference(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
 		"""The same hash made the slow way, through a whole rq Job (what tests compare `mapping` with)."""
-		job = self._create(self.kwargs(schedule, slot, fire_at, enqueued_at), job_id(self.site, schedule, slot), self.description(schedule, slot))
-		job.created_at = job.enqueued_at = enqueued_at.astimezone(timezone.utc)
+		job = self._create(self.kwargs(schedule, slot, fire_at), job_id(self.site, schedule, slot), self.description(schedule, slot))
+		job.created_at = created_at.astimezone(timezone.utc)
+		job.enqueued_at = enqueued_at.astimezone(timezone.utc)
 		return job.to_dict()
 
 

@@ -4,8 +4,10 @@ Per schedule a hash (`protocol.schedule_key`): its compiled spec and job
 template (JSON, with their fingerprints), `cursor` (the pending slot, epoch
 ms: the value every fire compares and moves), `fire_at`, `runs`, the last
 fire, `paused` and `finished`. One sorted set (`protocol.DUE_KEY`) orders
-every schedule of every site by fire time. All writes that race with a fire
-go through Lua scripts.
+every schedule of every site by fire time; another (`protocol.PREPARED_KEY`)
+holds the fires prepared ahead of their moment. A fire claims its slot when
+it is prepared (prepare.lua) and is queued at its moment (release.lua). All
+writes that race with a fire go through Lua scripts.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class FireJob:
 
 @dataclass
 class FireItem:
+	"""One schedule's fires, planned from its cursor, for the prepare script."""
+
 	site: str
 	schedule: str
 	expected_cursor: str
@@ -78,8 +82,51 @@ class FireItem:
 	jobs: list[FireJob]
 
 
-def fire_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
-	"""The fire script's ARGV: each job shape once, then the items with only what differs per job."""
+@dataclass(frozen=True)
+class Prepared:
+	"""A member of the prepared set (`protocol.PREPARED_KEY`), as prepare.lua writes it."""
+
+	job_id: str
+	queue_key: str
+	state_key: str
+	fires_key: str
+	counters_key: str
+	due_member: str
+	slot_ms: int
+	fire_at_ms: int
+	overlap_skip: bool
+	prepared_ms: int
+
+	@classmethod
+	def parse(cls, member: str | bytes) -> "Prepared":
+		if isinstance(member, bytes):
+			member = member.decode()
+		f = member.split("\t")
+		return cls(*f[:6], int(f[6]), int(f[7]), f[8] == "1", int(f[9]))
+
+	@property
+	def target(self) -> tuple[str, str]:
+		"""(site, schedule)"""
+		return protocol.parse_due_member(self.due_member)
+
+	@property
+	def site(self) -> str:
+		return self.target[0]
+
+	@property
+	def schedule(self) -> str:
+		return self.target[1]
+
+
+@dataclass(frozen=True)
+class Released:
+	entry: Prepared
+	outcome: str  # enqueued, cancelled, skipped_overlap or returned
+	lag_ms: int
+
+
+def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
+	"""The prepare script's ARGV: each job shape once, then the items with only what differs per job."""
 	shapes: dict[int, int] = {}
 	shape_args: list = []
 	item_args: list = []
@@ -112,7 +159,8 @@ class State:
 	def __init__(self, redis_conn):
 		self.redis = redis_conn
 		self._due = scripts.register(redis_conn, "due")
-		self._fire = scripts.register(redis_conn, "fire")
+		self._prepare = scripts.register(redis_conn, "prepare")
+		self._release = scripts.register(redis_conn, "release")
 		self._upsert = scripts.register(redis_conn, "upsert")
 
 	# -- generation: detecting that Redis lost the state -----------------------------
@@ -193,16 +241,20 @@ class State:
 
 	# -- leader side ---------------------------------------------------------------------
 
-	def due(self, batch_size: int) -> tuple[int, int | None, list[tuple[str, str, int]]]:
-		"""(Redis now ms, next fire ms when nothing is due, [(site, schedule, fire_at ms)])."""
-		raw = self._due(keys=[protocol.DUE_KEY], args=[batch_size])
+	def due(self, batch_size: int, ahead_ms: int = 0) -> tuple[int, int | None, int | None, list[tuple[str, str, int]]]:
+		"""(Redis now ms, next due fire ms when none is due, next prepared fire ms, [(site, schedule, fire_at ms)]).
+
+		Due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment.
+		"""
+		raw = self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms])
 		now_ms = int(raw[0])
 		next_ms = int(float(raw[1])) if raw[1] else None
+		next_prepared_ms = int(float(raw[2])) if raw[2] else None
 		entries = []
-		for member, score in zip(raw[2::2], raw[3::2]):
+		for member, score in zip(raw[3::2], raw[4::2]):
 			site, schedule = protocol.parse_due_member(member)
 			entries.append((site, schedule, int(float(score))))
-		return now_ms, next_ms, entries
+		return now_ms, next_ms, next_prepared_ms, entries
 
 	def read(self, entries: list[tuple[str, str]]) -> list[dict]:
 		with self.redis.pipeline(transaction=False) as pipe:
@@ -214,10 +266,24 @@ class State:
 			out.append({field: (v.decode() if isinstance(v, bytes) else v) for field, v in zip(STATE_FIELDS, values)})
 		return out
 
-	def fire(self, lease_value: str, stamp: str, items: list[FireItem]) -> list | None:
-		"""Run the fire script; None when the lease is no longer ours. `stamp`: the jobs' enqueued_at (rq's format)."""
-		raw = self._fire(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, QUEUES_KEY], args=fire_args(lease_value, stamp, items))
+	def prepare(self, lease_value: str, stamp: str, items: list[FireItem]) -> list | None:
+		"""Run the prepare script; None when the lease is no longer ours. `stamp`: the jobs' created_at (rq's format)."""
+		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, items))
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
 		return raw
 
+	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> tuple[int, list[Released]] | None:
+		"""Release up to `batch_size` prepared fires whose moment has come; None when the lease is no longer ours.
+
+		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
+		whose catch-up policy then decides, as for any missed slot.
+		"""
+		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, RECENT_FIRES, JOB_KEY_PREFIX, grace_ms])
+		if raw and raw[0] in (b"not_leader", "not_leader"):
+			return None
+		released = [
+			Released(Prepared.parse(member), outcome.decode() if isinstance(outcome, bytes) else outcome, int(lag))
+			for member, outcome, lag in zip(raw[1::3], raw[2::3], raw[3::3])
+		]
+		return int(raw[0]), released

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from btu import protocol
 from btu.scheduler_daemon.jobs import slot_text
 from btu.scheduler_daemon.reconcile import from_ms
+from btu.scheduler_daemon.state import Prepared
 
 STATUS_SCAN = 2000
 
@@ -74,10 +75,16 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 	# A site that could not be read or reached since start is not in the state yet; it is listed all the same.
 	sites = sorted({_text(s) for s in redis_conn.smembers(protocol.SITES_KEY)} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
-	# The head of the due set holds the soonest fires of every site; reading
-	# all of it would cost the leader CPU at 100,000 schedules.
-	for member, score in redis_conn.zrange(protocol.DUE_KEY, 0, STATUS_SCAN - 1, withscores=True):
-		site, schedule = protocol.parse_due_member(member)
+	# The soonest fires of every site: those prepared (written, queued at their
+	# moment), then the head of the due set; reading all of it would cost the
+	# leader CPU at 100,000 schedules.
+	soonest = [
+		(Prepared.parse(member).target, score) for member, score in redis_conn.zrange(protocol.PREPARED_KEY, 0, STATUS_SCAN - 1, withscores=True)
+	]
+	soonest += [
+		(protocol.parse_due_member(member), score) for member, score in redis_conn.zrange(protocol.DUE_KEY, 0, STATUS_SCAN - 1, withscores=True)
+	]
+	for (site, schedule), score in sorted(soonest, key=lambda pair: pair[1]):
 		entry = per_site.get(site)
 		if entry is None:
 			continue

@@ -49,10 +49,10 @@ def test_job_hash_is_frappe_v15_enqueue(engine_bench, processes, r):
 		assert job.kwargs["is_async"] is True
 		assert job.kwargs["method"] == job.kwargs["job_name"] == "btu.btu_core.task_runner.run_scheduled_task"
 		inner = job.kwargs["kwargs"]
-		assert set(inner) == {"task", "schedule", "slot", "enqueued_at", "fire_lag_ms"}
+		assert set(inner) == {"task", "schedule", "slot", "fire_at"}
 		named, slot_ms = parse_job_id(job_id)
 		assert (inner["task"], inner["schedule"], named) == (task, schedule, schedule)
-		assert inner["slot"].endswith("Z") and inner["enqueued_at"].endswith("Z")
+		assert inner["slot"].endswith("Z") and inner["fire_at"] == inner["slot"]
 		assert Job.fetch(job_id, connection=r).get_status() == "queued"
 		assert job.timeout == timeout
 		assert job.result_ttl == 600

@@ -25,9 +25,10 @@ TEMPLATES = {
 def test_mapping_equals_rq_to_dict(r, executor, jitter_ms):
 	shape = JobShape(r, TEMPLATES[executor], "site1.localhost")
 	fire_at = SLOT + timedelta(milliseconds=jitter_ms)
+	created_at = fire_at - timedelta(seconds=1, microseconds=70)
 	enqueued_at = fire_at + timedelta(milliseconds=3, microseconds=250)
-	made = shape.mapping("TS-000042", SLOT, fire_at, enqueued_at)
-	reference = shape.reference("TS-000042", SLOT, fire_at, enqueued_at)
+	made = shape.mapping("TS-000042", SLOT, fire_at, created_at, enqueued_at)
+	reference = shape.reference("TS-000042", SLOT, fire_at, created_at, enqueued_at)
 	# `data` is stored rather than deflated: equal once decompressed, as rq reads it.
 	assert zlib.decompress(made.pop("data")) == zlib.decompress(reference.pop("data"))
 	assert made == reference
@@ -37,12 +38,12 @@ def test_mapping_equals_rq_to_dict(r, executor, jitter_ms):
 def test_rq_reads_the_written_hash(r):
 	shape = JobShape(r, TEMPLATES["frappe"], "site1.localhost")
 	identifier = job_id("site1.localhost", "TS-000042", SLOT)
-	r.hset(f"rq:job:{identifier}", mapping=shape.mapping("TS-000042", SLOT, SLOT, SLOT + timedelta(milliseconds=2)))
+	r.hset(f"rq:job:{identifier}", mapping=shape.mapping("TS-000042", SLOT, SLOT, SLOT, SLOT + timedelta(milliseconds=2)))
 	job = Job.fetch(identifier, connection=r)
 	assert job.func_name == "frappe.utils.background_jobs.execute_job"
 	assert job.kwargs["kwargs"] == {
 		"task": "TASK-0001", "schedule": "TS-000042", "slot": "2026-03-29T01:30:00Z",
-		"enqueued_at": "2026-03-29T01:30:00.002Z", "fire_lag_ms": 2.0,
+		"fire_at": "2026-03-29T01:30:00Z",
 	}
 	assert job.timeout == 123 and job.origin == "bench-x:long" and job.get_status() == "queued"
 	assert job.enqueued_at.replace(tzinfo=None) == datetime(2026, 3, 29, 1, 30, 0, 2000)

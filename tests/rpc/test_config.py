@@ -38,7 +38,7 @@ def test_defaults_with_no_file(tmp_path):
 	config = load_config(parse("--config", str(tmp_path / "missing.toml")), environ={})
 	assert config.values() == Config().values() == {
 		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
-		"batch_size": 500, "log_level": "INFO", "log_format": "text", "executor": "frappe", "redis_url": None, "bench": None,
+		"prepare_ahead_secs": 2.0, "batch_size": 500, "log_level": "INFO", "log_format": "text", "executor": "frappe", "redis_url": None, "bench": None,
 	}
 	assert set(config.sources.values()) == {"default"}
 	assert config.config_file_found is False
