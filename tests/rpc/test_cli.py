@@ -122,7 +122,7 @@ def test_config_json(cli):
 	assert data["settings"]["redis_url"] == {"value": "redis://:***@h:1/0", "source": "flag --redis-url"}
 	assert data["settings"]["disable_redis_rpc"] == {"value": True, "source": "flag --disable-redis-rpc"}
 	assert data["settings"]["bench"] == {"value": None, "source": "default"}
-	assert len(data["settings"]) == 10
+	assert len(data["settings"]) == 11
 
 
 def test_config_refuses_unknown_key_with_exit_2(cli, tmp_path):

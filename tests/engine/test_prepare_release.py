@@ -1,0 +1,184 @@
+"""A fire in two steps, driven in-process: prepared ahead (slot claimed, job written, on no queue), released at its moment.
+
+Each test runs the leader's steps by hand on a real Redis and MariaDB, so it can look between them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from datetime import datetime, timezone
+
+import pytest
+from rq.job import Job
+
+from btu import protocol
+from btu.scheduler_daemon.config import Config
+from btu.scheduler_daemon.engine import Scheduler
+from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
+from tests.engine.helpers import ONE_SECOND, counters, queue_ids, queue_key, recent_fires
+
+
+def leader(bench, **settings) -> Scheduler:
+	settings.setdefault("misfire_grace_secs", 10.0)
+	scheduler = Scheduler(Config(bench=str(bench.path), executor="rq", prepare_ahead_secs=2.0, **settings), bench.path)
+	assert scheduler.lease.acquire()
+	scheduler.reconciler.full()
+	return scheduler
+
+
+def prepare_due(scheduler: Scheduler) -> list[tuple[str, str, int]]:
+	now_ms, _, _, entries = scheduler.state.due(scheduler.config.batch_size, scheduler.ahead_ms)
+	scheduler.prepare(now_ms, entries)
+	return entries
+
+
+def sleep_until_ms(moment_ms: float) -> None:
+	time.sleep(max(0.0, moment_ms / 1000 - time.time()))
+
+
+def once_at(data, task: str, moment: float, **fields) -> str:
+	return data.insert_schedule(task, run_frequency="Once", run_at=datetime.fromtimestamp(moment, timezone.utc), **fields)
+
+
+def next_instant() -> float:
+	"""The whole second 1 to 2 s away: inside the 2 s prepare window, far enough to look before it."""
+	return float(int(time.time()) + 2)
+
+
+@pytest.fixture
+def site(engine_bench):
+	bench, data = engine_bench()
+	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	return bench, data, task
+
+
+def state(r, site_name: str, name: str, field: str) -> str | None:
+	value = r.hget(protocol.schedule_key(site_name, name), field)
+	return value.decode() if value is not None else None
+
+
+def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
+	bench, data, task = site
+	instant = next_instant()
+	name = once_at(data, task, instant)
+	scheduler = leader(bench)
+	assert prepare_due(scheduler) == [(data.site.name, name, int(instant * 1000))]
+
+	key = queue_key(bench)
+	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
+	job_id = member.decode().split("\t")[0]
+	assert r.hget(f"rq:job:{job_id}", "status") == b"scheduled"
+	assert r.hget(f"rq:job:{job_id}", "enqueued_at") is None
+	assert queue_ids(r, key) == [], "a prepared job is on no queue before its moment"
+	assert state(r, data.site.name, name, "finished") == "1", "the slot was claimed when prepared"
+	assert scheduler.release() and queue_ids(r, key) == [], "nothing is released before its moment"
+
+	sleep_until_ms(instant * 1000)
+	before = datetime.now(timezone.utc)
+	assert scheduler.release()
+	after = datetime.now(timezone.utc)
+	assert queue_ids(r, key) == [job_id]
+	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert scheduler.release() and queue_ids(r, key) == [job_id], "released once"
+
+	stored = {k.decode(): v for k, v in r.hgetall(f"rq:job:{job_id}").items()}
+	job = Job.fetch(job_id, connection=r)
+	assert job.get_status() == "queued"
+	# enqueued_at, stamped by the release script from Redis's clock, is exactly what rq writes.
+	assert stored["enqueued_at"].decode() == rq_time(job.enqueued_at.replace(tzinfo=timezone.utc))
+	assert before.replace(microsecond=0) <= job.enqueued_at.replace(tzinfo=timezone.utc) <= after
+	# The whole hash is what rq's own Job.create(...).to_dict() makes.
+	template = JobTemplate.from_dict(json.loads(state(r, data.site.name, name, "job")))
+	slot = datetime.fromtimestamp(instant, timezone.utc)
+	reference = JobShape(r, template, data.site.name).reference(
+		name, slot, slot, job.created_at.replace(tzinfo=timezone.utc), job.enqueued_at.replace(tzinfo=timezone.utc),
+	)
+	assert zlib.decompress(stored.pop("data")) == zlib.decompress(reference.pop("data"))
+	assert {k: v.decode() for k, v in stored.items()} == {k: str(getattr(v, "value", v)) for k, v in reference.items()}
+	[fire] = [f for f in recent_fires(r, data.site.name) if f["schedule"] == name]
+	assert fire["outcome"] == "enqueued" and 0 <= fire["lag_ms"] < 1000
+
+
+def test_removed_or_paused_after_prepare_is_cancelled(site, r):
+	bench, data, task = site
+	instant = next_instant()
+	removed, paused, kept = (once_at(data, task, instant) for _ in range(3))
+	scheduler = leader(bench)
+	assert len(prepare_due(scheduler)) == 3
+
+	data.delete_schedule(removed)
+	scheduler.reconciler.cancel_schedule(data.site.name, removed)
+	data.update_schedule(paused, paused=1)
+	scheduler.reconciler.sync_schedule(data.site.name, paused)
+
+	sleep_until_ms(instant * 1000)
+	assert scheduler.release()
+	ids = queue_ids(r, queue_key(bench))
+	assert [job_id.split("|")[1] for job_id in ids] == [kept]
+	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, data.site.name)}
+	assert outcomes == {removed: "cancelled", paused: "cancelled", kept: "enqueued"}
+	assert counters(r, data.site.name)["cancelled"] == 2
+	assert r.keys("rq:job:*") == [f"rq:job:{ids[0]}".encode()], "a cancelled fire leaves no job behind"
+	assert state(r, data.site.name, paused, "runs") == "0", "a cancelled fire is not counted as a run"
+
+
+def test_a_new_leader_releases_what_the_old_one_prepared_and_fences_it(site, r):
+	bench, data, task = site
+	instant = next_instant()
+	name = once_at(data, task, instant)
+	old = leader(bench)
+	prepare_due(old)
+	old.lease.release()
+	new = leader(bench)
+	assert new.lease.value != old.lease.value
+
+	sleep_until_ms(instant * 1000)
+	assert old.release() is False, "a former leader's release is fenced off"
+	assert queue_ids(r, queue_key(bench)) == []
+	assert new.release()
+	assert new.release()
+	[job_id] = queue_ids(r, queue_key(bench))
+	assert job_id.split("|")[1] == name
+
+
+@pytest.mark.parametrize("policy, queued", [("skip", 0), ("fire_once", 1)])
+def test_a_fire_released_after_the_grace_goes_back_to_its_catch_up_policy(site, r, policy, queued):
+	bench, data, task = site
+	instant = next_instant()
+	name = once_at(data, task, instant, catch_up_policy=policy)
+	scheduler = leader(bench, misfire_grace_secs=0.3)
+	prepare_due(scheduler)
+	sleep_until_ms(instant * 1000 + 600)  # no leader released it in time
+
+	assert scheduler.release()
+	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert r.keys("rq:job:*") == [], "the late job was withdrawn"
+	assert state(r, data.site.name, name, "cursor") == str(int(instant * 1000)), "the slot is pending again"
+	assert state(r, data.site.name, name, "finished") == "0"
+	assert state(r, data.site.name, name, "runs") == "0"
+
+	prepare_due(scheduler)  # the plan now sees a missed slot
+	assert scheduler.release()
+	assert len(queue_ids(r, queue_key(bench))) == queued
+	assert int(state(r, data.site.name, name, "skipped_missed") or 0) == 1 - queued
+	assert state(r, data.site.name, name, "finished") == "1"
+
+
+def test_overlap_skip_is_decided_at_release(site, r):
+	bench, data, task = site
+	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
+	scheduler = leader(bench)
+	prepare_due(scheduler)
+	slots = sorted(int(m.decode().split("\t")[6]) for m in r.zrange(protocol.PREPARED_KEY, 0, -1))
+	assert len(slots) >= 2, "two seconds ahead holds at least two slots of an every-second schedule"
+
+	sleep_until_ms(slots[0])
+	assert scheduler.release()
+	assert len(queue_ids(r, queue_key(bench))) == 1  # no worker: it stays queued
+	sleep_until_ms(slots[1])
+	assert scheduler.release()
+	assert len(queue_ids(r, queue_key(bench))) == 1
+	outcomes = [f["outcome"] for f in sorted(recent_fires(r, data.site.name), key=lambda f: f["slot_ms"])]
+	assert outcomes[:2] == ["enqueued", "skipped_overlap"]
