@@ -100,6 +100,7 @@ def main() -> None:
 		except Exception as exc:
 			rows.append({"system": key, "settings": "", "note": f"failed: {type(exc).__name__}: {exc}"})
 	rows.append({"system": "RQ cron", "settings": "", "note": "cannot do it: no one-shot jobs, cron is minute-precision"})
+	rows = common.merge_previous("burst", rows, ("system", "settings"))
 	text = common.table(
 		["system", "settings", "enqueued", "all enqueued after ms", "p50 ms", "p99 ms", "max ms", "note"],
 		[[r["system"], r["settings"], r.get("enqueued"), r.get("all_enqueued_ms"), r.get("p50_ms"), r.get("p99_ms"), r.get("max_ms"), r.get("note", "")] for r in rows],

@@ -209,6 +209,24 @@ def table(headers: list[str], rows: list[list]) -> str:
 	return "\n".join(lines)
 
 
+def merge_previous(name: str, rows: list[dict], key: tuple[str, ...]) -> list[dict]:
+	"""This run's rows, then the previous result's rows for what this run left out (each keeps the `ran_at` it was measured at).
+
+	So `--systems btu` re-measures BTU and keeps the peers' figures side by side.
+	"""
+	path = RESULTS / f"{name}.json"
+	if not path.exists():
+		return rows
+	previous = json.loads(path.read_text())
+	ran = {tuple(row.get(k) for k in key) for row in rows}
+	kept = [
+		{**row, "ran_at": row.get("ran_at", previous.get("ran_at"))}
+		for row in previous.get("rows", [])
+		if tuple(row.get(k) for k in key) not in ran
+	]
+	return rows + kept
+
+
 def write_result(name: str, data: dict) -> Path:
 	RESULTS.mkdir(parents=True, exist_ok=True)
 	path = RESULTS / f"{name}.json"

@@ -218,14 +218,17 @@ def main() -> None:
 				rows.append(row)
 	finally:
 		bench.close()
-	text = print_table(rows)
 	png = common.RESULTS / "fire_lag.png"
 	common.RESULTS.mkdir(parents=True, exist_ok=True)
-	plot(rows, png)
+	complete = set(systems) == set(SYSTEMS) and set(args.scenarios.split(",")) == set(SCENARIOS)
+	if complete:  # the plot needs every run's samples; a partial run keeps the last full run's plot
+		plot(rows, png)
 	for row in rows:
 		row.pop("enqueue_lags", None)
+	rows = common.merge_previous("fire_lag", rows, ("system", "settings", "scenario"))
+	text = print_table(rows)
 	path = common.write_result("fire_lag", {"args": vars(args), "rows": rows, "table": text})
-	print(f"\nwrote {path} and {png} (logs in {log_dir})")
+	print(f"\nwrote {path}" + (f" and {png}" if complete else f"; {png} is left from the last full run") + f" (logs in {log_dir})")
 
 
 if __name__ == "__main__":

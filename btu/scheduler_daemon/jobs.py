@@ -110,7 +110,7 @@ class JobShape:
 
 	Built once through rq's own API; a fire then makes only the fields that
 	differ from job to job (``PER_FIRE_FIELDS``): a pickle and a compress
-	instead of a whole rq Job, and the fire script is sent the shared fields
+	instead of a whole rq Job, and the prepare script is sent the shared fields
 	once per batch rather than once per job.
 	"""
 

@@ -2,7 +2,7 @@
 
 The lease is a Redis key set with PX, so Redis's own clock times it out and
 host clock skew cannot make two leaders. Its value "<epoch>|<holder>" is the
-fencing token: the epoch grows with every new leader, and the fire script
+fencing token: the epoch grows with every new leader, and the fire scripts
 writes nothing unless the caller's token is still the key's value, so a
 stalled former leader cannot enqueue.
 """
@@ -48,7 +48,7 @@ class Lease:
 		self.value = None
 
 	def lost(self) -> None:
-		"""Forget the lease without touching Redis (the fire script said we no longer hold it)."""
+		"""Forget the lease without touching Redis (a fire script said we no longer hold it)."""
 		self.value = None
 
 	def current(self) -> tuple[str | None, int]:

@@ -72,7 +72,7 @@ def test_precedence_flag_over_env_over_file_over_default(toml):
 def test_every_key_has_env_and_flag(tmp_path):
 	values = {
 		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "lease_ttl_secs": ("1.5", 1.5),
-		"misfire_grace_secs": ("0", 0.0), "batch_size": ("10", 10), "log_level": ("debug", "DEBUG"),
+		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "batch_size": ("10", 10), "log_level": ("debug", "DEBUG"),
 		"log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
 		"bench": (str(tmp_path), str(tmp_path)),
 	}
