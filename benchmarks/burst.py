@@ -31,13 +31,14 @@ def summary(times: list[float], instant: float, count: int) -> dict:
 	return {"enqueued": len(lags), "expected": count, "all_enqueued_ms": lags[-1] if len(lags) >= count else None, **common.lag_summary(lags)}
 
 
-def run_btu(count: int) -> dict:
+def run_btu(count: int, log_dir: Path) -> dict:
 	server = common.start_redis()
 	r = server.client()
 	bench = common.DevBench(server.url)
 	instant = math.ceil(time.time()) + 40
 	bench.insert_schedules([{"run_frequency": "Once", "run_at": datetime.fromtimestamp(instant, timezone.utc)} for _ in range(count)])
-	scheduler = common.start_scheduler(bench, server.url, "frappe")
+	log = (log_dir / "btu-scheduler.log").open("w")
+	scheduler = common.start_scheduler(bench, server.url, "frappe", log=log)
 	try:
 		common.wait_for_schedules(r, count)
 		if time.time() > instant - 1:
@@ -48,6 +49,7 @@ def run_btu(count: int) -> dict:
 		return {"system": "BTU", "settings": "defaults (executor frappe, batch 500)", **summary([t for _, t in fires], instant, count)}
 	finally:
 		common.stop(scheduler)
+		log.close()
 		bench.close()
 		server.close()
 
@@ -96,7 +98,7 @@ def main() -> None:
 	for key in [s for s in args.systems.split(",") if s]:
 		print(f"-- {key}", file=sys.stderr, flush=True)
 		try:
-			rows.append(run_btu(args.count) if key == "btu" else run_peer(key, args.count, log_dir))
+			rows.append(run_btu(args.count, log_dir) if key == "btu" else run_peer(key, args.count, log_dir))
 		except Exception as exc:
 			rows.append({"system": key, "settings": "", "note": f"failed: {type(exc).__name__}: {exc}"})
 	rows.append({"system": "RQ cron", "settings": "", "note": "cannot do it: no one-shot jobs, cron is minute-precision"})

@@ -46,7 +46,7 @@ from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import Reconciler, from_ms, to_ms
-from btu.scheduler_daemon.state import FireItem, FireJob, Released, State
+from btu.scheduler_daemon.state import FireItem, FireJob, Released, State, fire_record
 
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
@@ -54,7 +54,6 @@ MAX_BACKOFF = 5.0
 
 
 RELEASE_REASONS = {
-	"cancelled": "the schedule was paused or removed after its fire was prepared",
 	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
 }
 
@@ -258,19 +257,24 @@ class Scheduler:
 			self.wake.wait(sleep)
 
 	def release(self) -> bool:
-		"""Release every prepared fire whose moment has come; False when fenced off."""
-		while True:
-			result = self.state.release(self.lease.value or "", self.config.batch_size, round(self.config.misfire_grace_secs * 1000))
-			if result is None:
-				self.fenced()
-				return False
-			now_ms, released = result
-			self.clock.sync(now_ms)
-			if released:
-				self.log_released(released)
+		"""Release every prepared fire whose moment has come, then log them; False when fenced off."""
+		done: list[Released] = []
+		try:
+			while True:
+				result = self.state.release(self.lease.value or "", self.config.batch_size, round(self.config.misfire_grace_secs * 1000))
+				if result is None:
+					self.fenced()
+					return False
+				now_ms, released = result
+				self.clock.sync(now_ms)
+				done += released
+				if len(released) < self.config.batch_size:
+					return True
+		finally:
+			if done:
+				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome != "returned"])
+				self.log_released(done)
 				self.next_status = min(self.next_status, time.monotonic() + 5)
-			if len(released) < self.config.batch_size:
-				return True
 
 	def prepare(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
 		now = from_ms(now_ms)
@@ -318,6 +322,16 @@ class Scheduler:
 		if results is None:
 			self.fenced()
 			return
+		now_ms = int(results[0])
+		duplicates = [
+			(item, job) for item, result in zip(items, results[1:]) if result not in (b"stale", "stale")
+			for job, outcome in zip(item.jobs, result) if outcome in (b"duplicate", "duplicate")
+		]
+		if duplicates:
+			self.state.record_fires([
+				(item.site, fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"))
+				for item, job in duplicates
+			])
 		self.log_prepared(items, results[1:])
 
 	def fenced(self) -> None:

@@ -6,9 +6,15 @@ from functools import lru_cache
 from importlib import resources
 
 
+USES = "-- uses "
+
+
 @lru_cache(maxsize=None)
 def source(name: str) -> str:
-	return resources.files("btu.scheduler_daemon").joinpath("lua", f"{name}.lua").read_text()
+	"""The script's text, after the shared files its "-- uses NAME.lua" lines name (Redis scripts cannot import)."""
+	text = resources.files("btu.scheduler_daemon").joinpath("lua", f"{name}.lua").read_text()
+	shared = [line[len(USES):].strip().removesuffix(".lua") for line in text.splitlines() if line.startswith(USES)]
+	return "".join(source(other) for other in shared) + text
 
 
 def register(redis_conn, name: str):

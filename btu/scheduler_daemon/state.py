@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 
 from btu import protocol
 from btu.scheduler_daemon import scripts
@@ -89,7 +90,6 @@ class Prepared:
 	job_id: str
 	queue_key: str
 	state_key: str
-	fires_key: str
 	counters_key: str
 	due_member: str
 	slot_ms: int
@@ -102,7 +102,7 @@ class Prepared:
 		if isinstance(member, bytes):
 			member = member.decode()
 		f = member.split("\t")
-		return cls(*f[:6], int(f[6]), int(f[7]), f[8] == "1", int(f[9]))
+		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]))
 
 	@property
 	def target(self) -> tuple[str, str]:
@@ -120,9 +120,22 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Released:
-	entry: Prepared
-	outcome: str  # enqueued, cancelled, skipped_overlap or returned
+	member: bytes | str  # parsed when first read, so a release loop only collects
+	outcome: str  # enqueued, skipped_overlap or returned
 	lag_ms: int
+
+	@cached_property
+	def entry(self) -> Prepared:
+		return Prepared.parse(self.member)
+
+	def record(self) -> dict:
+		entry = self.entry
+		return fire_record(entry.schedule, entry.slot_ms, entry.fire_at_ms + self.lag_ms, self.lag_ms, entry.job_id, self.outcome)
+
+
+def fire_record(schedule: str, slot_ms: int, enqueued_ms: int, lag_ms: int, job_id: str, outcome: str) -> dict:
+	"""One entry of a site's recent fires (`protocol.recent_fires_key`)."""
+	return {"schedule": schedule, "slot_ms": slot_ms, "enqueued_ms": enqueued_ms, "lag_ms": lag_ms, "job_id": job_id, "outcome": outcome}
 
 
 def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
@@ -134,7 +147,6 @@ def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
 		item_args += [
 			protocol.due_member(item.site, item.schedule),
 			protocol.schedule_key(item.site, item.schedule),
-			protocol.recent_fires_key(item.site),
 			protocol.counters_key(item.site),
 			item.expected_cursor,
 			item.next_cursor,
@@ -152,7 +164,7 @@ def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
 				for field, value in job.shape.fields.items():
 					shape_args += [field, value]
 			item_args += [job.slot_ms, job.fire_at_ms, job.job_id, number, job.description, job.data]
-	return [lease_value, RECENT_FIRES, JOB_KEY_PREFIX, stamp, len(shapes), *shape_args, len(items), *item_args]
+	return [lease_value, JOB_KEY_PREFIX, stamp, len(shapes), *shape_args, len(items), *item_args]
 
 
 class State:
@@ -162,6 +174,7 @@ class State:
 		self._prepare = scripts.register(redis_conn, "prepare")
 		self._release = scripts.register(redis_conn, "release")
 		self._upsert = scripts.register(redis_conn, "upsert")
+		self._remove = scripts.register(redis_conn, "remove")
 
 	# -- generation: detecting that Redis lost the state -----------------------------
 
@@ -180,8 +193,8 @@ class State:
 		with self.redis.pipeline(transaction=False) as pipe:
 			for entry in upserts:
 				self._upsert(
-					keys=[protocol.schedule_key(site, entry.name), protocol.DUE_KEY, protocol.site_schedules_key(site)],
-					args=entry.args(site),
+					keys=[protocol.schedule_key(site, entry.name), protocol.DUE_KEY, protocol.site_schedules_key(site), protocol.PREPARED_KEY],
+					args=[*entry.args(site), JOB_KEY_PREFIX],
 					client=pipe,
 				)
 			pipe.sadd(protocol.SITES_KEY, site)
@@ -189,13 +202,10 @@ class State:
 			results = pipe.execute()[: len(upserts)]
 		return [r.decode() if isinstance(r, bytes) else r for r in results]
 
-	def remove(self, site: str, name: str) -> bool:
-		with self.redis.pipeline() as pipe:
-			pipe.zrem(protocol.DUE_KEY, protocol.due_member(site, name))
-			pipe.srem(protocol.site_schedules_key(site), name)
-			pipe.delete(protocol.schedule_key(site, name))
-			removed = pipe.execute()
-		return bool(removed[1])
+	def remove(self, site: str, name: str, client=None) -> bool:
+		"""Take a schedule out of the state, withdrawing its prepared fires; True when it was there."""
+		keys = [protocol.schedule_key(site, name), protocol.DUE_KEY, protocol.site_schedules_key(site), protocol.PREPARED_KEY]
+		return bool(self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client))
 
 	def names(self, site: str) -> set[str]:
 		return {n.decode() if isinstance(n, bytes) else n for n in self.redis.smembers(protocol.site_schedules_key(site))}
@@ -212,9 +222,8 @@ class State:
 	def purge_site(self, site: str) -> None:
 		names = self.names(site)
 		with self.redis.pipeline() as pipe:
-			if names:
-				pipe.zrem(protocol.DUE_KEY, *[protocol.due_member(site, n) for n in names])
-				pipe.delete(*[protocol.schedule_key(site, n) for n in names])
+			for name in names:
+				self.remove(site, name, client=pipe)
 			pipe.delete(
 				protocol.site_schedules_key(site),
 				protocol.recent_fires_key(site),
@@ -266,6 +275,22 @@ class State:
 			out.append({field: (v.decode() if isinstance(v, bytes) else v) for field, v in zip(STATE_FIELDS, values)})
 		return out
 
+	def record_fires(self, fires: list[tuple[str, dict]]) -> None:
+		"""Add (site, fire_record) pairs to each site's recent fires, keeping the newest RECENT_FIRES.
+
+		Written after the fires, not with them: it is a record for people, and
+		keeping it out of the release script keeps that script short.
+		"""
+		by_site: dict[str, list[str]] = {}
+		for site, fire in fires:
+			by_site.setdefault(site, []).append(json.dumps(fire))
+		with self.redis.pipeline(transaction=False) as pipe:
+			for site, records in by_site.items():
+				key = protocol.recent_fires_key(site)
+				pipe.lpush(key, *records[-RECENT_FIRES:])
+				pipe.ltrim(key, 0, RECENT_FIRES - 1)
+			pipe.execute()
+
 	def prepare(self, lease_value: str, stamp: str, items: list[FireItem]) -> list | None:
 		"""Run the prepare script; None when the lease is no longer ours. `stamp`: the jobs' created_at (rq's format)."""
 		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, items))
@@ -279,11 +304,11 @@ class State:
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
 		whose catch-up policy then decides, as for any missed slot.
 		"""
-		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, RECENT_FIRES, JOB_KEY_PREFIX, grace_ms])
+		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
 		released = [
-			Released(Prepared.parse(member), outcome.decode() if isinstance(outcome, bytes) else outcome, int(lag))
+			Released(member, outcome.decode() if isinstance(outcome, bytes) else outcome, lag)
 			for member, outcome, lag in zip(raw[1::3], raw[2::3], raw[3::3])
 		]
 		return int(raw[0]), released

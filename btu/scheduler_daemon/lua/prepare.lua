@@ -6,11 +6,11 @@
 -- once: whichever leader releases it later, it is released once.
 --
 -- KEYS[1] lease key, KEYS[2] due sorted set, KEYS[3] prepared sorted set.
--- ARGV: lease value, recent-fires cap, rq job key prefix, created_at stamp,
+-- ARGV: lease value, rq job key prefix, created_at stamp,
 --   shape count, then per shape (what every job of one template on one site
 --   shares): queue key, field count, fields...
 --   then item count, then per item:
---     due member, state key, recent-fires key, counters key,
+--     due member, state key, counters key,
 --     expected cursor, next cursor ('' = finished), next fire_at ms,
 --     overlap skip ('1'/'0'), skipped count, expired count, job count,
 --     then per job: slot ms, fire_at ms, job id, shape number (1-based),
@@ -23,13 +23,13 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cap, prefix, stamp = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local prefix, stamp = ARGV[2], ARGV[3]
 
 -- One HSET command per shape, reused for each of its jobs: slots 2, 8 and 10
 -- take the job key, description and data.
 local shapes = {}
-local i = 6
-for s = 1, tonumber(ARGV[5]) do
+local i = 5
+for s = 1, tonumber(ARGV[4]) do
 	local field_count = tonumber(ARGV[i + 1])
 	local hset = {'HSET', false, 'created_at', stamp, 'status', 'scheduled', 'description', false, 'data', false}
 	for f = i + 2, i + 1 + field_count * 2 do
@@ -39,16 +39,15 @@ for s = 1, tonumber(ARGV[5]) do
 	i = i + 2 + field_count * 2
 end
 
-local duplicates = {}
 local results = {now_ms}
 local item_count = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, item_count do
-	local member, state_key, fires_key, counters_key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-	local expected, next_cursor, next_fire_at = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-	local overlap, skipped, expired = ARGV[i + 7], tonumber(ARGV[i + 8]), tonumber(ARGV[i + 9])
-	local job_count = tonumber(ARGV[i + 10])
-	i = i + 11
+	local member, state_key, counters_key = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+	local expected, next_cursor, next_fire_at = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+	local overlap, skipped, expired = ARGV[i + 6], tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
+	local job_count = tonumber(ARGV[i + 9])
+	i = i + 10
 	if redis.call('HGET', state_key, 'cursor') ~= expected then
 		i = i + job_count * 6
 		results[#results + 1] = 'stale'
@@ -61,21 +60,13 @@ for _ = 1, item_count do
 			local job_key = prefix .. job_id
 			if redis.call('EXISTS', job_key) == 1 then
 				outcomes[#outcomes + 1] = 'duplicate'
-				local found = duplicates[fires_key]
-				if not found then
-					found = {counters_key = counters_key}
-					duplicates[fires_key] = found
-				end
-				found[#found + 1] = cjson.encode({
-					schedule = string.sub(member, string.find(member, '|', 1, true) + 1), slot_ms = tonumber(slot_ms), enqueued_ms = now_ms,
-					lag_ms = now_ms - tonumber(fire_at_ms), job_id = job_id, outcome = 'duplicate',
-				})
+				redis.call('HINCRBY', counters_key, 'duplicate', 1)
 			else
 				local hset = shape.hset
 				hset[2], hset[8], hset[10] = job_key, ARGV[i + 4], ARGV[i + 5]
 				redis.call(unpack(hset))
-				-- The member carries all release.lua needs, in this order.
-				local entry = table.concat({job_id, shape.queue, state_key, fires_key, counters_key, member, slot_ms, fire_at_ms, overlap, now_ms}, '\t')
+				-- The member carries all release.lua needs, in prepared.lua's order.
+				local entry = table.concat({job_id, shape.queue, state_key, counters_key, member, slot_ms, fire_at_ms, overlap, now_ms}, '\t')
 				redis.call('ZADD', KEYS[3], fire_at_ms, entry)
 				prepared = prepared + 1
 				outcomes[#outcomes + 1] = 'prepared'
@@ -106,14 +97,4 @@ for _ = 1, item_count do
 	end
 end
 
--- Duplicates are rare (a state rebuilt after a lost Redis write): written as they come.
-for fires_key, found in pairs(duplicates) do
-	redis.call('HINCRBY', found.counters_key, 'duplicate', #found)
-	local push = {'LPUSH', fires_key}
-	for r = math.max(1, #found - cap + 1), #found do
-		push[#push + 1] = found[r]
-	end
-	redis.call(unpack(push))
-	redis.call('LTRIM', fires_key, 0, cap - 1)
-end
 return results

@@ -1,27 +1,30 @@
--- Release the prepared fires whose moment has come: push each job on its
--- queue, so a worker takes it, unless its schedule was removed or paused
--- since it was prepared ('cancelled') or, under the overlap policy 'skip',
--- the schedule's previous job is still queued or started ('skipped_overlap').
--- A released entry leaves the prepared set in the same step, so it is
--- released once whichever leader does it.
+-- uses prepared.lua
+-- Release the prepared fires whose moment has come: stamp each job's
+-- enqueued_at, set it queued and push it on its queue, so a worker takes it,
+-- unless, under the overlap policy 'skip', the schedule's previous job is
+-- still queued or started ('skipped_overlap'). A released entry leaves the
+-- prepared set in the same step, so it is released once whichever leader
+-- does it. (A schedule paused, edited or removed meanwhile had its prepared
+-- fires withdrawn by upsert.lua or remove.lua.)
 --
 -- An entry released more than the misfire grace after its moment, or after
--- it was prepared when that was later (no leader was up meanwhile), is 'returned': its job is deleted and its schedule's cursor moved
--- back to its slot, with every other fire prepared for that schedule, so the
--- schedule's catch-up policy decides, as for any missed slot.
+-- it was prepared when that was later (no leader was up meanwhile), is
+-- 'returned': withdrawn with every other fire prepared for its schedule, and
+-- the schedule's cursor moved back to its slot, so the schedule's catch-up
+-- policy decides, as for any missed slot.
 --
 -- KEYS[1] lease key, KEYS[2] prepared sorted set, KEYS[3] rq's set of
 -- queues, KEYS[4] due sorted set.
--- ARGV: lease value, batch size, recent-fires cap, rq job key prefix, grace ms.
+-- ARGV: lease value, batch size, rq job key prefix, grace ms.
 -- Returns {'not_leader'} or {now_ms, then per entry: member, outcome
--- ('enqueued', 'cancelled', 'skipped_overlap' or 'returned'), lag ms}.
+-- ('enqueued', 'skipped_overlap' or 'returned'), lag ms}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	return {'not_leader'}
 end
 local t = redis.call('TIME')
 local seconds, micros = tonumber(t[1]), tonumber(t[2])
 local now_ms = seconds * 1000 + math.floor(micros / 1000)
-local cap, prefix, grace = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local prefix, grace = ARGV[3], tonumber(ARGV[4])
 
 -- enqueued_at as rq writes it (rq.utils.utcformat): the civil date of the
 -- day count (H. Hinnant's days_from_civil, inverted).
@@ -42,68 +45,48 @@ local function rq_time()
 end
 local stamp = rq_time()
 
-local function fields(entry)
-	local out, start = {}, 1
-	while true do
-		local stop = string.find(entry, '\t', start, true)
-		if not stop then
-			out[#out + 1] = string.sub(entry, start)
-			return out
-		end
-		out[#out + 1] = string.sub(entry, start, stop - 1)
-		start = stop + 1
-	end
-end
-
+-- The due entries are the first by rank: removed by rank, not member by member.
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
-for c = 1, #due, 1000 do
-	redis.call('ZREM', KEYS[2], unpack(due, c, math.min(c + 999, #due)))
-end
-
--- Undo a prepared fire: its job goes, and its run is no longer counted.
-local function withdraw(job_key, state_key, exists)
-	redis.call('DEL', job_key)
-	if exists then
-		redis.call('HINCRBY', state_key, 'runs', -1)
-	end
+if #due > 0 then
+	redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #due - 1)
 end
 
 local results = {now_ms}
 local queues, queue_order = {}, {}
-local sites, site_order = {}, {}
-local returned = {}
+local counts = {}
+local returned, returned_any = {}, false
 for _, member in ipairs(due) do
-	-- job id, queue key, state key, fires key, counters key, due member, slot ms, fire_at ms, overlap, prepared ms
-	local f = fields(member)
-	local job_id, state_key, slot, fire_at = f[1], f[3], tonumber(f[7]), tonumber(f[8])
-	local late = now_ms - math.max(fire_at, tonumber(f[10]))
+	local f = prepared_fields(member)
+	local job_id, state_key, fire_at = f[1], f[3], tonumber(f[7])
 	local job_key = prefix .. job_id
-	local state = redis.call('HMGET', state_key, 'cursor', 'paused', 'last_job_id')
-	local outcome = false
-	if not state[1] or state[2] == '1' then
-		outcome = 'cancelled'
-	elseif returned[state_key] or late > grace then
+	local outcome = 'enqueued'
+	if returned[state_key] or now_ms - math.max(fire_at, tonumber(f[9])) > grace then
 		outcome = 'returned'
-		if not returned[state_key] then
-			returned[state_key] = true
-			returned[#returned + 1] = state_key
-			if state[1] == '' or slot < tonumber(state[1]) then
+		redis.call('DEL', job_key)
+		local cursor = redis.call('HGET', state_key, 'cursor')
+		if cursor then
+			redis.call('HINCRBY', state_key, 'runs', -1)
+			local slot = tonumber(f[6])
+			if not returned[state_key] and (cursor == '' or slot < tonumber(cursor)) then
 				redis.call('HSET', state_key, 'cursor', slot, 'fire_at', fire_at, 'finished', '0')
-				redis.call('ZADD', KEYS[4], fire_at, f[6])
+				redis.call('ZADD', KEYS[4], fire_at, f[5])
 			end
 		end
-	elseif f[9] == '1' and state[3] then
-		local previous = redis.call('HGET', prefix .. state[3], 'status')
+		returned[state_key] = true
+		returned_any = true
+	elseif f[8] == '1' then
+		local last = redis.call('HGET', state_key, 'last_job_id')
+		local previous = last and redis.call('HGET', prefix .. last, 'status')
 		if previous == 'queued' or previous == 'started' then
 			outcome = 'skipped_overlap'
+			redis.call('DEL', job_key)
+			redis.call('HINCRBY', state_key, 'runs', -1)
+		else
+			redis.call('HSET', state_key, 'last_job_id', job_id)
 		end
 	end
-	if outcome then
-		withdraw(job_key, state_key, state[1])
-	else
-		outcome = 'enqueued'
+	if outcome == 'enqueued' then
 		redis.call('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
-		redis.call('HSET', state_key, 'last_job_id', job_id, 'last_run_ms', now_ms, 'last_slot_ms', f[7])
 		local ids = queues[f[2]]
 		if not ids then
 			ids = {}
@@ -112,34 +95,25 @@ for _, member in ipairs(due) do
 		end
 		ids[#ids + 1] = job_id
 	end
-	local lag = now_ms - fire_at
 	if outcome ~= 'returned' then
-		local site = sites[f[4]]
+		local site = counts[f[4]]
 		if not site then
-			site = {counters_key = f[5], counts = {}, fires = {}}
-			sites[f[4]] = site
-			site_order[#site_order + 1] = f[4]
+			site = {}
+			counts[f[4]] = site
 		end
-		site.counts[outcome] = (site.counts[outcome] or 0) + 1
-		local schedule = string.sub(f[6], string.find(f[6], '|', 1, true) + 1)
-		site.fires[#site.fires + 1] = {schedule, f[7], lag, job_id, outcome}
+		site[outcome] = (site[outcome] or 0) + 1
 	end
 	results[#results + 1] = member
 	results[#results + 1] = outcome
-	results[#results + 1] = lag
+	results[#results + 1] = now_ms - fire_at
 end
 
 -- A returned schedule's fires prepared for later moments go back with it.
-if #returned > 0 then
-	for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-		local f = fields(member)
-		if returned[f[3]] then
-			redis.call('ZREM', KEYS[2], member)
-			withdraw(prefix .. f[1], f[3], true)
-			results[#results + 1] = member
-			results[#results + 1] = 'returned'
-			results[#results + 1] = now_ms - tonumber(f[8])
-		end
+if returned_any then
+	for _, member in ipairs(withdraw(KEYS[2], prefix, returned)) do
+		results[#results + 1] = member
+		results[#results + 1] = 'returned'
+		results[#results + 1] = now_ms - tonumber(prepared_fields(member)[7])
 	end
 end
 
@@ -150,21 +124,9 @@ for _, queue in ipairs(queue_order) do
 		redis.call('RPUSH', queue, unpack(ids, c, math.min(c + 999, #ids)))
 	end
 end
-
--- Per site, once per batch: the counters, and the newest `cap` fires.
-for _, fires_key in ipairs(site_order) do
-	local site = sites[fires_key]
-	for outcome, n in pairs(site.counts) do
-		redis.call('HINCRBY', site.counters_key, outcome, n)
+for counters_key, site in pairs(counts) do
+	for outcome, n in pairs(site) do
+		redis.call('HINCRBY', counters_key, outcome, n)
 	end
-	local push = {'LPUSH', fires_key}
-	for r = math.max(1, #site.fires - cap + 1), #site.fires do
-		local f = site.fires[r]
-		push[#push + 1] = cjson.encode({
-			schedule = f[1], slot_ms = tonumber(f[2]), enqueued_ms = now_ms, lag_ms = f[3], job_id = f[4], outcome = f[5],
-		})
-	end
-	redis.call(unpack(push))
-	redis.call('LTRIM', fires_key, 0, cap - 1)
 end
 return results

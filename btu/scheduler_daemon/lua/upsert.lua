@@ -1,10 +1,14 @@
+-- uses prepared.lua
 -- Put one schedule's definition into the state, as the reconcile read it.
--- KEYS[1] state key, KEYS[2] due sorted set, KEYS[3] site's schedule set.
+-- KEYS[1] state key, KEYS[2] due sorted set, KEYS[3] site's schedule set,
+-- KEYS[4] prepared sorted set.
 -- ARGV: member, name, spec fingerprint, spec JSON, job JSON, paused ('1'/'0'),
 --   site active ('1'/'0'), cursor for a new schedule, its fire_at, cursor
---   from now, its fire_at, row modified.
+--   from now, its fire_at, row modified, rq job key prefix.
 -- The cursor is kept unless the schedule is new, its spec changed, or it is
--- resumed: edits to the task alone never move a pending slot.
+-- resumed: edits to the task alone never move a pending slot. A changed spec
+-- or a pause also withdraws the fires prepared for the schedule, so it takes
+-- effect before them.
 -- Returns 'new', 'changed', 'resumed' or 'same'.
 local member, name, fingerprint, spec, job = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local paused, active = ARGV[6], ARGV[7]
@@ -17,6 +21,9 @@ elseif stored[1] ~= fingerprint then
 	result, cursor, fire_at = 'changed', ARGV[10], ARGV[11]
 elseif stored[2] == '1' and paused == '0' then
 	result, cursor, fire_at = 'resumed', ARGV[10], ARGV[11]
+end
+if result == 'changed' or (paused == '1' and stored[2] ~= '1') then
+	withdraw(KEYS[4], ARGV[13], {[KEYS[1]] = true})
 end
 if result ~= 'same' then
 	redis.call('HSET', KEYS[1], 'cursor', cursor, 'fire_at', fire_at, 'finished', cursor == '' and '1' or '0')
