@@ -17,7 +17,7 @@ from btu import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
-from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires
+from tests.engine.helpers import ONE_SECOND, parse_job_id, queue_ids, queue_key, recent_fires
 
 
 def leader(bench, **settings) -> Scheduler:
@@ -117,7 +117,7 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	scheduler.reconciler.sync_schedule(data.site.name, edited)
 
 	members = [m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)]
-	assert [m.split("\t")[0].split("|")[1] for m in members] == [kept], "only the untouched schedule's fire stays prepared"
+	assert [parse_job_id(m.split("\t")[0])[0] for m in members] == [kept], "only the untouched schedule's fire stays prepared"
 	assert len(r.keys("rq:job:*")) == 1, "a withdrawn fire leaves no job behind"
 	assert state(r, data.site.name, paused, "runs") == "0", "a withdrawn fire is not counted as a run"
 	assert state(r, data.site.name, edited, "fire_at") == str(int((instant + 3600) * 1000)), "the edit took effect before the prepared fire"
@@ -125,7 +125,7 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	sleep_until_ms(instant * 1000)
 	assert scheduler.release()
 	ids = queue_ids(r, queue_key(bench))
-	assert [job_id.split("|")[1] for job_id in ids] == [kept]
+	assert [parse_job_id(job_id)[0] for job_id in ids] == [kept]
 	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, data.site.name)} == {kept: "enqueued"}
 
 
@@ -145,7 +145,7 @@ def test_a_new_leader_releases_what_the_old_one_prepared_and_fences_it(site, r):
 	assert new.release()
 	assert new.release()
 	[job_id] = queue_ids(r, queue_key(bench))
-	assert job_id.split("|")[1] == name
+	assert parse_job_id(job_id)[0] == name
 
 
 @pytest.mark.parametrize("policy, queued", [("skip", 0), ("fire_once", 1)])
