@@ -318,36 +318,36 @@ class Scheduler:
 				self.redis.hincrby(protocol.counters_key(site), "failed_enqueue", 1)
 		if not items:
 			return
-		results = self.state.prepare(self.lease.value or "", rq_time(created_at), items)
-		if results is None:
+		result = self.state.prepare(self.lease.value or "", rq_time(created_at), items)
+		if result is None:
 			self.fenced()
 			return
-		now_ms = int(results[0])
+		now_ms, outcomes = result
 		duplicates = [
-			(item, job) for item, result in zip(items, results[1:]) if result not in (b"stale", "stale")
-			for job, outcome in zip(item.jobs, result) if outcome in (b"duplicate", "duplicate")
+			(item, job) for item, jobs in zip(items, outcomes) if jobs is not None
+			for job, outcome in zip(item.jobs, jobs) if outcome == "duplicate"
 		]
 		if duplicates:
 			self.state.record_fires([
 				(item.site, fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"))
 				for item, job in duplicates
 			])
-		self.log_prepared(items, results[1:])
+		self.log_prepared(items, outcomes)
 
 	def fenced(self) -> None:
 		self.lease.lost()
 		self.leader_since = None
 		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
 
-	def log_prepared(self, items: list[FireItem], results: list) -> None:
+	def log_prepared(self, items: list[FireItem], outcomes: list[list[str] | None]) -> None:
 		if not logger.isEnabledFor(logging.INFO):
 			return
-		for item, result in zip(items, results):
-			if result in (b"stale", "stale"):
+		for item, jobs in zip(items, outcomes):
+			if jobs is None:
 				log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
 				continue
-			for job, outcome in zip(item.jobs, result):
-				if outcome in (b"duplicate", "duplicate"):
+			for job, outcome in zip(item.jobs, jobs):
+				if outcome == "duplicate":
 					log_event(
 						logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
 						job_id=job.job_id, reason="a job of this id exists already",

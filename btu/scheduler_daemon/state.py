@@ -104,7 +104,7 @@ class Prepared:
 		f = member.split("\t")
 		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]))
 
-	@property
+	@cached_property
 	def target(self) -> tuple[str, str]:
 		"""(site, schedule)"""
 		return protocol.parse_due_member(self.due_member)
@@ -291,12 +291,14 @@ class State:
 				pipe.ltrim(key, 0, RECENT_FIRES - 1)
 			pipe.execute()
 
-	def prepare(self, lease_value: str, stamp: str, items: list[FireItem]) -> list | None:
-		"""Run the prepare script; None when the lease is no longer ours. `stamp`: the jobs' created_at (rq's format)."""
+	def prepare(self, lease_value: str, stamp: str, items: list[FireItem]) -> tuple[int, list[list[str] | None]] | None:
+		"""Run the prepare script: (Redis now ms, per item None when stale, else each job's outcome), or None when the
+		lease is no longer ours. `stamp`: the jobs' created_at (rq's format)."""
 		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, items))
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
-		return raw
+		outcomes = [None if result in (b"stale", "stale") else [text(o) for o in result] for result in raw[1:]]
+		return int(raw[0]), outcomes
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> tuple[int, list[Released]] | None:
 		"""Release up to `batch_size` prepared fires whose moment has come; None when the lease is no longer ours.
@@ -308,7 +310,12 @@ class State:
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
 		released = [
-			Released(member, outcome.decode() if isinstance(outcome, bytes) else outcome, lag)
+			Released(member, text(outcome), lag)
 			for member, outcome, lag in zip(raw[1::3], raw[2::3], raw[3::3])
 		]
 		return int(raw[0]), released
+
+
+def text(value: bytes | str | None) -> str | None:
+	"""A Redis reply as str (the clients may or may not decode)."""
+	return value.decode() if isinstance(value, bytes) else value

@@ -15,13 +15,9 @@ from datetime import datetime, timezone
 from btu import protocol
 from btu.scheduler_daemon.jobs import slot_text
 from btu.scheduler_daemon.reconcile import from_ms
-from btu.scheduler_daemon.state import Prepared
+from btu.scheduler_daemon.state import Prepared, text as _text
 
 STATUS_SCAN = 2000
-
-
-def _text(value) -> str | None:
-	return value.decode() if isinstance(value, bytes) else value
 
 
 def iso(ms: int | float | None) -> str | None:
