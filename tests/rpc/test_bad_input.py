@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from btu import protocol
+from tests.engine.helpers import wait_until
 from tests.rpc.support import foreign_keys, raw_ping, settle
 
 PREFIX = "btu:scheduler:rpc:"
@@ -150,7 +151,13 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	for n in (1, 2, 3):
 		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
 	settle(r, running.dispatcher)
-	failures = [record for record in caplog.records if record.getMessage() == "rpc_execute_failed"]
+
+	def failures():
+		return [record for record in caplog.records if record.getMessage() == "rpc_execute_failed"]
+
+	# settle() returns once the marker is recorded, which is just before its own failure is logged.
+	wait_until(lambda: len(failures()) >= 4, 5, "the marker's failure logged")
+	failures = failures()
 	assert [record.btu_fields["schedule"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003", "TS-SETTLE"]
 	assert [record.btu_fields["site"] for record in failures][:3] == ["site1.localhost"] * 3
 	assert running.thread.is_alive()
