@@ -89,6 +89,10 @@ SETTINGS: tuple[Setting, ...] = (
 		minimum=0, maximum=60,
 	),
 	Setting("batch_size", 500, "int", "schedules handled per Redis/SQL round trip", minimum=1, maximum=100000),
+	Setting(
+		"release_batch_size", 10000, "int", "prepared fires queued per release script (about 5 microseconds of Redis each)",
+		minimum=1, maximum=100000,
+	),
 	Setting("log_level", "INFO", "choice", "lowest level logged", choices=LOG_LEVELS),
 	Setting("log_format", "text", "choice", "one line per event as text or JSON", choices=LOG_FORMATS),
 	Setting("executor", "frappe", "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
@@ -108,6 +112,7 @@ class Config:
 	misfire_grace_secs: float = 10.0
 	prepare_ahead_secs: float = 2.0
 	batch_size: int = 500
+	release_batch_size: int = 10000
 	log_level: str = "INFO"
 	log_format: str = "text"
 	executor: str = "frappe"

@@ -74,7 +74,8 @@ class Clock:
 	def __init__(self):
 		self.offset = 0.0
 
-	def sync(self, redis_now_ms: int) -> None:
+	def sync(self, redis_now_ms: float) -> None:
+		"""From a script's TIME to microseconds: the leader sleeps by this until a moment."""
 		self.offset = redis_now_ms / 1000 - time.time()
 
 	def now(self) -> datetime:
@@ -241,10 +242,10 @@ class Scheduler:
 		self.wake.clear()
 		if not self.release():
 			return
-		now_ms, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
-		self.clock.sync(now_ms)
+		now_us, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
+		self.clock.sync(now_us / 1000)
 		if entries:
-			self.prepare(now_ms, entries)
+			self.prepare(now_us // 1000, entries)
 			return
 		if time.monotonic() >= self.next_status:
 			self.publish_status()
@@ -261,14 +262,12 @@ class Scheduler:
 		done: list[Released] = []
 		try:
 			while True:
-				result = self.state.release(self.lease.value or "", self.config.batch_size, round(self.config.misfire_grace_secs * 1000))
-				if result is None:
+				released = self.state.release(self.lease.value or "", self.config.release_batch_size, round(self.config.misfire_grace_secs * 1000))
+				if released is None:
 					self.fenced()
 					return False
-				now_ms, released = result
-				self.clock.sync(now_ms)
 				done += released
-				if len(released) < self.config.batch_size:
+				if len(released) < self.config.release_batch_size:
 					return True
 		finally:
 			if done:

@@ -251,19 +251,19 @@ class State:
 	# -- leader side ---------------------------------------------------------------------
 
 	def due(self, batch_size: int, ahead_ms: int = 0) -> tuple[int, int | None, int | None, list[tuple[str, str, int]]]:
-		"""(Redis now ms, next due fire ms when none is due, next prepared fire ms, [(site, schedule, fire_at ms)]).
+		"""(Redis now µs, next due fire ms when none is due, next prepared fire ms, [(site, schedule, fire_at ms)]).
 
 		Due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment.
 		"""
 		raw = self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms])
-		now_ms = int(raw[0])
+		now_us = int(raw[0])
 		next_ms = int(float(raw[1])) if raw[1] else None
 		next_prepared_ms = int(float(raw[2])) if raw[2] else None
 		entries = []
 		for member, score in zip(raw[3::2], raw[4::2]):
 			site, schedule = protocol.parse_due_member(member)
 			entries.append((site, schedule, int(float(score))))
-		return now_ms, next_ms, next_prepared_ms, entries
+		return now_us, next_ms, next_prepared_ms, entries
 
 	def read(self, entries: list[tuple[str, str]]) -> list[dict]:
 		with self.redis.pipeline(transaction=False) as pipe:
@@ -300,7 +300,7 @@ class State:
 		outcomes = [None if result in (b"stale", "stale") else [text(o) for o in result] for result in raw[1:]]
 		return int(raw[0]), outcomes
 
-	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> tuple[int, list[Released]] | None:
+	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> list[Released] | None:
 		"""Release up to `batch_size` prepared fires whose moment has come; None when the lease is no longer ours.
 
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
@@ -309,11 +309,7 @@ class State:
 		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
 		if raw and raw[0] in (b"not_leader", "not_leader"):
 			return None
-		released = [
-			Released(member, text(outcome), lag)
-			for member, outcome, lag in zip(raw[1::3], raw[2::3], raw[3::3])
-		]
-		return int(raw[0]), released
+		return [Released(member, text(outcome), lag) for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3])]
 
 
 def text(value: bytes | str | None) -> str | None:

@@ -29,8 +29,8 @@ def leader(bench, **settings) -> Scheduler:
 
 
 def prepare_due(scheduler: Scheduler) -> list[tuple[str, str, int]]:
-	now_ms, _, _, entries = scheduler.state.due(scheduler.config.batch_size, scheduler.ahead_ms)
-	scheduler.prepare(now_ms, entries)
+	now_us, _, _, entries = scheduler.state.due(scheduler.config.batch_size, scheduler.ahead_ms)
+	scheduler.prepare(now_us // 1000, entries)
 	return entries
 
 
@@ -187,3 +187,21 @@ def test_overlap_skip_is_decided_at_release(site, r):
 	assert len(queue_ids(r, queue_key(bench))) == 1
 	outcomes = [f["outcome"] for f in sorted(recent_fires(r, data.site.name), key=lambda f: f["slot_ms"])]
 	assert outcomes[:2] == ["enqueued", "skipped_overlap"]
+
+
+@pytest.mark.parametrize("release_batch_size", [10000, 3])
+def test_an_instant_is_released_in_batches_of_release_batch_size(site, r, release_batch_size):
+	bench, data, task = site
+	instant = next_instant()
+	names = [once_at(data, task, instant) for _ in range(7)]
+	scheduler = leader(bench, release_batch_size=release_batch_size)
+	prepare_due(scheduler)
+	assert r.zcard(protocol.PREPARED_KEY) == 7
+
+	sleep_until_ms(instant * 1000)
+	assert scheduler.release()
+	ids = queue_ids(r, queue_key(bench))
+	assert sorted(parse_job_id(job_id)[0] for job_id in ids) == sorted(names), "each fire queued once"
+	# One script stamps one enqueued_at: the number of stamps is the number of scripts it took.
+	stamps = {r.hget(f"rq:job:{job_id}", "enqueued_at") for job_id in ids}
+	assert len(stamps) == (1 if release_batch_size >= 7 else 3)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from btu import protocol
+from btu.scheduler_daemon.config import SETTINGS
 
 ACK = {"status": "ok", "request_type": "ping", "message": "Command received by BTU Scheduler."}
 ENTRY_POINT = Path(sys.executable).parent / "btu-scheduler"
@@ -103,7 +104,7 @@ def test_config_prints_each_key_with_its_source(cli, tmp_path):
 	rows = {line.split()[0]: line for line in out.splitlines() if not line.startswith("#")}
 	assert rows.keys() == {
 		"disable_redis_rpc", "full_refresh_interval_secs", "lease_ttl_secs", "misfire_grace_secs", "prepare_ahead_secs",
-		"batch_size", "log_level", "log_format", "executor", "redis_url",
+		"batch_size", "release_batch_size", "log_level", "log_format", "executor", "redis_url",
 	}
 	assert re.fullmatch(r'redis_url = "redis://default:\*\*\*@10\.0\.0\.5:11311/0"\s+# env BTU_SCHEDULER_REDIS_URL', rows["redis_url"])
 	assert re.fullmatch(r"batch_size = 50\s+# env BTU_SCHEDULER_BATCH_SIZE", rows["batch_size"])
@@ -122,7 +123,7 @@ def test_config_json(cli):
 	assert data["settings"]["redis_url"] == {"value": "redis://:***@h:1/0", "source": "flag --redis-url"}
 	assert data["settings"]["disable_redis_rpc"] == {"value": True, "source": "flag --disable-redis-rpc"}
 	assert data["settings"]["bench"] == {"value": None, "source": "default"}
-	assert len(data["settings"]) == 11
+	assert len(data["settings"]) == len(SETTINGS)
 
 
 def test_config_refuses_unknown_key_with_exit_2(cli, tmp_path):

@@ -2,17 +2,11 @@
 -- puts this file before those that say "-- uses prepared.lua").
 -- A member: job id, queue key, state key, counters key, due member, slot ms,
 -- fire_at ms, overlap skip ('1'/'0'), prepared ms; tab-separated (state.Prepared).
+-- One match returning the nine fields, not a loop building a table: release.lua
+-- parses every member it queues.
+local PREPARED_FIELDS = '^' .. string.rep('([^\t]*)\t', 8) .. '([^\t]*)$'
 local function prepared_fields(member)
-	local out, start = {}, 1
-	while true do
-		local stop = string.find(member, '\t', start, true)
-		if not stop then
-			out[#out + 1] = string.sub(member, start)
-			return out
-		end
-		out[#out + 1] = string.sub(member, start, stop - 1)
-		start = stop + 1
-	end
+	return string.match(member, PREPARED_FIELDS)
 end
 
 -- Withdraw every fire prepared for the schedules whose state keys are in the
@@ -24,12 +18,12 @@ local function withdraw(prepared_key, job_prefix, state_keys)
 		return out
 	end
 	for _, member in ipairs(redis.call('ZRANGE', prepared_key, 0, -1)) do
-		local f = prepared_fields(member)
-		if state_keys[f[3]] then
+		local job_id, _, state_key = prepared_fields(member)
+		if state_keys[state_key] then
 			redis.call('ZREM', prepared_key, member)
-			redis.call('DEL', job_prefix .. f[1])
-			if redis.call('EXISTS', f[3]) == 1 then
-				redis.call('HINCRBY', f[3], 'runs', -1)
+			redis.call('DEL', job_prefix .. job_id)
+			if redis.call('EXISTS', state_key) == 1 then
+				redis.call('HINCRBY', state_key, 'runs', -1)
 			end
 			out[#out + 1] = member
 		end

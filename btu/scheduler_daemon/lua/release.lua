@@ -16,8 +16,8 @@
 -- KEYS[1] lease key, KEYS[2] prepared sorted set, KEYS[3] rq's set of
 -- queues, KEYS[4] due sorted set.
 -- ARGV: lease value, batch size, rq job key prefix, grace ms.
--- Returns {'not_leader'} or {now_ms, then per entry: member, outcome
--- ('enqueued', 'skipped_overlap' or 'returned'), lag ms}.
+-- Returns {'not_leader'} or, per entry: member, outcome ('enqueued',
+-- 'skipped_overlap' or 'returned'), lag ms.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 	return {'not_leader'}
 end
@@ -51,30 +51,30 @@ if #due > 0 then
 	redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #due - 1)
 end
 
-local results = {now_ms}
+local results = {}
 local queues, queue_order = {}, {}
 local counts = {}
 local returned, returned_any = {}, false
+local n = 0
 for _, member in ipairs(due) do
-	local f = prepared_fields(member)
-	local job_id, state_key, fire_at = f[1], f[3], tonumber(f[7])
+	local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms = prepared_fields(member)
+	fire_at = tonumber(fire_at)
 	local job_key = prefix .. job_id
 	local outcome = 'enqueued'
-	if returned[state_key] or now_ms - math.max(fire_at, tonumber(f[9])) > grace then
+	if returned[state_key] or now_ms - math.max(fire_at, tonumber(prepared_ms)) > grace then
 		outcome = 'returned'
 		redis.call('DEL', job_key)
 		local cursor = redis.call('HGET', state_key, 'cursor')
 		if cursor then
 			redis.call('HINCRBY', state_key, 'runs', -1)
-			local slot = tonumber(f[6])
-			if not returned[state_key] and (cursor == '' or slot < tonumber(cursor)) then
+			if not returned[state_key] and (cursor == '' or tonumber(slot) < tonumber(cursor)) then
 				redis.call('HSET', state_key, 'cursor', slot, 'fire_at', fire_at, 'finished', '0')
-				redis.call('ZADD', KEYS[4], fire_at, f[5])
+				redis.call('ZADD', KEYS[4], fire_at, due_member)
 			end
 		end
 		returned[state_key] = true
 		returned_any = true
-	elseif f[8] == '1' then
+	elseif overlap == '1' then
 		local last = redis.call('HGET', state_key, 'last_job_id')
 		local previous = last and redis.call('HGET', prefix .. last, 'status')
 		if previous == 'queued' or previous == 'started' then
@@ -87,33 +87,31 @@ for _, member in ipairs(due) do
 	end
 	if outcome == 'enqueued' then
 		redis.call('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
-		local ids = queues[f[2]]
+		local ids = queues[queue]
 		if not ids then
 			ids = {}
-			queues[f[2]] = ids
-			queue_order[#queue_order + 1] = f[2]
+			queues[queue] = ids
+			queue_order[#queue_order + 1] = queue
 		end
 		ids[#ids + 1] = job_id
 	end
 	if outcome ~= 'returned' then
-		local site = counts[f[4]]
+		local site = counts[counters_key]
 		if not site then
 			site = {}
-			counts[f[4]] = site
+			counts[counters_key] = site
 		end
 		site[outcome] = (site[outcome] or 0) + 1
 	end
-	results[#results + 1] = member
-	results[#results + 1] = outcome
-	results[#results + 1] = now_ms - fire_at
+	results[n + 1], results[n + 2], results[n + 3] = member, outcome, now_ms - fire_at
+	n = n + 3
 end
 
 -- A returned schedule's fires prepared for later moments go back with it.
 if returned_any then
 	for _, member in ipairs(withdraw(KEYS[2], prefix, returned)) do
-		results[#results + 1] = member
-		results[#results + 1] = 'returned'
-		results[#results + 1] = now_ms - tonumber(prepared_fields(member)[7])
+		results[n + 1], results[n + 2], results[n + 3] = member, 'returned', now_ms - tonumber((select(7, prepared_fields(member))))
+		n = n + 3
 	end
 end
 
