@@ -8,7 +8,9 @@ Scenarios:
   arrive), except RQ's own scheduler, which only runs inside a worker.
 
 Lag of a slot = (first fire of its schedule at or after the slot) - slot, with the fire
-time read from the job hash's `enqueued_at` (and `started` from the worker). A slot with
+time read from the job hash's `enqueued_at`; "seen" takes instead the time an observer
+popped the job (when a worker could first have taken it: a scheduler that stamps many
+jobs before pushing them shows it here), and "start" the time a worker started it. A slot with
 no fire after it by the end is "unserved"; "fires" counts the jobs enqueued from the first
 slot on (fewer fires than slots: the system coalesced or dropped slots).
 
@@ -56,15 +58,15 @@ def schedules_for(scenario: dict, t0: float) -> list[Schedule]:
 	return [Schedule(i, t0 + i % scenario["stagger"], scenario["period"]) for i in range(scenario["count"])]
 
 
-def summarise(system: str, settings: str, scenario_name: str, schedules, enq, started, start, end, note="") -> dict:
+def summarise(system: str, settings: str, scenario_name: str, schedules, enq, started, start, end, note="", seen=None) -> dict:
 	e = slot_lags(schedules, enq, start, end)
 	row = {
 		"system": system, "settings": settings, "scenario": scenario_name, "slots": e["slots"], "unserved": e["unserved"],
 		"fires": e["fires"], "enqueue": common.lag_summary(e["lags"]), "note": note, "enqueue_lags": e["lags"],
 	}
-	if started is not None:
-		s = slot_lags(schedules, started, start, end)
-		row["start"] = common.lag_summary(s["lags"])
+	for key, times in (("seen", seen), ("start", started)):
+		if times is not None:
+			row[key] = common.lag_summary(slot_lags(schedules, times, start, end)["lags"])
 	return row
 
 
@@ -90,12 +92,13 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 		time.sleep(end + 2 - time.time())
 		common.stop(scheduler)
 		schedules = schedules_for(scenario, t0)
+		seen = None
 		if worker:
 			time.sleep(1)
 			enq, started = worker_records(r)
 		else:
-			enq, started = observer.stop(), None
-		return summarise("BTU", "defaults (executor rq)", scenario_name, schedules, enq, started, t0, end)
+			enq, started, seen = observer.stop(), None, observer.seen
+		return summarise("BTU", "defaults (executor rq)", scenario_name, schedules, enq, started, t0, end, seen=seen)
 	finally:
 		common.stop(scheduler)
 		if worker:
@@ -135,17 +138,18 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 		grace = 62 if key == "rqs60" else 3
 		time.sleep(max(0, end + grace - time.time()))
 		peer.stop()
+		seen = None
 		if use_worker:
 			time.sleep(1)
 			enq, started = worker_records(r)
 		else:
-			enq, started = observer.stop(), None
+			enq, started, seen = observer.stop(), None, observer.seen
 		if not peer.can_stagger:
 			schedules = anchored_on_first_fire(schedules, enq, t0)
 			note = (note + "; " if note else "") + "slots counted from each job's first fire (RQ cron picks its own start)"
 		if peer.runs_worker and not scenario["worker"]:
 			note = (note + "; " if note else "") + "its scheduler runs inside the worker, so a worker runs the jobs too"
-		return summarise(peer.name, peer.settings, scenario_name, schedules, enq, started if scenario["worker"] else None, t0, end, note)
+		return summarise(peer.name, peer.settings, scenario_name, schedules, enq, started if scenario["worker"] else None, t0, end, note, seen)
 	finally:
 		peer.stop()
 		if worker:
@@ -154,14 +158,19 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 
 
 def print_table(rows: list[dict]) -> str:
-	headers = ["scenario", "system", "settings", "slots", "unserved", "fires", "enq p50 ms", "enq p90", "enq p99", "enq max", "start p50 ms", "start p99", "start max", "note"]
+	headers = [
+		"scenario", "system", "settings", "slots", "unserved", "fires", "enq p50 ms", "enq p90", "enq p99", "enq max",
+		"seen p50 ms", "seen p99", "seen max", "start p50 ms", "start p99", "start max", "note",
+	]
 	out = []
 	for row in rows:
 		e = row.get("enqueue") or {}
+		v = row.get("seen") or {}
 		s = row.get("start") or {}
 		out.append([
 			row["scenario"], row["system"], row["settings"], row.get("slots"), row.get("unserved"), row.get("fires"),
-			e.get("p50_ms"), e.get("p90_ms"), e.get("p99_ms"), e.get("max_ms"), s.get("p50_ms"), s.get("p99_ms"), s.get("max_ms"), row.get("note", ""),
+			e.get("p50_ms"), e.get("p90_ms"), e.get("p99_ms"), e.get("max_ms"), v.get("p50_ms"), v.get("p99_ms"), v.get("max_ms"),
+			s.get("p50_ms"), s.get("p99_ms"), s.get("max_ms"), row.get("note", ""),
 		])
 	text = common.table(headers, out)
 	print(text)

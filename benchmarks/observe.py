@@ -1,7 +1,7 @@
 """Reading fires back from Redis, the same way for every system.
 
-`Observer` pops job ids off a queue as they arrive (no worker) and reads each
-job hash's `enqueued_at`; `worker_records` reads what `benchmarks.jobs.record`
+`Observer` pops job ids off a queue as they arrive (no worker), noting when,
+and reads each job hash's `enqueued_at`; `worker_records` reads what `benchmarks.jobs.record`
 noted when a worker ran the job. `slot_lags` turns fires into lags per slot:
 a slot is served by the schedule's first fire at or after it.
 """
@@ -40,12 +40,18 @@ def schedule_index(description: bytes | str) -> int | None:
 
 
 class Observer:
-	"""Drain `queue_key` every 20 ms and note (schedule, enqueued_at) of each job."""
+	"""Pop the jobs of `queue_key` as they arrive, as a worker would, and note each job's schedule with
+
+	- `fires`: its hash's `enqueued_at`, the time the scheduler stamped;
+	- `seen`: the local time just after it was popped, so at the latest when a worker could
+	  have taken it. A blocking pop wakes as soon as a job is on the queue.
+	"""
 
 	def __init__(self, r, queue_key: str):
 		self.r = r
 		self.queue_key = queue_key
 		self.fires: list[tuple[int, float]] = []
+		self.seen: list[tuple[int, float]] = []
 		self._stop = threading.Event()
 		self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -61,23 +67,27 @@ class Observer:
 
 	def _run(self) -> None:
 		while not self._stop.is_set():
-			if not self._drain():
-				time.sleep(0.02)
+			first = self.r.blpop([self.queue_key], timeout=0.05)
+			if first:
+				self._drain([(first[1], time.time())])
 
-	def _drain(self) -> int:
-		ids = self.r.lpop(self.queue_key, 2000) or []
-		if not ids:
-			return 0
+	def _drain(self, popped: list[tuple[bytes, float]] = ()) -> None:
+		more = self.r.lpop(self.queue_key, 2000) or []
+		now = time.time()
+		popped = [*popped, *((job_id, now) for job_id in more)]
+		if not popped:
+			return
+		ids = [job_id for job_id, _ in popped]
 		with self.r.pipeline(transaction=False) as pipe:
 			for job_id in ids:
 				pipe.hmget(b"rq:job:" + job_id, "enqueued_at", "description")
 			rows = pipe.execute()
-		for enqueued_at, description in rows:
+		for (enqueued_at, description), (_, seen) in zip(rows, popped):
 			if enqueued_at and description:
 				i = schedule_index(description)
 				if i is not None:
 					self.fires.append((i, parse_time(enqueued_at)))
-		return len(ids)
+					self.seen.append((i, seen))
 
 
 def worker_records(r) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
