@@ -69,12 +69,16 @@ class Observer:
 		while not self._stop.is_set():
 			first = self.r.blpop([self.queue_key], timeout=0.05)
 			if first:
-				self._drain([(first[1], time.time())])
+				self._drain(((first[1], time.time()),))
 
-	def _drain(self, popped: list[tuple[bytes, float]] = ()) -> None:
-		more = self.r.lpop(self.queue_key, 2000) or []
-		now = time.time()
-		popped = [*popped, *((job_id, now) for job_id in more)]
+	def _drain(self, popped: tuple[tuple[bytes, float], ...] = ()) -> None:
+		popped = list(popped)
+		while True:  # everything on the queue first, so reading hashes delays no pop
+			more = self.r.lpop(self.queue_key, 2000) or []
+			now = time.time()
+			popped += [(job_id, now) for job_id in more]
+			if len(more) < 2000:
+				break
 		if not popped:
 			return
 		ids = [job_id for job_id, _ in popped]
