@@ -51,6 +51,9 @@ from btu.scheduler_daemon.state import FireItem, FireJob, Released, State, fire_
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
+# A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
+# thread need not, so an idle scheduler wakes for it rarely.
+NOTIFY_BLOCK_SECONDS = 30.0
 
 
 RELEASE_REASONS = {
@@ -187,7 +190,7 @@ class Scheduler:
 				backoff = 0.1
 				self.wake.set()  # something may have changed while unsubscribed
 				while not stop.is_set():
-					if pubsub.get_message(timeout=5.0):
+					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
 						self.wake.set()
 			except (*REDIS_ERRORS, BenchError):  # BenchError: the bench's Redis settings are being edited; retry
 				stop.wait(backoff)
