@@ -112,6 +112,13 @@ def clip(value: Any, limit: int = 80) -> str:
 	return text if len(text) <= limit else text[:limit] + "..."
 
 
+def effective_socket_timeout(redis_client: redis.Redis) -> float | None:
+	"""The socket timeout the client's connections get: the given one, else the library's default
+	(none in redis-py 4, 5 s in redis-py 8). A connection object is only built, not connected."""
+	pool = redis_client.connection_pool
+	return getattr(pool.connection_class(**pool.connection_kwargs), "socket_timeout", None)
+
+
 class CommandListener:
 	"""Serves `btu:scheduler:commands` until `stop` is set; meant to run in its own thread."""
 
@@ -130,7 +137,7 @@ class CommandListener:
 		self.dispatcher = dispatcher
 		self.process_id = process_id or default_process_id()
 		# BRPOP must return before the client's own socket timeout would cut it.
-		socket_timeout = redis_client.connection_pool.connection_kwargs.get("socket_timeout")
+		socket_timeout = effective_socket_timeout(redis_client)
 		if socket_timeout:
 			block_seconds = min(block_seconds, socket_timeout / 2)
 		self.block_seconds = block_seconds
