@@ -26,9 +26,7 @@ from btu.scheduler_daemon.log import log_event
 
 logger = logging.getLogger(__name__)
 
-# Each BRPOP timeout wakes an idle scheduler for nothing; a command wakes it at once, and
-# stopping does not wait for the listener (a daemon thread), so the block can be long.
-BLOCK_SECONDS = 5.0
+BLOCK_SECONDS = 1.0
 BACKOFF_FIRST_SECONDS = 0.1
 BACKOFF_MAX_SECONDS = 5.0
 # How much of an oversized command is still parsed, only to find where to send the error.
