@@ -78,7 +78,7 @@ class Clock:
 		self.offset = 0.0
 
 	def sync(self, redis_now_ms: float) -> None:
-		"""From a script's TIME to microseconds: the leader sleeps by this until a moment."""
+		"""`redis_now_ms` keeps its microseconds as a fraction: the leader sleeps by this offset until a moment."""
 		self.offset = redis_now_ms / 1000 - time.time()
 
 	def now(self) -> datetime:
