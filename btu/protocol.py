@@ -59,7 +59,17 @@ def is_response_key(key: Any) -> bool:
 		and key.startswith(RESPONSE_KEY_PREFIX)
 		and len(key) > len(RESPONSE_KEY_PREFIX)
 		and len(key) <= 256
+		and is_utf8(key)
 	)
+
+
+def is_utf8(text: str) -> bool:
+	"""False for a str Redis cannot take as a key: JSON may carry lone surrogates ("\\ud800")."""
+	try:
+		text.encode("utf-8")
+	except UnicodeEncodeError:
+		return False
+	return True
 
 
 def make_command(

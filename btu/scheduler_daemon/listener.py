@@ -26,7 +26,8 @@ from btu.scheduler_daemon.log import log_event
 
 logger = logging.getLogger(__name__)
 
-BLOCK_SECONDS = 1.0
+# Idle, the listener wakes once per block; a command ends the block at once.
+BLOCK_SECONDS = 5.0
 BACKOFF_FIRST_SECONDS = 0.1
 BACKOFF_MAX_SECONDS = 5.0
 # How much of an oversized command is still parsed, only to find where to send the error.
@@ -203,26 +204,42 @@ class CommandListener:
 				self.execute(outcome)
 
 	def send_replies(self, outcomes: list[Command | Rejection]) -> None:
-		"""LPUSH each reply on its response key, then EXPIRE that key, all in one MULTI."""
+		"""LPUSH each reply on its response key, then EXPIRE that key, all in one MULTI.
+
+		Keys and replies are encoded first, so one that cannot be encoded costs its own reply only,
+		not the whole batch's."""
 		if not outcomes:
 			return
-		try:
-			with self.redis.pipeline(transaction=True) as pipe:
-				for outcome in outcomes:
-					pipe.lpush(outcome.response_key, json.dumps(outcome.reply))
-					pipe.expire(outcome.response_key, protocol.RESPONSE_TTL_SECONDS)
+		sent: list[Command | Rejection] = []
+		with self.redis.pipeline(transaction=True) as pipe:
+			for outcome in outcomes:
+				try:
+					key = outcome.response_key.encode("utf-8")
+					reply = json.dumps(outcome.reply).encode("utf-8")
+				except Exception as exc:
+					self.note_reply_failed(outcome, exc)
+					continue
+				pipe.lpush(key, reply)
+				pipe.expire(key, protocol.RESPONSE_TTL_SECONDS)
+				sent.append(outcome)
+			if not sent:
+				return
+			try:
 				results = pipe.execute(raise_on_error=False)
-		except Exception as exc:
-			results = [exc] * (2 * len(outcomes))
-		for outcome, result in zip(outcomes, results[::2]):
+			except Exception as exc:
+				results = [exc] * (2 * len(sent))
+		for outcome, result in zip(sent, results[::2]):
 			if isinstance(result, Exception):
-				command = outcome if isinstance(outcome, Command) else None
-				log_event(
-					logger, logging.ERROR, "rpc_ack_failed" if command else "rpc_reply_failed",
-					request_type=outcome.reply.get("request_type"), site=command.site if command else None,
-					schedule=command.name if command else None, response_key=outcome.response_key,
-					error=f"{type(result).__name__}: {result}", process=self.process_id,
-				)
+				self.note_reply_failed(outcome, result)
+
+	def note_reply_failed(self, outcome: Command | Rejection, error: Exception) -> None:
+		command = outcome if isinstance(outcome, Command) else None
+		log_event(
+			logger, logging.ERROR, "rpc_ack_failed" if command else "rpc_reply_failed",
+			request_type=outcome.reply.get("request_type"), site=command.site if command else None,
+			schedule=command.name if command else None, response_key=clip(outcome.response_key),
+			error=f"{type(error).__name__}: {clip(str(error), 200)}", process=self.process_id,
+		)
 
 	def parse(self, raw: bytes | str) -> Command | Rejection:
 		"""The command in `raw`, or its `Rejection` (already logged)."""
@@ -254,7 +271,7 @@ class CommandListener:
 		if not protocol.is_response_key(response_key):
 			reason = (
 				"response_key is missing" if response_key is None
-				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (at most 256 characters)"
+				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (UTF-8, at most 256 characters)"
 			)
 			return self.reject(reason, **context)
 

@@ -65,7 +65,12 @@ class JsonFormatter(logging.Formatter):
 		line = {"ts": timestamp(record.created), "level": record.levelname, "event": record.getMessage()}
 		for key, value in record_fields(record).items():
 			line[f"field_{key}" if key in RESERVED else key] = value
-		return json.dumps(line, default=str, ensure_ascii=False)
+		text = json.dumps(line, default=str, ensure_ascii=False)
+		try:
+			text.encode("utf-8")
+		except UnicodeEncodeError:  # a lone surrogate from a caller's JSON: escape it, or the stream drops the line
+			return json.dumps(line, default=str)
+		return text
 
 
 FORMATTERS = {"text": TextFormatter, "json": JsonFormatter}

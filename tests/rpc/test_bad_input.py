@@ -122,6 +122,24 @@ def test_reply_key_holding_another_type_costs_one_command_only(listener, r, capl
 	assert listener.dispatcher.schedules() == ["TS-000005"]
 
 
+def test_a_lone_surrogate_response_key_costs_no_other_reply(listener, r, caplog):
+	"""JSON may escape a lone surrogate, which no Redis key can hold: that command gets no reply,
+	and the ping popped in the same batch is still ACKed."""
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	bad_key = PREFIX + "\ud800"
+	with r.pipeline(transaction=False) as pipe:
+		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": bad_key}))
+		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": response_key() + "\udfff"}))
+		good_key = response_key()
+		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": good_key}))
+		pipe.execute()
+	answer = r.blpop([good_key], timeout=5)
+	assert answer is not None and json.loads(answer[1])["status"] == "ok"
+	lines = rejected_lines(caplog)
+	assert len(lines) == 2 and all(line.btu_fields["replied"] is False for line in lines)
+	assert "UTF-8" in lines[0].btu_fields["reason"]
+
+
 def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, caplog):
 	from tests.rpc.support import RecordingDispatcher
 

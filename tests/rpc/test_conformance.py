@@ -234,8 +234,8 @@ def test_idle_listener_blocks_instead_of_polling(start_listener, r):
 	r.config_resetstat()
 	time.sleep(3.0)
 	stats = r.info("commandstats").get("cmdstat_brpop", {"calls": 0})
-	# BRPOP blocks BLOCK_SECONDS (1 s) at a time: about 3 calls in 3 s, not thousands.
-	assert stats["calls"] <= 5, stats
+	# BRPOP blocks BLOCK_SECONDS at a time: a call or two in 3 s, not thousands.
+	assert stats["calls"] <= 3.0 / BLOCK_SECONDS + 2, stats
 	assert listener.thread.is_alive()
 
 

@@ -74,7 +74,11 @@ payloads = st.one_of(
 	near_valid(), near_valid(), near_valid(),
 	st.integers(0, 9).flatmap(lambda n: huge() if n == 0 else near_valid()),
 )
-REPLACEMENTS = [None, 0, -1, 1.5, True, "", [], {}, "x" * 200, "TS-000001", "btu:due", protocol.RESPONSE_KEY_PREFIX]
+# A lone surrogate ("\\ud800" in the JSON) is valid JSON but no valid Redis key or UTF-8 text.
+REPLACEMENTS = [
+	None, 0, -1, 1.5, True, "", [], {}, "x" * 200, "TS-000001", "btu:due", protocol.RESPONSE_KEY_PREFIX,
+	protocol.RESPONSE_KEY_PREFIX + "\ud800", "TS-\udfff",
+]
 
 
 def mutate(rnd, payload: bytes) -> bytes:

@@ -71,3 +71,13 @@ def test_level_filters_and_configure_replaces_its_handler(stream):
 def test_unknown_format_is_refused():
 	with pytest.raises(ValueError, match="'xml'"):
 		configure("INFO", "xml")
+
+
+def test_json_line_escapes_a_lone_surrogate(stream):
+	"""A caller's JSON may carry "\\ud800"; the line must still be writable as UTF-8."""
+	configure("INFO", "json", stream=stream)
+	log_event("btu.test", logging.WARNING, "rpc_rejected", response_key="btu:scheduler:rpc:\ud800", site="café")
+	line = stream.getvalue().rstrip("\n")
+	line.encode("utf-8")
+	record = json.loads(line)
+	assert record["response_key"] == "btu:scheduler:rpc:\ud800" and record["site"] == "café"
