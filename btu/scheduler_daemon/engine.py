@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -54,6 +55,13 @@ MAX_BACKOFF = 5.0
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
+# An idle leader wakes to renew its lease (a third of its TTL) but looks for fires only
+# when a moment comes or a change is announced, and at least this often, in case an
+# announcement was lost.
+RECHECK_SECONDS = 10.0
+# The Desk calls a scheduler gone after 60 s without one (btu_configuration.js).
+HEARTBEAT_SECONDS = 5.0
+SWITCH_INTERVAL_SECONDS = 0.0005
 
 
 RELEASE_REASONS = {
@@ -106,6 +114,9 @@ class Scheduler:
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
+		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
+		self.next_heartbeat = 0.0
+		self.heartbeat_role: str | None = None
 		self.next_status = 0.0
 		self.load_shape = lru_cache(maxsize=CACHE_SIZE)(self._make_shape)
 
@@ -149,6 +160,9 @@ class Scheduler:
 
 		signal.signal(signal.SIGTERM, request_stop)
 		signal.signal(signal.SIGINT, request_stop)
+		# A moment's release must not wait out CPython's 5 ms GIL switch interval behind the
+		# reconciler thread; the shorter interval costs nothing while no other thread runs.
+		sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 		self.run(stop)
 
 	def redis_ok(self) -> None:
@@ -222,6 +236,7 @@ class Scheduler:
 		if self.lease.acquire():
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
+			self.next_check = 0.0
 			log_event(logger, logging.INFO, "leader_elected", process=self.process_id, epoch=self.lease.epoch)
 			self.reconcile_due.set()
 			self.heartbeat()
@@ -242,21 +257,25 @@ class Scheduler:
 				return
 			self.next_renew = time.monotonic() + self.renew_every
 			self.heartbeat()
-		self.wake.clear()
-		if not self.release():
-			return
-		now_us, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
-		self.clock.sync(now_us / 1000)
-		if entries:
-			self.prepare(now_us // 1000, entries)
-			return
+		if self.wake.is_set() or time.monotonic() >= self.next_check:
+			self.wake.clear()
+			if not self.release():
+				return
+			now_us, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
+			self.clock.sync(now_us / 1000)
+			if entries:
+				self.prepare(now_us // 1000, entries)
+				self.next_check = 0.0  # more may be due
+				return
+			until = RECHECK_SECONDS
+			if next_ms is not None:
+				until = min(until, self.clock.seconds_until(next_ms - self.ahead_ms))
+			if next_release_ms is not None:
+				until = min(until, self.clock.seconds_until(next_release_ms))
+			self.next_check = time.monotonic() + until
 		if time.monotonic() >= self.next_status:
 			self.publish_status()
-		sleep = self.next_renew - time.monotonic()
-		if next_ms is not None:
-			sleep = min(sleep, self.clock.seconds_until(next_ms - self.ahead_ms))
-		if next_release_ms is not None:
-			sleep = min(sleep, self.clock.seconds_until(next_release_ms))
+		sleep = min(self.next_renew, self.next_check) - time.monotonic()
 		if sleep > 0:
 			self.wake.wait(sleep)
 
@@ -373,14 +392,20 @@ class Scheduler:
 	# -- observability -------------------------------------------------------------------------
 
 	def heartbeat(self) -> None:
+		"""Say this process is alive: every HEARTBEAT_SECONDS, and at once when its role changed."""
+		role = "leader" if self.lease.held else "standby"
+		if role == self.heartbeat_role and time.monotonic() < self.next_heartbeat:
+			return
 		status.write_heartbeat(
 			self.redis,
 			self.process_id,
-			role="leader" if self.lease.held else "standby",
+			role=role,
 			started_at=self.started_at,
 			leader_since=self.leader_since,
 			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
 		)
+		self.heartbeat_role = role
+		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
 
 	def publish_status(self) -> None:
 		self.next_status = time.monotonic() + 30
