@@ -44,6 +44,9 @@ class RowError(Exception):
 
 def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | None) -> tuple[ScheduleSpec, JobTemplate]:
 	"""A schedule row (joined with its task) as a spec and a job template."""
+	if not str(row["name"]).isprintable():
+		# Tabs and newlines separate the fields of the scheduler's own Redis entries.
+		raise RowError(f"name {row['name']!r} holds control characters (tab, newline, ...); rename the schedule")
 	if not row.get("task_name"):
 		raise RowError(f"task {row.get('task')!r}: no BTU Task has that name; pick an existing task")
 	spec = ScheduleSpec.from_row(row, system_time_zone=system_time_zone)

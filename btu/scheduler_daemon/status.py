@@ -18,6 +18,7 @@ from btu.scheduler_daemon.reconcile import from_ms
 from btu.scheduler_daemon.state import Prepared, text as _text
 
 STATUS_SCAN = 2000
+STATUS_PAGE = 100
 
 
 def iso(ms: int | float | None) -> str | None:
@@ -71,23 +72,6 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 	# A site that could not be read or reached since start is not in the state yet; it is listed all the same.
 	sites = sorted({_text(s) for s in redis_conn.smembers(protocol.SITES_KEY)} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
-	# The soonest fires of every site: those prepared (written, queued at their
-	# moment), then the head of the due set; reading all of it would cost the
-	# leader CPU at 100,000 schedules.
-	soonest = [
-		(Prepared.parse(member).target, score) for member, score in redis_conn.zrange(protocol.PREPARED_KEY, 0, STATUS_SCAN - 1, withscores=True)
-	]
-	soonest += [
-		(protocol.parse_due_member(member), score) for member, score in redis_conn.zrange(protocol.DUE_KEY, 0, STATUS_SCAN - 1, withscores=True)
-	]
-	for (site, schedule), score in sorted(soonest, key=lambda pair: pair[1]):
-		entry = per_site.get(site)
-		if entry is None:
-			continue
-		if score < now_ms and entry["oldest_overdue_ms"] is None:
-			entry["oldest_overdue_ms"] = now_ms - int(score)
-		if len(entry["next_fires"]) < next_n:
-			entry["next_fires"].append({"schedule": schedule, "fire_at": iso(score)})
 	for site in sites:
 		entry = per_site[site]
 		with redis_conn.pipeline() as pipe:
@@ -101,12 +85,43 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 		entry["counters"] = {_text(k): int(v) for k, v in counters.items()}
 		entry["recent_fires"] = [_fire(json.loads(f)) for f in fires]
 		entry.update((health or {}).get(site, {}))
+	wanted = {site: min(next_n, entry["schedules"]) for site, entry in per_site.items()}
+	for (site, schedule), score in soonest_fires(redis_conn, wanted):
+		entry = per_site.get(site)
+		if entry is None:
+			continue
+		if score < now_ms and entry["oldest_overdue_ms"] is None:
+			entry["oldest_overdue_ms"] = now_ms - int(score)
+		if len(entry["next_fires"]) < next_n:
+			entry["next_fires"].append({"schedule": schedule, "fire_at": iso(score)})
 	return {
 		"updated_at": iso(now_ms),
 		"leader": leader(redis_conn),
 		"processes": processes(redis_conn),
 		"sites": per_site,
 	}
+
+
+def soonest_fires(redis_conn, wanted: dict[str, int]) -> list[tuple[tuple[str, str], float]]:
+	"""((site, schedule), fire ms) from the head of the prepared set (written, queued at their moment),
+	then of the due set, soonest first: a page at a time until every site has as many as `wanted`
+	says, and at most STATUS_SCAN of each set, so that neither a status nor an idle leader reads
+	100,000 entries."""
+	found: list[tuple[tuple[str, str], float]] = []
+	missing = {site: n for site, n in wanted.items() if n > 0}
+	for key, target in ((protocol.PREPARED_KEY, lambda m: Prepared.parse(m).target), (protocol.DUE_KEY, protocol.parse_due_member)):
+		for start in range(0, STATUS_SCAN, STATUS_PAGE):
+			page = redis_conn.zrange(key, start, start + STATUS_PAGE - 1, withscores=True)
+			for member, score in page:
+				site_schedule = target(member)
+				found.append((site_schedule, score))
+				if missing.get(site_schedule[0], 0) > 0:
+					missing[site_schedule[0]] -= 1
+					if not missing[site_schedule[0]]:
+						del missing[site_schedule[0]]
+			if len(page) < STATUS_PAGE or not missing:
+				break
+	return sorted(found, key=lambda pair: pair[1])
 
 
 def _fire(fire: dict) -> dict:

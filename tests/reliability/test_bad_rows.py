@@ -166,6 +166,7 @@ class BadRowsRun:
 		self.good_task = ""
 		self.zone_less = ""  # ZONE_SITE's schedule without a zone of its own
 		self.overflow = ""
+		self.tab_named = ""  # a schedule renamed with a tab in its name
 		self.scheduler: SchedulerProcess | None = None
 		self.phases: dict[str, tuple] = {}
 
@@ -184,6 +185,7 @@ class BadRowsRun:
 				self.names[case.id] = data.insert_schedule(task, **columns)
 				if case.zero_start_time:
 					zero_date(data.conn, self.names[case.id])
+			self.tab_named = data.insert_schedule(self.good_task, name="TS-tab\tname", **EVERY_SECOND)
 		with SiteData(self.bench, ZONE_SITE) as data:
 			task = data.insert_task(function_string=RECORD, arguments={"key": "test:runs"})
 			self.good[ZONE_SITE] = data.insert_schedule(task, time_zone="UTC", **EVERY_SECOND)
@@ -296,6 +298,14 @@ def test_bad_row_is_listed_with_its_field_and_fix(run, case):
 		assert word in invalid[name], f"{case.id}: {word!r} not in the reason {invalid[name]!r}"
 	assert f" invalid_schedule site={BAD_SITE} schedule={name} " in run.scheduler.log()
 	assert name not in run.fired(), "a bad row fired"
+
+
+def test_a_name_with_a_tab_is_an_invalid_row(run):
+	run.reported()
+	run.wait(lambda: run.tab_named in run.invalid(BAD_SITE), 10, "the tab-named schedule is listed")
+	reason = run.invalid(BAD_SITE)[run.tab_named]
+	assert "control characters" in reason and "rename the schedule" in reason
+	assert run.tab_named not in run.fired()
 
 
 def test_unknown_system_time_zone_holds_only_the_schedules_that_rely_on_it(run):
