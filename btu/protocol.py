@@ -177,6 +177,16 @@ DUE_KEY = "btu:due"
 # (btu.scheduler_daemon.state.Prepared).
 PREPARED_KEY = "btu:prepared"
 SITES_KEY = "btu:sites"
+# State that held a wrong value (another type, junk members, text where a
+# number belongs) is moved aside, never fired from and never fatal
+# (lua/guard.lua): QUARANTINE_KEY is a hash, what was moved -> JSON {reason,
+# at_ms, detail}; a moved key lives on, for a week, as QUARANTINED_PREFIX +
+# its name. RESYNC_KEY holds "<site>|<schedule>" members whose state is to be
+# rebuilt from the database row, "*" for every schedule.
+QUARANTINE_KEY = "btu:quarantine"
+QUARANTINED_PREFIX = "btu:quarantined:"
+RESYNC_KEY = "btu:resync"
+RESYNC_ALL = "*"
 # A random value written when the state is first built: when it is gone,
 # Redis lost its data and every process rebuilds from the databases.
 GENERATION_KEY = "btu:generation"
@@ -200,6 +210,11 @@ def site_prefix(site: str) -> str:
 def schedule_key(site: str, schedule: str) -> str:
 	"""Hash: spec, cursor (pending slot, ms), fire_at, runs, last fire, counters."""
 	return f"btu:site:{site}:schedule:{schedule}"
+
+
+def prepared_index_key(site: str, schedule: str) -> str:
+	"""Sorted set: the schedule's members of the prepared set, so that withdrawing them touches no other's."""
+	return f"btu:site:{site}:prepared:{schedule}"
 
 
 def site_schedules_key(site: str) -> str:

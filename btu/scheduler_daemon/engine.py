@@ -47,10 +47,12 @@ from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import Reconciler, from_ms, to_ms
-from btu.scheduler_daemon.state import FireItem, FireJob, Released, State, fire_record
+from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, FireItem, FireJob, ItemResult, Released, State, fire_record, text
 
 logger = logging.getLogger("btu.scheduler")
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ConnectionError, OSError)
+# Redis not answering, or refusing (out of memory, read-only replica, a permission, a wrong
+# value the state layer did not expect): the process backs off and tries again, never exits.
+REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
@@ -67,6 +69,10 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 RELEASE_REASONS = {
 	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
 }
+# A release whose queue refused the push keeps its fires prepared; it is tried again after this.
+HELD_RETRY_SECONDS = 1.0
+# Released outcomes kept in a site's recent fires.
+RECORDED = ("enqueued", "skipped_overlap")
 
 
 # Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
@@ -111,10 +117,13 @@ class Scheduler:
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.redis_down = False
+		self.redis_error: str | None = None
+		self.backoff = 0.1
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
+		self.held_until = 0.0  # a queue refused a push: not before this
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.next_status = 0.0
@@ -151,15 +160,16 @@ class Scheduler:
 			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
 
 	def serve(self) -> None:
-		"""Run until SIGTERM or SIGINT; either releases the lease so a standby takes over at once."""
+		"""Run until SIGTERM, SIGINT or SIGHUP; each releases the lease so a standby takes over at once."""
 		stop = threading.Event()
 
 		def request_stop(signum, frame):
 			stop.set()
 			self.wake.set()
 
-		signal.signal(signal.SIGTERM, request_stop)
-		signal.signal(signal.SIGINT, request_stop)
+		# SIGHUP too: a closed terminal or a process manager's reload must hand the lease over, not drop it.
+		for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+			signal.signal(signum, request_stop)
 		# A moment's release must not wait out CPython's 5 ms GIL switch interval behind the
 		# reconciler thread; the shorter interval costs nothing while no other thread runs.
 		sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -168,13 +178,22 @@ class Scheduler:
 	def redis_ok(self) -> None:
 		if self.redis_down:
 			self.redis_down = False
+			self.redis_error = None
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
 
 	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
+		"""Log once per kind of failure, then back off (capped at MAX_BACKOFF)."""
+		kind = redis_failure(exc)
 		if not self.redis_down:
-			self.redis_down = True
 			self.backoff = 0.1
-			log_event(logger, logging.ERROR, "redis_unreachable", process=self.process_id, error=str(exc), effect="retrying; missed fires follow each schedule's catch-up policy")
+		if kind != self.redis_error:
+			event = "redis_unreachable" if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)) else "redis_refused"
+			log_event(
+				logger, logging.ERROR, event, process=self.process_id, error=f"{type(exc).__name__}: {exc}",
+				effect="retrying; missed fires follow each schedule's catch-up policy",
+			)
+		self.redis_down = True
+		self.redis_error = kind
 		stop.wait(self.backoff)
 		self.backoff = min(self.backoff * 2, MAX_BACKOFF)
 
@@ -261,18 +280,20 @@ class Scheduler:
 			self.wake.clear()
 			if not self.release():
 				return
-			now_us, next_ms, next_release_ms, entries = self.state.due(self.config.batch_size, self.ahead_ms)
-			self.clock.sync(now_us / 1000)
-			if entries:
-				self.prepare(now_us // 1000, entries)
+			due = self.state.due(self.config.batch_size, self.ahead_ms)
+			self.clock.sync(due.now_us / 1000)
+			if due.moved_aside:
+				self.reconcile_due.set()
+			if due.entries:
+				self.prepare(due.now_us // 1000, due.entries)
 				self.next_check = 0.0  # more may be due
 				return
 			until = RECHECK_SECONDS
-			if next_ms is not None:
-				until = min(until, self.clock.seconds_until(next_ms - self.ahead_ms))
-			if next_release_ms is not None:
-				until = min(until, self.clock.seconds_until(next_release_ms))
-			self.next_check = time.monotonic() + until
+			if due.next_due_ms is not None:
+				until = min(until, self.clock.seconds_until(due.next_due_ms - self.ahead_ms))
+			if due.next_prepared_ms is not None:
+				until = min(until, self.clock.seconds_until(due.next_prepared_ms))
+			self.next_check = max(time.monotonic() + until, self.held_until)
 		if time.monotonic() >= self.next_status:
 			self.publish_status()
 		sleep = min(self.next_renew, self.next_check) - time.monotonic()
@@ -289,11 +310,15 @@ class Scheduler:
 					self.fenced()
 					return False
 				done += released
+				if any(fire.outcome == "held" for fire in released):
+					# Its queue refused the push: the fires stay prepared; try again in a moment, not at once.
+					self.held_until = time.monotonic() + HELD_RETRY_SECONDS
+					return True
 				if len(released) < self.config.release_batch_size:
 					return True
 		finally:
 			if done:
-				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome != "returned"])
+				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome in RECORDED])
 				self.log_released(done)
 				self.next_status = min(self.next_status, time.monotonic() + 5)
 
@@ -305,13 +330,16 @@ class Scheduler:
 		created_at = self.clock.now()
 		items: list[FireItem] = []
 		for (site, schedule, _), row in zip(entries, rows):
-			if not row.get("cursor") or not row.get("spec"):
-				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
+			if isinstance(row, dict) and not row.get("cursor") and not row.get("spec"):
+				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))  # removed meanwhile
 				continue
 			try:
-				spec = load_spec(row["fingerprint"], row["spec"])
-				shape = self.load_shape(row["job"], site)
-				plan = spec.plan(from_ms(row["cursor"]), now, runs=int(row.get("runs") or 0), grace=grace, ahead=ahead)
+				spec, shape, cursor, runs = self.load_state(site, row)
+			except ValueError as exc:
+				self.quarantine_schedule(site, schedule, str(exc))
+				continue
+			try:
+				plan = spec.plan(cursor, now, runs=runs, grace=grace, ahead=ahead)
 				jobs = []
 				for slot in plan.fire:
 					fire_at = spec.fire_time(slot)
@@ -335,40 +363,67 @@ class Scheduler:
 				# A schedule that cannot be planned must not spin the loop: take it off the due set.
 				log_event(logger, logging.ERROR, "fire_failed", exc_info=True, site=site, schedule=schedule, error=f"{type(exc).__name__}: {exc}")
 				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
-				self.redis.hset(protocol.invalid_rows_key(site), schedule, f"cannot be fired: {type(exc).__name__}: {exc}")
-				self.redis.hincrby(protocol.counters_key(site), "failed_enqueue", 1)
+				self.state.set_invalid(site, {schedule: f"cannot be fired: {type(exc).__name__}: {exc}"}, replace=False)
 		if not items:
 			return
-		result = self.state.prepare(self.lease.value or "", rq_time(created_at), items)
+		result = self.state.prepare(self.lease.value or "", rq_time(created_at), round(self.config.misfire_grace_secs * 1000), items)
 		if result is None:
 			self.fenced()
 			return
 		now_ms, outcomes = result
 		duplicates = [
-			(item, job) for item, jobs in zip(items, outcomes) if jobs is not None
-			for job, outcome in zip(item.jobs, jobs) if outcome == "duplicate"
+			(item, job) for item, outcome in zip(items, outcomes)
+			for job, job_outcome in zip(item.jobs, outcome.jobs) if job_outcome == "duplicate"
 		]
 		if duplicates:
 			self.state.record_fires([
 				(item.site, fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"))
 				for item, job in duplicates
 			])
+		if any(outcome.outcome == CORRUPT for outcome in outcomes):
+			self.reconcile_due.set()
 		self.log_prepared(items, outcomes)
+
+	def load_state(self, site: str, row: dict | Exception) -> tuple:
+		"""(spec, job shape, cursor, runs) from a schedule's state; ValueError naming what is wrong in it."""
+		if isinstance(row, Exception):
+			raise ValueError(str(row))
+		cursor, runs = row.get("cursor") or "", row.get("runs") or "0"
+		if not cursor.isdigit() or not runs.lstrip("-").isdigit():
+			raise ValueError(f"cursor {cursor[:40]!r} or runs {runs[:40]!r} is not a number")
+		try:
+			spec = load_spec(row["fingerprint"], row["spec"])
+			shape = self.load_shape(row["job"], site)
+		except (ValueError, TypeError, KeyError, AttributeError) as exc:
+			raise ValueError(f"spec or job is not what the reconcile writes: {type(exc).__name__}: {str(exc)[:200]}") from exc
+		return spec, shape, from_ms(cursor), int(runs)
+
+	def quarantine_schedule(self, site: str, schedule: str, reason: str) -> None:
+		"""Its state held a wrong value: moved aside, and rebuilt from its row by the reconcile, woken now."""
+		self.state.quarantine(protocol.schedule_key(site, schedule), reason, site=site, schedule=schedule)
+		log_event(logger, logging.ERROR, "state_quarantined", site=site, schedule=schedule, reason=reason, effect="rebuilt from its database row")
+		self.reconcile_due.set()
 
 	def fenced(self) -> None:
 		self.lease.lost()
 		self.leader_since = None
 		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
 
-	def log_prepared(self, items: list[FireItem], outcomes: list[list[str] | None]) -> None:
-		if not logger.isEnabledFor(logging.INFO):
-			return
-		for item, jobs in zip(items, outcomes):
-			if jobs is None:
+	def log_prepared(self, items: list[FireItem], outcomes: list[ItemResult]) -> None:
+		for item, outcome in zip(items, outcomes):
+			if outcome.outcome == CORRUPT:
+				log_event(logger, logging.ERROR, "state_quarantined", site=item.site, schedule=item.schedule, reason="its state is not a hash", effect="rebuilt from its database row")
+				continue
+			if outcome.outcome == FAILED:
+				log_event(logger, logging.ERROR, "prepare_failed", site=item.site, schedule=item.schedule, error=outcome.error, effect="its slot stays unclaimed; tried again")
+				continue
+			if not logger.isEnabledFor(logging.INFO):
+				continue
+			if outcome.outcome == STALE:
 				log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
 				continue
-			for job, outcome in zip(item.jobs, jobs):
-				if outcome == "duplicate":
+			for job, job_outcome in zip(item.jobs, outcome.jobs):
+				if job_outcome == "duplicate":
 					log_event(
 						logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
 						job_id=job.job_id, reason="a job of this id exists already",
@@ -379,9 +434,16 @@ class Scheduler:
 				log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
 
 	def log_released(self, released: list[Released]) -> None:
-		if not logger.isEnabledFor(logging.INFO):
-			return
 		for fire in released:
+			if fire.outcome in ("quarantined", "held"):
+				# Never parsed: a quarantined member may be anything.
+				log_event(
+					logger, logging.ERROR, "fire_" + fire.outcome, member=text(fire.member)[:200], reason=fire.reason,
+					effect="moved aside; see btu-scheduler status" if fire.outcome == "quarantined" else "kept prepared; tried again",
+				)
+				continue
+			if not logger.isEnabledFor(logging.INFO):
+				continue
 			entry = fire.entry
 			extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
 			log_event(
@@ -410,3 +472,9 @@ class Scheduler:
 	def publish_status(self) -> None:
 		self.next_status = time.monotonic() + 30
 		status.publish(self.redis, self.reconciler)
+
+
+def redis_failure(exc: Exception) -> str:
+	"""What kind of failure `exc` is, to log each kind once: its class and the error code Redis sent."""
+	code = str(exc).split(" ", 1)[0]
+	return f"{type(exc).__name__}:{code if code.isupper() else ''}"

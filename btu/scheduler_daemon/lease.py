@@ -12,6 +12,10 @@ from __future__ import annotations
 from btu import protocol
 from btu.scheduler_daemon import scripts
 
+# The longest lease any scheduler may set (config's lease_ttl_secs maximum): a lease key that
+# lives longer was not written by one, and is moved aside rather than obeyed.
+MAX_TTL_MS = 3600 * 1000
+
 
 class Lease:
 	def __init__(self, redis_conn, holder: str, ttl_secs: float):
@@ -32,7 +36,7 @@ class Lease:
 		return int(self.value.split("|", 1)[0]) if self.value else None
 
 	def acquire(self) -> bool:
-		value = self._acquire(keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms])
+		value = self._acquire(keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms, MAX_TTL_MS])
 		self.value = value.decode() if isinstance(value, bytes) else value
 		return self.held
 

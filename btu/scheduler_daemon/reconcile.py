@@ -18,7 +18,10 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from btu import protocol
 from btu.schedule import ScheduleError, ScheduleSpec
+from btu.schedule.spec import FRAPPE_DEFAULT_ZONE
+from btu.schedule.zones import clock_for, parse_zone, wall_seconds
 from btu.scheduler_daemon.bench import Bench, BenchError, Site
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate, slot_text
@@ -124,6 +127,17 @@ class Reconciler:
 			self.seen.clear()
 			self.summaries.clear()
 
+	def forget_resynced(self) -> None:
+		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them)."""
+		for member in self.state.take_resync():
+			if member == protocol.RESYNC_ALL:
+				self.seen.clear()
+				self.summaries.clear()
+				continue
+			site, name = protocol.parse_due_member(member)
+			self.seen.get(site, {}).pop(name, None)
+			self.summaries.pop(site, None)
+
 	# -- full reconcile ---------------------------------------------------------
 
 	def full(self) -> None:
@@ -134,6 +148,7 @@ class Reconciler:
 				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
 				return
 			self.check_generation()
+			self.forget_resynced()
 			served = set()
 			for name in self.bench.site_names():
 				try:
@@ -256,7 +271,7 @@ class Reconciler:
 			seen[name] = versions[name]
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, system_tz)
-				new_cursor = spec.next_slot(parse_logged_slot(logged.get(name)) or now)
+				new_cursor = spec.next_slot(resume_after(logged.get(name), row.get("modified"), system_tz, now))
 				now_cursor = spec.next_slot(now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
@@ -283,7 +298,7 @@ class Reconciler:
 		if logger.isEnabledFor(logging.INFO):
 			for entry, result in zip(upserts, results):
 				if result != "same":
-					cursor = entry.new_cursor if result == "new" else entry.now_cursor
+					cursor = entry.new_cursor if result in ("new", "rebuilt") else entry.now_cursor
 					log_event(
 						logger, logging.INFO, "schedule_" + result, site=site.name, schedule=entry.name,
 						slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
@@ -319,6 +334,34 @@ def cursor_text(slot: datetime | None) -> str:
 
 def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
 	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
+
+
+def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: datetime) -> datetime:
+	"""Where a schedule new to the state starts: after its newest logged slot, or its row's last change when
+	that is later (it was disabled or paused until then: no catch-up for time it was off), else now."""
+	logged = parse_logged_slot(logged_slot)
+	if logged is None:
+		return now
+	changed = row_moment(modified, system_tz)
+	return min(max(logged, changed), now) if changed else logged
+
+
+def row_moment(value, system_tz: str | None) -> datetime | None:
+	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant."""
+	if isinstance(value, str):
+		try:
+			value = datetime.fromisoformat(value.strip())
+		except ValueError:
+			return None
+	if not isinstance(value, datetime):
+		return None
+	if value.tzinfo is not None:
+		return value.astimezone(timezone.utc)
+	try:
+		clock = clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE))
+	except ScheduleError:
+		return None
+	return datetime.fromtimestamp(clock.instant(wall_seconds(value)), timezone.utc)
 
 
 def parse_logged_slot(text: str | None) -> datetime | None:

@@ -5,9 +5,16 @@ template (JSON, with their fingerprints), `cursor` (the pending slot, epoch
 ms: the value every fire compares and moves), `fire_at`, `runs`, the last
 fire, `paused` and `finished`. One sorted set (`protocol.DUE_KEY`) orders
 every schedule of every site by fire time; another (`protocol.PREPARED_KEY`)
-holds the fires prepared ahead of their moment. A fire claims its slot when
-it is prepared (prepare.lua) and is queued at its moment (release.lua). All
-writes that race with a fire go through Lua scripts.
+holds the fires prepared ahead of their moment, indexed per schedule
+(`protocol.prepared_index_key`) so that withdrawing one schedule's fires
+touches no other's. A fire claims its slot when it is prepared (prepare.lua)
+and is queued at its moment (release.lua). All writes that race with a fire
+go through Lua scripts.
+
+No value found in Redis is trusted: a key of the wrong type, a member that is
+not one BTU writes, or text where a number belongs is quarantined (moved
+aside with the reason, `quarantine`) and the schedule rebuilt from its row
+(`resync`), so one wrong value costs one schedule at most, never the process.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import json
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
+
+import redis
 
 from btu import protocol
 from btu.scheduler_daemon import scripts
@@ -99,9 +108,12 @@ class Prepared:
 
 	@classmethod
 	def parse(cls, member: str | bytes) -> "Prepared":
+		"""The member's fields; ValueError for one that prepare.lua cannot have written."""
 		if isinstance(member, bytes):
-			member = member.decode()
+			member = member.decode("utf-8", "replace")
 		f = member.split("\t")
+		if len(f) != 9 or "|" not in f[4]:
+			raise ValueError(f"prepared member {member[:200]!r} is not nine tab-separated fields with a <site>|<schedule>")
 		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]))
 
 	@cached_property
@@ -121,8 +133,9 @@ class Prepared:
 @dataclass(frozen=True)
 class Released:
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap or returned
+	outcome: str  # enqueued, skipped_overlap, returned, quarantined or held
 	lag_ms: int
+	reason: str = ""  # why it was quarantined or held
 
 	@cached_property
 	def entry(self) -> Prepared:
@@ -138,7 +151,7 @@ def fire_record(schedule: str, slot_ms: int, enqueued_ms: int, lag_ms: int, job_
 	return {"schedule": schedule, "slot_ms": slot_ms, "enqueued_ms": enqueued_ms, "lag_ms": lag_ms, "job_id": job_id, "outcome": outcome}
 
 
-def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
+def prepare_args(lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> list:
 	"""The prepare script's ARGV: each job shape once, then the items with only what differs per job."""
 	shapes: dict[int, int] = {}
 	shape_args: list = []
@@ -164,7 +177,31 @@ def prepare_args(lease_value: str, stamp: str, items: list[FireItem]) -> list:
 				for field, value in job.shape.fields.items():
 					shape_args += [field, value]
 			item_args += [job.slot_ms, job.fire_at_ms, job.job_id, number, job.description, job.data]
-	return [lease_value, JOB_KEY_PREFIX, stamp, len(shapes), *shape_args, len(items), *item_args]
+	return [lease_value, JOB_KEY_PREFIX, stamp, grace_ms, len(shapes), *shape_args, len(items), *item_args]
+
+
+@dataclass(frozen=True)
+class Due:
+	"""What the due script found: Redis's clock, what to prepare now, and when to look again."""
+
+	now_us: int
+	entries: list[tuple[str, str, int]]  # (site, schedule, fire_at ms)
+	next_due_ms: int | None  # the next due fire, when none is due now
+	next_prepared_ms: int | None  # the next prepared fire to release
+	moved_aside: bool  # a set held a wrong value and was moved aside: the reconcile rebuilds it
+
+
+# Per item of a prepare: the jobs' outcomes ("prepared", "duplicate"), or why none was written.
+STALE = "stale"  # its cursor moved meanwhile: edited, or fired by another leader
+CORRUPT = "corrupt"  # its state held a wrong value: moved aside, rebuilt from its row
+FAILED = "failed"  # a write was refused; the slot stays unclaimed
+
+
+@dataclass(frozen=True)
+class ItemResult:
+	outcome: str  # "prepared" (see jobs), STALE, CORRUPT or FAILED
+	jobs: list[str]  # per job: "prepared" or "duplicate" (empty unless prepared)
+	error: str = ""
 
 
 class State:
@@ -175,14 +212,51 @@ class State:
 		self._release = scripts.register(redis_conn, "release")
 		self._upsert = scripts.register(redis_conn, "upsert")
 		self._remove = scripts.register(redis_conn, "remove")
+		self._quarantine = scripts.register(redis_conn, "quarantine")
+
+	# -- wrong values ---------------------------------------------------------------------
+
+	def quarantine(self, key: str, reason: str, *, site: str | None = None, schedule: str | None = None) -> None:
+		"""Move `key` aside with the reason; with a schedule, also take it off the due set and rebuild it from its row."""
+		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
+		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
+
+	def guarded(self, key: str, read):
+		"""`read()`, once more after moving `key` aside if it held the wrong type."""
+		try:
+			return read()
+		except redis.ResponseError as exc:
+			if not is_wrong_type(exc):
+				raise
+			self.quarantine(key, str(exc))
+			return read()
+
+	def quarantined(self) -> dict[str, dict]:
+		"""What was moved aside: key or member -> {reason, at_ms, detail}."""
+		entries = self.guarded(protocol.QUARANTINE_KEY, lambda: self.redis.hgetall(protocol.QUARANTINE_KEY))
+		out = {}
+		for what, value in entries.items():
+			try:
+				out[text(what)] = json.loads(value)
+			except ValueError:
+				out[text(what)] = {"reason": f"unreadable record {text(value)[:200]!r}"}
+		return out
+
+	def take_resync(self) -> set[str]:
+		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the database, taken off the set."""
+		members = self.guarded(protocol.RESYNC_KEY, lambda: self.redis.spop(protocol.RESYNC_KEY, 10_000))
+		return {text(m) for m in members or []}
 
 	# -- generation: detecting that Redis lost the state -----------------------------
 
 	def generation(self) -> str:
 		"""The state's generation, made when missing (a new or wiped Redis)."""
-		self.redis.set(protocol.GENERATION_KEY, uuid.uuid4().hex, nx=True)
-		value = self.redis.get(protocol.GENERATION_KEY)
-		return value.decode() if isinstance(value, bytes) else value
+
+		def read():
+			self.redis.set(protocol.GENERATION_KEY, uuid.uuid4().hex, nx=True)
+			return text(self.redis.get(protocol.GENERATION_KEY))
+
+		return self.guarded(protocol.GENERATION_KEY, read)
 
 	# -- reconcile side ------------------------------------------------------------------
 
@@ -192,87 +266,100 @@ class State:
 			return []
 		with self.redis.pipeline(transaction=False) as pipe:
 			for entry in upserts:
-				self._upsert(
-					keys=[protocol.schedule_key(site, entry.name), protocol.DUE_KEY, protocol.site_schedules_key(site), protocol.PREPARED_KEY],
-					args=[*entry.args(site), JOB_KEY_PREFIX],
-					client=pipe,
-				)
-			pipe.sadd(protocol.SITES_KEY, site)
-			pipe.hdel(protocol.invalid_rows_key(site), *[entry.name for entry in upserts])
-			results = pipe.execute()[: len(upserts)]
-		return [r.decode() if isinstance(r, bytes) else r for r in results]
+				self._upsert(keys=upsert_keys(site, entry.name), args=[*entry.args(site), JOB_KEY_PREFIX], client=pipe)
+			results = pipe.execute()
+		self.guarded(protocol.SITES_KEY, lambda: self.redis.sadd(protocol.SITES_KEY, site))
+		self.clear_invalid(site, *[entry.name for entry in upserts])
+		return [text(r) for r in results]
 
 	def remove(self, site: str, name: str, client=None) -> bool:
 		"""Take a schedule out of the state, withdrawing its prepared fires; True when it was there."""
-		keys = [protocol.schedule_key(site, name), protocol.DUE_KEY, protocol.site_schedules_key(site), protocol.PREPARED_KEY]
+		keys = [*upsert_keys(site, name)]
 		return bool(self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client))
 
 	def names(self, site: str) -> set[str]:
-		return {n.decode() if isinstance(n, bytes) else n for n in self.redis.smembers(protocol.site_schedules_key(site))}
+		key = protocol.site_schedules_key(site)
+		return {text(n) for n in self.guarded(key, lambda: self.redis.smembers(key))}
 
 	def sites(self) -> set[str]:
-		return {s.decode() if isinstance(s, bytes) else s for s in self.redis.smembers(protocol.SITES_KEY)}
+		return {text(s) for s in self.guarded(protocol.SITES_KEY, lambda: self.redis.smembers(protocol.SITES_KEY))}
 
 	def hold_site(self, site: str) -> None:
 		"""Take a paused site's schedules off the due set; their cursors stay."""
 		members = [protocol.due_member(site, name) for name in self.names(site)]
-		if members:
-			self.redis.zrem(protocol.DUE_KEY, *members)
+		for start in range(0, len(members), PURGE_CHUNK):
+			self.redis.zrem(protocol.DUE_KEY, *members[start : start + PURGE_CHUNK])
 
 	def purge_site(self, site: str) -> None:
-		names = self.names(site)
-		with self.redis.pipeline() as pipe:
-			for name in names:
-				self.remove(site, name, client=pipe)
-			pipe.delete(
-				protocol.site_schedules_key(site),
-				protocol.recent_fires_key(site),
-				protocol.invalid_rows_key(site),
-				protocol.counters_key(site),
-			)
-			pipe.srem(protocol.SITES_KEY, site)
-			pipe.execute()
+		"""Take a site out of the state, a chunk of schedules per round trip: each removal is its own short script,
+		so Redis serves the fires of other sites in between."""
+		names = sorted(self.names(site))
+		for start in range(0, len(names), PURGE_CHUNK):
+			with self.redis.pipeline(transaction=False) as pipe:
+				for name in names[start : start + PURGE_CHUNK]:
+					self.remove(site, name, client=pipe)
+				pipe.execute()
+		self.redis.delete(
+			protocol.site_schedules_key(site),
+			protocol.recent_fires_key(site),
+			protocol.invalid_rows_key(site),
+			protocol.counters_key(site),
+		)
+		self.redis.srem(protocol.SITES_KEY, site)
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
 		key = protocol.invalid_rows_key(site)
-		with self.redis.pipeline() as pipe:
-			if replace:
-				pipe.delete(key)
-			if invalid:
-				pipe.hset(key, mapping=invalid)
-			pipe.execute()
+
+		def write():
+			with self.redis.pipeline() as pipe:
+				if replace:
+					pipe.delete(key)
+				if invalid:
+					pipe.hset(key, mapping=invalid)
+				pipe.execute()
+
+		self.guarded(key, write)
 
 	def invalid_names(self, site: str) -> set[str]:
-		return {n.decode() if isinstance(n, bytes) else n for n in self.redis.hkeys(protocol.invalid_rows_key(site))}
+		key = protocol.invalid_rows_key(site)
+		return {text(n) for n in self.guarded(key, lambda: self.redis.hkeys(key))}
 
-	def clear_invalid(self, site: str, name: str) -> None:
-		self.redis.hdel(protocol.invalid_rows_key(site), name)
+	def clear_invalid(self, site: str, *names: str) -> None:
+		key = protocol.invalid_rows_key(site)
+		if names:
+			self.guarded(key, lambda: self.redis.hdel(key, *names))
 
 	# -- leader side ---------------------------------------------------------------------
 
-	def due(self, batch_size: int, ahead_ms: int = 0) -> tuple[int, int | None, int | None, list[tuple[str, str, int]]]:
-		"""(Redis now µs, next due fire ms when none is due, next prepared fire ms, [(site, schedule, fire_at ms)]).
-
-		Due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment.
-		"""
+	def due(self, batch_size: int, ahead_ms: int = 0) -> Due:
+		"""What is due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment."""
 		raw = self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms])
-		now_us = int(raw[0])
-		next_ms = int(float(raw[1])) if raw[1] else None
-		next_prepared_ms = int(float(raw[2])) if raw[2] else None
 		entries = []
-		for member, score in zip(raw[3::2], raw[4::2]):
+		for member, score in zip(raw[4::2], raw[5::2]):
 			site, schedule = protocol.parse_due_member(member)
 			entries.append((site, schedule, int(float(score))))
-		return now_us, next_ms, next_prepared_ms, entries
+		return Due(
+			now_us=int(raw[0]),
+			entries=entries,
+			next_due_ms=int(float(raw[1])) if raw[1] else None,
+			next_prepared_ms=int(float(raw[2])) if raw[2] else None,
+			moved_aside=bool(int(raw[3])),
+		)
 
-	def read(self, entries: list[tuple[str, str]]) -> list[dict]:
+	def read(self, entries: list[tuple[str, str]]) -> list[dict | Exception]:
+		"""Each schedule's state fields, or the error reading it raised (a key of the wrong type)."""
 		with self.redis.pipeline(transaction=False) as pipe:
 			for site, schedule in entries:
 				pipe.hmget(protocol.schedule_key(site, schedule), STATE_FIELDS)
-			rows = pipe.execute()
-		out = []
+			rows = pipe.execute(raise_on_error=False)
+		out: list[dict | Exception] = []
 		for values in rows:
-			out.append({field: (v.decode() if isinstance(v, bytes) else v) for field, v in zip(STATE_FIELDS, values)})
+			if isinstance(values, Exception):
+				if not isinstance(values, redis.ResponseError) or not is_wrong_type(values):
+					raise values
+				out.append(values)
+			else:
+				out.append({field: text(v) for field, v in zip(STATE_FIELDS, values)})
 		return out
 
 	def record_fires(self, fires: list[tuple[str, dict]]) -> None:
@@ -289,16 +376,27 @@ class State:
 				key = protocol.recent_fires_key(site)
 				pipe.lpush(key, *records[-RECENT_FIRES:])
 				pipe.ltrim(key, 0, RECENT_FIRES - 1)
-			pipe.execute()
+			results = pipe.execute(raise_on_error=False)
+		for site, result in zip(by_site, results[::2]):
+			if isinstance(result, redis.ResponseError) and is_wrong_type(result):
+				self.quarantine(protocol.recent_fires_key(site), str(result))
+			elif isinstance(result, Exception):
+				raise result
 
-	def prepare(self, lease_value: str, stamp: str, items: list[FireItem]) -> tuple[int, list[list[str] | None]] | None:
-		"""Run the prepare script: (Redis now ms, per item None when stale, else each job's outcome), or None when the
-		lease is no longer ours. `stamp`: the jobs' created_at (rq's format)."""
-		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, items))
-		if raw and raw[0] in (b"not_leader", "not_leader"):
+	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> tuple[int, list[ItemResult]] | None:
+		"""Run the prepare script: (Redis now ms, each item's result), or None when the lease is no longer ours.
+		`stamp`: the jobs' created_at (rq's format)."""
+		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
+		if raw and text(raw[0]) == "not_leader":
 			return None
-		outcomes = [None if result in (b"stale", "stale") else [text(o) for o in result] for result in raw[1:]]
-		return int(raw[0]), outcomes
+		results = []
+		for result in raw[1:]:
+			if isinstance(result, list):
+				results.append(ItemResult("prepared", [text(o) for o in result]))
+			else:
+				outcome, _, error = text(result).partition(": ")
+				results.append(ItemResult(outcome, [], error))
+		return int(raw[0]), results
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> list[Released] | None:
 		"""Release up to `batch_size` prepared fires whose moment has come; None when the lease is no longer ours.
@@ -307,9 +405,32 @@ class State:
 		whose catch-up policy then decides, as for any missed slot.
 		"""
 		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
-		if raw and raw[0] in (b"not_leader", "not_leader"):
+		if raw and text(raw[0]) == "not_leader":
 			return None
-		return [Released(member, text(outcome), lag) for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3])]
+		released = []
+		for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3]):
+			outcome, _, reason = text(outcome).partition(": ")
+			released.append(Released(member, outcome, lag, reason))
+		return released
+
+
+# Schedules removed per round trip when a site goes: each removal is one short script.
+PURGE_CHUNK = 100
+
+
+def upsert_keys(site: str, name: str) -> list[str]:
+	"""KEYS of upsert.lua and remove.lua."""
+	return [
+		protocol.schedule_key(site, name),
+		protocol.DUE_KEY,
+		protocol.site_schedules_key(site),
+		protocol.PREPARED_KEY,
+		protocol.prepared_index_key(site, name),
+	]
+
+
+def is_wrong_type(exc: Exception) -> bool:
+	return str(exc).startswith("WRONGTYPE")
 
 
 def text(value: bytes | str | None) -> str | None:

@@ -12,17 +12,23 @@ import os
 import socket
 from datetime import datetime, timezone
 
+import redis
+
 from btu import protocol
 from btu.scheduler_daemon.jobs import slot_text
 from btu.scheduler_daemon.reconcile import from_ms
-from btu.scheduler_daemon.state import Prepared, text as _text
+from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
 
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
+MAX_PROBLEMS = 100
 
 
 def iso(ms: int | float | None) -> str | None:
-	return slot_text(from_ms(int(ms))) if ms else None
+	try:
+		return slot_text(from_ms(int(ms))) if ms else None
+	except (TypeError, ValueError, OverflowError):
+		return None
 
 
 def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float) -> None:
@@ -36,57 +42,121 @@ def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datet
 		"leader_since": slot_text(leader_since) if leader_since else None,
 		"heartbeat_at": slot_text(now),
 	}
-	with redis_conn.pipeline() as pipe:
+	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
 		pipe.zadd(protocol.PROCESSES_KEY, {process_id: now.timestamp() * 1000})
 		pipe.zremrangebyscore(protocol.PROCESSES_KEY, "-inf", (now.timestamp() - 24 * 3600) * 1000)
-		pipe.execute()
+		results = pipe.execute(raise_on_error=False)
+	if any(is_wrong_type(result) for result in results):
+		# Only a report: the next heartbeat writes a fresh set.
+		redis_conn.delete(protocol.PROCESSES_KEY)
+	for result in results:
+		if isinstance(result, Exception) and not is_wrong_type(result):
+			raise result
 
 
-def processes(redis_conn) -> list[dict]:
-	ids = [_text(i) for i in redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50)]
+class Reader:
+	"""Reads that a wrong value in Redis cannot make fail: each wrong value is noted in `problems` instead.
+
+	Redis not answering still raises: that is not a value to report."""
+
+	def __init__(self, redis_conn):
+		self.redis = redis_conn
+		self.problems: list[str] = []
+
+	def note(self, what: str, problem) -> None:
+		if len(self.problems) < MAX_PROBLEMS:
+			self.problems.append(f"{what}: {str(problem)[:300]}")
+
+	def read(self, what: str, read, default):
+		try:
+			return read()
+		except redis.ResponseError as exc:
+			self.note(what, exc)
+			return default
+
+	def many(self, reads: list[tuple[str, str, tuple]], default) -> list:
+		"""Pipelined (key, command, args) reads; a failed one gives `default`, noted."""
+		with self.redis.pipeline(transaction=False) as pipe:
+			for key, command, args in reads:
+				getattr(pipe, command)(key, *args)
+			results = pipe.execute(raise_on_error=False)
+		out = []
+		for (key, _, _), result in zip(reads, results):
+			if isinstance(result, redis.ResponseError):
+				self.note(key, result)
+				result = default
+			elif isinstance(result, Exception):
+				raise result
+			out.append(result)
+		return out
+
+	def json(self, what: str, raw, default=None):
+		try:
+			return json.loads(raw)
+		except (TypeError, ValueError):
+			self.note(what, f"not JSON: {_text(raw)!r:.200}")
+			return default
+
+
+def processes(redis_conn, reader: Reader | None = None) -> list[dict]:
+	reader = reader or Reader(redis_conn)
+	ids = [_text(i) for i in reader.read(protocol.PROCESSES_KEY, lambda: redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50), [])]
 	if not ids:
 		return []
-	values = redis_conn.mget([protocol.process_key(i) for i in ids])
-	return [json.loads(v) for v in values if v]
+	values = reader.many([(protocol.process_key(i), "get", ()) for i in ids], None)
+	infos = [reader.json(protocol.process_key(i), v) for i, v in zip(ids, values) if v]
+	return [info for info in infos if isinstance(info, dict)]
 
 
-def leader(redis_conn) -> dict | None:
-	with redis_conn.pipeline() as pipe:
-		value, pttl = pipe.get(protocol.LEADER_KEY).pttl(protocol.LEADER_KEY).execute()
+def leader(redis_conn, reader: Reader | None = None) -> dict | None:
+	reader = reader or Reader(redis_conn)
+	value, pttl = reader.many([(protocol.LEADER_KEY, "get", ()), (protocol.LEADER_KEY, "pttl", ())], None)
 	value = _text(value)
 	if not value:
 		return None
 	epoch, _, holder = value.partition("|")
+	if not epoch.isdigit() or not holder:
+		reader.note(protocol.LEADER_KEY, f"{value!r:.200} is not a lease (<epoch>|<holder>); the next scheduler to start moves it aside")
+		return None
 	info = {"holder": holder, "epoch": int(epoch), "token": value, "lease_ms_left": pttl}
-	process = redis_conn.get(protocol.process_key(holder))
-	if process:
-		process = json.loads(process)
+	[process] = reader.many([(protocol.process_key(holder), "get", ())], None)
+	process = reader.json(protocol.process_key(holder), process) if process else None
+	if isinstance(process, dict):
 		info.update({k: process.get(k) for k in ("host", "pid", "heartbeat_at")})
 		info["since"] = process.get("leader_since")
 	return info
 
 
 def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
+	"""The status as JSON-ready data; a wrong value in the state is listed under "problems", never raised."""
+	reader = Reader(redis_conn)
 	now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
 	# A site that could not be read or reached since start is not in the state yet; it is listed all the same.
-	sites = sorted({_text(s) for s in redis_conn.smembers(protocol.SITES_KEY)} | set(health or {}))
+	stored_sites = reader.read(protocol.SITES_KEY, lambda: redis_conn.smembers(protocol.SITES_KEY), set())
+	sites = sorted({_text(s) for s in stored_sites} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
 	for site in sites:
 		entry = per_site[site]
-		with redis_conn.pipeline() as pipe:
-			pipe.scard(protocol.site_schedules_key(site))
-			pipe.hgetall(protocol.invalid_rows_key(site))
-			pipe.hgetall(protocol.counters_key(site))
-			pipe.lrange(protocol.recent_fires_key(site), 0, recent - 1)
-			count, invalid, counters, fires = pipe.execute()
-		entry["schedules"] = count
-		entry["invalid"] = {_text(k): _text(v) for k, v in invalid.items()}
-		entry["counters"] = {_text(k): int(v) for k, v in counters.items()}
-		entry["recent_fires"] = [_fire(json.loads(f)) for f in fires]
+		count, invalid, counters, fires = reader.many([
+			(protocol.site_schedules_key(site), "scard", ()),
+			(protocol.invalid_rows_key(site), "hgetall", ()),
+			(protocol.counters_key(site), "hgetall", ()),
+			(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
+		], None)
+		entry["schedules"] = count or 0
+		entry["invalid"] = {_text(k): _text(v) for k, v in (invalid or {}).items()}
+		entry["counters"] = {}
+		for k, v in (counters or {}).items():
+			try:
+				entry["counters"][_text(k)] = int(v)
+			except ValueError:
+				reader.note(f"{protocol.counters_key(site)} {_text(k)}", f"{_text(v)!r:.100} is not a number")
+		records = [reader.json(protocol.recent_fires_key(site), f) for f in fires or []]
+		entry["recent_fires"] = [_fire(record) for record in records if isinstance(record, dict)]
 		entry.update((health or {}).get(site, {}))
 	wanted = {site: min(next_n, entry["schedules"]) for site, entry in per_site.items()}
-	for (site, schedule), score in soonest_fires(redis_conn, wanted):
+	for (site, schedule), score in soonest_fires(redis_conn, wanted, reader):
 		entry = per_site.get(site)
 		if entry is None:
 			continue
@@ -96,24 +166,42 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 			entry["next_fires"].append({"schedule": schedule, "fire_at": iso(score)})
 	return {
 		"updated_at": iso(now_ms),
-		"leader": leader(redis_conn),
-		"processes": processes(redis_conn),
+		"leader": leader(redis_conn, reader),
+		"processes": processes(redis_conn, reader),
 		"sites": per_site,
+		"quarantine": quarantine(redis_conn, reader),
+		"problems": reader.problems,
 	}
 
 
-def soonest_fires(redis_conn, wanted: dict[str, int]) -> list[tuple[tuple[str, str], float]]:
+def quarantine(redis_conn, reader: Reader) -> dict[str, dict]:
+	"""What the scheduler moved aside (lua/guard.lua): key or member -> {reason, at, detail}."""
+	entries = reader.read(protocol.QUARANTINE_KEY, lambda: redis_conn.hgetall(protocol.QUARANTINE_KEY), {})
+	out = {}
+	for what, value in entries.items():
+		record = reader.json(protocol.QUARANTINE_KEY, value, {})
+		if isinstance(record, dict):
+			out[_text(what)] = {"reason": record.get("reason"), "at": iso(record.get("at_ms")), "detail": record.get("detail")}
+	return out
+
+
+def soonest_fires(redis_conn, wanted: dict[str, int], reader: Reader | None = None) -> list[tuple[tuple[str, str], float]]:
 	"""((site, schedule), fire ms) from the head of the prepared set (written, queued at their moment),
 	then of the due set, soonest first: a page at a time until every site has as many as `wanted`
 	says, and at most STATUS_SCAN of each set, so that neither a status nor an idle leader reads
-	100,000 entries."""
+	100,000 entries. A member that is not one BTU writes is noted and passed over."""
+	reader = reader or Reader(redis_conn)
 	found: list[tuple[tuple[str, str], float]] = []
 	missing = {site: n for site, n in wanted.items() if n > 0}
 	for key, target in ((protocol.PREPARED_KEY, lambda m: Prepared.parse(m).target), (protocol.DUE_KEY, protocol.parse_due_member)):
 		for start in range(0, STATUS_SCAN, STATUS_PAGE):
-			page = redis_conn.zrange(key, start, start + STATUS_PAGE - 1, withscores=True)
+			page = reader.read(key, lambda: redis_conn.zrange(key, start, start + STATUS_PAGE - 1, withscores=True), [])
 			for member, score in page:
-				site_schedule = target(member)
+				try:
+					site_schedule = target(member)
+				except ValueError as exc:
+					reader.note(key, exc)
+					continue
 				found.append((site_schedule, score))
 				if missing.get(site_schedule[0], 0) > 0:
 					missing[site_schedule[0]] -= 1
@@ -152,11 +240,12 @@ def publish(redis_conn, reconciler) -> None:
 
 def stored_health(redis_conn) -> dict:
 	"""Site health as the leader last published it."""
-	stored = redis_conn.get(protocol.STATUS_KEY)
-	if not stored:
-		return {}
-	sites = json.loads(stored).get("sites", {})
+	reader = Reader(redis_conn)
+	stored = reader.read(protocol.STATUS_KEY, lambda: redis_conn.get(protocol.STATUS_KEY), None)
+	published = reader.json(protocol.STATUS_KEY, stored, {}) if stored else {}
+	sites = published.get("sites", {}) if isinstance(published, dict) else {}
 	return {
 		site: {k: v for k, v in entry.items() if k in ("paused_reason", "database", "site_config")}
 		for site, entry in sites.items()
+		if isinstance(entry, dict)
 	}

@@ -29,9 +29,9 @@ def leader(bench, **settings) -> Scheduler:
 
 
 def prepare_due(scheduler: Scheduler) -> list[tuple[str, str, int]]:
-	now_us, _, _, entries = scheduler.state.due(scheduler.config.batch_size, scheduler.ahead_ms)
-	scheduler.prepare(now_us // 1000, entries)
-	return entries
+	due = scheduler.state.due(scheduler.config.batch_size, scheduler.ahead_ms)
+	scheduler.prepare(due.now_us // 1000, due.entries)
+	return due.entries
 
 
 def sleep_until_ms(moment_ms: float) -> None:

@@ -76,4 +76,11 @@ def render(summary: dict) -> str:
 			lines.append(f"    {fire['slot']}  {fire['schedule']}  {fire['outcome']}  lag {fire['lag_ms']} ms  {fire['job_id']}")
 		for name, reason in (entry.get("invalid") or {}).items():
 			lines.append(f"  invalid {name}: {reason}")
+	quarantined = summary.get("quarantine") or {}
+	if quarantined:
+		lines.append(f"quarantine: {len(quarantined)} wrong values moved aside (nothing fires from them; schedules are rebuilt from their rows)")
+		for what, record in sorted(quarantined.items(), key=lambda pair: pair[1].get("at") or ""):
+			lines.append(f"  {record.get('at')}  {what}: {record.get('reason')}")
+	for problem in summary.get("problems") or []:
+		lines.append(f"problem: {problem}")
 	return "\n".join(lines)

@@ -1,5 +1,6 @@
 -- Give the lease up if we still hold it. KEYS[1] lease key; ARGV[1] our value.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local value = redis.pcall('GET', KEYS[1])
+if value == ARGV[1] then
 	redis.call('DEL', KEYS[1])
 	return 1
 end

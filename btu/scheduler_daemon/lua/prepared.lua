@@ -1,5 +1,5 @@
--- The prepared set's members, shared by the scripts that read them (scripts.py
--- puts this file before those that say "-- uses prepared.lua").
+-- uses guard.lua
+-- The prepared set's members, shared by the scripts that read them.
 -- A member: job id, queue key, state key, counters key, due member, slot ms,
 -- fire_at ms, overlap skip ('1'/'0'), prepared ms; tab-separated (state.Prepared).
 -- One match returning the nine fields, not a loop building a table: release.lua
@@ -9,25 +9,55 @@ local function prepared_fields(member)
 	return string.match(member, PREPARED_FIELDS)
 end
 
--- Withdraw every fire prepared for the schedules whose state keys are in the
--- set `state_keys`: the entry and its job go, and its run is uncounted.
--- Returns the withdrawn members.
-local function withdraw(prepared_key, job_prefix, state_keys)
+-- Per schedule, the index of its prepared members (score: the moment after
+-- which release returns them), so that withdrawing touches only its own.
+local function index_key(due_member)
+	local site, schedule = string.match(due_member, '^([^|]*)|(.*)$')
+	return site and ('btu:site:' .. site .. ':prepared:' .. schedule)
+end
+
+-- Why a member cannot be one prepare.lua wrote, or nil. A member that passes
+-- names only keys of its own schedule and its site, and an rq queue.
+local function bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+	if not prepared_ms then
+		return 'not nine tab-separated fields'
+	end
+	local site, schedule = string.match(due_member, '^([^|]+)|(.+)$')
+	if not site then
+		return 'due member is not <site>|<schedule>'
+	elseif job_id == '' then
+		return 'empty job id'
+	elseif string.sub(queue, 1, 9) ~= 'rq:queue:' then
+		return 'queue key is not an rq queue'
+	elseif state_key ~= 'btu:site:' .. site .. ':schedule:' .. schedule or counters_key ~= 'btu:site:' .. site .. ':counters' then
+		return 'state or counters key is not its schedule\'s'
+	elseif not (tonumber(slot) and tonumber(fire_at) and tonumber(prepared_ms)) or (overlap ~= '0' and overlap ~= '1') then
+		return 'a number field is not a number'
+	end
+	return nil
+end
+
+-- Withdraw every fire still prepared for one schedule: the entry and its job
+-- go, and its run is uncounted. Returns the withdrawn members.
+local function withdraw(index, prepared_key, job_prefix, now_ms)
 	local out = {}
-	if redis.call('ZCARD', prepared_key) == 0 then
+	local members, err = try('ZRANGE', index, 0, -1)
+	if err then
+		move_aside(index, err, now_ms)
 		return out
 	end
-	for _, member in ipairs(redis.call('ZRANGE', prepared_key, 0, -1)) do
-		local job_id, _, state_key = prepared_fields(member)
-		if state_keys[state_key] then
-			redis.call('ZREM', prepared_key, member)
-			redis.call('DEL', job_prefix .. job_id)
-			if redis.call('EXISTS', state_key) == 1 then
-				redis.call('HINCRBY', state_key, 'runs', -1)
+	for _, member in ipairs(members) do
+		local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms = prepared_fields(member)
+		-- Only a member of this schedule: the index is state too, and may hold anything.
+		if job_id and not bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+			and index_key(due_member) == index and try('ZREM', prepared_key, member) == 1 then
+			try('DEL', job_prefix .. job_id)
+			if try('EXISTS', state_key) == 1 then
+				count(state_key, 'runs', -1, now_ms)
 			end
 			out[#out + 1] = member
 		end
 	end
+	try('DEL', index)
 	return out
 end
-

@@ -13,12 +13,20 @@
 -- the schedule's cursor moved back to its slot, so the schedule's catch-up
 -- policy decides, as for any missed slot.
 --
+-- Nothing leaves the prepared set before its job is on its queue or its
+-- outcome is recorded: a member that is not one prepare.lua writes, or whose
+-- job key holds something else, is 'quarantined' (noted, see guard.lua); the
+-- entries of a queue that refuses the push are 'held' (kept for a later
+-- round, their jobs back to 'scheduled'); the prepared set loses its entries
+-- last, after every push.
+--
 -- KEYS[1] lease key, KEYS[2] prepared sorted set, KEYS[3] rq's set of
 -- queues, KEYS[4] due sorted set.
 -- ARGV: lease value, batch size, rq job key prefix, grace ms.
 -- Returns {'not_leader'} or, per entry: member, outcome ('enqueued',
--- 'skipped_overlap' or 'returned'), lag ms.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- 'skipped_overlap', 'returned', 'quarantined: <why>' or 'held: <why>'), lag ms.
+-- (pcall: a lease key of another type is not our lease)
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
 	return {'not_leader'}
 end
 local t = redis.call('TIME')
@@ -45,57 +53,73 @@ local function rq_time()
 end
 local stamp = rq_time()
 
--- The due entries are the first by rank: removed by rank, not member by member.
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
-if #due > 0 then
-	redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #due - 1)
-end
 
 local results = {}
 local queues, queue_order = {}, {}
 local counts = {}
 local returned, returned_any = {}, false
 local n = 0
+
+local function quarantined(member, reason)
+	note(KEYS[2] .. ' member ' .. redis.sha1hex(member), reason, now_ms, member)
+	return 'quarantined: ' .. reason
+end
+
 for _, member in ipairs(due) do
 	local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms = prepared_fields(member)
-	fire_at = tonumber(fire_at)
-	local job_key = prefix .. job_id
 	local outcome = 'enqueued'
-	if returned[state_key] or now_ms - math.max(fire_at, tonumber(prepared_ms)) > grace then
+	local bad = bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+	local job_key = bad == nil and prefix .. job_id
+	fire_at = tonumber(fire_at) or now_ms
+	if bad then
+		outcome = quarantined(member, bad)
+	elseif returned[state_key] or now_ms - math.max(fire_at, tonumber(prepared_ms)) > grace then
 		outcome = 'returned'
-		redis.call('DEL', job_key)
-		local cursor = redis.call('HGET', state_key, 'cursor')
-		if cursor then
-			redis.call('HINCRBY', state_key, 'runs', -1)
-			if not returned[state_key] and (cursor == '' or tonumber(slot) < tonumber(cursor)) then
-				redis.call('HSET', state_key, 'cursor', slot, 'fire_at', fire_at, 'finished', '0')
-				redis.call('ZADD', KEYS[4], fire_at, due_member)
+		try('DEL', job_key)
+		local cursor, err = try('HGET', state_key, 'cursor')
+		if err then
+			move_aside(state_key, err, now_ms)
+			resync(due_member)
+		elseif cursor then
+			count(state_key, 'runs', -1, now_ms)
+			if not returned[state_key] and (cursor == '' or tonumber(slot) < (tonumber(cursor) or 0)) then
+				try('HSET', state_key, 'cursor', slot, 'fire_at', fire_at, 'finished', '0')
+				try('ZADD', KEYS[4], fire_at, due_member)
 			end
 		end
-		returned[state_key] = true
+		returned[state_key] = due_member
 		returned_any = true
 	elseif overlap == '1' then
-		local last = redis.call('HGET', state_key, 'last_job_id')
-		local previous = last and redis.call('HGET', prefix .. last, 'status')
-		if previous == 'queued' or previous == 'started' then
+		local last, err = try('HGET', state_key, 'last_job_id')
+		local previous = last and try('HGET', prefix .. last, 'status')
+		if err then
+			move_aside(state_key, err, now_ms)
+			resync(due_member)
+		elseif previous == 'queued' or previous == 'started' then
 			outcome = 'skipped_overlap'
-			redis.call('DEL', job_key)
-			redis.call('HINCRBY', state_key, 'runs', -1)
+			try('DEL', job_key)
+			count(state_key, 'runs', -1, now_ms)
 		else
-			redis.call('HSET', state_key, 'last_job_id', job_id)
+			try('HSET', state_key, 'last_job_id', job_id)
 		end
 	end
 	if outcome == 'enqueued' then
-		redis.call('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
-		local ids = queues[queue]
-		if not ids then
-			ids = {}
-			queues[queue] = ids
-			queue_order[#queue_order + 1] = queue
+		local _, err = try('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
+		if err then
+			outcome = quarantined(member, 'job ' .. job_key .. ': ' .. err)
+		else
+			local ids = queues[queue]
+			if not ids then
+				ids = {}
+				queues[queue] = ids
+				queue_order[#queue_order + 1] = queue
+			end
+			ids[#ids + 1] = job_id
+			ids[#ids + 1] = n + 2 -- where its outcome stands in results, should the push fail
 		end
-		ids[#ids + 1] = job_id
 	end
-	if outcome ~= 'returned' then
+	if outcome == 'enqueued' or outcome == 'skipped_overlap' then
 		local site = counts[counters_key]
 		if not site then
 			site = {}
@@ -107,24 +131,63 @@ for _, member in ipairs(due) do
 	n = n + 3
 end
 
--- A returned schedule's fires prepared for later moments go back with it.
-if returned_any then
-	for _, member in ipairs(withdraw(KEYS[2], prefix, returned)) do
-		results[n + 1], results[n + 2], results[n + 3] = member, 'returned', now_ms - tonumber((select(7, prepared_fields(member))))
-		n = n + 3
+-- Push each queue's ids; a queue that refuses keeps its entries prepared.
+local held = false
+for _, queue in ipairs(queue_order) do
+	local entries = queues[queue]
+	local ids = {}
+	for e = 1, #entries, 2 do
+		ids[#ids + 1] = entries[e]
+	end
+	local err
+	for c = 1, #ids, 1000 do
+		local _, e = try('RPUSH', queue, unpack(ids, c, math.min(c + 999, #ids)))
+		err = err or e
+	end
+	if err then
+		-- Only the first push of a queue can fail (its type or a permission): none of its ids went on.
+		held = true
+		for e = 1, #entries, 2 do
+			try('HSET', prefix .. entries[e], 'status', 'scheduled')
+			try('HDEL', prefix .. entries[e], 'enqueued_at')
+			local at = entries[e + 1]
+			local counters_key = select(4, prepared_fields(results[at - 1]))
+			counts[counters_key].enqueued = counts[counters_key].enqueued - 1
+			results[at] = 'held: ' .. queue .. ': ' .. err
+		end
+	else
+		try('SADD', KEYS[3], queue)
 	end
 end
 
-for _, queue in ipairs(queue_order) do
-	local ids = queues[queue]
-	redis.call('SADD', KEYS[3], queue)
-	for c = 1, #ids, 1000 do
-		redis.call('RPUSH', queue, unpack(ids, c, math.min(c + 999, #ids)))
+-- Every entry has its outcome: the prepared set lets them go (the held ones stay).
+if not held then
+	if #due > 0 then
+		redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #due - 1)
+	end
+else
+	for r = 1, n, 3 do
+		if string.sub(results[r + 1], 1, 5) ~= 'held:' then
+			try('ZREM', KEYS[2], results[r])
+		end
 	end
 end
+
+-- A returned schedule's fires prepared for later moments go back with it.
+if returned_any then
+	for _, due_member in pairs(returned) do
+		for _, member in ipairs(withdraw(index_key(due_member), KEYS[2], prefix, now_ms)) do
+			results[n + 1], results[n + 2], results[n + 3] = member, 'returned', now_ms - tonumber((select(7, prepared_fields(member))))
+			n = n + 3
+		end
+	end
+end
+
 for counters_key, site in pairs(counts) do
-	for outcome, n in pairs(site) do
-		redis.call('HINCRBY', counters_key, outcome, n)
+	for outcome, c in pairs(site) do
+		if c > 0 then
+			count(counters_key, outcome, c, now_ms)
+		end
 	end
 end
 return results
