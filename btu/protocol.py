@@ -182,7 +182,7 @@ SITES_KEY = "btu:sites"
 # (lua/guard.lua): QUARANTINE_KEY is a hash, what was moved -> JSON {reason,
 # at_ms, detail}; a moved key lives on, for a week, as QUARANTINED_PREFIX +
 # its name. RESYNC_KEY holds "<site>|<schedule>" members whose state is to be
-# rebuilt from the database row, "*" for every schedule.
+# rebuilt from the database row, "<site>|*" for all of a site's, "*" for all.
 QUARANTINE_KEY = "btu:quarantine"
 QUARANTINED_PREFIX = "btu:quarantined:"
 RESYNC_KEY = "btu:resync"

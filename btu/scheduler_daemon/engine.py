@@ -46,7 +46,7 @@ from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time, sl
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.reconcile import Reconciler, from_ms, to_ms
+from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler, from_ms, to_ms
 from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, FireItem, FireJob, ItemResult, Released, State, fire_record, text
 
 logger = logging.getLogger("btu.scheduler")
@@ -111,7 +111,10 @@ class Scheduler:
 		self.clock = Clock()
 		self.state = State(self.redis)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
-		self.reconciler = Reconciler(bench_path, self.state, config.executor, self.clock.now, self.publish_wake)
+		self.reconciler = Reconciler(
+			bench_path, self.state, config.executor, self.clock.now, self.publish_wake,
+			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs,
+		)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
@@ -396,7 +399,10 @@ class Scheduler:
 			shape = self.load_shape(row["job"], site)
 		except (ValueError, TypeError, KeyError, AttributeError) as exc:
 			raise ValueError(f"spec or job is not what the reconcile writes: {type(exc).__name__}: {str(exc)[:200]}") from exc
-		return spec, shape, from_ms(cursor), int(runs)
+		try:
+			return spec, shape, from_ms(cursor), int(runs)
+		except OverflowError as exc:
+			raise ValueError(f"cursor {cursor[:40]!r} is out of range") from exc
 
 	def quarantine_schedule(self, site: str, schedule: str, reason: str) -> None:
 		"""Its state held a wrong value: moved aside, and rebuilt from its row by the reconcile, woken now."""

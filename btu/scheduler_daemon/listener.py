@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import redis
 
 from btu import protocol
+from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
 
 logger = logging.getLogger(__name__)
@@ -142,6 +143,7 @@ class CommandListener:
 		self.block_seconds = block_seconds
 		self.drain_count = drain_count
 		self.redis_down = False
+		self.quarantine_script = scripts.register(redis_client, "quarantine")
 
 	def run(self, stop: threading.Event) -> None:
 		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
@@ -150,6 +152,10 @@ class CommandListener:
 			try:
 				popped = self.redis.brpop([protocol.COMMANDS_KEY], timeout=self.block_seconds)
 			except Exception as exc:  # redis.RedisError, or anything else a broken connection raises
+				if str(exc).startswith("WRONGTYPE"):
+					# The command list held another type: moved aside, so that callers are heard again.
+					self.quarantine(protocol.COMMANDS_KEY, str(exc))
+					continue
 				self.note_redis_lost(exc)
 				stop.wait(backoff)
 				backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
@@ -159,6 +165,14 @@ class CommandListener:
 			if popped is not None:
 				self.handle([popped[1], *self.drain()])
 		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
+
+	def quarantine(self, key: str, reason: str) -> None:
+		"""Move a key holding a wrong value aside (lua/guard.lua), logged; a failure to do so is the next BRPOP's to report."""
+		try:
+			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
+			log_event(logger, logging.ERROR, "rpc_commands_quarantined", key=key, reason=reason, process=self.process_id)
+		except redis.RedisError as exc:
+			self.note_redis_lost(exc)
 
 	def note_redis_lost(self, exc: Exception) -> None:
 		if not self.redis_down:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -31,6 +32,10 @@ from btu.scheduler_daemon.state import State, Upsert
 logger = logging.getLogger("btu.scheduler.reconcile")
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 APPLY_CHUNK = 1000
+# Every this many full reconciles, one also audits the state (State.audit): a wrong value that no
+# fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within
+# this many full_refresh_interval_secs (5 minutes by default).
+AUDIT_EVERY = 5
 
 
 def to_ms(moment: datetime) -> int:
@@ -93,7 +98,7 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 
 
 class Reconciler:
-	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake):
+	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0):
 		self.bench_path = bench_path
 		self.state = state
 		self.executor = executor
@@ -109,6 +114,8 @@ class Reconciler:
 		self.served: set[str] = set()
 		self.paused_sites: dict[str, str] = {}
 		self.lock = threading.RLock()
+		self.audit_secs = audit_secs
+		self.next_audit = time.monotonic() + audit_secs
 
 	def database(self, site: Site) -> SiteDatabase:
 		db = self.databases.get(site.name)
@@ -128,14 +135,18 @@ class Reconciler:
 			self.summaries.clear()
 
 	def forget_resynced(self) -> None:
-		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them)."""
+		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them,
+		"<site>|*": all of a site's)."""
 		for member in self.state.take_resync():
 			if member == protocol.RESYNC_ALL:
 				self.seen.clear()
 				self.summaries.clear()
 				continue
 			site, name = protocol.parse_due_member(member)
-			self.seen.get(site, {}).pop(name, None)
+			if name == protocol.RESYNC_ALL:
+				self.seen.pop(site, None)
+			else:
+				self.seen.get(site, {}).pop(name, None)
 			self.summaries.pop(site, None)
 
 	# -- full reconcile ---------------------------------------------------------
@@ -148,6 +159,8 @@ class Reconciler:
 				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
 				return
 			self.check_generation()
+			if time.monotonic() >= self.next_audit:
+				self.audit()  # before the sites, so that what it moved aside is rebuilt by this reconcile
 			self.forget_resynced()
 			served = set()
 			for name in self.bench.site_names():
@@ -172,6 +185,19 @@ class Reconciler:
 				self.summaries.pop(gone, None)
 			self.served = served
 			self.wake()
+
+	def audit(self) -> None:
+		"""Mend the state of every firing site's schedules (State.audit), logging what was wrong."""
+		self.next_audit = time.monotonic() + self.audit_secs
+		moved_keys = self.state.check_types(self.state.sites())
+		firing = sorted(self.served - set(self.paused_sites))
+		members = [protocol.due_member(site, name) for site in firing for name in sorted(self.seen.get(site, {}))]
+		mended, moved = self.state.audit(members)
+		if mended or moved or moved_keys:
+			log_event(
+				logger, logging.WARNING, "state_mended", due_entries=mended, states_moved_aside=moved, keys_moved_aside=",".join(moved_keys),
+				effect="due entries put right; what was moved aside is rebuilt from the database rows",
+			)
 
 	def reconcile_site(self, site: Site, names: list[str] | None = None) -> bool:
 		"""Reconcile one site (or some schedules of it); True if the site is a BTU site."""

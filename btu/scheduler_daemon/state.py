@@ -213,6 +213,7 @@ class State:
 		self._upsert = scripts.register(redis_conn, "upsert")
 		self._remove = scripts.register(redis_conn, "remove")
 		self._quarantine = scripts.register(redis_conn, "quarantine")
+		self._audit = scripts.register(redis_conn, "audit")
 
 	# -- wrong values ---------------------------------------------------------------------
 
@@ -241,6 +242,40 @@ class State:
 			except ValueError:
 				out[text(what)] = {"reason": f"unreadable record {text(value)[:200]!r}"}
 		return out
+
+	def audit(self, members: list[str]) -> tuple[int, int]:
+		"""Check schedules ("<site>|<name>" of firing sites) against themselves and mend them, and drop junk
+		from the prepared set (audit.lua): (due entries put right, states moved aside to be rebuilt)."""
+		mended = moved = 0
+		for start in range(0, max(len(members), 1), AUDIT_CHUNK):
+			done = self._audit(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=members[start : start + AUDIT_CHUNK])
+			mended, moved = mended + int(done[0]), moved + int(done[1])
+		return mended, moved
+
+	def check_types(self, sites: set[str]) -> list[str]:
+		"""Move aside every key of BTU's (global, and the sites') that holds another type than BTU writes there;
+		the keys moved. What a site's schedule set held is compiled again from the rows."""
+		expected = dict(GLOBAL_TYPES)
+		for site in sites:
+			expected.update({
+				protocol.site_schedules_key(site): "set",
+				protocol.counters_key(site): "hash",
+				protocol.invalid_rows_key(site): "hash",
+				protocol.recent_fires_key(site): "list",
+			})
+		with self.redis.pipeline(transaction=False) as pipe:
+			for key in expected:
+				pipe.type(key)
+			kinds = [text(kind) for kind in pipe.execute()]
+		moved = []
+		for (key, kind), found in zip(expected.items(), kinds):
+			if found not in (kind, "none"):
+				self.quarantine(key, f"holds a {found}, not a {kind}")
+				moved.append(key)
+		for site in sites:
+			if protocol.site_schedules_key(site) in moved:
+				self.redis.sadd(protocol.RESYNC_KEY, protocol.due_member(site, protocol.RESYNC_ALL))
+		return moved
 
 	def take_resync(self) -> set[str]:
 		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the database, taken off the set."""
@@ -279,7 +314,16 @@ class State:
 
 	def names(self, site: str) -> set[str]:
 		key = protocol.site_schedules_key(site)
-		return {text(n) for n in self.guarded(key, lambda: self.redis.smembers(key))}
+		try:
+			names = self.redis.smembers(key)
+		except redis.ResponseError as exc:
+			if not is_wrong_type(exc):
+				raise
+			# The site's list of schedules is gone with it: every one of them is compiled again.
+			self.quarantine(key, str(exc))
+			self.redis.sadd(protocol.RESYNC_KEY, protocol.due_member(site, protocol.RESYNC_ALL))
+			names = set()
+		return {text(n) for n in names}
 
 	def sites(self) -> set[str]:
 		return {text(s) for s in self.guarded(protocol.SITES_KEY, lambda: self.redis.smembers(protocol.SITES_KEY))}
@@ -414,8 +458,23 @@ class State:
 		return released
 
 
+# The type of each global key BTU writes (check_types).
+GLOBAL_TYPES = {
+	protocol.DUE_KEY: "zset",
+	protocol.PREPARED_KEY: "zset",
+	protocol.SITES_KEY: "set",
+	protocol.GENERATION_KEY: "string",
+	protocol.LEADER_EPOCH_KEY: "string",
+	protocol.PROCESSES_KEY: "zset",
+	protocol.COMMANDS_KEY: "list",
+	protocol.RESYNC_KEY: "set",
+	protocol.QUARANTINE_KEY: "hash",
+}
+
 # Schedules removed per round trip when a site goes: each removal is one short script.
 PURGE_CHUNK = 100
+# Schedules checked per audit script: about 2 µs of Redis each.
+AUDIT_CHUNK = 1000
 
 
 def upsert_keys(site: str, name: str) -> list[str]:

@@ -53,7 +53,14 @@ local function rq_time()
 end
 local stamp = rq_time()
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
+local due, wrong = try('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[2]))
+if wrong then
+	-- The prepared set holds another type: nothing in it can be a fire. Moved aside, and every
+	-- schedule rebuilt from its state by the next reconcile.
+	move_aside(KEYS[2], wrong, now_ms)
+	resync('*')
+	return {}
+end
 
 local results = {}
 local queues, queue_order = {}, {}
@@ -105,7 +112,12 @@ for _, member in ipairs(due) do
 		end
 	end
 	if outcome == 'enqueued' then
-		local _, err = try('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
+		-- A prepared job has a status already: two new fields mean its hash was gone.
+		local added, err = try('HSET', job_key, 'status', 'queued', 'enqueued_at', stamp)
+		if added == 2 then
+			try('DEL', job_key)
+			err = 'its job hash is gone'
+		end
 		if err then
 			outcome = quarantined(member, 'job ' .. job_key .. ': ' .. err)
 		else
