@@ -38,7 +38,7 @@ import redis
 
 from btu import protocol
 from btu.schedule import ScheduleSpec
-from btu.scheduler_daemon import status
+from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
@@ -111,6 +111,10 @@ class Scheduler:
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.redis_down = False
+		bench_id = self.reconciler.bench.bench_id
+		self.access = redis_acl.Access(self.redis, bench_id, self.process_id, "main")
+		self.notify_access = redis_acl.Access(self.redis, bench_id, self.process_id, "notifier")
+		self.reconcile_access = redis_acl.Access(self.redis, bench_id, self.process_id, "reconciler")
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
@@ -145,6 +149,10 @@ class Scheduler:
 					self.redis_ok()
 				except REDIS_ERRORS as exc:
 					self.redis_failed(exc, stop)
+				except redis.ResponseError as exc:  # NOPERM (grants revoked while running) is one
+					if not protocol.is_denied(exc):
+						raise
+					self.redis_failed(exc, stop)
 		finally:
 			self.step_down("stopped")
 			self.wake.set()
@@ -166,14 +174,19 @@ class Scheduler:
 		self.run(stop)
 
 	def redis_ok(self) -> None:
+		self.access.ok()
 		if self.redis_down:
 			self.redis_down = False
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
 
 	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
-		if not self.redis_down:
-			self.redis_down = True
+		if not (self.redis_down or self.access.reason):
 			self.backoff = 0.1
+		if protocol.is_denied(exc):
+			# Redis answers but refuses this user (grants revoked, password changed): not an outage.
+			self.access.denied(exc)
+		elif not self.redis_down:
+			self.redis_down = True
 			log_event(logger, logging.ERROR, "redis_unreachable", process=self.process_id, error=str(exc), effect="retrying; missed fires follow each schedule's catch-up policy")
 		stop.wait(self.backoff)
 		self.backoff = min(self.backoff * 2, MAX_BACKOFF)
@@ -190,8 +203,8 @@ class Scheduler:
 	def publish_wake(self) -> None:
 		try:
 			self.redis.publish(protocol.WAKE_CHANNEL, self.process_id)
-		except REDIS_ERRORS:
-			pass  # the leader still wakes at its next fire or renewal
+		except redis.RedisError:
+			pass  # the leader still wakes at its next fire or renewal; the notifier reports a refused channel
 		self.wake.set()
 
 	def notify_loop(self, stop: threading.Event) -> None:
@@ -201,12 +214,16 @@ class Scheduler:
 			try:
 				pubsub = self.config.redis(socket_timeout=None, socket_connect_timeout=3).pubsub(ignore_subscribe_messages=True)
 				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
+				self.notify_access.ok()
 				backoff = 0.1
 				self.wake.set()  # something may have changed while unsubscribed
 				while not stop.is_set():
 					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
 						self.wake.set()
-			except (*REDIS_ERRORS, BenchError):  # BenchError: the bench's Redis settings are being edited; retry
+			except (*REDIS_ERRORS, redis.ResponseError, BenchError) as exc:  # BenchError: the bench's Redis settings are being edited; retry
+				if protocol.is_denied(exc):
+					self.notify_access.denied(exc)
 				stop.wait(backoff)
 				backoff = min(backoff * 2, MAX_BACKOFF)
 			finally:
@@ -225,9 +242,13 @@ class Scheduler:
 			try:
 				self.reconciler.full()
 				self.publish_status()
+				self.reconcile_access.ok()
 			except REDIS_ERRORS:
 				pass  # the main loop reports Redis outages
 			except Exception as exc:
+				if protocol.is_denied(exc):
+					self.reconcile_access.denied(exc)
+					continue
 				log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
 
 	# -- standing by -------------------------------------------------------------------
