@@ -17,15 +17,23 @@ The protocol (shared/seeds, "BTU Scheduler: Redis RPC Control Protocol"):
    response key and EXPIREs that key after 60 seconds.
 5. No answer within 5 seconds means "scheduler unreachable": it says
    nothing about the command itself.
+
+Redis refusing the caller's user (an ACL user without BTU's grants, or a
+wrong password) is outcome "denied", not "unreachable": the scheduler may be
+fine, the fix is a grant (`btu-scheduler setup redis-acl`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from redis import exceptions as redis_errors
 
 # -- RPC ---------------------------------------------------------------------
 
@@ -99,7 +107,7 @@ def make_error(reason: str, request_type: Any = None) -> dict:
 
 @dataclass(frozen=True)
 class Reply:
-	"""What a caller got back: ``ok`` (the ACK), ``error`` or ``unreachable``."""
+	"""What a caller got back: ``ok`` (the ACK), ``error``, ``unreachable`` or ``denied`` (by Redis's ACL)."""
 
 	outcome: str
 	message: str
@@ -119,18 +127,25 @@ def call(
 	site: str | None = None,
 	timeout: float = CALLER_TIMEOUT_SECONDS,
 ) -> Reply:
-	"""Send one command and wait for its receipt ACK (BLPOP, `timeout` seconds)."""
+	"""Send one command and wait for its receipt ACK (BLPOP, `timeout` seconds).
+
+	Redis refusing the user is a "denied" reply; any other Redis error is raised."""
 	command = make_command(request_type, request_content, site=site)
 	started = time.perf_counter()
-	redis_conn.lpush(COMMANDS_KEY, json.dumps(command))
-	# A client whose socket timeout is not longer than the wait (redis-py 5+
-	# defaults to 5 s) would time out on the socket: wait in shorter BLPOPs.
-	socket_timeout = redis_conn.connection_pool.connection_kwargs.get("socket_timeout")
-	step = max(socket_timeout - 0.5, 0.1) if socket_timeout else timeout
-	deadline = started + timeout
-	answer = None
-	while answer is None and (remaining := deadline - time.perf_counter()) > 0.001:
-		answer = redis_conn.blpop([command["response_key"]], timeout=min(remaining, step))
+	try:
+		redis_conn.lpush(COMMANDS_KEY, json.dumps(command))
+		# A client whose socket timeout is not longer than the wait (redis-py 5+
+		# defaults to 5 s) would time out on the socket: wait in shorter BLPOPs.
+		socket_timeout = redis_conn.connection_pool.connection_kwargs.get("socket_timeout")
+		step = max(socket_timeout - 0.5, 0.1) if socket_timeout else timeout
+		deadline = started + timeout
+		answer = None
+		while answer is None and (remaining := deadline - time.perf_counter()) > 0.001:
+			answer = redis_conn.blpop([command["response_key"]], timeout=min(remaining, step))
+	except redis_errors.RedisError as exc:
+		if not is_denied(exc):
+			raise
+		return Reply("denied", denied_message(exc, redis_user(redis_conn), KEYS_GRANT), None, (time.perf_counter() - started) * 1000)
 	elapsed_ms = (time.perf_counter() - started) * 1000
 	if answer is None:
 		return Reply("unreachable", UNREACHABLE_MESSAGE, None, elapsed_ms)
@@ -141,6 +156,79 @@ def call(
 		return Reply("error", f"The scheduler answered with something that is not JSON: {raw!r}", None, elapsed_ms)
 	outcome = "ok" if payload.get("status") == "ok" else "error"
 	return Reply(outcome, str(payload.get("message", "")), payload, elapsed_ms)
+
+
+# -- Redis refusing a user ---------------------------------------------------------
+
+# The ACL key pattern of every key above: the one grant a caller (the Desk, `ping`, `status`) needs.
+KEYS_GRANT = "~btu:*"
+ACL_FIX = "see btu-scheduler setup redis-acl"
+# How Redis words a refusal, for the errors redis-py does not give a class of their own: a
+# NOPERM inside a Lua script is a plain ResponseError, and older redis-py name fewer classes.
+DENIED_MARKERS = ("NOPERM", "no permissions to", "The user executing the script can't", "WRONGPASS", "NOAUTH")
+AUTH_ERRORS = tuple(
+	getattr(redis_errors, name) for name in ("AuthenticationError", "AuthenticationWrongNumberOfArgsError") if hasattr(redis_errors, name)
+)
+
+
+def is_denied(exc: BaseException) -> bool:
+	"""True when Redis refused the connection's user (NOPERM, WRONGPASS, NOAUTH), not when it is down."""
+	if isinstance(exc, (getattr(redis_errors, "NoPermissionError", ()), *AUTH_ERRORS)):
+		return True
+	return isinstance(exc, redis_errors.RedisError) and any(marker in str(exc) for marker in DENIED_MARKERS)
+
+
+def is_auth_failure(exc: BaseException) -> bool:
+	"""True when Redis refused the user's name or password (rather than one grant)."""
+	text = str(exc)
+	return isinstance(exc, AUTH_ERRORS) or "WRONGPASS" in text or "NOAUTH" in text
+
+
+def redis_user(redis_conn) -> str:
+	"""The ACL user a client logs in as ("default" without a username)."""
+	return redis_conn.connection_pool.connection_kwargs.get("username") or "default"
+
+
+def denied_message(exc: BaseException, user: str, grant: str) -> str:
+	"""One line for a refusal: which user, which grant (or its password), and the fix."""
+	if is_auth_failure(exc):
+		return (
+			f"permission denied by Redis: user {user!r} cannot log in ({exc}); check its password "
+			f"(rq_username/rq_password in common_site_config.json, or the URL); {ACL_FIX}"
+		)
+	return f"permission denied by Redis: user {user!r} lacks the grant {grant} ({exc}); {ACL_FIX}"
+
+
+# -- Showing a Redis URL --------------------------------------------------------------
+
+MASK = "***"
+URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def mask_url(text: str) -> str:
+	"""`text` with the password of every URL in it (userinfo or ?password=) replaced by ***.
+
+	A text without "://" is taken as one URL without its scheme ("user:pw@host:port").
+	Every place that shows or logs a Redis URL, or a message that may hold one, passes it here."""
+	if "://" not in text:
+		return _mask_one(text)
+	return URL_IN_TEXT.sub(lambda found: _mask_one(found.group()), text)
+
+
+def _mask_one(url: str) -> str:
+	scheme, separator, rest = url.partition("://")
+	if not separator:
+		scheme, rest = "", url
+	main, question, query = rest.partition("?")
+	netloc, slash, path = main.partition("/")
+	if "@" in netloc:
+		userinfo, _, hostport = netloc.rpartition("@")
+		user, colon, _password = userinfo.partition(":")
+		netloc = f"{user}:{MASK}@{hostport}" if colon else f"{userinfo}@{hostport}"
+	if query:
+		pairs = parse_qsl(query, keep_blank_values=True)
+		query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
+	return f"{scheme}{separator}{netloc}{slash}{path}{question}{query}"
 
 
 # -- Scheduler coordination ------------------------------------------------------

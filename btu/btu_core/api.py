@@ -42,7 +42,7 @@ def age_secs(moment) -> float | None:
 
 @frappe.whitelist()
 def ping() -> dict:
-	"""Ping the BTU scheduler through Redis; outcome ok, error or unreachable."""
+	"""Ping the BTU scheduler through Redis; outcome ok, error, unreachable or denied (Redis refused the bench's user)."""
 	require_btu_manager()
 	return _reply(scheduler_link.send(protocol.PING))
 
@@ -64,6 +64,7 @@ def status() -> dict:
 		"processes": published.get("processes") or [],
 		"this_site": (published.get("sites") or {}).get(site) or {},
 		"error": published.get("error"),
+		"error_outcome": published.get("outcome"),
 		"published": bool(published) and not published.get("error"),
 	}
 
@@ -164,7 +165,7 @@ def resync(schedule: str | None = None) -> dict:
 		request_type = protocol.CREATE_TASK_SCHEDULE if cint(enabled) else protocol.CANCEL_TASK_SCHEDULE
 		reply = scheduler_link.send(request_type, name)
 		sent.append({"schedule": name, "request_type": request_type, **_reply(reply)})
-		if reply.outcome == "unreachable":
+		if reply.outcome in ("unreachable", "denied"):
 			break
 	return {"requested": len(names), "sent": sent, "complete": len(sent) == len(names) and all(s["outcome"] == "ok" for s in sent)}
 

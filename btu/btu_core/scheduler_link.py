@@ -5,6 +5,8 @@ always name this site. A schedule change is announced only after its
 transaction commits, so the scheduler never reads a row that is not there
 yet; the reply reaches the user as a realtime alert, and a scheduler that
 is down never fails a save (its reconcile reads the table when it starts).
+Redis refusing the bench's ACL user is reported as "denied", never as
+"unreachable", and a Redis URL is shown with its password masked.
 """
 
 from __future__ import annotations
@@ -27,17 +29,31 @@ def queue_redis():
 
 
 def send(request_type: str, request_content: str | None = None) -> protocol.Reply:
-	"""One RPC call for this site; Redis errors become an "unreachable" reply."""
+	"""One RPC call for this site; Redis refusing the user is a "denied" reply, any other Redis error "unreachable"."""
 	try:
 		return protocol.call(queue_redis(), request_type, request_content, site=frappe.local.site)
 	except RedisError as exc:
+		if protocol.is_denied(exc):  # refused while connecting: WRONGPASS, NOAUTH
+			return protocol.Reply("denied", redis_denied(exc), None, 0.0)
 		return protocol.Reply(
 			"unreachable",
-			f"Redis at {frappe.conf.redis_queue} failed ({type(exc).__name__}: {exc}); "
+			f"Redis at {redis_queue_shown()} failed ({type(exc).__name__}: {exc}); "
 			"start the bench's redis_queue (bench start, or supervisor) and try again",
 			None,
 			0.0,
 		)
+
+
+def redis_queue_shown() -> str:
+	return protocol.mask_url(str(frappe.conf.redis_queue))
+
+
+def redis_denied(exc: RedisError) -> str:
+	"""The refusal in one line, naming the user as Frappe's get_redis_conn picks it."""
+	from frappe.utils import get_bench_id
+
+	user = (frappe.conf.rq_username or get_bench_id()) if frappe.conf.use_rq_auth else "default"
+	return protocol.denied_message(exc, user, protocol.KEYS_GRANT)
 
 
 def describe(reply: protocol.Reply) -> str:
@@ -48,6 +64,8 @@ def describe(reply: protocol.Reply) -> str:
 			f"{reply.message} The change is saved; the scheduler picks it up from the database "
 			"when it runs (bench btu-scheduler)."
 		)
+	if reply.outcome == "denied":
+		return f"BTU Scheduler not told: {reply.message}. The change is saved; the scheduler reads it at its next full refresh."
 	return f"BTU Scheduler refused the command: {reply.message}"
 
 
@@ -94,7 +112,9 @@ def read_status() -> dict:
 	try:
 		raw = queue_redis().get(protocol.STATUS_KEY)
 	except RedisError as exc:
-		return {"error": f"Redis at {frappe.conf.redis_queue} failed: {exc}"}
+		if protocol.is_denied(exc):
+			return {"error": redis_denied(exc), "outcome": "denied"}
+		return {"error": f"Redis at {redis_queue_shown()} failed: {exc}", "outcome": "unreachable"}
 	if not raw:
 		return {}
 	try:

@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from btu.protocol import mask_url
+
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -88,8 +90,9 @@ def as_int(value) -> int | None:
 
 def check_redis_url(value, where: str) -> None:
 	if not isinstance(value, str) or not value.strip().lower().startswith(REDIS_URL_SCHEMES):
+		shown = repr(mask_url(value)) if isinstance(value, str) else repr(value)
 		raise BenchError(
-			f"{where} = {value!r} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
+			f"{where} = {shown} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
 		)
 
 

@@ -1,7 +1,8 @@
 """`btu-scheduler`: the scheduler's command line.
 
 Exit codes: 0 success; 1 the operation failed (scheduler unreachable, a
-service down); 2 bad input (usage, expression, zone, configuration).
+service down); 2 bad input (usage, expression, zone, configuration, and a
+Redis user that lacks BTU's grants: `btu-scheduler setup redis-acl`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+
+from btu.protocol import mask_url
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -32,7 +33,6 @@ LOG_FORMATS = ("text", "json")
 EXECUTORS = ("frappe", "rq")
 REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 SECRET_KEYS = frozenset({"redis_url"})
-MASK = "***"
 
 
 class ConfigError(Exception):
@@ -162,23 +162,6 @@ def format_number(value: float | None) -> str:
 	if value is None:
 		return "?"
 	return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def mask_url(url: str) -> str:
-	"""`url` with its password (userinfo or ?password=) replaced by ***; nothing else changed."""
-	scheme, separator, rest = url.partition("://")
-	if not separator:
-		scheme, rest = "", url
-	main, question, query = rest.partition("?")
-	netloc, slash, path = main.partition("/")
-	if "@" in netloc:
-		userinfo, _, hostport = netloc.rpartition("@")
-		user, colon, _password = userinfo.partition(":")
-		netloc = f"{user}:{MASK}@{hostport}" if colon else f"{userinfo}@{hostport}"
-	if query:
-		pairs = parse_qsl(query, keep_blank_values=True)
-		query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
-	return f"{scheme}{separator}{netloc}{slash}{path}{question}{query}"
 
 
 def mask_secret(key: str, value: Any) -> Any:

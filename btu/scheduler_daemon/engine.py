@@ -38,7 +38,7 @@ import redis
 
 from btu import protocol
 from btu.schedule import ScheduleSpec
-from btu.scheduler_daemon import status
+from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
@@ -53,6 +53,7 @@ logger = logging.getLogger("btu.scheduler")
 # Redis not answering, or refusing (out of memory, read-only replica, a permission, a wrong
 # value the state layer did not expect): the process backs off and tries again, never exits.
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
+OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
@@ -122,6 +123,10 @@ class Scheduler:
 		self.redis_down = False
 		self.redis_error: str | None = None
 		self.backoff = 0.1
+		bench_id = self.reconciler.bench.bench_id
+		self.access = redis_acl.Access(self.redis, bench_id, self.process_id, "main")
+		self.notify_access = redis_acl.Access(self.redis, bench_id, self.process_id, "notifier")
+		self.reconcile_access = redis_acl.Access(self.redis, bench_id, self.process_id, "reconciler")
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
@@ -155,7 +160,7 @@ class Scheduler:
 					else:
 						self.stand_by(stop)
 					self.redis_ok()
-				except REDIS_ERRORS as exc:
+				except REDIS_ERRORS as exc:  # NOPERM (grants revoked while running) is one
 					self.redis_failed(exc, stop)
 		finally:
 			self.step_down("stopped")
@@ -179,24 +184,29 @@ class Scheduler:
 		self.run(stop)
 
 	def redis_ok(self) -> None:
+		self.access.ok()
 		if self.redis_down:
 			self.redis_down = False
 			self.redis_error = None
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
 
 	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
-		"""Log once per kind of failure, then back off (capped at MAX_BACKOFF)."""
-		kind = redis_failure(exc)
-		if not self.redis_down:
+		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
+		if not (self.redis_down or self.access.reason):
 			self.backoff = 0.1
-		if kind != self.redis_error:
-			event = "redis_unreachable" if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)) else "redis_refused"
-			log_event(
-				logger, logging.ERROR, event, process=self.process_id, error=f"{type(exc).__name__}: {exc}",
-				effect="retrying; missed fires follow each schedule's catch-up policy",
-			)
-		self.redis_down = True
-		self.redis_error = kind
+		if protocol.is_denied(exc):
+			# Redis answers but refuses this user (grants revoked, password changed): not an outage.
+			self.access.denied(exc)
+		else:
+			kind = redis_failure(exc)
+			if kind != self.redis_error:
+				event = "redis_unreachable" if isinstance(exc, OUTAGES) else "redis_refused"
+				log_event(
+					logger, logging.ERROR, event, process=self.process_id, error=f"{type(exc).__name__}: {exc}",
+					effect="retrying; missed fires follow each schedule's catch-up policy",
+				)
+			self.redis_down = True
+			self.redis_error = kind
 		stop.wait(self.backoff)
 		self.backoff = min(self.backoff * 2, MAX_BACKOFF)
 
@@ -212,8 +222,8 @@ class Scheduler:
 	def publish_wake(self) -> None:
 		try:
 			self.redis.publish(protocol.WAKE_CHANNEL, self.process_id)
-		except REDIS_ERRORS:
-			pass  # the leader still wakes at its next fire or renewal
+		except redis.RedisError:
+			pass  # the leader still wakes at its next fire or renewal; the notifier reports a refused channel
 		self.wake.set()
 
 	def notify_loop(self, stop: threading.Event) -> None:
@@ -223,12 +233,16 @@ class Scheduler:
 			try:
 				pubsub = self.config.redis(socket_timeout=None, socket_connect_timeout=3).pubsub(ignore_subscribe_messages=True)
 				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
+				self.notify_access.ok()
 				backoff = 0.1
 				self.wake.set()  # something may have changed while unsubscribed
 				while not stop.is_set():
 					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
 						self.wake.set()
-			except (*REDIS_ERRORS, BenchError):  # BenchError: the bench's Redis settings are being edited; retry
+			except (*REDIS_ERRORS, redis.ResponseError, BenchError) as exc:  # BenchError: the bench's Redis settings are being edited; retry
+				if protocol.is_denied(exc):
+					self.notify_access.denied(exc)
 				stop.wait(backoff)
 				backoff = min(backoff * 2, MAX_BACKOFF)
 			finally:
@@ -247,10 +261,12 @@ class Scheduler:
 			try:
 				self.reconciler.full()
 				self.publish_status()
-			except REDIS_ERRORS:
-				pass  # the main loop reports Redis outages
+				self.reconcile_access.ok()
 			except Exception as exc:
-				log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
+				if protocol.is_denied(exc):
+					self.reconcile_access.denied(exc)
+				elif not isinstance(exc, OUTAGES):  # the main loop reports outages
+					log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
 
 	# -- standing by -------------------------------------------------------------------
 

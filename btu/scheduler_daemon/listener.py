@@ -177,10 +177,11 @@ class CommandListener:
 	def note_redis_lost(self, exc: Exception) -> None:
 		if not self.redis_down:
 			self.redis_down = True
-			log_event(
-				logger, logging.ERROR, "rpc_redis_lost", process=self.process_id,
-				error=f"{type(exc).__name__}: {exc}", retry="backing off up to 5 s",
-			)
+			if protocol.is_denied(exc):  # the listener touches only btu: keys
+				error = protocol.denied_message(exc, protocol.redis_user(self.redis), protocol.KEYS_GRANT)
+			else:
+				error = f"{type(exc).__name__}: {exc}"
+			log_event(logger, logging.ERROR, "rpc_redis_lost", process=self.process_id, error=error, retry="backing off up to 5 s")
 
 	def note_redis_restored(self) -> None:
 		if self.redis_down:

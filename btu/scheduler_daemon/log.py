@@ -15,6 +15,8 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from btu.protocol import mask_url
+
 FIELDS_ATTR = "btu_fields"
 RESERVED = ("ts", "level", "event")
 
@@ -36,9 +38,13 @@ def timestamp(created: float) -> str:
 
 
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+	"""The event's fields, with the password of any URL in them masked (an error may quote a Redis URL)."""
 	fields = dict(getattr(record, FIELDS_ATTR, None) or {})
 	if record.exc_info and record.exc_info[0] is not None:
 		fields["traceback"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+	for key, value in fields.items():
+		if isinstance(value, str) and "://" in value:
+			fields[key] = mask_url(value)
 	return fields
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from btu.protocol import mask_url
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 		return EXIT_FAILED
 	for site in bench.sites():
 		print(f"dev bench {bench.path}: site {site.name}, database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}")
-	print(f"redis_queue {bench.redis_queue_url}; queues {bench.queue_name('default')} ...")
+	print(f"redis_queue {mask_url(bench.redis_queue_url)}; queues {bench.queue_name('default')} ...")
 	return EXIT_OK
 
 

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 		description=(
 			"Send a ping command on btu:scheduler:commands and wait up to 5 s for the scheduler's receipt ACK. "
 			"Prints the ACK and the round trip. Exit 0 answered, 1 no answer (scheduler unreachable) or "
-			"Redis down, 2 bad configuration."
+			"Redis down, 2 bad configuration or Redis refused the user (see setup redis-acl)."
 		),
 	)
 	parser.add_argument("--site", help="site the ping names (optional; a ping needs no site)")
@@ -51,6 +51,9 @@ def run(args) -> int:
 		return EXIT_FAILED
 	finally:
 		client.close()
+	if reply.outcome == "denied":
+		print(f"btu-scheduler ping: {reply.message}", file=sys.stderr)
+		return EXIT_BAD_INPUT
 	if reply.outcome == "unreachable":
 		print(f"btu-scheduler ping: no answer after {reply.round_trip_ms / 1000:.1f} s. {reply.message}", file=sys.stderr)
 		return EXIT_FAILED

@@ -6,6 +6,7 @@ import sys
 from datetime import datetime, timezone
 
 from btu import protocol
+from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
@@ -63,6 +64,9 @@ def run(args) -> int:
 		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	except Exception as exc:
+		if protocol.is_denied(exc):
+			print(f"btu-scheduler resync: {redis_acl.missing_grant(client, bench.bench_id, exc)}", file=sys.stderr)
+			return EXIT_BAD_INPUT
 		print(f"btu-scheduler resync: {type(exc).__name__}: {exc}", file=sys.stderr)
 		return EXIT_FAILED
 	print(f"resynced {args.schedule or args.site or 'all sites'}")

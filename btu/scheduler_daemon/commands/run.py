@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
 from btu.scheduler_daemon.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config, mask_url
@@ -35,6 +36,15 @@ def run(args) -> int:
 		bench = config.load_bench()
 	except (ConfigError, BenchError) as exc:
 		print(f"btu-scheduler run: {exc}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	# Refused like a bad configuration, in one line: a user without BTU's grants would fail deep in a loop.
+	client = config.redis(socket_timeout=10, socket_connect_timeout=3)
+	try:
+		denied = redis_acl.check(client, bench.bench_id)
+	finally:
+		client.close()
+	if denied:
+		print(f"btu-scheduler run: {denied}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	log_startup(args, config, bench)
 	from btu.scheduler_daemon.engine import Scheduler

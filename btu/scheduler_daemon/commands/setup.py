@@ -1,4 +1,4 @@
-"""`btu-scheduler setup procfile|supervisor|systemd`: run the scheduler with the bench.
+"""`btu-scheduler setup procfile|supervisor|systemd|redis-acl`: run the scheduler with the bench.
 
 Bench has no hook for an app's own process, so:
 - procfile adds `btu_scheduler: bench btu-scheduler` to the bench's Procfile
@@ -10,6 +10,10 @@ Bench has no hook for an app's own process, so:
 Both run `bench btu-scheduler` from the bench with restart on failure, stop by
 SIGTERM (the scheduler steps down and hands over at once) and logs in
 <bench>/logs/.
+
+redis-acl prints the ACL SETUSER line that gives the bench's Redis user
+(the one `bench create-rq-users` made) what BTU needs on top of Frappe's
+grants, or with --apply runs it as an admin (btu.scheduler_daemon.redis_acl).
 """
 
 from __future__ import annotations
@@ -20,31 +24,50 @@ import shutil
 import sys
 from pathlib import Path
 
-from btu.scheduler_daemon.bench import BenchError, find_bench, is_bench_directory
+import redis
+
+from btu import protocol
+from btu.scheduler_daemon import redis_acl
+from btu.scheduler_daemon.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 PROCFILE_ENTRY = "btu_scheduler: bench btu-scheduler"
 PROCFILE_NAME = "btu_scheduler"
 # SIGTERM makes the leader release its lease; give a fire in flight time to finish.
 STOP_WAIT_SECS = 30
-TARGETS = ("procfile", "supervisor", "systemd")
+TARGETS = ("procfile", "supervisor", "systemd", "redis-acl")
+# Frappe's admin password for its queue Redis (sic: Frappe's spelling).
+ADMIN_PASSWORD_ENV = "RQ_ADMIN_PASWORD"
 
 
 def register(subparsers) -> None:
 	parser = subparsers.add_parser(
 		"setup",
-		help="add the scheduler to the bench's Procfile, or make a supervisor program or systemd unit",
+		help="add the scheduler to the bench's Procfile, make a supervisor program or systemd unit, or grant BTU's Redis ACL",
 		description=(
 			"procfile: add 'btu_scheduler: bench btu-scheduler' to <bench>/Procfile (idempotent; run it again "
 			"after `bench setup procfile`, which rewrites the file). supervisor / systemd: print the program "
-			"block / unit, or with --write save it under <bench>/config/. Exit 0 done, 1 a file could not be "
-			"written, 2 no bench."
+			"block / unit, or with --write save it under <bench>/config/. redis-acl: print the ACL SETUSER line "
+			"BTU needs on top of the Redis user `bench create-rq-users` made, or with --apply run it (and ACL SAVE "
+			"when Redis has an aclfile). Exit 0 done, 1 a file could not be written or Redis is down, 2 no bench, "
+			"no such Redis user, or an admin URL that may not change users."
 		),
 	)
 	parser.add_argument("target", choices=TARGETS)
 	parser.add_argument("--bench", metavar="DIR", help="the Frappe bench (default: the one holding the current directory)")
 	parser.add_argument("--write", action="store_true", help="supervisor/systemd: write the file into <bench>/config/")
-	parser.add_argument("--user", help="supervisor/systemd: the user to run as (default: the bench directory's owner)")
+	parser.add_argument(
+		"--user",
+		help="supervisor/systemd: the user to run as (default: the bench directory's owner); redis-acl: the Redis ACL "
+		"user (default: rq_username of common_site_config.json, else the bench id, as Frappe picks it)",
+	)
+	parser.add_argument("--apply", action="store_true", help="redis-acl: run the ACL SETUSER line through --admin-url")
+	parser.add_argument(
+		"--admin-url",
+		metavar="URL",
+		help=f"redis-acl --apply: a Redis URL whose user may run ACL SETUSER (default: the bench's redis_queue as user "
+		f"default, with the password in ${ADMIN_PASSWORD_ENV} if set)",
+	)
 	parser.add_argument(
 		"--bench-command",
 		metavar="PATH",
@@ -56,6 +79,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
 	try:
 		bench = resolve_bench(args.bench)
+		if args.target == "redis-acl":
+			return redis_acl_target(Bench.load(bench), args.user, args.apply, args.admin_url)
 	except BenchError as exc:
 		print(f"btu-scheduler setup: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
@@ -82,6 +107,73 @@ def run(args) -> int:
 	except OSError as exc:
 		print(f"btu-scheduler setup {args.target}: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
 		return EXIT_FAILED
+
+
+def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str | None) -> int:
+	user = user or bench.common_config.get("rq_username") or bench.bench_id
+	if not apply:
+		print(redis_acl.setuser_line(user, bench.bench_id))
+		print(
+			f"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), or: btu-scheduler setup redis-acl "
+			f"--apply. It only adds grants. Redis 6.0 has no channel rules: leave out the & ones; Redis before 6 has no "
+			f"ACL and needs nothing.",
+			file=sys.stderr,
+		)
+		return EXIT_OK
+	url = admin_url or bench.redis_queue_url
+	shown = protocol.mask_url(url)
+	password = None if admin_url else os.environ.get(ADMIN_PASSWORD_ENV)
+	admin = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10, **({"username": "default", "password": password} if password else {}))
+	try:
+		return apply_grants(admin, shown, user, bench)
+	except redis.RedisError as exc:
+		if protocol.is_denied(exc):
+			print(
+				f"btu-scheduler setup redis-acl: Redis at {shown} refused user {protocol.redis_user(admin)!r} ({exc}); pass "
+				f"--admin-url with a user that may run ACL SETUSER and ACL SAVE (default, or ${ADMIN_PASSWORD_ENV})",
+				file=sys.stderr,
+			)
+			return EXIT_BAD_INPUT
+		print(f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); start it or fix --admin-url", file=sys.stderr)
+		return EXIT_FAILED
+	finally:
+		admin.close()
+
+
+def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int:
+	"""ACL SETUSER `user` with BTU's rules, ACL SAVE if there is an aclfile, then check the grants as that user."""
+	version = str(admin.info("server").get("redis_version", "0"))
+	major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+	if major_minor < (6, 0):
+		print(f"Redis {version} at {shown} has no ACL (Redis 6.0 added it): its clients are not restricted, BTU needs no grant")
+		return EXIT_OK
+	if admin.acl_getuser(user) is None:
+		print(
+			f"btu-scheduler setup redis-acl: Redis at {shown} has no ACL user {user!r}; make it first (bench create-rq-users), "
+			"or name an existing one with --user",
+			file=sys.stderr,
+		)
+		return EXIT_BAD_INPUT
+	rules = redis_acl.rules(bench.bench_id, channels=major_minor >= (6, 2))
+	admin.execute_command("ACL", "SETUSER", user, *rules)
+	print(f"granted to Redis user {user!r} at {shown}: {' '.join(rules)}")
+	aclfile = admin.config_get("aclfile").get("aclfile")
+	if aclfile:
+		admin.execute_command("ACL", "SAVE")
+		print(f"saved with ACL SAVE to {aclfile} (bench create-rq-users rewrites that file: run this again after it)")
+	else:
+		print("not saved: this Redis has no aclfile, so the grants last until it restarts; add them to its configuration")
+	if bench.redis_credentials.get("username") == user:
+		client = bench.redis(socket_connect_timeout=5, socket_timeout=10)
+		try:
+			denied = redis_acl.check(client, bench.bench_id)
+		finally:
+			client.close()
+		if denied:
+			print(f"btu-scheduler setup redis-acl: still refused after the grant: {denied}", file=sys.stderr)
+			return EXIT_FAILED
+		print(f"checked: user {user!r} has every grant BTU needs")
+	return EXIT_OK
 
 
 def resolve_bench(path: str | None) -> Path:

@@ -7,6 +7,7 @@ import sys
 
 import redis
 
+from btu import protocol
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -17,7 +18,10 @@ def register(subparsers) -> None:
 	parser = subparsers.add_parser(
 		"status",
 		help="show the leader, schedules, next fires, recent fires and invalid rows",
-		description="Read the scheduler's state from Redis. Exit 1 when Redis is down or no scheduler leads.",
+		description=(
+			"Read the scheduler's state from Redis. Exit 1 when Redis is down or no scheduler leads, 2 on a bad "
+			"configuration or when Redis refuses the user (see setup redis-acl)."
+		),
 	)
 	parser.add_argument("--json", action="store_true", help="print the status as JSON")
 	parser.add_argument("--site", help="only this site")
@@ -35,6 +39,9 @@ def run(args) -> int:
 	try:
 		summary = status.build(client, health=status.stored_health(client))
 	except redis.RedisError as exc:
+		if protocol.is_denied(exc):  # status reads only btu: keys
+			print(f"btu-scheduler status: {protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)}", file=sys.stderr)
+			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
 		return EXIT_FAILED
 	if args.site:

@@ -10,7 +10,7 @@ frappe.ui.form.on("BTU Configuration", {
 		frm.add_custom_button(__("Ping Scheduler"), () =>
 			frappe.call({ method: "btu.btu_core.api.ping" }).then((r) => {
 				const m = r.message;
-				frappe.msgprint({ title: __("BTU Scheduler"), message: frappe.utils.escape_html(m.message), indicator: m.outcome === "ok" ? "green" : "orange" });
+				frappe.msgprint({ title: __("BTU Scheduler"), message: frappe.utils.escape_html(m.message), indicator: btu_indicator(m.outcome) });
 			})
 		);
 		frm.add_custom_button(__("Resync All Schedules"), () =>
@@ -29,6 +29,11 @@ frappe.ui.form.on("BTU Configuration", {
 	},
 });
 
+// ok: green; denied (Redis refused the bench's user: a grant to add) red; unreachable or refused by the scheduler: orange.
+function btu_indicator(outcome) {
+	return { ok: "green", denied: "red" }[outcome] || "orange";
+}
+
 function btu_esc(value) {
 	return frappe.utils.escape_html(value == null ? "" : String(value));
 }
@@ -45,7 +50,8 @@ function btu_render_status(frm) {
 	frappe.call({ method: "btu.btu_core.api.status" }).then((r) => {
 		const s = r.message || {};
 		if (s.error) {
-			wrapper.html(`<p class="text-danger">${btu_esc(s.error)}</p>`);
+			const title = s.error_outcome === "denied" ? __("Permission denied by Redis.") : __("Redis failed.");
+			wrapper.html(`<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>`);
 			return;
 		}
 		if (!s.published) {
