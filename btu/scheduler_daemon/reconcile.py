@@ -18,6 +18,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from btu.declared import NotRunnable
 from btu.schedule import ScheduleError, ScheduleSpec
 from btu.scheduler_daemon.bench import Bench, BenchError, Site
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
@@ -71,6 +72,12 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 	)
 	if executor == "rq" and not template.function:
 		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
+	if executor == "rq":
+		# Its jobs call the function itself, with no task runner to refuse it.
+		try:
+			bench.app_files.check(template.function)
+		except NotRunnable as exc:
+			raise RowError(f"task {row['task']}: {exc}") from None
 	return spec, template
 
 
@@ -166,7 +173,7 @@ class Reconciler:
 				return False
 			system_tz = db.system_time_zone()
 			held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
-			context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}"
+			context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
 			if names is None:
 				# Most reconciles find nothing changed: one checksum query instead of every row's version.
 				summary = (self.table_summary(db), context)
