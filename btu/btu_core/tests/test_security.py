@@ -124,8 +124,8 @@ class TestCodeFieldsNeedSystemManager(IntegrationTestCase):
 	def setUp(self):
 		self.task = make_task(arguments='{"name": "Ada"}')
 		self.schedule = make_schedule(self.task.name)
-		frappe.share.add("BTU Task", self.task.name, SHARED_WITH, read=1, write=1, share=1, flags={"ignore_share_permission": True})
-		frappe.share.add("BTU Task Schedule", self.schedule.name, SHARED_WITH, read=1, write=1, flags={"ignore_share_permission": True})
+		frappe.share.add("BTU Task", self.task.name, SHARED_WITH, read=1, write=1, share=1)
+		frappe.share.add("BTU Task Schedule", self.schedule.name, SHARED_WITH, read=1, write=1)
 
 	def tearDown(self):
 		frappe.set_user("Administrator")
