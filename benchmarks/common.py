@@ -75,7 +75,8 @@ class DevBench:
 
 	def __init__(self, redis_url: str, **kwargs):
 		self.path = Path(tempfile.mkdtemp(prefix="btu-benchmark-"))
-		self.bench = create_dev_bench(self.path, (SITE,), redis_url=redis_url, **kwargs)
+		# The package `benchmarks` is an app of the bench: its hooks.py declares JOB_FUNCTION runnable.
+		self.bench = create_dev_bench(self.path, (SITE,), redis_url=redis_url, apps={"benchmarks": REPO}, **kwargs)
 		self.data = SiteData(self.bench, SITE)
 		self.task = self.data.insert_task(desc_short="benchmark task", function_string=JOB_FUNCTION, queue_name="default", max_task_duration=60)
 

@@ -17,3 +17,6 @@ scheduler_events = {
 		"*/5 * * * *": ["btu.btu_core.task_runner.mark_lost_runs_timed_out"],
 	},
 }
+
+# Functions BTU Tasks may run (btu/declared.py): dotted paths or globs; apps also use @btu.runnable.
+btu_tasks = ["btu.scheduler_daemon.demo_tasks.*"]

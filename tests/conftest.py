@@ -26,6 +26,8 @@ DB = {
 	"db_root_user": os.environ.get("BTU_TEST_DB_ROOT_USER", "root"),
 	"db_root_password": os.environ.get("BTU_TEST_DB_ROOT_PASSWORD", ""),
 }
+# The dev benches' apps besides btu: `tests`, whose tasks (tests/engine/tasks.py) the rq executor runs.
+APPS = {"tests": REPO}
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +74,7 @@ def make_bench(tmp_path, db_settings, redis_url):
 
 	def make(*sites: str, **kwargs):
 		path = tmp_path / f"bench-{uuid.uuid4().hex[:8]}"
-		options = {**db_settings, "redis_url": redis_url, **kwargs}
+		options = {**db_settings, "redis_url": redis_url, "apps": APPS, **kwargs}
 		bench = devbench.create_dev_bench(path, sites or ("site1.localhost",), **options)
 		made.append((path, options))
 		return bench

@@ -22,3 +22,24 @@ def require_btu_manager() -> None:
 			f"user {user} may not use BTU: this needs the role {' or '.join(BTU_ROLES)} "
 			"(ask a System Manager to add it in the user's Roles)"
 		)
+
+
+def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
+	"""Raise frappe.PermissionError if a user without System Manager sets or changes one of `fieldnames`.
+
+	They choose what code runs and with what: a BTU Manager, or a user the
+	document is shared with, may run Tasks but not rewrite them. The
+	DocType's permlevel 1 already hides the fields from such users in the
+	Desk; this holds on every other path too (REST, `save(ignore_permissions=True)`).
+	"""
+	user = frappe.session.user
+	if user == "Administrator" or "System Manager" in frappe.get_roles(user):
+		return
+	before = doc.get_doc_before_save()
+	for fieldname in fieldnames:
+		value = doc.get(fieldname) or None
+		if value != ((before.get(fieldname) or None) if before is not None else None):
+			raise frappe.PermissionError(
+				f"{doc.doctype} {doc.name or '(new)'}: only a System Manager may set {fieldname}, "
+				f"it decides what code runs; user {user} lacks that role (ask a System Manager to make the change)"
+			)

@@ -12,6 +12,8 @@ import inspect
 import json
 from collections.abc import Callable
 
+from btu import declared
+
 
 class TaskInputError(ValueError):
 	"""A Task or Schedule input that cannot be used; str() says which and how to fix it."""
@@ -51,38 +53,49 @@ def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
 
 
 def resolve_function(path: str | None) -> Callable:
-	"""Import the dotted path and return the callable it names."""
-	path = (path or "").strip()
-	if not path or "." not in path or any(not part.isidentifier() for part in path.split(".")):
-		raise TaskInputError(
-			f"function_string '{path}': must be a dotted path to a module-level function, "
-			"e.g. myapp.tasks.send_reminders"
-		)
-	module_path, attribute = path.rsplit(".", 1)
+	"""The function `path` names, if an installed app declares it runnable (btu.declared)."""
+	import frappe
+
 	try:
-		module = importlib.import_module(module_path)
+		# Checked before the import: importing a module can itself do things.
+		target = declared.target(path, frappe.get_installed_apps())
+	except declared.NotRunnable as exc:
+		raise TaskInputError(str(exc)) from None
+	path = target.path
+	try:
+		module = importlib.import_module(target.module)
 	except ModuleNotFoundError as exc:
 		raise TaskInputError(
-			f"function_string '{path}': module '{module_path}' cannot be imported ({exc}); "
+			f"function_string '{path}': module '{target.module}' cannot be imported ({exc}); "
 			"check the spelling and that its app is installed in this bench"
 		) from None
 	except Exception as exc:
 		raise TaskInputError(
-			f"function_string '{path}': importing module '{module_path}' raised "
+			f"function_string '{path}': importing module '{target.module}' raised "
 			f"{type(exc).__name__}: {exc}; fix that module"
 		) from None
 	try:
-		target = getattr(module, attribute)
+		function = getattr(module, target.name)
 	except AttributeError:
 		raise TaskInputError(
-			f"function_string '{path}': module '{module_path}' has no attribute '{attribute}'; "
+			f"function_string '{path}': module '{target.module}' has no attribute '{target.name}'; "
 			"check the function's name"
 		) from None
-	if not callable(target):
+	if not callable(function):
 		raise TaskInputError(
-			f"function_string '{path}': is a {type(target).__name__}, not a function; point it at a function"
+			f"function_string '{path}': is a {type(function).__name__}, not a function; point it at a function"
 		)
-	return target
+	try:
+		declared.check_declared(
+			target,
+			defined_in=function.__module__ if inspect.isfunction(function) else None,
+			decorated=getattr(function, declared.MARK, False) is True,
+			patterns=frappe.get_hooks(declared.HOOK, app_name=target.app),
+			allow_any_app_function=declared.allows_any_app_function(frappe.conf.get(declared.ALLOW_ANY_APP_FUNCTION)),
+		)
+	except declared.NotRunnable as exc:
+		raise TaskInputError(str(exc)) from None
+	return function
 
 
 def check_arguments_fit(function: Callable, path: str, arguments: dict, *, complete: bool) -> None:

@@ -216,6 +216,7 @@ class TaskRun:
 		try:
 			with captured(stdout, stderr, log_output), time_limit(0 if self.job else max_duration(task)):
 				arguments = merge_arguments(task.arguments, schedule.argument_overrides if schedule else None)
+				# Checked again on every run: a Task saved before its app stopped declaring the function must not run it.
 				function = resolve_function(task.function_string)
 				result = function(**arguments)
 		except Exception as exc:

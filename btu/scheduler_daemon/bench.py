@@ -15,9 +15,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
+from btu.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
 from btu.protocol import mask_url
+from btu.scheduler_daemon.app_files import AppFiles
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
@@ -207,6 +210,14 @@ class Bench:
 				timeout = worker.get("timeout") if isinstance(worker, dict) else None
 				timeouts[name] = as_int(timeout) or DEFAULT_WORKER_TIMEOUT  # Bench.load refused the ones that are not numbers
 		return timeouts
+
+	@cached_property
+	def app_files(self) -> AppFiles:
+		"""What the installed apps declare runnable (read once per Bench; a full reconcile loads a new one).
+
+		`btu_allow_any_app_function` counts from common_site_config.json only: rq jobs run in no site.
+		"""
+		return AppFiles(self.path, allows_any_app_function(self.common_config.get(ALLOW_ANY_APP_FUNCTION)))
 
 	def queue_name(self, queue_type: str) -> str:
 		"""`frappe.utils.background_jobs.generate_qname`: "<bench_id>:<type>"."""

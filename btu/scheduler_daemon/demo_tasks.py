@@ -1,4 +1,7 @@
-"""Sample task functions for `btu-scheduler demo`, run by a plain `rq worker`."""
+"""Sample task functions for `btu-scheduler demo`, run by a plain `rq worker`.
+
+Declared runnable by the `btu_tasks` hook in btu/hooks.py.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Dev benches: directories the scheduler treats exactly like a real Frappe bench.
 
 A dev bench has bench's own markers (``Procfile``, ``apps/``, ``config/``,
-``env/``, ``sites/``), ``sites/common_site_config.json`` and ``apps.txt``, and
+``env/``, ``sites/``), ``sites/common_site_config.json`` and ``apps.txt``, the
+apps linked into ``apps/`` (btu itself, and any given with `apps`), and
 per site a ``site_config.json`` and a MariaDB database and user made as
 ``bench new-site`` makes them (user name = db_name, GRANT ALL on that
 database). The BTU tables are created from the app's own DocType JSON files
@@ -37,6 +38,9 @@ DB_PREFIX = "_btu"
 DB_USER_HOSTS = ("%", "localhost")
 DEV_TIME_ZONE = "UTC"
 APPS = ("frappe", "btu")
+# The directory holding the btu package: apps/btu links to it, as `bench get-app` lays an app out.
+BTU_SOURCE = Path(__file__).resolve().parents[2]
+APP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PROCFILE = "# A BTU dev bench (btu-scheduler dev-bench): it has no bench processes of its own.\n"
 SITE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,62}[A-Za-z0-9])?$")
 RESERVED_SITE_NAMES = ("assets", "apps.txt", "common_site_config.json")
@@ -79,19 +83,25 @@ def create_dev_bench(
 	redis_url: str = "redis://127.0.0.1:6379/0",
 	time_zone: str | None = None,
 	bench_id: str | None = None,
+	apps: dict[str, str | os.PathLike] | None = None,
 ) -> Bench:
 	"""Make (or bring up to date) the dev bench at `path` with `sites`, and return it.
 
 	Running it again keeps every row: tables get missing columns and indexes,
 	and config files keep keys they already have. `time_zone` sets System
-	Settings' time zone; without it a new site gets "UTC".
+	Settings' time zone; without it a new site gets "UTC". `apps` maps more
+	app names to the directory holding each one's package: they are linked
+	into apps/ and listed in apps.txt, so the rq executor may run the
+	functions they declare (btu.declared).
 	"""
 	sites = tuple(sites)
 	validate_sites(sites)
+	apps = {"btu": BTU_SOURCE, **(apps or {})}
+	validate_apps(apps)
 	root = Path(path).expanduser()
 	prepare_directory(root)
 	root = root.resolve()
-	write_layout(root, db_host, db_port, redis_url, bench_id)
+	write_layout(root, db_host, db_port, redis_url, bench_id, apps)
 	schemas = load_doctypes()
 
 	conn = root_connection(db_host, db_port, db_root_user, db_root_password)
@@ -154,6 +164,15 @@ def validate_sites(sites: tuple[str, ...]) -> None:
 			)
 
 
+def validate_apps(apps: dict) -> None:
+	for name, source in apps.items():
+		if not APP_NAME.match(name) or not str(source) or not (Path(source).expanduser() / name).is_dir():
+			raise DevBenchInputError(
+				f"app {name!r} from {source}: give an app name (a Python identifier) and the directory that holds "
+				f"its package, e.g. --app myapp=~/src/myapp for ~/src/myapp/myapp/hooks.py"
+			)
+
+
 def prepare_directory(root: Path) -> None:
 	if root.exists() and not root.is_dir():
 		raise DevBenchInputError(f"{root} exists and is not a directory: choose another DIR")
@@ -168,7 +187,7 @@ def write_json(path: Path, data: dict) -> None:
 	path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def write_layout(root: Path, db_host: str, db_port: int, redis_url: str, bench_id: str | None) -> None:
+def write_layout(root: Path, db_host: str, db_port: int, redis_url: str, bench_id: str | None, apps: dict) -> None:
 	for folder in ("apps", "config", "env", "logs", "sites"):
 		(root / folder).mkdir(exist_ok=True)
 	procfile = root / "Procfile"
@@ -180,7 +199,14 @@ def write_layout(root: Path, db_host: str, db_port: int, redis_url: str, bench_i
 	if bench_id:
 		common["bench_id"] = bench_id
 	write_json(common_path, common)
-	(root / "sites" / "apps.txt").write_text("\n".join(APPS))
+	for name, source in apps.items():
+		link = root / "apps" / name
+		if link.is_symlink() or not link.exists():
+			link.unlink(missing_ok=True)
+			link.symlink_to(Path(source).expanduser().resolve(), target_is_directory=True)
+	# Apps listed by an earlier run stay listed.
+	listed = (root / "sites" / "apps.txt").read_text().split() if (root / "sites" / "apps.txt").exists() else []
+	(root / "sites" / "apps.txt").write_text("\n".join(dict.fromkeys([*APPS, *listed, *apps])))
 
 
 def write_site_config(root: Path, site: str) -> dict:

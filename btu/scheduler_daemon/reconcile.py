@@ -20,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from btu import protocol
+from btu.declared import NotRunnable
 from btu.schedule import ScheduleError, ScheduleSpec
 from btu.schedule.spec import FRAPPE_DEFAULT_ZONE
 from btu.schedule.zones import clock_for, parse_zone, wall_seconds
@@ -79,6 +80,12 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 	)
 	if executor == "rq" and not template.function:
 		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
+	if executor == "rq":
+		# Its jobs call the function itself, with no task runner to refuse it.
+		try:
+			bench.app_files.check(template.function)
+		except NotRunnable as exc:
+			raise RowError(f"task {row['task']}: {exc}") from None
 	return spec, template
 
 
@@ -207,7 +214,7 @@ class Reconciler:
 				return False
 			system_tz = db.system_time_zone()
 			held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
-			context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}"
+			context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
 			if names is None:
 				# Most reconciles find nothing changed: one checksum query instead of every row's version.
 				summary = (self.table_summary(db), context)

@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pymysql
 import pytest
 
+import btu
 from btu.scheduler_daemon import bench as bench_module
 from btu.scheduler_daemon.devbench import DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
 from btu.scheduler_daemon.devbench_data import SiteData, SiteDataError
@@ -54,7 +56,10 @@ def test_bench_is_found_and_read_like_a_real_bench(make_bench, redis_url):
 	assert loaded.site_names() == ["one.localhost", "two.localhost"]
 	assert loaded.redis_queue_url == redis_url
 	assert loaded.queue_name("default") == "devbench-test:default"
-	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu"]
+	# Installed as bench installs apps: listed in apps.txt, their source under apps/ (tests is the tests' own app).
+	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"]
+	assert (bench.path / "apps" / "btu" / "btu" / "hooks.py").samefile(Path(btu.__file__).parent / "hooks.py")
+	assert (bench.path / "apps" / "tests" / "tests" / "engine" / "tasks.py").is_file()
 	names = set()
 	for site in loaded.sites():
 		assert site.db_type == "mariadb"
@@ -188,6 +193,7 @@ def test_create_again_adds_missing_columns_and_indexes(make_bench, db_settings, 
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `task`")
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `status_date_time_started_index`")
 	create_dev_bench(bench.path, ("site1.localhost",), redis_url=redis_url, **db_settings)
+	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"], "apps listed before stay"
 	assert columns(site, "tabBTU Task")["max_task_duration"] == ("int(11)", "NO", "600")
 	with connect(site) as conn, conn.cursor() as cur:
 		cur.execute("SHOW INDEX FROM `tabBTU Task Log` WHERE Column_name='task'")
@@ -221,6 +227,13 @@ def test_drop_refuses_a_directory_that_is_not_a_dev_bench(tmp_path):
 	with pytest.raises(DevBenchInputError, match="not empty and not a dev bench"):
 		create_dev_bench(real)
 	assert (real / "Procfile").exists()
+
+
+@pytest.mark.parametrize("name, source", [("my-app", "."), ("ghost", "."), ("os", "/")])
+def test_an_app_that_is_not_a_package_directory_is_refused(tmp_path, db_settings, name, source):
+	with pytest.raises(DevBenchInputError, match=f"app '{name}' from"):
+		create_dev_bench(tmp_path / "b", apps={name: tmp_path / source}, **db_settings)
+	assert not (tmp_path / "b").exists()
 
 
 def test_bad_site_name_is_refused(tmp_path, db_settings):
@@ -286,7 +299,8 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 		root += ["--db-root-password", db_settings["db_root_password"]]
 	cli = [sys.executable, "-m", "btu.scheduler_daemon", "dev-bench", str(path)]
 	made = subprocess.run(
-		[*cli, "--site", "x.localhost", "--site", "y.localhost", "--redis-url", redis_url, "--time-zone", "Asia/Kolkata", *root],
+		[*cli, "--site", "x.localhost", "--site", "y.localhost", "--redis-url", redis_url, "--time-zone", "Asia/Kolkata",
+		 "--app", f"tests={Path(__file__).resolve().parents[2]}", *root],
 		capture_output=True,
 		text=True,
 		timeout=120,
@@ -297,6 +311,11 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	assert bench.site_names() == ["x.localhost", "y.localhost"]
 	with SiteData(bench, "x.localhost") as data:
 		assert data.get_single("System Settings", "time_zone") == "Asia/Kolkata"
+	assert (path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"]
+	bench.app_files.check("tests.engine.tasks.record")
+
+	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=60)
+	assert bad_app.returncode == 2 and "app 'tests' from" in bad_app.stderr and "--app myapp=" in bad_app.stderr
 
 	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=60)
 	assert bad_zone.returncode == 2 and "Mars/Olympus" in bad_zone.stderr

@@ -19,6 +19,7 @@ import pytest
 from btu import protocol
 from btu.scheduler_daemon import devbench
 from btu.scheduler_daemon.devbench_data import SiteData
+from tests.conftest import APPS
 from tests.engine.helpers import ONE_SECOND, SchedulerProcess, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
 from tests.reliability.helpers import site_job_ids
 
@@ -274,7 +275,7 @@ def run(redis_server, db_settings, tmp_path_factory):
 	path = tmp_path_factory.mktemp("bad-rows") / "bench"
 	bench = devbench.create_dev_bench(
 		path, (BAD_SITE, ZONE_SITE, OVERFLOW_SITE), redis_url=redis_server.url, bench_id=f"btutest{uuid.uuid4().hex[:8]}",
-		**db_settings,
+		apps=APPS, **db_settings,
 	)  # fmt: skip
 	client = redis_server.client()
 	state = BadRowsRun(bench, client, path.parent / "scheduler.log")

@@ -1,4 +1,4 @@
-"""Functions the tier-2 tests run as BTU Tasks."""
+"""Functions the tier-2 tests run as BTU Tasks, declared by @runnable (undeclared_task is not)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import time
 
 import frappe
 
+from btu import runnable
 
+
+@runnable
 def say_hello(name: str = "world", punctuation: str = "!") -> dict:
 	print(f"hello {name}{punctuation}")
 	print(f"warning for {name}", file=sys.stderr)
@@ -16,24 +19,33 @@ def say_hello(name: str = "world", punctuation: str = "!") -> dict:
 	return {"greeted": name}
 
 
+@runnable
 def needs_company(company: str, dry_run: bool = False) -> dict:
 	return {"company": company, "dry_run": dry_run}
 
 
+@runnable
 def insert_then_fail(marker: str) -> None:
 	frappe.get_doc({"doctype": "ToDo", "description": marker}).insert(ignore_permissions=True)
 	print(f"inserted {marker}")
 	raise RuntimeError(f"failing after inserting {marker}")
 
 
+@runnable
 def sleep_for(seconds: float) -> None:
 	print("going to sleep")
 	time.sleep(seconds)
 	print("woke up")
 
 
+@runnable
 def shout(size: int) -> None:
 	sys.stdout.write("x" * size)
+
+
+def undeclared_task() -> str:
+	print("undeclared_task ran")
+	return "ran"
 
 
 NOT_A_FUNCTION = 42

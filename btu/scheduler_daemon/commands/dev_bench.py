@@ -30,6 +30,10 @@ def register(subparsers) -> None:
 	parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="the bench's redis_queue (default redis://127.0.0.1:6379/0)")
 	parser.add_argument("--time-zone", help="System Settings time zone of the sites (default UTC for a new site)")
 	parser.add_argument("--bench-id", help="common_site_config bench_id (default: derived from the path, as Frappe does)")
+	parser.add_argument(
+		"--app", dest="apps", action="append", default=[], metavar="NAME=DIR",
+		help="also install app NAME whose package is DIR/NAME (repeatable): the rq executor runs only functions apps declare",
+	)  # fmt: skip
 	parser.add_argument("--drop", action="store_true", help="drop the dev bench's databases and users and remove DIR")
 	parser.set_defaults(handler=run)
 
@@ -44,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 			return EXIT_OK
 		if args.time_zone:
 			check_zone(args.time_zone)
+		apps = dict(app.partition("=")[::2] for app in args.apps)
 		bench = create_dev_bench(
 			args.dir,
 			tuple(args.sites or ("site1.localhost",)),
@@ -54,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
 			redis_url=args.redis_url,
 			time_zone=args.time_zone,
 			bench_id=args.bench_id,
+			apps=apps,
 		)
 	except DevBenchInputError as exc:
 		print(f"btu-scheduler dev-bench: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
 // BTU Task form: run now (web server or worker), run once at a time, schedules and logs.
+// Alerts, dialogs and freeze messages render HTML: every value put into them is escaped.
 
 frappe.ui.form.on("BTU Task", {
 	refresh(frm) {
@@ -22,7 +23,7 @@ function btu_run_on_webserver(frm) {
 	const seconds = frm.doc.max_task_duration || 0;
 	const warning =
 		seconds > 60 || !seconds
-			? __("This Task may run for up to {0} seconds. A web request is cut by the web server's own timeout (gunicorn: 120 s by default) and holds a web worker while it runs; long tasks belong on a worker.", [seconds || "?"])
+			? __("This Task may run for up to {0} seconds. A web request is cut by the web server's own timeout (gunicorn: 120 s by default) and holds a web worker while it runs; long tasks belong on a worker.", [frappe.utils.escape_html(String(seconds || "?"))])
 			: __("The task runs inside this web request; the page waits until it ends.");
 	frappe.confirm(`${warning}<br><br>${__("Run {0} on the web server now?", [frappe.utils.escape_html(frm.doc.desc_short)])}`, () => {
 		frappe
@@ -30,14 +31,14 @@ function btu_run_on_webserver(frm) {
 				method: "btu.btu_core.api.run_task_now",
 				args: { task: frm.doc.name, on: "webserver" },
 				freeze: true,
-				freeze_message: __("Running {0}...", [frm.doc.desc_short]),
+				freeze_message: __("Running {0}...", [frappe.utils.escape_html(frm.doc.desc_short)]),
 			})
 			.then((r) => {
 				const m = r.message;
 				const ok = m.status === "Succeeded";
 				frappe.show_alert(
 					{
-						message: __("{0} in {1} s, log {2}", [m.status, (m.execution_time || 0).toFixed(3), btu_log_link(m.log)]),
+						message: __("{0} in {1} s, log {2}", [frappe.utils.escape_html(m.status), Number(m.execution_time || 0).toFixed(3), btu_log_link(m.log)]),
 						indicator: ok ? "green" : "red",
 					},
 					ok ? 8 : 20
@@ -49,7 +50,8 @@ function btu_run_on_webserver(frm) {
 
 function btu_run_via_worker(frm) {
 	frappe.call({ method: "btu.btu_core.api.run_task_now", args: { task: frm.doc.name, on: "worker" } }).then((r) => {
-		frappe.show_alert({ message: __("Queued on {0} as job {1}", [r.message.queue, r.message.job_id]), indicator: "blue" }, 8);
+		const m = r.message;
+		frappe.show_alert({ message: __("Queued on {0} as job {1}", [frappe.utils.escape_html(m.queue), frappe.utils.escape_html(m.job_id)]), indicator: "blue" }, 8);
 	});
 }
 
@@ -63,15 +65,16 @@ function btu_run_once_at(frm) {
 				label: __("Run At"),
 				reqd: 1,
 				default: frappe.datetime.add_minutes(frappe.datetime.now_datetime(), 5),
-				description: __("System time zone ({0}). Creates an enabled one-off schedule.", [frappe.boot.time_zone ? frappe.boot.time_zone.system : ""]),
+				description: __("System time zone ({0}). Creates an enabled one-off schedule.", [frappe.utils.escape_html(frappe.boot.time_zone ? frappe.boot.time_zone.system : "")]),
 			},
 		],
 		primary_action_label: __("Create Schedule"),
 		primary_action(values) {
 			frappe.call({ method: "btu.btu_core.api.run_once_at", args: { task: frm.doc.name, at: values.at } }).then((r) => {
 				dialog.hide();
-				frappe.show_alert({ message: __("Schedule {0}: {1}", [r.message.schedule, r.message.description]), indicator: "green" }, 8);
-				frappe.set_route("Form", "BTU Task Schedule", r.message.schedule);
+				const m = r.message;
+				frappe.show_alert({ message: __("Schedule {0}: {1}", [frappe.utils.escape_html(m.schedule), frappe.utils.escape_html(m.description)]), indicator: "green" }, 8);
+				frappe.set_route("Form", "BTU Task Schedule", m.schedule);
 			});
 		},
 	});

@@ -1,5 +1,6 @@
 // BTU Task Schedule form: live preview of the next fires, pause/resume, run now,
 // scheduler ping and the scheduler's answer to each save (a realtime event).
+// Alerts, dialogs and tables render HTML: every value put into them goes through btu_esc.
 
 const BTU_PREVIEW_FIELDS = [
 	"run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month", "cron_string", "every",
@@ -12,7 +13,7 @@ frappe.ui.form.on("BTU Task Schedule", {
 			frappe.__btu_sync_listener = true;
 			frappe.realtime.on("btu_scheduler_sync", (m) => {
 				frappe.show_alert(
-					{ message: `${frappe.utils.escape_html(m.schedule)}: ${frappe.utils.escape_html(m.message)}`, indicator: m.outcome === "ok" ? "green" : "orange" },
+					{ message: `${btu_esc(m.schedule)}: ${btu_esc(m.message)}`, indicator: m.outcome === "ok" ? "green" : "orange" },
 					m.outcome === "ok" ? 6 : 15
 				);
 			});
@@ -38,7 +39,7 @@ frappe.ui.form.on("BTU Task Schedule", {
 				frappe.call({ method: "btu.btu_core.api.resume", args: { schedule: frm.doc.name } }).then(() => frm.reload_doc())
 			);
 			frm.dashboard.set_headline_alert(
-				`${__("Paused")}: ${frappe.utils.escape_html(frm.doc.pause_note || "")}`,
+				`${__("Paused")}: ${btu_esc(frm.doc.pause_note)}`,
 				"orange"
 			);
 		} else {
@@ -47,7 +48,7 @@ frappe.ui.form.on("BTU Task Schedule", {
 		frm.add_custom_button(__("Run Now"), () =>
 			frappe
 				.call({ method: "btu.btu_core.api.run_task_now", args: { task: frm.doc.task, on: "worker", schedule: frm.doc.name } })
-				.then((r) => frappe.show_alert({ message: __("Queued on {0} as job {1}", [r.message.queue, r.message.job_id]), indicator: "blue" }, 8)),
+				.then((r) => frappe.show_alert({ message: __("Queued on {0} as job {1}", [btu_esc(r.message.queue), btu_esc(r.message.job_id)]), indicator: "blue" }, 8)),
 			__("Actions")
 		);
 		frm.add_custom_button(__("Ping Scheduler"), () => btu_ping(), __("Actions"));
@@ -61,6 +62,11 @@ for (const field of BTU_PREVIEW_FIELDS) {
 		clearTimeout(frm.__btu_preview_timer);
 		frm.__btu_preview_timer = setTimeout(() => btu_render_preview(frm), 400);
 	});
+}
+
+// As in btu_configuration.js (form scripts share no module): null is "", 0 stays "0".
+function btu_esc(value) {
+	return frappe.utils.escape_html(value == null ? "" : String(value));
 }
 
 function btu_render_preview(frm) {
@@ -78,7 +84,7 @@ function btu_pause(frm) {
 			frappe
 				.call({ method: "btu.btu_core.api.pause", args: { schedule: frm.doc.name, note: values.note } })
 				.then(() => frm.reload_doc()),
-		__("Pause {0}", [frm.doc.name]),
+		__("Pause {0}", [btu_esc(frm.doc.name)]),
 		__("Pause")
 	);
 }
@@ -86,7 +92,7 @@ function btu_pause(frm) {
 function btu_ping() {
 	frappe.call({ method: "btu.btu_core.api.ping" }).then((r) => {
 		const m = r.message;
-		frappe.msgprint({ title: __("BTU Scheduler"), message: frappe.utils.escape_html(m.message), indicator: m.outcome === "ok" ? "green" : "orange" });
+		frappe.msgprint({ title: __("BTU Scheduler"), message: btu_esc(m.message), indicator: m.outcome === "ok" ? "green" : "orange" });
 	});
 }
 
@@ -94,12 +100,12 @@ function btu_next_fires_dialog(frm) {
 	frappe.call({ method: "btu.btu_core.api.next_fires", args: { schedule: frm.doc.name, n: 25 } }).then((r) => {
 		const p = r.message;
 		const rows = p.fires
-			.map((f, i) => `<tr><td>${i + 1}</td><td>${f.schedule_zone}</td><td>${f.user_zone}</td><td class="text-muted">${f.utc}</td></tr>`)
+			.map((f, i) => `<tr><td>${i + 1}</td><td>${btu_esc(f.schedule_zone)}</td><td>${btu_esc(f.user_zone)}</td><td class="text-muted">${btu_esc(f.utc)}</td></tr>`)
 			.join("");
 		frappe.msgprint({
-			title: __("Next fires of {0}", [frm.doc.name]),
+			title: __("Next fires of {0}", [btu_esc(frm.doc.name)]),
 			wide: true,
-			message: `<p><b>${frappe.utils.escape_html(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${p.time_zone}</th><th>${p.user_time_zone} (${__("you")})</th><th>UTC</th></tr></thead><tbody>${rows}</tbody></table>`,
+			message: `<p><b>${btu_esc(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${btu_esc(p.time_zone)}</th><th>${btu_esc(p.user_time_zone)} (${__("you")})</th><th>UTC</th></tr></thead><tbody>${rows}</tbody></table>`,
 		});
 	});
 }
@@ -110,11 +116,11 @@ function btu_recent_runs(frm) {
 		const rows = (r.message || [])
 			.map(
 				(l) =>
-					`<tr><td><a href="/app/btu-task-log/${l.name}">${l.name}</a></td><td><span class="indicator-pill ${colour[l.status] || "gray"}">${l.status}</span></td><td>${l.slot_utc || ""}</td><td>${l.date_time_started || ""}</td><td>${l.execution_time == null ? "" : Number(l.execution_time).toFixed(3)}</td><td>${l.fire_lag_ms == null ? "" : Number(l.fire_lag_ms).toFixed(1)}</td></tr>`
+					`<tr><td><a href="/app/btu-task-log/${encodeURIComponent(l.name)}">${btu_esc(l.name)}</a></td><td><span class="indicator-pill ${colour[l.status] || "gray"}">${btu_esc(l.status)}</span></td><td>${btu_esc(l.slot_utc)}</td><td>${btu_esc(l.date_time_started)}</td><td>${l.execution_time == null ? "" : Number(l.execution_time).toFixed(3)}</td><td>${l.fire_lag_ms == null ? "" : Number(l.fire_lag_ms).toFixed(1)}</td></tr>`
 			)
 			.join("");
 		frappe.msgprint({
-			title: __("Recent runs of {0}", [frm.doc.name]),
+			title: __("Recent runs of {0}", [btu_esc(frm.doc.name)]),
 			wide: true,
 			message: rows
 				? `<table class="table table-bordered table-sm"><thead><tr><th>${__("Log")}</th><th>${__("Status")}</th><th>${__("Slot (UTC)")}</th><th>${__("Started")}</th><th>${__("Duration (s)")}</th><th>${__("Fire lag (ms)")}</th></tr></thead><tbody>${rows}</tbody></table>`

@@ -12,7 +12,7 @@ from frappe.model.document import Document
 
 from btu import protocol
 from btu.btu_core.preview import next_fires, render_html, spec_of
-from btu.btu_core.roles import require_btu_manager
+from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
 from btu.schedule import ScheduleError
@@ -30,6 +30,8 @@ class BTUTaskSchedule(Document):
 			self.pause_note = None
 
 	def validate(self):
+		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
+		require_system_manager_for(self, ("argument_overrides",))
 		try:
 			if self.run_frequency in HELPERS:
 				self.cron_string = frequency_to_cron(

@@ -1,0 +1,128 @@
+"""Which functions BTU runs: only those an installed app declares runnable.
+
+A Task names its function by a dotted path, and whoever can save a Task must
+not be able to point it at `os.system`. A path is runnable when
+
+1. its first segment is exactly an installed app (not `os`, not `btu_evil`),
+2. it names a function defined in that very module, not one imported into it,
+3. the app declares it: `@runnable` on the function, or the path matches a
+   glob of the `btu_tasks` list in the app's hooks.py (only the app's own
+   hooks count for its own functions).
+
+`btu_allow_any_app_function` set in site_config.json or common_site_config.json
+lifts rule 3 (rules 1 and 2 stay): for single-tenant benches only.
+
+Both halves check with this module: the Frappe side after importing the
+function (btu.btu_core.task_inputs), the scheduler from the app's files,
+without importing them (btu.scheduler_daemon.app_files). It imports nothing
+but the standard library.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+HOOK = "btu_tasks"
+ALLOW_ANY_APP_FUNCTION = "btu_allow_any_app_function"
+MARK = "__btu_runnable__"
+# ASCII only: a look-alike letter (Cyrillic "у" in "btу") must not pass for an app's name.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def runnable(function):
+	"""Declare `function` runnable as a BTU Task: `from btu import runnable`, then `@runnable` above its def."""
+	if not inspect.isfunction(function):
+		raise TypeError(f"@runnable decorates a function defined with def, not {function!r}")
+	setattr(function, MARK, True)
+	return function
+
+
+def allows_any_app_function(value) -> bool:
+	"""The config value of `btu_allow_any_app_function` read strictly: on only for true or 1.
+
+	`bench set-config btu_allow_any_app_function 0` stores the string "0", which must stay off.
+	"""
+	return str(value).strip().lower() in ("1", "true")
+
+
+class NotRunnable(ValueError):
+	"""A function BTU must not run; str() names it and how to declare it."""
+
+
+@dataclass(frozen=True)
+class Target:
+	"""A function path split into its app, its module and its name."""
+
+	path: str
+	app: str
+	module: str
+	name: str
+
+	@property
+	def module_file(self) -> str:
+		return self.module.replace(".", "/") + ".py"
+
+	def how_to_declare(self) -> str:
+		return (
+			f'declare it in app {self.app}: add "{self.path}" to btu_tasks in {self.app}/hooks.py '
+			f'(btu_tasks = ["{self.path}"]), or put @runnable (from btu import runnable) above def {self.name} '
+			f"in {self.module_file}"
+		)
+
+
+def target(path: str | None, installed_apps) -> Target:
+	"""`path` split, if it is a dotted path into an installed app; checked before anything is imported."""
+	path = (path or "").strip()
+	parts = path.split(".")
+	if len(parts) < 2 or not all(IDENTIFIER.match(part) for part in parts):
+		raise NotRunnable(
+			f"function_string '{path}': must be a dotted path of ASCII identifiers to a module-level function "
+			"of an installed app, e.g. myapp.tasks.send_reminders"
+		)
+	apps = list(installed_apps)
+	if parts[0] not in apps:
+		raise NotRunnable(
+			f"function_string '{path}': '{parts[0]}' is not an installed app ({', '.join(apps) or 'none'}); "
+			"BTU runs only functions of installed apps that declare them runnable: write the task as a function "
+			"in a module of your app, e.g. myapp/tasks.py, and declare it (@runnable or the btu_tasks hook)"
+		)
+	return Target(path, parts[0], ".".join(parts[:-1]), parts[-1])
+
+
+def check_declared(target: Target, *, defined_in: str | None, decorated: bool, patterns, allow_any_app_function: bool) -> None:
+	"""Refuse `target` unless it is a function defined in its module and its app declares it.
+
+	`defined_in` is the module the function was defined in (None: not a
+	function); `patterns` are the app's own `btu_tasks` globs.
+	"""
+	if defined_in is None:
+		raise NotRunnable(
+			f"function_string '{target.path}': is not a function defined with def in {target.module}; "
+			"point it at such a function"
+		)
+	if defined_in != target.module:
+		raise NotRunnable(
+			f"function_string '{target.path}': is defined in {defined_in} and only imported into {target.module}; "
+			"BTU runs a function by the path of the module that defines it, in an app that declares it"
+		)
+	if decorated or allow_any_app_function or matches(target, patterns):
+		return
+	raise NotRunnable(f"function_string '{target.path}': is not declared runnable by BTU; {target.how_to_declare()}")
+
+
+def matches(target: Target, patterns) -> bool:
+	"""Whether a glob of the app's `btu_tasks` matches the path (a single string counts as a list of one)."""
+	if isinstance(patterns, str):
+		patterns = [patterns]
+	for pattern in patterns or ():
+		if not isinstance(pattern, str):
+			raise NotRunnable(
+				f"function_string '{target.path}': btu_tasks in {target.app}/hooks.py holds {pattern!r}, not a string; "
+				'write dotted paths or globs, e.g. btu_tasks = ["myapp.tasks.*"]'
+			)
+		if fnmatchcase(target.path, pattern.strip()):
+			return True
+	return False
