@@ -8,7 +8,7 @@ Redis state and every process is woken, so the leader uses it at once.
 from __future__ import annotations
 
 from btu import protocol
-from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.bench import BenchError, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.listener import CommandRejected
 from btu.scheduler_daemon.reconcile import Reconciler
@@ -49,6 +49,9 @@ class RpcDispatcher:
 		)
 
 	def check_target(self, site: str, request_type: str, name: str) -> None:
+		problem = site_name_problem(site)
+		if problem:
+			raise CommandRejected(problem)
 		if request_type == protocol.CANCEL_TASK_SCHEDULE and name in self.reconciler.state.names(site):
 			return
 		try:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from btu.schedule import ScheduleError, ScheduleSpec
-from btu.scheduler_daemon.bench import Bench, BenchError, Site
+from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate, slot_text
 from btu.scheduler_daemon.log import log_event
@@ -139,9 +139,14 @@ class Reconciler:
 				try:
 					site = self.bench.site(name)
 				except BenchError as exc:
-					# Kept like an unreachable database: firing goes on from the Redis state.
+					# Shown in the status like an unreachable database. An unreadable config keeps the site firing
+					# from the Redis state; a refused name never fires, and its state is dropped below.
+					refused = site_name_problem(name) is not None
 					if self.unreadable.get(name) != str(exc):
-						log_event(logger, logging.ERROR, "site_unreadable", site=name, error=str(exc), effect="firing continues from the Redis state")
+						log_event(
+							logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
+							effect="its schedules never fire" if refused else "firing continues from the Redis state",
+						)
 					self.unreadable[name] = str(exc)
 					continue
 				if self.unreadable.pop(name, None):
@@ -150,7 +155,8 @@ class Reconciler:
 					served.add(name)
 			for gone in set(self.unreadable) - set(self.bench.site_names()):
 				del self.unreadable[gone]
-			for gone in self.state.sites() - served - self.unreachable - set(self.unreadable):
+			kept = {name for name in self.unreadable if site_name_problem(name) is None}
+			for gone in self.state.sites() - served - self.unreachable - kept:
 				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
 				self.state.purge_site(gone)
 				self.seen.pop(gone, None)
