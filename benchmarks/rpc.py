@@ -49,7 +49,7 @@ class AcceptingDispatcher:
 	def check_target(self, site: str, request_type: str, name: str) -> None:
 		return None
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
+	def execute(self, site: str, names: list[str]) -> None:
 		return None
 
 

@@ -2,7 +2,9 @@
 
 Any scheduler process may take a command; the effect is the same whichever
 does: the schedule is reconciled from its site's database into the shared
-Redis state and every process is woken, so the leader uses it at once.
+Redis state and every process is woken, so the leader uses it at once. A
+cancel is no different from a create: a schedule whose row is enabled keeps
+firing, one whose row is disabled or gone leaves the state.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class RpcDispatcher:
 		problem = site_name_problem(site)
 		if problem:
 			raise CommandRejected(problem)
-		if request_type == protocol.CANCEL_TASK_SCHEDULE and name in self.reconciler.state.names(site):
+		# A cancel may name a row deleted already: still in the state, it is taken out by the sync.
+		if request_type == protocol.CANCEL_TASK_SCHEDULE and self.reconciler.state.redis.sismember(protocol.site_schedules_key(site), name):
 			return
 		try:
 			exists = self.reconciler.database(self.reconciler.bench.site(site)).schedule_exists(name)
@@ -61,8 +64,6 @@ class RpcDispatcher:
 		if not exists:
 			raise CommandRejected(f"request_content {name!r}: site {site} has no BTU Task Schedule of that name")
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
-		if request_type == protocol.CREATE_TASK_SCHEDULE:
-			self.reconciler.sync_schedule(site, name)
-		elif request_type == protocol.CANCEL_TASK_SCHEDULE:
-			self.reconciler.cancel_schedule(site, name)
+	def execute(self, site: str, names: list[str]) -> None:
+		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.
+		self.reconciler.sync_schedules(site, names)

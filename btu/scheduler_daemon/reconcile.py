@@ -304,18 +304,14 @@ class Reconciler:
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
-	# -- one schedule, for an RPC command ------------------------------------------
+	# -- some schedules, for RPC commands ------------------------------------------
 
-	def sync_schedule(self, site_name: str, name: str) -> None:
+	def sync_schedules(self, site_name: str, names: list[str]) -> None:
+		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
 		with self.lock:
 			self.check_generation()
 			site = self.bench.site(site_name)
-			self.reconcile_site(site, [name])
-			self.wake()
-
-	def cancel_schedule(self, site_name: str, name: str) -> None:
-		with self.lock:
-			self.remove(site_name, name, reason="cancel_task_schedule")
+			self.reconcile_site(site, names)
 			self.wake()
 
 
