@@ -46,8 +46,8 @@ class AcceptingDispatcher:
 	def resolve_site(self, site: str | None) -> str:
 		return site or "bench.localhost"
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		return None
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		return {}
 
 	def execute(self, site: str, names: list[str]) -> None:
 		return None

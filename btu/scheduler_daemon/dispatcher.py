@@ -50,19 +50,24 @@ class RpcDispatcher:
 			"and no default_site: add \"site\" to the command"
 		)
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
 		problem = site_name_problem(site)
 		if problem:
-			raise CommandRejected(problem)
-		# A cancel may name a row deleted already: still in the state, it is taken out by the sync.
-		if request_type == protocol.CANCEL_TASK_SCHEDULE and self.reconciler.state.redis.sismember(protocol.site_schedules_key(site), name):
-			return
+			return dict.fromkeys(names, problem)
+		unknown = names
+		if request_type == protocol.CANCEL_TASK_SCHEDULE:
+			# A cancel may name a row deleted already: still in the state, the sync takes it out.
+			unknown = [name for name, there in self.reconciler.present(site, names).items() if not there]
+		if not unknown:
+			return {}
 		try:
-			exists = self.reconciler.database(self.reconciler.bench.site(site)).schedule_exists(name)
+			existing = self.reconciler.database(self.reconciler.bench.site(site)).existing_schedules(unknown)
 		except (DatabaseError, BenchError):
-			return  # cannot tell now; the reconcile retries once the database answers
-		if not exists:
-			raise CommandRejected(f"request_content {name!r}: site {site} has no BTU Task Schedule of that name")
+			return {}  # cannot tell now; the reconcile retries once the database answers
+		return {
+			name: f"request_content {name!r}: site {site} has no BTU Task Schedule of that name"
+			for name in unknown if name not in existing
+		}
 
 	def execute(self, site: str, names: list[str]) -> None:
 		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.

@@ -57,23 +57,24 @@ class Dispatcher(Protocol):
 	def resolve_site(self, site: str | None) -> str:
 		"""The site a command applies to; raises `CommandRejected` for an unknown or ambiguous site."""
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		"""Raises `CommandRejected` unless `name` is a schedule of `site`."""
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		"""The names that are not schedules of `site`, each with the reason it is refused; the rest are accepted."""
 
 	def execute(self, site: str, names: list[str]) -> None:
 		"""Bring these schedules of `site` in line with their rows, after their ACKs; may be slow."""
 
 
 class Command:
-	"""A command that passed every check: what the dispatcher executes."""
+	"""A well-formed command; once its batch is checked, what the dispatcher executes."""
 
-	__slots__ = ("request_type", "name", "site", "response_key")
+	__slots__ = ("request_type", "name", "site", "response_key", "size")
 
-	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str):
+	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str, size: int = 0):
 		self.request_type = request_type
 		self.name = name
-		self.site = site
+		self.site = site  # as sent until `check` resolves it
 		self.response_key = response_key
+		self.size = size
 
 	@property
 	def reply(self) -> dict:
@@ -206,15 +207,15 @@ class CommandListener:
 	def handle(self, raws: list[bytes | str]) -> None:
 		"""Popped commands: every reply (ACK or error) first, in one round trip, then the executions. Never raises."""
 		outcomes: list[Command | Rejection] = []
-		checks: dict[tuple, Any] = {}  # what the dispatcher said of each site and target, for this batch only
 		for raw in raws:
 			try:
-				outcomes.append(self.parse(raw, checks))
+				outcomes.append(self.parse(raw))
 			except Exception as exc:  # a bug must cost one command, not the listener
 				log_event(
 					logger, logging.ERROR, "rpc_command_crashed", exc_info=True, process=self.process_id,
 					error=f"{type(exc).__name__}: {exc}",
 				)
+		outcomes = self.check(outcomes)
 		self.send_replies([outcome for outcome in outcomes if outcome.response_key is not None])
 		# A valid command already popped is carried out even if its ACK could not be written. Each site
 		# goes at the place of its last command, so whatever is executed after a command is also after it.
@@ -267,11 +268,8 @@ class CommandListener:
 			error=f"{type(error).__name__}: {clip(str(error), 200)}", process=self.process_id,
 		)
 
-	def parse(self, raw: bytes | str, checks: dict[tuple, Any] | None = None) -> Command | Rejection:
-		"""The command in `raw`, or its `Rejection` (already logged).
-
-		`checks` keeps the dispatcher's answers within one batch: a flood naming
-		one schedule costs one database check, not one per command."""
+	def parse(self, raw: bytes | str) -> Command | Rejection:
+		"""The command in `raw`, its site and target not checked yet, or its `Rejection` (already logged)."""
 		data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
 		size = len(data)
 		oversized = size > protocol.MAX_COMMAND_BYTES
@@ -325,25 +323,65 @@ class CommandListener:
 		problem = check_name("request_content (the Task Schedule name)", name)
 		if problem:
 			return refuse(f"{request_type}: {problem}")
-		key = (site, request_type, name)
-		answer = checks.get(key) if checks is not None else None
-		if answer is None:
+		return Command(request_type, name, site, response_key, size)
+
+	def check(self, outcomes: list[Command | Rejection]) -> list[Command | Rejection]:
+		"""Resolve each schedule command's site and check its target, refusing the ones that fail.
+
+		One dispatcher call per site field and one per (site, request type) in the batch, not one per
+		command: a flood costs a few database queries per batch."""
+		targeted = [outcome for outcome in outcomes if isinstance(outcome, Command) and outcome.name is not None]
+		sites: dict[str | None, str | Exception] = {}
+		groups: dict[tuple[str, str], dict[str, None]] = {}
+		for command in targeted:
+			if command.site not in sites:
+				try:
+					sites[command.site] = self.dispatcher.resolve_site(command.site)
+				except CommandRejected as exc:
+					sites[command.site] = exc
+				except Exception as exc:
+					self.note_check_failed(exc, site=clip(command.site) if command.site is not None else None)
+					sites[command.site] = exc
+			resolved = sites[command.site]
+			if isinstance(resolved, str):
+				groups.setdefault((resolved, command.request_type), {})[command.name] = None
+		reasons: dict[tuple[str, str], dict[str, str] | Exception] = {}
+		for (site, request_type), names in groups.items():
 			try:
-				resolved = self.dispatcher.resolve_site(site)
-				self.dispatcher.check_target(resolved, request_type, name)
-				answer = resolved
-			except CommandRejected as exc:
-				answer = exc
+				reasons[site, request_type] = self.dispatcher.check_targets(site, request_type, list(names))
 			except Exception as exc:
-				log_event(logger, logging.ERROR, "rpc_check_failed", exc_info=True, process=self.process_id, **context)
-				answer = CommandRejected(
-					f"{request_type} {name!r}: the scheduler could not check it ({type(exc).__name__}: {clip(str(exc), 200)}); try again"
+				self.note_check_failed(exc, site=site, request_type=request_type, schedules=len(names))
+				reasons[site, request_type] = exc
+		checked = {id(command): command for command in targeted}
+		for command in targeted:
+			resolved = sites[command.site]
+			found = reasons.get((resolved, command.request_type)) if isinstance(resolved, str) else resolved
+			if isinstance(found, dict):
+				reason = found.get(command.name)
+			elif isinstance(found, CommandRejected):
+				reason = str(found)
+			else:
+				reason = (
+					f"{command.request_type} {command.name!r}: the scheduler could not check it "
+					f"({type(found).__name__}: {clip(str(found), 200)}); try again"
 				)
-			if checks is not None:
-				checks[key] = answer
-		if isinstance(answer, CommandRejected):
-			return refuse(str(answer))
-		return Command(request_type, name, answer, response_key)
+			if reason is None:
+				command.site = resolved
+			else:
+				checked[id(command)] = self.reject(
+					reason, response_key=command.response_key, reply_type=command.request_type, **self.context(command)
+				)
+		return [checked.get(id(outcome), outcome) for outcome in outcomes]
+
+	def context(self, command: Command) -> dict:
+		return {"request_type": command.request_type, "site": clip(command.site) if command.site is not None else None, "schedule": clip(command.name), "size": command.size}
+
+	def note_check_failed(self, error: Exception, **context: Any) -> None:
+		"""Once per failed dispatcher call; each command it covered is refused with "try again"."""
+		log_event(
+			logger, logging.ERROR, "rpc_check_failed", exc_info=error, process=self.process_id,
+			error=f"{type(error).__name__}: {clip(str(error), 200)}", **context,
+		)
 
 	def reject(self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any) -> Rejection:
 		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or None)."""

@@ -18,6 +18,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from btu import protocol
 from btu.schedule import ScheduleError, ScheduleSpec
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
@@ -209,10 +210,22 @@ class Reconciler:
 		if names is None:
 			changed = [name for name, version in enabled.items() if seen.get(name) != version or name in retry]
 		else:
-			changed = [name for name in names if name in enabled]
+			# Only a row changed since this process compiled it, missing from the state (another process
+			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
+			present = self.present(site.name, [name for name in names if name in enabled])
+			retry = self.state.invalid_names(site.name)
+			changed = [name for name, there in present.items() if not there or seen.get(name) != enabled[name] or name in retry]
 		if changed:
 			self.apply(site, db, changed, system_tz, active=not held, versions=enabled)
 		return True
+
+	def present(self, site: str, names: list[str]) -> dict[str, bool]:
+		"""Whether each schedule is in the state, in one round trip."""
+		key = protocol.site_schedules_key(site)
+		with self.state.redis.pipeline(transaction=False) as pipe:
+			for name in names:
+				pipe.sismember(key, name)
+			return dict(zip(names, map(bool, pipe.execute())))
 
 	def table_summary(self, db: SiteDatabase) -> tuple:
 		"""A checksum over what `row_versions` reads, computed by the database."""

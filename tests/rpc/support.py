@@ -47,10 +47,9 @@ class RecordingDispatcher:
 			raise CommandRejected(f"site {site!r} is not a site of this bench; known: {', '.join(sorted(SITES))}")
 		return site
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
 		self.checks += 1
-		if name not in SITES[site]:
-			raise CommandRejected(f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}")
+		return {name: f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}" for name in names if name not in SITES[site]}
 
 	def execute(self, site: str, names: list[str]) -> None:
 		"""One record per schedule name; `calls` counts the calls."""

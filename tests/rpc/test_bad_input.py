@@ -144,7 +144,7 @@ def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, ca
 	from tests.rpc.support import RecordingDispatcher
 
 	class Broken(RecordingDispatcher):
-		def check_target(self, site, request_type, name):
+		def check_targets(self, site, request_type, names):
 			raise ConnectionError("database down")
 
 	start_listener(Broken())
