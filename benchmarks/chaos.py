@@ -26,7 +26,6 @@ import socket
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,6 +34,7 @@ from benchmarks import common  # noqa: E402
 from benchmarks.observe import parse_time  # noqa: E402
 from benchmarks.peers import new_log_dir  # noqa: E402
 from btu import protocol  # noqa: E402
+from btu.scheduler_daemon.jobs import parse_job_id  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 SCHEDULES = 200
@@ -60,10 +60,8 @@ def leader_pid(r) -> int | None:
 
 
 def slot_of(job_id: str) -> tuple[str, float]:
-	"""(schedule, slot epoch) from BTU's deterministic job id ".../btu|<schedule>|<YYYYMMDDTHHMMSSZ>"."""
-	parts = job_id.replace("||", "|").replace("::", "|").split("|")
-	schedule, compact = parts[-2], parts[-1]
-	slot = datetime.strptime(compact.replace("-", ""), "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+	"""(schedule, slot epoch) from BTU's deterministic job id."""
+	_, schedule, slot = parse_job_id(job_id)
 	return schedule, slot.timestamp()
 
 

@@ -46,10 +46,10 @@ class AcceptingDispatcher:
 	def resolve_site(self, site: str | None) -> str:
 		return site or "bench.localhost"
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		return None
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		return {}
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
+	def execute(self, site: str, names: list[str]) -> None:
 		return None
 
 

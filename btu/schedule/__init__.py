@@ -33,11 +33,15 @@ plan(cursor, now, runs, grace, ahead)
 	follow catch_up_policy:
 		skip: dropped, counted in `skipped`;
 		fire_once: the latest fires, the others are counted in `skipped`;
-		fire_all: the latest catch_up_max fire, older ones in `skipped`.
-	`fire` lists the slots to fire now, oldest first. With a run_limit,
-	runs + len(fire) never exceeds it (the oldest are kept) and reaching it
-	finishes the schedule. `next_cursor` is the first slot not yet due, None
-	when `finished` (end passed, Once done, or run_limit reached).
+		fire_all: the latest catch_up_max (at most 10,000) fire, older ones
+		in `skipped`.
+	`fire` lists the slots to fire now, oldest first, at most 1,000 of them:
+	the rest of a longer catch-up stays due, and the next plan from
+	`next_cursor` fires it, so one step never builds more jobs than that.
+	With a run_limit, runs + len(fire) never exceeds it (the oldest are
+	kept) and reaching it finishes the schedule. `next_cursor` is the first
+	slot not yet fired, None when `finished` (end passed, Once done, or
+	run_limit reached).
 	A long backlog is not walked slot by slot: the expired region is jumped
 	over. Interval counts are arithmetic and exact; cron counts enumerate at
 	most 10,000 slots per call, after which `count_truncated` is True and

@@ -27,6 +27,10 @@ MAX_INTERVAL = 100 * 366 * 86400  # seconds; beyond it slots leave datetime's ra
 FREQUENCIES = HELPERS + ("Cron Style", "Interval", "Once")
 # plan() enumerates at most this many cron slots to count a backlog.
 COUNT_BUDGET = 10_000
+# The most fires one catch-up may make (fire_all), and the most fires one plan() returns: a longer
+# catch-up goes out over several steps, so one step never builds more jobs than this.
+MAX_CATCH_UP = 10_000
+MAX_FIRES_PER_PLAN = 1_000
 FORMAT_VERSION = 1
 
 
@@ -86,6 +90,11 @@ class ScheduleSpec:
 			raise ScheduleError("catch_up_policy", catch_up_policy, f"must be one of {', '.join(CATCH_UP_POLICIES)}")
 		if overlap_policy not in OVERLAP_POLICIES:
 			raise ScheduleError("overlap_policy", overlap_policy, f"must be one of {', '.join(OVERLAP_POLICIES)}")
+		if not 0 <= catch_up_max <= MAX_CATCH_UP:
+			raise ScheduleError(
+				"catch_up_max", catch_up_max,
+				f"must be from 0 to {MAX_CATCH_UP}, the most fires one catch-up may make; lower it, or use fire_once",
+			)
 		if start is not None and end is not None and end < start:
 			raise ScheduleError("end_time", _utc(end).isoformat(), "is before start_time; move it later or clear it")
 		self.name = name
@@ -139,7 +148,10 @@ class ScheduleSpec:
 				) from None
 		zone = parse_zone(get("time_zone"), system_zone)
 		clock = clock_for(zone)
-		frequency = get("run_frequency", "Daily")
+		frequency = get("run_frequency")
+		if frequency is None:
+			# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
+			raise ScheduleError("run_frequency", "", f"is empty; set it to one of {', '.join(FREQUENCIES)}")
 		if frequency not in FREQUENCIES:
 			raise ScheduleError("run_frequency", frequency, f"must be one of {', '.join(FREQUENCIES)}")
 		start = _row_instant("start_time", get("start_time"), clock)
@@ -345,6 +357,10 @@ class ScheduleSpec:
 		if remaining is not None and len(fire) >= remaining:
 			fire = fire[:remaining]
 			finished = True
+		if len(fire) > MAX_FIRES_PER_PLAN:
+			# The rest of a long catch-up is due at once: the next plan, from this cursor, fires it.
+			slot, finished = fire[MAX_FIRES_PER_PLAN], False
+			fire = fire[:MAX_FIRES_PER_PLAN]
 		return FirePlan(
 			fire=[_utc(s) for s in fire],
 			skipped=skipped,

@@ -30,8 +30,29 @@ STANDARD_QUEUE_TIMEOUTS = {"short": 300, "default": 300, "long": 1500}
 DEFAULT_WORKER_TIMEOUT = 300
 
 
+# BTU's Redis entries join a site and a schedule with "|" and fields with tabs, and Frappe's job ids
+# put "::" after the site: a site holding them could never be told apart, so it would never fire.
+SITE_NAME_SEPARATORS = ("|", ":")
+
+
 class BenchError(Exception):
 	"""A bench or site that cannot be read; the message says which file and how to fix it."""
+
+
+def site_name_problem(name: str) -> str | None:
+	"""Why BTU cannot schedule for a site of this name, or None."""
+	held = [char for char in SITE_NAME_SEPARATORS if char in name]
+	if held:
+		what = " and ".join(repr(char) for char in held)
+	elif not name.isprintable():
+		what = "control characters (tab, newline, ...)"
+	else:
+		return None
+	return (
+		f"site {name!r}: the name holds {what}, which BTU uses as separators in its Redis keys and job ids, so BTU "
+		"does not schedule for this site; use a site name without '|', ':' or control characters (a new site, or "
+		"rename its directory under sites/)"
+	)
 
 
 def is_bench_directory(path: Path) -> bool:
@@ -259,6 +280,9 @@ class Bench:
 		)
 
 	def site(self, name: str) -> Site:
+		problem = site_name_problem(name)
+		if problem:
+			raise BenchError(problem)
 		path = self.sites_path / name
 		if not (path / "site_config.json").exists():
 			raise BenchError(f"site {name!r}: {path / 'site_config.json'} does not exist")

@@ -174,9 +174,18 @@ class SiteDatabase:
 			params = tuple(names)
 		return self.query(sql, params)
 
-	def schedule_exists(self, name: str) -> bool:
+	def existing_schedules(self, names: list[str]) -> set[str]:
+		"""Which of `names` are schedule rows, in one query per 1,000 names."""
 		q = self._quote
-		return bool(self.query(f"SELECT {q('name')} FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} = %s", (name,)))
+		found: set[str] = set()
+		for start in range(0, len(names), 1000):
+			chunk = names[start : start + 1000]
+			rows = self.query(
+				f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} IN ({', '.join(['%s'] * len(chunk))})",
+				tuple(chunk),
+			)
+			found.update(row["name"] for row in rows)
+		return found
 
 	def last_logged_slots(self, names: list[str]) -> dict[str, str]:
 		"""Schedule -> newest `slot_utc` in its Task Logs (empty when logs are absent)."""

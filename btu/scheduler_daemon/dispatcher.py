@@ -2,13 +2,15 @@
 
 Any scheduler process may take a command; the effect is the same whichever
 does: the schedule is reconciled from its site's database into the shared
-Redis state and every process is woken, so the leader uses it at once.
+Redis state and every process is woken, so the leader uses it at once. A
+cancel is no different from a create: a schedule whose row is enabled keeps
+firing, one whose row is disabled or gone leaves the state.
 """
 
 from __future__ import annotations
 
 from btu import protocol
-from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.bench import BenchError, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.listener import CommandRejected
 from btu.scheduler_daemon.reconcile import Reconciler
@@ -48,18 +50,25 @@ class RpcDispatcher:
 			"and no default_site: add \"site\" to the command"
 		)
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		if request_type == protocol.CANCEL_TASK_SCHEDULE and name in self.reconciler.state.names(site):
-			return
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		problem = site_name_problem(site)
+		if problem:
+			return dict.fromkeys(names, problem)
+		unknown = names
+		if request_type == protocol.CANCEL_TASK_SCHEDULE:
+			# A cancel may name a row deleted already: still in the state, the sync takes it out.
+			unknown = [name for name, there in self.reconciler.present(site, names).items() if not there]
+		if not unknown:
+			return {}
 		try:
-			exists = self.reconciler.database(self.reconciler.bench.site(site)).schedule_exists(name)
+			existing = self.reconciler.database(self.reconciler.bench.site(site)).existing_schedules(unknown)
 		except (DatabaseError, BenchError):
-			return  # cannot tell now; the reconcile retries once the database answers
-		if not exists:
-			raise CommandRejected(f"request_content {name!r}: site {site} has no BTU Task Schedule of that name")
+			return {}  # cannot tell now; the reconcile retries once the database answers
+		return {
+			name: f"request_content {name!r}: site {site} has no BTU Task Schedule of that name"
+			for name in unknown if name not in existing
+		}
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
-		if request_type == protocol.CREATE_TASK_SCHEDULE:
-			self.reconciler.sync_schedule(site, name)
-		elif request_type == protocol.CANCEL_TASK_SCHEDULE:
-			self.reconciler.cancel_schedule(site, name)
+	def execute(self, site: str, names: list[str]) -> None:
+		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.
+		self.reconciler.sync_schedules(site, names)

@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
+import redis
 import rq
 from rq import Callback
 from rq.job import Job, JobStatus
@@ -37,8 +38,6 @@ TRUNCATE_FAILED_REGISTRY = "frappe.utils.background_jobs.truncate_failed_registr
 RESULT_TTL = 10 * 60
 FAILURE_TTL = 7 * 24 * 60 * 60
 PER_FIRE_FIELDS = ("created_at", "enqueued_at", "status", "description", "data")
-RQ_MAJOR = int(rq.__version__.split(".")[0])
-_NOT_RQ2_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)
@@ -73,31 +72,117 @@ def slot_text(slot: datetime) -> str:
 	return text + "Z"
 
 
-def job_id(site: str, schedule: str, slot: datetime) -> str:
-	"""Deterministic per (site, schedule, slot), in the form Frappe gives job ids.
+class IdForm:
+	"""One way of writing (site, schedule, slot) as a job id: "<site><between>btu<sep><schedule><sep><slot>".
 
-	rq 1.x (Frappe v15): "<site>::<key>". rq 2.x (Frappe v16) refuses ":":
-	"<site>||<key>" with ":" made "|", as Frappe v16's create_job_id does, and
-	where the installed rq allows fewer characters still, those become "-".
+	Each part is escaped so that it never holds `between` (the site) or `sep`
+	(the schedule and the slot), so the id splits back into its parts, and the
+	escapes are injective, so different parts never give one id.
 	"""
-	compact = slot_text(slot).replace("-", "").replace(":", "")
-	key = f"btu|{schedule}|{compact}"
-	if RQ_MAJOR < 2:
-		return f"{site}::{key}"
-	candidate = f"{site}||{key.replace(':', '|')}"
-	return candidate if _rq_accepts(candidate) else _NOT_RQ2_SAFE.sub("-", candidate)
+
+	def __init__(self, name: str, between: str, sep: str, escape, unescape):
+		self.name = name
+		self.between = between
+		self.sep = sep
+		self.escape = escape
+		self.unescape = unescape
+
+	def encode(self, site: str, schedule: str, slot: datetime) -> str:
+		escape, sep = self.escape, self.sep
+		return f"{escape(site)}{self.between}btu{sep}{escape(schedule)}{sep}{escape(compact_slot(slot))}"
+
+	def decode(self, identifier: str) -> tuple[str, str, datetime]:
+		site, between, rest = identifier.partition(self.between)
+		head = f"btu{self.sep}"
+		schedule, sep, slot = rest[len(head) :].rpartition(self.sep)
+		if not (between and sep and rest.startswith(head)):
+			raise ValueError(f"job id {identifier!r} is not a BTU job id of the form {self.name}")
+		found = _COMPACT_SLOT.fullmatch(self.unescape(slot))
+		if found is None:
+			raise ValueError(f"job id {identifier!r} ends in {slot!r}, not a slot such as 20260329T013000Z")
+		moment = datetime.strptime(found[1], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+		parsed = (self.unescape(site), self.unescape(schedule), moment + timedelta(milliseconds=int(found[2] or 0)))
+		# Only the id this module writes for those parts: an unescaped "%", a lower-case "_2e", a ".000" are refused.
+		if self.encode(*parsed) != identifier:
+			raise ValueError(f"job id {identifier!r} is not how BTU writes the id of {parsed!r}")
+		return parsed
 
 
-def _rq_accepts(identifier: str) -> bool:
+class _ByteEscapes(dict):
+	"""str.translate table: ASCII letters and digits kept, any other character as "_XX" per UTF-8 byte."""
+
+	def __missing__(self, code: int) -> str:
+		char = chr(code)
+		self[code] = char if char.isascii() and char.isalnum() else "".join(f"_{byte:02X}" for byte in char.encode())
+		return self[code]
+
+
+_BYTE_ESCAPES = _ByteEscapes()
+_ESCAPED_BYTES = re.compile(r"(?:_[0-9A-F]{2})+")
+_PERCENT_ESCAPES = {ord("%"): "%25", ord(":"): "%3A"}
+_PERCENT_ESCAPED = re.compile(r"%(25|3A)")
+_COMPACT_SLOT = re.compile(r"(\d{8}T\d{6})(?:\.(\d{3}))?Z")
+
+
+def compact_slot(slot: datetime) -> str:
+	"""The slot in a job id: "20260329T013000Z", or "20260329T013000.250Z" with milliseconds."""
+	return slot_text(slot).replace("-", "").replace(":", "")
+
+
+# Tried in this order; the first whose id the installed rq's Job.create accepts is used. Site
+# names never hold "|" or ":" (bench.py refuses them), so the first two need not escape the site.
+ID_FORMS = (
+	# rq 1.x (Frappe v15): any text. Frappe's "<site>::<id>"; the slot never holds "|".
+	IdForm("<site>::btu|<schedule>|<slot>", "::", "|", str, str),
+	# rq 2.0 to 2.7 (Frappe v16, rq 2.6.1) refuse ":" only: Frappe's "<site>||<id>", and instead of
+	# Frappe's ":" -> "|", which makes "TS:1" and "TS|1" one id, "%" and ":" percent-escaped.
+	IdForm(
+		"<site>||btu|<schedule>|<slot> (% and : escaped)", "||", "|",
+		lambda text: text.translate(_PERCENT_ESCAPES),
+		lambda text: _PERCENT_ESCAPED.sub(lambda m: "%" if m[1] == "25" else ":", text),
+	),
+	# rq 2.8+ takes only [A-Za-z0-9_-]: every other character as _XX per UTF-8 byte, "-" between parts.
+	IdForm(
+		"<site>--btu-<schedule>-<slot> (_XX escaped)", "--", "-",
+		lambda text: text.translate(_BYTE_ESCAPES),
+		lambda text: _ESCAPED_BYTES.sub(lambda m: bytes.fromhex(m[0].replace("_", "")).decode(), text),
+	),
+)
+# Every character class a name may hold: ASCII punctuation and space, Latin, CJK, beyond the BMP.
+_PROBE = ("a-b_c.d~é", " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~é中😀", datetime(2000, 1, 1, 0, 0, 0, 1000, timezone.utc))
+
+
+def rq_accepts(identifier: str) -> bool:
+	"""Whether the installed rq's Job.create takes `identifier` as a job id; nothing is sent to Redis."""
 	try:
-		from rq.job import validate_job_id
-	except ImportError:  # rq 2.0 to 2.6 only refuse ":"
-		return ":" not in identifier
-	try:
-		validate_job_id(identifier)
+		Job.create("builtins.print", id=identifier, connection=redis.Redis())  # never connected
 	except ValueError:
 		return False
 	return True
+
+
+def _installed_form() -> IdForm:
+	for form in ID_FORMS:
+		if rq_accepts(form.encode(*_PROBE)):
+			return form
+	raise RuntimeError(f"rq {rq.__version__} accepts none of BTU's job id forms ({', '.join(f.name for f in ID_FORMS)})")
+
+
+ID_FORM = _installed_form()
+
+
+def job_id(site: str, schedule: str, slot: datetime) -> str:
+	"""Deterministic per (site, schedule, slot to the millisecond), in Frappe's form where the installed rq allows it.
+
+	Injective: no two (site, schedule, slot) share an id, so one site's fire is
+	never taken for another's duplicate. `parse_job_id` is its inverse.
+	"""
+	return ID_FORM.encode(site, schedule, slot)
+
+
+def parse_job_id(identifier: str) -> tuple[str, str, datetime]:
+	"""(site, schedule, slot) of a BTU job id; ValueError for any text `job_id` does not write."""
+	return ID_FORM.decode(identifier)
 
 
 def rq_time(moment: datetime) -> str:

@@ -3,11 +3,15 @@
 `CommandListener.run` BRPOPs ``btu:scheduler:commands`` (and takes the commands
 already waiting behind it with RPOP count). For a valid command it LPUSHes the
 receipt ACK on the command's response key and EXPIREs that key (60 s) first,
-then executes the command through a `Dispatcher`. A command
-that cannot be used is logged in one line and, when it carries a valid
-response key, answered with ``{"status": "error", ...}`` there. The listener
-writes nowhere but response keys ``btu:scheduler:rpc:*``, and nothing a
-caller sends stops it: it only stops when its `stop` event is set.
+then has a `Dispatcher` carry it out. Both schedule commands mean "bring this
+schedule in line with its row", so a batch is carried out once per site, for
+each schedule it names once, however many commands named it: a flood costs
+one reconcile per site per batch. A command that cannot be used is logged in
+one line (at most `REJECTION_LOG_LIMIT` lines per `REJECTION_LOG_WINDOW`,
+then one line counting the rest) and, when it carries a valid response key,
+answered with ``{"status": "error", ...}`` there. The listener writes nowhere
+but response keys ``btu:scheduler:rpc:*``, and nothing a caller sends stops
+it: it only stops when its `stop` event is set.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any, Protocol
 
 import redis
@@ -37,6 +42,10 @@ MAX_NAME_LENGTH = 140  # Frappe's varchar name column
 # After BRPOP returns, up to this many more waiting commands are taken with RPOP count
 # (Redis 6.2+), so a burst is ACKed in one round trip per batch instead of two per command.
 DRAIN_COUNT = 100
+# A flood of bad commands must not become a flood of log lines: this many rpc_rejected lines per
+# window, then one rpc_rejected_suppressed line with the count.
+REJECTION_LOG_LIMIT = 20
+REJECTION_LOG_WINDOW = 10.0
 
 
 class CommandRejected(Exception):
@@ -49,23 +58,24 @@ class Dispatcher(Protocol):
 	def resolve_site(self, site: str | None) -> str:
 		"""The site a command applies to; raises `CommandRejected` for an unknown or ambiguous site."""
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		"""Raises `CommandRejected` unless `name` is a schedule of `site`."""
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		"""The names that are not schedules of `site`, each with the reason it is refused; the rest are accepted."""
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
-		"""Carry out the command, after its ACK; may be slow."""
+	def execute(self, site: str, names: list[str]) -> None:
+		"""Bring these schedules of `site` in line with their rows, after their ACKs; may be slow."""
 
 
 class Command:
-	"""A command that passed every check: what the dispatcher executes."""
+	"""A well-formed command; once its batch is checked, what the dispatcher executes."""
 
-	__slots__ = ("request_type", "name", "site", "response_key")
+	__slots__ = ("request_type", "name", "site", "response_key", "size")
 
-	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str):
+	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str, size: int = 0):
 		self.request_type = request_type
 		self.name = name
-		self.site = site
+		self.site = site  # as sent until `check` resolves it
 		self.response_key = response_key
+		self.size = size
 
 	@property
 	def reply(self) -> dict:
@@ -130,6 +140,8 @@ class CommandListener:
 		process_id: str | None = None,
 		block_seconds: float = BLOCK_SECONDS,
 		drain_count: int = DRAIN_COUNT,
+		rejection_log_limit: int = REJECTION_LOG_LIMIT,
+		rejection_log_window: float = REJECTION_LOG_WINDOW,
 	):
 		if redis_client.connection_pool.connection_kwargs.get("decode_responses"):
 			raise ValueError("CommandListener needs a Redis client with decode_responses=False: a command may be any bytes")
@@ -144,6 +156,11 @@ class CommandListener:
 		self.drain_count = drain_count
 		self.redis_down = False
 		self.quarantine_script = scripts.register(redis_client, "quarantine")
+		self.rejection_log_limit = rejection_log_limit
+		self.rejection_log_window = rejection_log_window
+		self.rejections_logged = 0
+		self.rejections_suppressed = 0
+		self.rejection_window_start = time.monotonic()
 
 	def run(self, stop: threading.Event) -> None:
 		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
@@ -164,6 +181,7 @@ class CommandListener:
 			self.note_redis_restored()
 			if popped is not None:
 				self.handle([popped[1], *self.drain()])
+			self.end_rejection_window()
 		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
 
 	def quarantine(self, key: str, reason: str) -> None:
@@ -212,11 +230,20 @@ class CommandListener:
 					logger, logging.ERROR, "rpc_command_crashed", exc_info=True, process=self.process_id,
 					error=f"{type(exc).__name__}: {exc}",
 				)
+		outcomes = self.check(outcomes)
 		self.send_replies([outcome for outcome in outcomes if outcome.response_key is not None])
+		# A valid command already popped is carried out even if its ACK could not be written. Each site
+		# goes at the place of its last command, so whatever is executed after a command is also after it.
+		syncs: dict[str, dict[str, None]] = {}
+		counts: dict[str, int] = {}
 		for outcome in outcomes:
-			if isinstance(outcome, Command):
-				# A valid command already popped is carried out even if its ACK could not be written.
-				self.execute(outcome)
+			if isinstance(outcome, Command) and outcome.name is not None:
+				names = syncs.pop(outcome.site, {})
+				names[outcome.name] = None
+				syncs[outcome.site] = names
+				counts[outcome.site] = counts.get(outcome.site, 0) + 1
+		for site, names in syncs.items():
+			self.execute(site, list(names), counts[site])
 
 	def send_replies(self, outcomes: list[Command | Rejection]) -> None:
 		"""LPUSH each reply on its response key, then EXPIRE that key, all in one MULTI.
@@ -257,7 +284,7 @@ class CommandListener:
 		)
 
 	def parse(self, raw: bytes | str) -> Command | Rejection:
-		"""The command in `raw`, or its `Rejection` (already logged)."""
+		"""The command in `raw`, its site and target not checked yet, or its `Rejection` (already logged)."""
 		data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
 		size = len(data)
 		oversized = size > protocol.MAX_COMMAND_BYTES
@@ -311,40 +338,103 @@ class CommandListener:
 		problem = check_name("request_content (the Task Schedule name)", name)
 		if problem:
 			return refuse(f"{request_type}: {problem}")
-		try:
-			resolved = self.dispatcher.resolve_site(site)
-			self.dispatcher.check_target(resolved, request_type, name)
-		except CommandRejected as exc:
-			return refuse(str(exc))
-		except Exception as exc:
-			log_event(logger, logging.ERROR, "rpc_check_failed", exc_info=True, process=self.process_id, **context)
-			return refuse(f"{request_type} {name!r}: the scheduler could not check it ({type(exc).__name__}: {clip(str(exc), 200)}); try again")
-		return Command(request_type, name, resolved, response_key)
+		return Command(request_type, name, site, response_key, size)
+
+	def check(self, outcomes: list[Command | Rejection]) -> list[Command | Rejection]:
+		"""Resolve each schedule command's site and check its target, refusing the ones that fail.
+
+		One dispatcher call per site field and one per (site, request type) in the batch, not one per
+		command: a flood costs a few database queries per batch."""
+		targeted = [outcome for outcome in outcomes if isinstance(outcome, Command) and outcome.name is not None]
+		sites: dict[str | None, str | Exception] = {}
+		groups: dict[tuple[str, str], dict[str, None]] = {}
+		for command in targeted:
+			if command.site not in sites:
+				try:
+					sites[command.site] = self.dispatcher.resolve_site(command.site)
+				except CommandRejected as exc:
+					sites[command.site] = exc
+				except Exception as exc:
+					self.note_check_failed(exc, site=clip(command.site) if command.site is not None else None)
+					sites[command.site] = exc
+			resolved = sites[command.site]
+			if isinstance(resolved, str):
+				groups.setdefault((resolved, command.request_type), {})[command.name] = None
+		reasons: dict[tuple[str, str], dict[str, str] | Exception] = {}
+		for (site, request_type), names in groups.items():
+			try:
+				reasons[site, request_type] = self.dispatcher.check_targets(site, request_type, list(names))
+			except Exception as exc:
+				self.note_check_failed(exc, site=site, request_type=request_type, schedules=len(names))
+				reasons[site, request_type] = exc
+		checked = {id(command): command for command in targeted}
+		for command in targeted:
+			resolved = sites[command.site]
+			found = reasons.get((resolved, command.request_type)) if isinstance(resolved, str) else resolved
+			if isinstance(found, dict):
+				reason = found.get(command.name)
+			elif isinstance(found, CommandRejected):
+				reason = str(found)
+			else:
+				reason = (
+					f"{command.request_type} {command.name!r}: the scheduler could not check it "
+					f"({type(found).__name__}: {clip(str(found), 200)}); try again"
+				)
+			if reason is None:
+				command.site = resolved
+			else:
+				checked[id(command)] = self.reject(
+					reason, response_key=command.response_key, reply_type=command.request_type, **self.context(command)
+				)
+		return [checked.get(id(outcome), outcome) for outcome in outcomes]
+
+	def context(self, command: Command) -> dict:
+		return {"request_type": command.request_type, "site": clip(command.site) if command.site is not None else None, "schedule": clip(command.name), "size": command.size}
+
+	def note_check_failed(self, error: Exception, **context: Any) -> None:
+		"""Once per failed dispatcher call; each command it covered is refused with "try again"."""
+		log_event(
+			logger, logging.ERROR, "rpc_check_failed", exc_info=error, process=self.process_id,
+			error=f"{type(error).__name__}: {clip(str(error), 200)}", **context,
+		)
 
 	def reject(self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any) -> Rejection:
-		"""Log why a command is refused; the reply goes to `response_key` only (a checked one, or None)."""
-		log_event(
-			logger, logging.WARNING, "rpc_rejected", reason=reason, replied=response_key is not None,
-			process=self.process_id, **context,
-		)
+		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or None)."""
+		self.end_rejection_window()
+		if self.rejections_logged < self.rejection_log_limit:
+			self.rejections_logged += 1
+			log_event(
+				logger, logging.WARNING, "rpc_rejected", reason=reason, replied=response_key is not None,
+				process=self.process_id, **context,
+			)
+		else:
+			self.rejections_suppressed += 1
 		return Rejection(response_key, protocol.make_error(reason, reply_type))
 
-	def execute(self, command: Command) -> None:
-		log_event(
-			logger, logging.DEBUG if command.request_type == protocol.PING else logging.INFO, "rpc_command",
-			request_type=command.request_type, site=command.site, schedule=command.name, process=self.process_id,
-		)
-		try:
-			self.dispatcher.execute(command.site, command.request_type, command.name)
-		except CommandRejected as exc:
+	def end_rejection_window(self) -> None:
+		"""Once the window is over: one line counting the rejections it did not log, and a new window."""
+		now = time.monotonic()
+		if now - self.rejection_window_start < self.rejection_log_window:
+			return
+		if self.rejections_suppressed:
 			log_event(
-				logger, logging.WARNING, "rpc_execute_refused", request_type=command.request_type, site=command.site,
-				schedule=command.name, reason=str(exc), process=self.process_id,
+				logger, logging.WARNING, "rpc_rejected_suppressed", count=self.rejections_suppressed,
+				window_secs=self.rejection_log_window, logged=self.rejections_logged, process=self.process_id,
 			)
+		self.rejections_logged = self.rejections_suppressed = 0
+		self.rejection_window_start = now
+
+	def execute(self, site: str, names: list[str], commands: int) -> None:
+		schedules = clip(", ".join(names), 200)
+		log_event(logger, logging.INFO, "rpc_sync", site=site, schedules=schedules, count=len(names), commands=commands, process=self.process_id)
+		try:
+			self.dispatcher.execute(site, names)
+		except CommandRejected as exc:
+			log_event(logger, logging.WARNING, "rpc_execute_refused", site=site, schedules=schedules, reason=str(exc), process=self.process_id)
 		except Exception as exc:
 			log_event(
-				logger, logging.ERROR, "rpc_execute_failed", exc_info=True, request_type=command.request_type,
-				site=command.site, schedule=command.name, error=f"{type(exc).__name__}: {exc}", process=self.process_id,
+				logger, logging.ERROR, "rpc_execute_failed", exc_info=True, site=site, schedules=schedules,
+				error=f"{type(exc).__name__}: {exc}", process=self.process_id,
 			)
 
 

@@ -24,7 +24,7 @@ from btu.declared import NotRunnable
 from btu.schedule import ScheduleError, ScheduleSpec
 from btu.schedule.spec import FRAPPE_DEFAULT_ZONE
 from btu.schedule.zones import clock_for, parse_zone, wall_seconds
-from btu.scheduler_daemon.bench import Bench, BenchError, Site
+from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate, slot_text
 from btu.scheduler_daemon.log import log_event
@@ -174,9 +174,14 @@ class Reconciler:
 				try:
 					site = self.bench.site(name)
 				except BenchError as exc:
-					# Kept like an unreachable database: firing goes on from the Redis state.
+					# Shown in the status like an unreachable database. An unreadable config keeps the site firing
+					# from the Redis state; a refused name never fires, and its state is dropped below.
+					refused = site_name_problem(name) is not None
 					if self.unreadable.get(name) != str(exc):
-						log_event(logger, logging.ERROR, "site_unreadable", site=name, error=str(exc), effect="firing continues from the Redis state")
+						log_event(
+							logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
+							effect="its schedules never fire" if refused else "firing continues from the Redis state",
+						)
 					self.unreadable[name] = str(exc)
 					continue
 				if self.unreadable.pop(name, None):
@@ -185,7 +190,8 @@ class Reconciler:
 					served.add(name)
 			for gone in set(self.unreadable) - set(self.bench.site_names()):
 				del self.unreadable[gone]
-			for gone in self.state.sites() - served - self.unreachable - set(self.unreadable):
+			kept = {name for name in self.unreadable if site_name_problem(name) is None}
+			for gone in self.state.sites() - served - self.unreachable - kept:
 				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
 				self.state.purge_site(gone)
 				self.seen.pop(gone, None)
@@ -251,10 +257,22 @@ class Reconciler:
 		if names is None:
 			changed = [name for name, version in enabled.items() if seen.get(name) != version or name in retry]
 		else:
-			changed = [name for name in names if name in enabled]
+			# Only a row changed since this process compiled it, missing from the state (another process
+			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
+			present = self.present(site.name, [name for name in names if name in enabled])
+			retry = self.state.invalid_names(site.name)
+			changed = [name for name, there in present.items() if not there or seen.get(name) != enabled[name] or name in retry]
 		if changed:
 			self.apply(site, db, changed, system_tz, active=not held, versions=enabled)
 		return True
+
+	def present(self, site: str, names: list[str]) -> dict[str, bool]:
+		"""Whether each schedule is in the state, in one round trip."""
+		key = protocol.site_schedules_key(site)
+		with self.state.redis.pipeline(transaction=False) as pipe:
+			for name in names:
+				pipe.sismember(key, name)
+			return dict(zip(names, map(bool, pipe.execute())))
 
 	def table_summary(self, db: SiteDatabase) -> tuple:
 		"""A checksum over what `row_versions` reads, computed by the database."""
@@ -346,18 +364,14 @@ class Reconciler:
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
-	# -- one schedule, for an RPC command ------------------------------------------
+	# -- some schedules, for RPC commands ------------------------------------------
 
-	def sync_schedule(self, site_name: str, name: str) -> None:
+	def sync_schedules(self, site_name: str, names: list[str]) -> None:
+		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
 		with self.lock:
 			self.check_generation()
 			site = self.bench.site(site_name)
-			self.reconcile_site(site, [name])
-			self.wake()
-
-	def cancel_schedule(self, site_name: str, name: str) -> None:
-		with self.lock:
-			self.remove(site_name, name, reason="cancel_task_schedule")
+			self.reconcile_site(site, names)
 			self.wake()
 
 

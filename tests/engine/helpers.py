@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,11 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from btu import protocol
+from btu.scheduler_daemon import jobs
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_SECOND = "* * * * * *"
-# "<site>::btu|<schedule>|<slot>" (rq 1.x) or, with the characters rq 2.x refuses made "-", "<site>--btu-<schedule>-<slot>".
-JOB_ID = re.compile(r"btu[|\-](?P<schedule>.+)[|\-](?P<slot>\d{8}T\d{6})(?:[.\-](?P<ms>\d{3}))?Z$")
 FIGURES_FILE = Path(os.environ.get("BTU_ENGINE_FIGURES", f"/tmp/btu-engine-figures-{Path(sys.prefix).name}.json"))
 figures: list[tuple[str, str]] = []
 
@@ -219,10 +217,8 @@ def queue_ids(r, key: str) -> list[str]:
 
 def parse_job_id(job_id: str) -> tuple[str, int]:
 	"""(schedule, slot in epoch ms) from a BTU job id."""
-	found = JOB_ID.search(job_id)
-	assert found, f"{job_id!r} is not a BTU job id"
-	moment = datetime.strptime(found["slot"], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
-	return found["schedule"], int(moment.timestamp()) * 1000 + int(found["ms"] or 0)
+	_, schedule, slot = jobs.parse_job_id(job_id)
+	return schedule, round(slot.timestamp() * 1000)
 
 
 def slots_by_schedule(ids: list[str]) -> dict[str, list[int]]:

@@ -60,3 +60,26 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 		f"create_task_schedule -> new cron in the state: {applied_ms:.0f} ms, first fire lag {fire['lag_ms']} ms; "
 		f"cancel_task_schedule -> out of the state: {cancelled_ms:.0f} ms (round trips include the 5 ms polling)",
 	)
+
+
+def test_a_forged_cancel_does_not_silence_an_enabled_schedule(engine_bench, processes, r):
+	"""cancel_task_schedule re-reads the row: enabled keeps firing, disabled or deleted leaves the state."""
+	bench, data = engine_bench()
+	site = data.site.name
+	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	kept, disabled, deleted = (data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND) for _ in range(3))
+	processes.scheduler(bench.path, *FLAGS)
+	wait_until(lambda: {kept, disabled, deleted} <= set(slots_by_schedule(queue_ids(r, queue_key(bench)))), 30, "all three fire")
+
+	data.update_schedule(disabled, enabled=0)
+	data.delete_schedule(deleted)
+	for name in (kept, kept, disabled, deleted):  # the forged one twice, as a replay would
+		reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
+		assert reply.ok, reply.message
+	sent_ms = time.time() * 1000
+	wait_until(lambda: not {disabled, deleted} & state_names(r, site), 5, "the disabled and the deleted schedule left the state", 0.01)
+	time.sleep(2.5)
+	fired = slots_by_schedule(queue_ids(r, queue_key(bench)))
+	assert kept in state_names(r, site)
+	assert [slot for slot in fired[kept] if slot > sent_ms + 1000], "the enabled schedule stopped firing after a forged cancel"
+	assert not [slot for name in (disabled, deleted) for slot in fired[name] if slot > sent_ms + 1000]

@@ -50,7 +50,7 @@ def test_unchanged_table_skips_the_row_read_and_every_change_is_seen(engine_benc
 	reconciler.full()
 	assert reconciler.row_reads == 4 and reconciler.state.names(site) == {names[0]}
 
-	# A schedule taken out of the state by RPC is compared with the table again next time.
-	reconciler.cancel_schedule(site, names[0])
+	# A schedule taken out of the state (not through its row) is compared with the table again next time.
+	reconciler.remove(site, names[0], reason="test")
 	reconciler.full()
 	assert reconciler.row_reads == 5 and reconciler.state.names(site) == {names[0]}

@@ -15,8 +15,11 @@ import time
 
 import pytest
 
+from btu import protocol
 from btu.scheduler_daemon.devbench_data import SiteData
-from tests.engine.helpers import ONE_SECOND, REPO, child_env, queue_ids, queue_key, slots_by_schedule, wait_until
+from btu.scheduler_daemon.jobs import parse_job_id
+from btu.scheduler_daemon.log import text_value
+from tests.engine.helpers import ONE_SECOND, REPO, child_env, queue_ids, queue_key, slots_by_schedule, status_json, wait_until
 from tests.reliability.helpers import site_job_ids
 
 RUN = [sys.executable, "-m", "btu.scheduler_daemon", "run"]
@@ -159,3 +162,29 @@ def test_site_config_broken_while_running_keeps_the_site(engine_bench, processes
 	holes = [(a, b) for a, b in zip(slots, slots[1:]) if b - a != 1000]
 	assert holes == [], f"slots lost while site_config.json was unreadable: {holes}"
 	assert " site_dropped " not in scheduler.log()
+
+
+def test_site_names_holding_separators_are_refused(engine_bench, processes, r):
+	"""Sites named with "|", ":" or a tab, each pointing at a working BTU database, are refused by name, once each."""
+	bench, data = engine_bench("ok.localhost")
+	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"})
+	schedule = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
+	config = (bench.path / "sites" / "ok.localhost" / "site_config.json").read_text()
+	refused = {"ok|x.localhost": "'|'", "ok:x.localhost": "':'", "a:b|c": "'|' and ':'", "ok\tx.localhost": "control characters"}
+	for name in refused:
+		(bench.path / "sites" / name).mkdir()
+		(bench.path / "sites" / name / "site_config.json").write_text(config)  # the same database: it would fire
+	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
+	wait_until(lambda: site_job_ids(r, bench, "ok.localhost"), 30, "ok.localhost fires")
+	time.sleep(2.5)  # more full reconciles over the same sites
+	reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, schedule, site="ok|x.localhost")
+	log = scheduler.log()
+	assert scheduler.alive()
+	assert {parse_job_id(i)[0] for i in queue_ids(r, queue_key(bench))} == {"ok.localhost"}
+	health = status_json(bench.path)["sites"]
+	for name, held in refused.items():
+		assert log.count(f" ERROR site_refused site={text_value(name)} ") == 1, name
+		assert f"the name holds {held}" in health[name]["site_config"]
+		assert "use a site name without '|', ':' or control characters" in health[name]["site_config"]
+	assert not reply.ok and "site 'ok|x.localhost': the name holds '|'" in reply.message
+	assert "Traceback" not in log

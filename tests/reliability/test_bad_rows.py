@@ -71,6 +71,7 @@ CASES = [
 		fix=lambda run: {"time_zone": "+05:30"},
 	),
 	Case("unknown-run-frequency", {"run_frequency": "Fortnightly"}, ("run_frequency 'Fortnightly'", "Cron Style, Interval, Once")),
+	Case("run-frequency-null", {"run_frequency": None}, ("run_frequency ''", "is empty", "set it to one of Hourly, Daily")),
 	Case("hourly-minute-75", {"run_frequency": "Hourly", "minute": 75}, ("minute '75'", "outside 0-59")),
 	Case("daily-hour-24", {"run_frequency": "Daily", "hour": 24}, ("hour '24'", "outside 0-23")),
 	Case("weekly-funday", {"run_frequency": "Weekly", "day_of_week": "Funday"}, ("day_of_week 'Funday'", "Monday, Tuesday")),
@@ -111,6 +112,10 @@ CASES = [
 	Case(
 		"overlap-policy-queue", {"overlap_policy": "queue"}, ("overlap_policy 'queue'", "allow, skip"),
 		fix=lambda run: {"overlap_policy": "skip"},
+	),
+	Case(
+		"catch-up-max-over-the-cap", {"catch_up_policy": "fire_all", "catch_up_max": 604_801},
+		("catch_up_max '604801'", "must be from 0 to 10000", "lower it, or use fire_once"), fix=lambda run: {"catch_up_max": 100},
 	),
 	Case("run-limit-negative", {"run_limit": -1}, ("run_limit '-1'", "0 or more"), fix=lambda run: {"run_limit": 0}),
 	Case("jitter-negative", {"jitter_secs": -3}, ("jitter_secs '-3'", "0 or more"), fix=lambda run: {"jitter_secs": 0}),

@@ -33,6 +33,8 @@ class RecordingDispatcher:
 		self.observer = observer
 		self.lock = threading.Lock()
 		self.executed: list[dict] = []
+		self.calls: list[tuple[str, list[str]]] = []
+		self.checks = 0
 
 	def resolve_site(self, site: str | None) -> str:
 		if site is None:
@@ -45,28 +47,29 @@ class RecordingDispatcher:
 			raise CommandRejected(f"site {site!r} is not a site of this bench; known: {', '.join(sorted(SITES))}")
 		return site
 
-	def check_target(self, site: str, request_type: str, name: str) -> None:
-		if name not in SITES[site]:
-			raise CommandRejected(f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}")
+	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		self.checks += 1
+		return {name: f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}" for name in names if name not in SITES[site]}
 
-	def execute(self, site: str | None, request_type: str, name: str | None) -> None:
-		record = {
-			"site": site, "request_type": request_type, "name": name,
-			"thread": threading.current_thread().name, "started": time.perf_counter(),
-		}
-		if self.observer is not None:
-			record["observed"] = self.observer(site, request_type, name)
+	def execute(self, site: str, names: list[str]) -> None:
+		"""One record per schedule name; `calls` counts the calls."""
+		started = time.perf_counter()
+		observed = self.observer(site, names) if self.observer is not None else None
 		if self.delay:
 			time.sleep(self.delay)
-		record["finished"] = time.perf_counter()
+		finished = time.perf_counter()
+		records = [
+			{"site": site, "name": name, "thread": threading.current_thread().name, "started": started, "finished": finished, "observed": observed}
+			for name in names
+		]
 		with self.lock:
-			self.executed.append(record)
+			self.calls.append((site, list(names)))
+			self.executed += records
 
 	def schedules(self) -> list[str]:
-		"""Schedule names executed, in order (pings left out: their execution may still be under way
-		when their ACK arrives)."""
+		"""Schedule names executed, in order, the settle marker left out."""
 		with self.lock:
-			return [record["name"] for record in self.executed if record["name"] not in (None, SETTLE_SCHEDULE)]
+			return [record["name"] for record in self.executed if record["name"] != SETTLE_SCHEDULE]
 
 	def settled(self) -> int:
 		with self.lock:

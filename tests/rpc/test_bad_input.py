@@ -144,7 +144,7 @@ def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, ca
 	from tests.rpc.support import RecordingDispatcher
 
 	class Broken(RecordingDispatcher):
-		def check_target(self, site, request_type, name):
+		def check_targets(self, site, request_type, names):
 			raise ConnectionError("database down")
 
 	start_listener(Broken())
@@ -159,10 +159,9 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	from tests.rpc.support import RecordingDispatcher
 
 	class Failing(RecordingDispatcher):
-		def execute(self, site, request_type, name):
-			super().execute(site, request_type, name)
-			if name:
-				raise RuntimeError(f"cannot execute {name}")
+		def execute(self, site, names):
+			super().execute(site, names)
+			raise RuntimeError(f"cannot execute {', '.join(names)}")
 
 	running = start_listener(Failing())
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
@@ -176,6 +175,39 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	# settle() returns once the marker is recorded, which is just before its own failure is logged.
 	wait_until(lambda: len(failures()) >= 4, 5, "the marker's failure logged")
 	failures = failures()
-	assert [record.btu_fields["schedule"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003", "TS-SETTLE"]
+	assert [record.btu_fields["schedules"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003", "TS-SETTLE"]
 	assert [record.btu_fields["site"] for record in failures][:3] == ["site1.localhost"] * 3
 	assert running.thread.is_alive()
+
+
+def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answered(start_listener, r, caplog):
+	"""2,000 refused commands (forged schedule names, bad types, unanswerable bytes): at most the limit of
+	rpc_rejected lines per window, then one line with the count of the rest; every answerable one gets its error."""
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	start_listener(rejection_log_limit=20, rejection_log_window=3.0)
+	keys = []
+	with r.pipeline(transaction=False) as pipe:
+		for n in range(2000):
+			if n % 4 == 3:
+				pipe.lpush(protocol.COMMANDS_KEY, b"{not json %d" % n)
+				continue
+			key = response_key()
+			keys.append(key)
+			payload = (
+				message(request_type="cancel_task_schedule", request_content=f"TS-X{n}", response_key=key),
+				message(request_type=f"reload{n}", response_key=key),
+				message(request_type="create_task_schedule", request_content=f"TS-{n}\t", response_key=key),
+			)[n % 4]
+			pipe.lpush(protocol.COMMANDS_KEY, payload)
+		pipe.execute()
+	for key in keys:
+		answer = r.blpop([key], timeout=5)
+		assert answer is not None and json.loads(answer[1])["status"] == "error"
+	assert len(rejected_lines(caplog)) == 20
+	wait_until(
+		lambda: [record for record in caplog.records if record.getMessage() == "rpc_rejected_suppressed"], 10,
+		"the count of the rejections not logged, once the window is over",
+	)
+	[summary] = [record for record in caplog.records if record.getMessage() == "rpc_rejected_suppressed"]
+	assert summary.btu_fields["count"] == 2000 - 20 and summary.btu_fields["window_secs"] == 3.0
+	assert raw_ping(r)["status"] == "ok"

@@ -60,8 +60,8 @@ def test_reply_list_holds_one_ack_and_expires_in_60_s(r, start_listener):
 	"""Observed at the start of execution: the ACK is already on the response key, with its TTL."""
 	keys = {}
 
-	def observe(site, request_type, name):
-		key = keys[name]
+	def observe(site, names):
+		key = keys[names[0]]
 		return {"items": r.lrange(key, 0, -1), "ttl": r.ttl(key), "type": r.type(key)}
 
 	running = start_listener(RecordingDispatcher(observer=observe))

@@ -1,4 +1,4 @@
-"""A burst of 1,000 commands, and several listeners sharing one command list."""
+"""A burst of 1,000 commands, a flood naming one schedule, and several listeners sharing one command list."""
 
 from __future__ import annotations
 
@@ -57,3 +57,37 @@ def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
 	takers = [len(each.dispatcher.schedules()) for each in running]
 	assert sum(1 for count in takers if count) >= 2, f"one listener took everything: {takers}"
 	assert all(each.thread.is_alive() for each in running)
+
+
+def test_a_flood_naming_one_schedule_costs_one_check_and_one_execution_per_batch(listener, r):
+	"""5,000 valid commands, nearly all naming one schedule: each gets its ACK, but checks and executions follow the batches."""
+	sent = []
+	with r.pipeline(transaction=False) as pipe:
+		for n in range(5000):
+			site, name = ("site2.localhost", "TS-900000") if n % 50 == 0 else (None, "TS-000001")
+			command = protocol.make_command((protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 2], name, site=site)
+			sent.append(command["response_key"])
+			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+		pipe.execute()
+	for key in sent:
+		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
+		assert answer is not None and json.loads(answer[1])["status"] == "ok"
+	settle(r, listener.dispatcher)
+	dispatcher = listener.dispatcher
+	executed = Counter(dispatcher.schedules())
+	assert set(executed) == {"TS-000001", "TS-900000"}
+	assert executed["TS-000001"] <= 500 and executed["TS-900000"] <= 100, f"a flood is executed per command: {executed}"
+	assert dispatcher.checks <= 500, f"{dispatcher.checks} dispatcher checks for 5,000 commands"
+	assert all(len(names) == len(set(names)) for _, names in dispatcher.calls), "a schedule twice in one execution"
+
+
+def test_each_site_is_executed_at_the_place_of_its_last_command(listener, r):
+	"""Whatever is executed after a command in the batch is also executed after that command."""
+	commands = [
+		protocol.make_command(protocol.CREATE_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
+		protocol.make_command(protocol.CREATE_TASK_SCHEDULE, "TS-000002", site="site1.localhost"),
+		protocol.make_command(protocol.CANCEL_TASK_SCHEDULE, "TS-900000", site="site2.localhost"),
+		protocol.make_command(protocol.CANCEL_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
+	]
+	listener.listener.handle([json.dumps(command).encode() for command in commands])
+	assert listener.dispatcher.calls == [("site1.localhost", ["TS-000002"]), ("site2.localhost", ["TS-000001", "TS-900000"])]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from btu.schedule import ScheduleSpec
+from btu.schedule import ScheduleError, ScheduleSpec
+from btu.schedule.spec import MAX_CATCH_UP, MAX_FIRES_PER_PLAN
 
 UTC = timezone.utc
 
@@ -148,3 +150,50 @@ def test_jitter_never_reaches_the_next_slot():
 	for s in range(0, 600, 10):
 		slot = at(2025, 1, 1, 0, s // 60, s % 60)
 		assert spec.fire_time(slot) - slot < timedelta(seconds=10)
+
+
+@pytest.mark.parametrize("catch_up_max", [MAX_CATCH_UP + 1, 604_801, 2**31 - 1])
+def test_catch_up_max_over_the_cap_is_refused_naming_the_limit(catch_up_max):
+	row = {"name": "TS-cap", "run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": catch_up_max}
+	with pytest.raises(ScheduleError) as info:
+		ScheduleSpec.from_row(row, system_time_zone="UTC")
+	assert info.value.field == "catch_up_max"
+	assert f"must be from 0 to {MAX_CATCH_UP}" in str(info.value) and "use fire_once" in str(info.value)
+	stored = {**ScheduleSpec.from_row({**row, "catch_up_max": 1}, system_time_zone="UTC").to_dict(), "catch_up_max": catch_up_max}
+	with pytest.raises(ScheduleError):
+		ScheduleSpec.from_dict(stored)  # a spec kept in Redis by an older version is refused the same way
+
+
+@pytest.mark.parametrize("kind", ["cron", "interval"])
+def test_a_weeks_outage_fires_the_cap_in_bounded_steps(kind):
+	"""fire_all with the largest cap on a one-second schedule after a week: no plan lists more than MAX_FIRES_PER_PLAN slots."""
+	origin = int(at(2025, 1, 1).timestamp())
+	shape = {"cron": {"cron": "* * * * * *"}, "interval": {"every": 1, "origin": origin}}[kind]
+	spec = ScheduleSpec(
+		name="s", zone_name="UTC", kind=kind, catch_up_policy="fire_all", catch_up_max=MAX_CATCH_UP, catch_up_window=8 * 86400, **shape
+	)
+	now = at(2025, 1, 8)
+	cursor, fired, skipped, steps = at(2025, 1, 1), [], 0, 0
+	while cursor is not None and cursor <= now:
+		started = time.perf_counter()
+		plan = spec.plan(cursor, now)
+		assert time.perf_counter() - started < 2, "a step stays short"
+		assert 0 < len(plan.fire) <= MAX_FIRES_PER_PLAN
+		fired += plan.fire
+		skipped += plan.skipped
+		cursor, steps = plan.next_cursor, steps + 1
+	on_time = 11  # the default 10 s grace, both ends
+	assert len(fired) == MAX_CATCH_UP + on_time and steps == -(-(MAX_CATCH_UP + on_time) // MAX_FIRES_PER_PLAN)
+	assert fired == sorted(set(fired)), "each slot once, oldest first"
+	assert fired[-1] == now and fired[0] == now - timedelta(seconds=MAX_CATCH_UP + on_time - 1)
+	if kind == "interval":  # exact counts (cron counts stop at the enumeration budget)
+		assert skipped == 7 * 86400 + 1 - len(fired)
+
+
+def test_run_limit_beyond_a_step_finishes_in_the_step_that_reaches_it():
+	spec = ScheduleSpec(name="s", zone_name="UTC", kind="cron", cron="* * * * * *", catch_up_policy="fire_all", catch_up_max=5000, run_limit=1500)
+	first = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 2))
+	assert len(first.fire) == MAX_FIRES_PER_PLAN and not first.finished
+	second = spec.plan(first.next_cursor, at(2025, 1, 1, 2), runs=MAX_FIRES_PER_PLAN)
+	assert len(second.fire) == 500 and second.finished and second.next_cursor is None
+	assert second.fire[0] == first.fire[-1] + timedelta(seconds=1)

@@ -149,13 +149,14 @@ def test_zones():
 
 
 def test_from_row_defaults_and_zone_fallbacks():
-	spec = ScheduleSpec.from_row({"name": "TS-1"}, system_time_zone=None)
+	spec = ScheduleSpec.from_row({"name": "TS-1", "run_frequency": "Daily"}, system_time_zone=None)
 	assert spec.kind == "cron" and spec.cron == "0 0 * * *"  # Daily at 00:00
 	assert spec.zone_name == "Asia/Kolkata"  # Frappe v15's fallback
 	assert (spec.catch_up_policy, spec.catch_up_window.total_seconds(), spec.catch_up_max) == ("fire_once", 86400, 10)
 	assert (spec.overlap_policy, spec.run_limit, spec.jitter.total_seconds()) == ("allow", 0, 0)
-	assert ScheduleSpec.from_row({"name": "TS-1", "time_zone": ""}, system_time_zone="Europe/Paris").zone_name == "Europe/Paris"
-	assert ScheduleSpec.from_row({"time_zone": "+05:30"}, system_time_zone="Europe/Paris").zone_name == "+05:30"
+	daily = {"name": "TS-1", "run_frequency": "Daily"}
+	assert ScheduleSpec.from_row({**daily, "time_zone": ""}, system_time_zone="Europe/Paris").zone_name == "Europe/Paris"
+	assert ScheduleSpec.from_row({**daily, "time_zone": "+05:30"}, system_time_zone="Europe/Paris").zone_name == "+05:30"
 
 
 def test_from_row_interval_anchors():
@@ -191,9 +192,18 @@ def test_from_row_interval_anchors():
 )
 def test_from_row_errors_name_the_field(row, field):
 	with pytest.raises(ScheduleError) as info:
-		ScheduleSpec.from_row(row, system_time_zone="UTC")
+		ScheduleSpec.from_row({"run_frequency": "Daily", **row}, system_time_zone="UTC")
 	assert info.value.field == field
 	assert str(info.value).startswith(f"{field} '")
+
+
+@pytest.mark.parametrize("row", [{"run_frequency": None}, {"run_frequency": ""}, {}], ids=["null", "empty", "absent"])
+def test_a_row_without_run_frequency_is_invalid_not_daily(row):
+	with pytest.raises(ScheduleError) as info:
+		ScheduleSpec.from_row({"name": "TS-1", "hour": 0, "minute": 0, **row}, system_time_zone="UTC")
+	assert str(info.value) == (
+		"run_frequency '': is empty; set it to one of Hourly, Daily, Weekly, Monthly, Yearly, Cron Style, Interval, Once"
+	)
 
 
 def test_describe():

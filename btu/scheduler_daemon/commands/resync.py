@@ -54,7 +54,7 @@ def run(args) -> int:
 		if args.schedule or args.site:
 			site = RpcDispatcher(reconciler).resolve_site(args.site)
 			if args.schedule:
-				reconciler.sync_schedule(site, args.schedule)
+				reconciler.sync_schedules(site, [args.schedule])
 			else:
 				reconciler.check_generation()
 				reconciler.reconcile_site(bench.site(site))
