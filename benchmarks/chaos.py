@@ -1,4 +1,5 @@
-"""Chaos: three schedulers, 200 fires/s, the leader SIGKILLed at random, Redis restarted, MariaDB unreachable.
+"""Chaos: three schedulers, 200 fires/s, the leader SIGKILLed at random, Redis restarted, MariaDB unreachable,
+BTU's own state corrupted.
 
 Loopback only and bounded in time (--minutes, default 10). 200 schedules fire every second
 (cron `* * * * * *`, catch-up `fire_all`). Every 2-10 s (random) the leader (read from the
@@ -6,14 +7,18 @@ lease key) is killed with SIGKILL and a fresh scheduler is started so three keep
 At a third of the run Redis (append-only file, fsync always) is stopped and restarted; at
 two thirds the site's database becomes unreachable for 30 s: the dev bench's site points at
 a TCP proxy in front of 127.0.0.1:3306, and the proxy is stopped (the machine's MariaDB keeps
-running). No worker runs: at the end every job id pushed on the queue is counted.
+running). Every --corrupt-every seconds (default 20) one kind of key or member BTU owns is made
+wrong, drawn from tests/reliability/test_corrupt_state.py's table (all but the prepared set
+replaced, which deletes the fires in it); a schedule-level fault hits one of the first
+VICTIMS schedules, which are not counted as healthy. No worker runs: at the end every job id
+pushed on the queue is counted.
 
 Reported: duplicates (a job id pushed more than once; ids are deterministic per
 (site, schedule, slot), so a second enqueue of a slot shows here), missing slots (a second of
-the window with no job for some schedule), and the worst fire lag (job hash `enqueued_at` -
-slot) in the 15 s after each failure.
+the window with no job for some healthy schedule), and the worst fire lag (job hash
+`enqueued_at` - slot) in the 15 s after each failure.
 
-    scripts/benchmark chaos [--minutes 10] [--seed N]
+    scripts/benchmark chaos [--minutes 10] [--seed N] [--corrupt-every 20]
 """
 
 from __future__ import annotations
@@ -35,9 +40,12 @@ from benchmarks.observe import parse_time  # noqa: E402
 from benchmarks.peers import new_log_dir  # noqa: E402
 from btu import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import parse_job_id  # noqa: E402
+from tests.reliability.test_corrupt_state import CASES  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 SCHEDULES = 200
+VICTIMS = 10  # TS-000001 ... TS-000010 take the schedule-level faults; the rest are the healthy ones
+FAULTS = [name for name, case in CASES.items() if not case.deletes_fires]
 DB_OUTAGE_SECS = 30
 AFTER_FAILURE_SECS = 15
 
@@ -69,6 +77,7 @@ def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 	parser.add_argument("--minutes", type=float, default=10)
 	parser.add_argument("--seed", type=int, default=None)
+	parser.add_argument("--corrupt-every", type=float, default=20, help="seconds between state corruptions (0: none)")
 	args = parser.parse_args()
 	rng = random.Random(args.seed)
 	log_dir = new_log_dir("chaos")
@@ -100,6 +109,7 @@ def main() -> None:
 		db_at = start + 2 * (end - start) / 3
 		redis_done = db_done = False
 		next_kill = time.time() + rng.uniform(2, 10)
+		next_corrupt = time.time() + args.corrupt_every if args.corrupt_every else math.inf
 		while time.time() < end:
 			now = time.time()
 			if not redis_done and now >= redis_at:
@@ -112,6 +122,15 @@ def main() -> None:
 				proxy.down()
 				db_done = True
 				threading.Timer(DB_OUTAGE_SECS, proxy.up).start()
+			if now >= next_corrupt:
+				fault = rng.choice(FAULTS)
+				victim = f"TS-{rng.randint(1, VICTIMS):06d}"
+				try:
+					CASES[fault].inject(r, common.SITE, victim)
+					events.append({"event": f"corrupt: {fault}", "at": time.time(), "victim": victim})
+				except Exception as exc:  # Redis restarting: the next one comes
+					events.append({"event": f"corrupt: {fault} (not done: {exc})", "at": time.time()})
+				next_corrupt = time.time() + args.corrupt_every
 			if now >= next_kill:
 				pid = leader_pid(r)
 				victim = next((p for p in schedulers if p.pid == pid and p.poll() is None), None)
@@ -145,7 +164,7 @@ def main() -> None:
 			fired.setdefault(schedule, set()).add(slot)
 			if at:
 				lags.append((slot, (parse_time(at) - slot) * 1000))
-		names = [f"TS-{n:06d}" for n in range(1, SCHEDULES + 1)]
+		names = [f"TS-{n:06d}" for n in range(VICTIMS + 1 if args.corrupt_every else 1, SCHEDULES + 1)]
 		expected = list(range(int(start), int(end)))
 		missing = [(name, s) for name in names for s in expected if float(s) not in fired.get(name, set())]
 		for event in events:
@@ -155,17 +174,19 @@ def main() -> None:
 		all_lags = [lag for _, lag in lags]
 		result = {
 			"minutes": args.minutes, "schedules": SCHEDULES, "fires_per_s": SCHEDULES, "seed": args.seed,
-			"window_slots": len(expected) * SCHEDULES, "jobs": len(ids), "duplicates": duplicates, "missing": len(missing),
+			"window_slots": len(expected) * len(names), "jobs": len(ids), "duplicates": duplicates, "missing": len(missing),
 			"missing_sample": missing[:20], "lag": common.lag_summary(all_lags), "events": events,
 			"kills": sum(1 for e in events if e["event"] == "leader_sigkill"),
+			"corruptions": sum(1 for e in events if e["event"].startswith("corrupt: ")),
+			"healthy_schedules": len(names),
 		}
 	finally:
 		bench.close()
 		proxy.down()
 		server.close()
 	summary = common.table(
-		["minutes", "fires/s", "slots in window", "jobs", "leader kills", "duplicates", "missing", "lag p50 ms", "lag p99 ms", "lag max ms"],
-		[[result["minutes"], SCHEDULES, result["window_slots"], result["jobs"], result["kills"], result["duplicates"], result["missing"],
+		["minutes", "fires/s", "healthy slots", "jobs", "leader kills", "corruptions", "duplicates", "missing", "lag p50 ms", "lag p99 ms", "lag max ms"],
+		[[result["minutes"], SCHEDULES, result["window_slots"], result["jobs"], result["kills"], result["corruptions"], result["duplicates"], result["missing"],
 		  result["lag"]["p50_ms"], result["lag"]["p99_ms"], result["lag"]["max_ms"]]],
 	)
 	per_event = common.table(["t (s)", "event", "worst lag in the next 15 s (ms)"], [[e["offset_s"], e["event"], e["worst_lag_ms"]] for e in events])

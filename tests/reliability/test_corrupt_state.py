@@ -19,19 +19,20 @@ from typing import Callable
 import pytest
 
 from btu import protocol
+from btu.scheduler_daemon.devbench_data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, duplicates, gaps, slots_by_schedule, wait_until
 from tests.reliability.helpers import site_job_ids
 
 SITES = ("site1.localhost", "site2.localhost")
+S1 = SITES[0]
 FLAGS = ("--lease-ttl-secs", "1", "--full-refresh-interval-secs", "1")
 
 
 @dataclass
 class Case:
-	inject: Callable  # (r, victim_key, victim_member) -> None
-	quarantined: Callable[[str, str], str] | None = None  # (victim_key, site) -> what status lists as moved aside
-	gap_ok: bool = False  # the corruption deletes prepared fires (their slots are lost)
-	victim_fires: bool = True
+	inject: Callable  # (r, site, victim schedule) -> None
+	quarantined: Callable[[str, str], str] | None = None  # (site, victim) -> what status lists as moved aside
+	deletes_fires: bool = False  # the corruption deletes prepared fires: their slots are lost
 
 
 def now_ms(r) -> int:
@@ -46,51 +47,63 @@ def replace(r, key: str, value=("set", "junk")) -> None:
 	getattr(r, command)(key, *args)
 
 
-S1 = SITES[0]
+def forged_member(r, site: str, victim: str) -> str:
+	"""A member in prepare.lua's form whose state key is another schedule's."""
+	fields = ["forged", "rq:queue:x", protocol.schedule_key("other.localhost", victim), protocol.counters_key(site)]
+	return "\t".join([*fields, protocol.due_member(site, victim), "1", "1", "0", "1"])
+
+
+STATE = protocol.schedule_key
+# Every kind of key and member BTU owns, each made wrong in one way; the chaos benchmark uses them too.
 CASES = {
-	"schedule state is a string": Case(lambda r, k, m: replace(r, k), lambda k, s: k),
-	"cursor is text": Case(lambda r, k, m: r.hset(k, "cursor", "abc"), lambda k, s: k),
-	"cursor out of range": Case(lambda r, k, m: r.hset(k, "cursor", "9" * 25), lambda k, s: k),
-	"fire_at is text": Case(lambda r, k, m: r.hset(k, "fire_at", "soon")),
-	"runs is text": Case(lambda r, k, m: r.hset(k, "runs", "many"), lambda k, s: k),
-	"spec is not JSON": Case(lambda r, k, m: r.hset(k, "spec", "{not json"), lambda k, s: k),
-	"job is not a template": Case(lambda r, k, m: r.hset(k, "job", json.dumps({"queue": 1})), lambda k, s: k),
-	"due entry far in the future": Case(lambda r, k, m: r.zadd(protocol.DUE_KEY, {m: 10**15})),
-	"due entry gone": Case(lambda r, k, m: r.zrem(protocol.DUE_KEY, m)),
+	"schedule state is a string": Case(lambda r, s, v: replace(r, STATE(s, v)), STATE),
+	"cursor is text": Case(lambda r, s, v: r.hset(STATE(s, v), "cursor", "abc"), STATE),
+	"cursor out of range": Case(lambda r, s, v: r.hset(STATE(s, v), "cursor", "9" * 25), STATE),
+	"fire_at is text": Case(lambda r, s, v: r.hset(STATE(s, v), "fire_at", "soon")),  # the next prepare writes it anew
+	"runs is text": Case(lambda r, s, v: r.hset(STATE(s, v), "runs", "many"), STATE),
+	"spec is not JSON": Case(lambda r, s, v: r.hset(STATE(s, v), "spec", "{not json"), STATE),
+	"job is not a template": Case(lambda r, s, v: r.hset(STATE(s, v), "job", json.dumps({"queue": 1})), STATE),
+	"due entry far in the future": Case(lambda r, s, v: r.zadd(protocol.DUE_KEY, {protocol.due_member(s, v): 10**15})),
+	"due entry gone": Case(lambda r, s, v: r.zrem(protocol.DUE_KEY, protocol.due_member(s, v))),
 	"counter holds text": Case(
-		lambda r, k, m: r.hset(protocol.counters_key(S1), "enqueued", "lots"), lambda k, s: f"{protocol.counters_key(S1)} enqueued",
+		lambda r, s, v: r.hset(protocol.counters_key(s), "enqueued", "lots"), lambda s, v: f"{protocol.counters_key(s)} enqueued",
 	),
-	"counters are a string": Case(lambda r, k, m: replace(r, protocol.counters_key(S1)), lambda k, s: protocol.counters_key(S1)),
+	"counters are a string": Case(lambda r, s, v: replace(r, protocol.counters_key(s)), lambda s, v: protocol.counters_key(s)),
 	"junk prepared member due now": Case(
-		lambda r, k, m: r.zadd(protocol.PREPARED_KEY, {"junk": now_ms(r)}), lambda k, s: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"junk": now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"junk prepared member far ahead": Case(
-		lambda r, k, m: r.zadd(protocol.PREPARED_KEY, {"a\tb\tc": now_ms(r) + 10**9}), lambda k, s: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"a\tb\tc": now_ms(r) + 10**9}), lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"forged prepared member naming another schedule's keys": Case(
-		lambda r, k, m: r.zadd(protocol.PREPARED_KEY, {
-			"\t".join(["forged", "rq:queue:x", protocol.schedule_key(SITES[1], "TS-000001"), protocol.counters_key(S1), m, "1", "1", "0", "1"]): now_ms(r),
-		}),
-		lambda k, s: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {forged_member(r, s, v): now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
-	"due set is a string": Case(lambda r, k, m: replace(r, protocol.DUE_KEY), lambda k, s: protocol.DUE_KEY),
-	"prepared set is a hash": Case(lambda r, k, m: replace(r, protocol.PREPARED_KEY, ("hset", "a", "b")), lambda k, s: protocol.PREPARED_KEY, gap_ok=True),
-	"prepared index is a string": Case(lambda r, k, m: replace(r, protocol.prepared_index_key(*protocol.parse_due_member(m)))),
-	"site's schedule set is a string": Case(lambda r, k, m: replace(r, protocol.site_schedules_key(S1)), lambda k, s: protocol.site_schedules_key(S1)),
-	"recent fires are a hash": Case(lambda r, k, m: replace(r, protocol.recent_fires_key(S1), ("hset", "a", "b")), lambda k, s: protocol.recent_fires_key(S1)),
-	"invalid rows are a list": Case(lambda r, k, m: replace(r, protocol.invalid_rows_key(S1), ("rpush", "a")), lambda k, s: protocol.invalid_rows_key(S1)),
-	"sites set is a string": Case(lambda r, k, m: replace(r, protocol.SITES_KEY), lambda k, s: protocol.SITES_KEY),
-	"lease is junk without expiry": Case(lambda r, k, m: r.set(protocol.LEADER_KEY, "junk"), lambda k, s: protocol.LEADER_KEY),
-	"lease is a hash": Case(lambda r, k, m: replace(r, protocol.LEADER_KEY, ("hset", "a", "b")), lambda k, s: protocol.LEADER_KEY),
-	"lease lives for a year": Case(lambda r, k, m: r.set(protocol.LEADER_KEY, "999|nobody:1:x", px=365 * 86400 * 1000), lambda k, s: protocol.LEADER_KEY),
-	"epoch is text": Case(lambda r, k, m: r.set(protocol.LEADER_EPOCH_KEY, "abc"), lambda k, s: protocol.LEADER_EPOCH_KEY),
-	"generation is a hash": Case(lambda r, k, m: replace(r, protocol.GENERATION_KEY, ("hset", "a", "b")), lambda k, s: protocol.GENERATION_KEY),
-	"processes are a string": Case(lambda r, k, m: replace(r, protocol.PROCESSES_KEY)),
-	"command list is a string": Case(lambda r, k, m: replace(r, protocol.COMMANDS_KEY), lambda k, s: protocol.COMMANDS_KEY),
+	"due set is a string": Case(lambda r, s, v: replace(r, protocol.DUE_KEY), lambda s, v: protocol.DUE_KEY),
+	"prepared set is a hash": Case(
+		lambda r, s, v: replace(r, protocol.PREPARED_KEY, ("hset", "a", "b")), lambda s, v: protocol.PREPARED_KEY, deletes_fires=True,
+	),
+	"prepared index is a string": Case(lambda r, s, v: replace(r, protocol.prepared_index_key(s, v))),
+	"site's schedule set is a string": Case(lambda r, s, v: replace(r, protocol.site_schedules_key(s)), lambda s, v: protocol.site_schedules_key(s)),
+	"recent fires are a hash": Case(
+		lambda r, s, v: replace(r, protocol.recent_fires_key(s), ("hset", "a", "b")), lambda s, v: protocol.recent_fires_key(s),
+	),
+	"invalid rows are a list": Case(
+		lambda r, s, v: replace(r, protocol.invalid_rows_key(s), ("rpush", "a")), lambda s, v: protocol.invalid_rows_key(s),
+	),
+	"sites set is a string": Case(lambda r, s, v: replace(r, protocol.SITES_KEY), lambda s, v: protocol.SITES_KEY),
+	"lease is junk without expiry": Case(lambda r, s, v: r.set(protocol.LEADER_KEY, "junk"), lambda s, v: protocol.LEADER_KEY),
+	"lease is a hash": Case(lambda r, s, v: replace(r, protocol.LEADER_KEY, ("hset", "a", "b")), lambda s, v: protocol.LEADER_KEY),
+	"lease lives for a year": Case(
+		lambda r, s, v: r.set(protocol.LEADER_KEY, "999|nobody:1:x", px=365 * 86400 * 1000), lambda s, v: protocol.LEADER_KEY,
+	),
+	"epoch is text": Case(lambda r, s, v: r.set(protocol.LEADER_EPOCH_KEY, "abc"), lambda s, v: protocol.LEADER_EPOCH_KEY),
+	"generation is a hash": Case(lambda r, s, v: replace(r, protocol.GENERATION_KEY, ("hset", "a", "b")), lambda s, v: protocol.GENERATION_KEY),
+	"processes are a string": Case(lambda r, s, v: replace(r, protocol.PROCESSES_KEY)),
+	"command list is a string": Case(lambda r, s, v: replace(r, protocol.COMMANDS_KEY), lambda s, v: protocol.COMMANDS_KEY),
 	"quarantine record is a string": Case(
-		lambda r, k, m: (replace(r, protocol.QUARANTINE_KEY), r.hset(k, "cursor", "abc")), lambda k, s: k,
+		lambda r, s, v: (replace(r, protocol.QUARANTINE_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE,
 	),
-	"resync set is a string": Case(lambda r, k, m: (replace(r, protocol.RESYNC_KEY), r.hset(k, "cursor", "abc")), lambda k, s: k),
+	"resync set is a string": Case(lambda r, s, v: (replace(r, protocol.RESYNC_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE),
 }
 
 
@@ -114,16 +127,13 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 	schedule = dict(run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
 	healthy = {S1: [data.insert_schedule(task, **schedule) for _ in range(2)]}
 	victim = data.insert_schedule(task, **schedule)
-	from btu.scheduler_daemon.devbench_data import SiteData
-
 	with SiteData(bench, SITES[1]) as other:
 		other_task = other.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
 		healthy[SITES[1]] = [other.insert_schedule(other_task, **schedule) for _ in range(2)]
-	victim_key, victim_member = protocol.schedule_key(S1, victim), protocol.due_member(S1, victim)
 
 	first = processes.scheduler(bench.path, *FLAGS)
 	wait_until(lambda: all(len(fires(r, bench, site).get(n, [])) >= 2 for site, names in healthy.items() for n in names), 30, "healthy fires")
-	case.inject(r, victim_key, victim_member)
+	case.inject(r, S1, victim)
 	injected_ms = now_ms(r)
 	time.sleep(3)
 	assert first.alive(), f"the scheduler exited on: {name}\n{first.tail()}"
@@ -132,18 +142,17 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 	# A scheduler started on the faulty state works too.
 	first.signal(signal.SIGKILL)
 	first.process.wait()
-	case.inject(r, victim_key, victim_member)
+	case.inject(r, S1, victim)
 	second = processes.scheduler(bench.path, *FLAGS)
 	restarted_ms = now_ms(r)
 	wait_until(
 		lambda: all(max(fires(r, bench, site).get(n, [0])) > restarted_ms + 3000 for site, names in healthy.items() for n in names),
 		40, "healthy fires after the restart",
 	)
-	if case.victim_fires:
-		wait_until(lambda: max(fires(r, bench, S1).get(victim, [0])) > restarted_ms + 3000, 30, "the victim fires again")
+	wait_until(lambda: max(fires(r, bench, S1).get(victim, [0])) > restarted_ms + 3000, 30, "the victim fires again")
 	assert second.alive(), f"the second scheduler exited on: {name}\n{second.tail()}"
 	if case.quarantined:
-		expected = case.quarantined(victim_key, S1)
+		expected = case.quarantined(S1, victim)
 		wait_until(lambda: any(what.startswith(expected) for what in status(bench)["quarantine"]), 15, f"status lists {expected!r} as moved aside")
 	ping = cli(bench.path, "ping", "--site", S1)
 	assert ping.returncode == 0, f"ping: {ping.stdout} {ping.stderr}"
@@ -154,7 +163,7 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 		slots = slots_by_schedule(ids)
 		for schedule_name in names:
 			missing = gaps(slots[schedule_name])
-			if case.gap_ok:
+			if case.deletes_fires:
 				# Deleting the prepared set deletes the fires prepared in it (up to prepare_ahead_secs).
 				assert all(b - a <= 3000 and a >= injected_ms - 3000 for a, b in missing), f"{site} {schedule_name}: gaps {missing}"
 			else:
