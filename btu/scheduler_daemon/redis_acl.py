@@ -128,13 +128,15 @@ def missing_grant(client: redis.Redis, bench_id: str, exc: BaseException) -> str
 
 def check(client: redis.Redis, bench_id: str) -> str | None:
 	"""Before serving: None when `client`'s user has every grant (or Redis is not answering: the
-	scheduler waits for it), else one line naming the missing grant and the fix."""
+	scheduler waits for it), else one line naming the missing grant and the fix. Closes `client`."""
 	try:
 		found = probe(client, bench_id)
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):  # WRONGPASS / NOAUTH on connecting
 			return protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)
 		return None
+	finally:
+		client.close()
 	if found is None:
 		return None
 	grant, exc = found

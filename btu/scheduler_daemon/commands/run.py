@@ -38,11 +38,7 @@ def run(args) -> int:
 		print(f"btu-scheduler run: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	# Refused like a bad configuration, in one line: a user without BTU's grants would fail deep in a loop.
-	client = config.redis(socket_timeout=10, socket_connect_timeout=3)
-	try:
-		denied = redis_acl.check(client, bench.bench_id)
-	finally:
-		client.close()
+	denied = redis_acl.check(config.redis(socket_timeout=10, socket_connect_timeout=3), bench.bench_id)
 	if denied:
 		print(f"btu-scheduler run: {denied}", file=sys.stderr)
 		return EXIT_BAD_INPUT

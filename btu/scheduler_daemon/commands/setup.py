@@ -164,11 +164,7 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 	else:
 		print("not saved: this Redis has no aclfile, so the grants last until it restarts; add them to its configuration")
 	if bench.redis_credentials.get("username") == user:
-		client = bench.redis(socket_connect_timeout=5, socket_timeout=10)
-		try:
-			denied = redis_acl.check(client, bench.bench_id)
-		finally:
-			client.close()
+		denied = redis_acl.check(bench.redis(socket_connect_timeout=5, socket_timeout=10), bench.bench_id)
 		if denied:
 			print(f"btu-scheduler setup redis-acl: still refused after the grant: {denied}", file=sys.stderr)
 			return EXIT_FAILED
