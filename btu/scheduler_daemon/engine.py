@@ -54,6 +54,9 @@ logger = logging.getLogger("btu.scheduler")
 # value the state layer did not expect): the process backs off and tries again, never exits.
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
 OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
+# Redis answering but refusing every write (lua/guard.lua's SERVER_WIDE): the main loop reports those.
+REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError))
+REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
 MAX_BACKOFF = 5.0
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
@@ -200,10 +203,11 @@ class Scheduler:
 		else:
 			kind = redis_failure(exc)
 			if kind != self.redis_error:
-				event = "redis_unreachable" if isinstance(exc, OUTAGES) else "redis_refused"
+				event = "redis_unreachable" if isinstance(exc, OUTAGES) else "redis_refused" if is_outage(exc) else "redis_error"
+				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback says where.
 				log_event(
-					logger, logging.ERROR, event, process=self.process_id, error=f"{type(exc).__name__}: {exc}",
-					effect="retrying; missed fires follow each schedule's catch-up policy",
+					logger, logging.ERROR, event, exc_info=event == "redis_error", process=self.process_id,
+					error=f"{type(exc).__name__}: {exc}", effect="retrying; missed fires follow each schedule's catch-up policy",
 				)
 			self.redis_down = True
 			self.redis_error = kind
@@ -265,7 +269,7 @@ class Scheduler:
 			except Exception as exc:
 				if protocol.is_denied(exc):
 					self.reconcile_access.denied(exc)
-				elif not isinstance(exc, OUTAGES):  # the main loop reports outages
+				elif not is_outage(exc):  # the main loop reports outages and refusals
 					log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
 
 	# -- standing by -------------------------------------------------------------------
@@ -500,3 +504,8 @@ def redis_failure(exc: Exception) -> str:
 	"""What kind of failure `exc` is, to log each kind once: its class and the error code Redis sent."""
 	code = str(exc).split(" ", 1)[0]
 	return f"{type(exc).__name__}:{code if code.isupper() else ''}"
+
+
+def is_outage(exc: Exception) -> bool:
+	"""Redis down, or refusing every write (out of memory, a read-only replica, loading): not a wrong value nor a bug."""
+	return isinstance(exc, (*OUTAGES, *REFUSALS)) or str(exc).split(" ", 1)[0] in REFUSAL_CODES

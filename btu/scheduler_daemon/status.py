@@ -72,6 +72,8 @@ class Reader:
 		try:
 			return read()
 		except redis.ResponseError as exc:
+			if protocol.is_denied(exc):  # a missing grant is not a value to report
+				raise
 			self.note(what, exc)
 			return default
 
@@ -83,7 +85,7 @@ class Reader:
 			results = pipe.execute(raise_on_error=False)
 		out = []
 		for (key, _, _), result in zip(reads, results):
-			if isinstance(result, redis.ResponseError):
+			if isinstance(result, redis.ResponseError) and not protocol.is_denied(result):
 				self.note(key, result)
 				result = default
 			elif isinstance(result, Exception):
