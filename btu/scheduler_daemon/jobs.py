@@ -75,9 +75,11 @@ def slot_text(slot: datetime) -> str:
 class IdForm:
 	"""One way of writing (site, schedule, slot) as a job id: "<site><between>btu<sep><schedule><sep><slot>".
 
-	Each part is escaped so that it never holds `between` (the site) or `sep`
-	(the schedule and the slot), so the id splits back into its parts, and the
-	escapes are injective, so different parts never give one id.
+	The site never holds `between` and the slot never holds `sep` (site names
+	holding "|" or ":" are refused; the last form escapes every separator), so
+	the id splits at the first `between` and the last `sep` whatever the
+	schedule holds; the escapes are injective, so different parts never give
+	one id.
 	"""
 
 	def __init__(self, name: str, between: str, sep: str, escape, unescape):

@@ -17,6 +17,7 @@ from btu import protocol
 from btu.btu_core import scheduler_link
 from btu.btu_core.tests.utils import delete_committed, make_task
 from btu.scheduler_daemon.commands import SUBCOMMANDS
+from btu.scheduler_daemon.jobs import parse_job_id
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -129,7 +130,7 @@ class TestEndToEnd(IntegrationTestCase):
 			self.assertEqual(log.stderr, "warning for end to end\n")
 			self.assertIn("greeted end to end", log.logging_output)
 			self.assertEqual(log.site, frappe.local.site)
-			self.assertTrue(log.rq_job_id and log.rq_job_id.startswith(f"{frappe.local.site}::btu|{schedule.name}|"), log.rq_job_id)
+			self.assertEqual(parse_job_id(log.rq_job_id)[:2], (frappe.local.site, schedule.name), log.rq_job_id)
 			self.assertIsNotNone(log.fire_lag_ms)
 		sys.stdout.write(
 			f"\nend to end: {len(logs)} runs, fire lag ms max {max(log.fire_lag_ms for log in logs):.1f}\n"
