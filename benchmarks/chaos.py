@@ -61,10 +61,11 @@ def leader_pid(r) -> int | None:
 		value = r.get(protocol.LEADER_KEY)
 	except Exception:
 		return None
-	if not value:
+	epoch, _, holder = (value or b"").decode(errors="replace").partition("|")
+	try:
+		return int(holder.split(":")[1])
+	except (IndexError, ValueError):  # none, or a lease the corrupt-state fault wrote
 		return None
-	holder = value.decode().split("|", 1)[1]
-	return int(holder.split(":")[1])
 
 
 def slot_of(job_id: str) -> tuple[str, float]:
