@@ -223,6 +223,10 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 				raise ScheduleError(field, text, f"{name} range {base} runs backwards; write it as low-high, or as two ranges")
 		else:
 			b = max(a, STEP_TOP[name]) if slash else a
+		if name == "day-of-week" and b == 7:
+			# croniter 6 (Frappe v16's pin) refuses day-of-week 7: write Sunday as 0, the days as a list.
+			out.extend(str(day) for day in sorted({day % 7 for day in range(a, b + 1, int(step) if slash else 1)}))
+			continue
 		# croniter 7 reads a-a as a full wrap-around range: write a single value alone.
 		out.append(str(a) if a == b else f"{a}-{b}/{step}" if slash else f"{a}-{b}")
 	return ",".join(out)
