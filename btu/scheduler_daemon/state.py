@@ -214,6 +214,7 @@ class State:
 		self._remove = scripts.register(redis_conn, "remove")
 		self._quarantine = scripts.register(redis_conn, "quarantine")
 		self._audit = scripts.register(redis_conn, "audit")
+		self._record = scripts.register(redis_conn, "record")
 
 	# -- wrong values ---------------------------------------------------------------------
 
@@ -343,13 +344,14 @@ class State:
 				for name in names[start : start + PURGE_CHUNK]:
 					self.remove(site, name, client=pipe)
 				pipe.execute()
+		# Out of the sites set before its keys go: a fire record that comes late is refused (record.lua).
+		self.redis.srem(protocol.SITES_KEY, site)
 		self.redis.delete(
 			protocol.site_schedules_key(site),
 			protocol.recent_fires_key(site),
 			protocol.invalid_rows_key(site),
 			protocol.counters_key(site),
 		)
-		self.redis.srem(protocol.SITES_KEY, site)
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
 		key = protocol.invalid_rows_key(site)
@@ -417,15 +419,9 @@ class State:
 			by_site.setdefault(site, []).append(json.dumps(fire))
 		with self.redis.pipeline(transaction=False) as pipe:
 			for site, records in by_site.items():
-				key = protocol.recent_fires_key(site)
-				pipe.lpush(key, *records[-RECENT_FIRES:])
-				pipe.ltrim(key, 0, RECENT_FIRES - 1)
-			results = pipe.execute(raise_on_error=False)
-		for site, result in zip(by_site, results[::2]):
-			if isinstance(result, redis.ResponseError) and is_wrong_type(result):
-				self.quarantine(protocol.recent_fires_key(site), str(result))
-			elif isinstance(result, Exception):
-				raise result
+				keys = [protocol.SITES_KEY, protocol.recent_fires_key(site)]
+				self._record(keys=keys, args=[site, RECENT_FIRES, *records[-RECENT_FIRES:]], client=pipe)
+			pipe.execute()
 
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> tuple[int, list[ItemResult]] | None:
 		"""Run the prepare script: (Redis now ms, each item's result), or None when the lease is no longer ours.
