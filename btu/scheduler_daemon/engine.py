@@ -55,6 +55,10 @@ logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
 OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 MAX_BACKOFF = 5.0
+# Redis refusing writes (out of memory, a read-only replica, failed snapshots): redis-py 5+ raises
+# these classes, 4.5 a plain ResponseError starting with the code.
+WRITE_REFUSALS = tuple(getattr(redis.exceptions, name) for name in ("OutOfMemoryError", "ReadOnlyError") if hasattr(redis.exceptions, name))
+WRITE_REFUSAL_CODES = ("OOM", "READONLY", "MISCONF")
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
@@ -265,7 +269,7 @@ class Scheduler:
 			except Exception as exc:
 				if protocol.is_denied(exc):
 					self.reconcile_access.denied(exc)
-				elif not isinstance(exc, OUTAGES):  # the main loop reports outages
+				elif not (isinstance(exc, OUTAGES) or is_write_refusal(exc)):  # the main loop reports those, once per kind
 					log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
 
 	# -- standing by -------------------------------------------------------------------
@@ -494,6 +498,11 @@ class Scheduler:
 	def publish_status(self) -> None:
 		self.next_status = time.monotonic() + 30
 		status.publish(self.redis, self.reconciler)
+
+
+def is_write_refusal(exc: Exception) -> bool:
+	"""Redis answered but refused a write (OOM, READONLY, MISCONF): not a fault of the reconcile."""
+	return isinstance(exc, WRITE_REFUSALS) or (isinstance(exc, redis.ResponseError) and str(exc).split(" ", 1)[0] in WRITE_REFUSAL_CODES)
 
 
 def redis_failure(exc: Exception) -> str:
