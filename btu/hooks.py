@@ -7,6 +7,7 @@ app_license = "MIT"
 # No required_apps: Frappe is always there, and install-app resolves a bare
 # "frappe" entry through the GitHub API (it fails offline).
 
+before_install = "btu.btu_core.install.before_install"
 after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
 after_uninstall = "btu.btu_core.install.after_uninstall"

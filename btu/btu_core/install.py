@@ -7,6 +7,22 @@ import frappe
 from btu.btu_core.roles import BTU_MANAGER_ROLE
 
 HOOKED_METHOD_PREFIX = "btu."
+BTU_MODULE = "btu_core"  # modules.txt's "BTU Core", as Frappe's module map scrubs it
+
+
+def before_install() -> None:
+	"""Make Frappe see BTU's modules before install-app syncs them.
+
+	`bench get-app` adds btu to apps.txt, but every process of a running bench
+	reads the app -> modules map from the Redis cache, built before btu was
+	there. install-app clears that cache yet keeps its own copy
+	(frappe.local.app_modules), so it would sync none of BTU's DocTypes and
+	fail with "No module named 'frappe.core.doctype.btu_configuration'".
+	"""
+	if BTU_MODULE in (frappe.local.app_modules or {}).get("btu", []):
+		return
+	frappe.cache.delete_value(["app_modules", "installed_app_modules"])
+	frappe.setup_module_map()
 
 
 def after_install() -> None:

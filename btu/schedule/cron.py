@@ -1,11 +1,13 @@
-"""Cron expressions: validation with field-naming messages, expansion through
-croniter, and fast matching on local wall-clock time.
+"""Cron expressions: validation with field-naming messages, expansion, and
+fast matching on local wall-clock time.
 
-croniter (2.0.x and 7.x alike) expands the fields; the matching is ours,
-because croniter's stepping over aware datetimes is wrong around DST
-changes (a nonexistent 02:30 returned as if it existed, fall-back runs
-skipped or doubled; see tests/schedule/test_croniter_dst.py). Here a cron
-expression only answers "the first matching wall time at or after w".
+Parsing, expansion and matching are all BTU's own, so what an expression
+means never depends on the installed croniter (Frappe v15 ships 2.0, v16
+ships 6.0, and they disagree: 6.0 refuses day-of-week 7, 7.0 reads a-a as a
+wrap-around range). croniter's stepping over aware datetimes is also wrong
+around DST changes (a nonexistent 02:30 returned as if it existed, fall-back
+runs skipped or doubled; see tests/schedule/test_croniter_dst.py). Here a
+cron expression only answers "the first matching wall time at or after w".
 
 Dialect: 5 fields (minute hour day-of-month month day-of-week) or 6 with
 leading seconds; lists, ranges, steps (`*/n`, `a-b/n`, `a/n` = a-max/n),
@@ -21,8 +23,6 @@ import calendar
 from bisect import bisect_left
 from datetime import date
 from functools import lru_cache
-
-from croniter import croniter
 
 from btu.schedule.errors import ScheduleError
 from btu.schedule.zones import DAY
@@ -87,22 +87,7 @@ class CronExpression:
 		normal = {name: _normalise(field, text, name, part) for name, part in zip(names, parts)}
 		normal.setdefault("second", "0")
 		self.canonical = " ".join(normal[name] for name in names)
-		# croniter takes seconds last; expand() returns [min, hour, dom, month, dow, sec].
-		order = FIVE + ("second",)
-		try:
-			expanded, nth = croniter.expand(" ".join(normal[name] for name in order))
-		except Exception as exc:
-			raise ScheduleError(field, text, f"is not a valid cron expression ({exc})") from None
-		if nth:
-			raise ScheduleError(field, text, "day-of-week '#' is not supported")
-		sets = {}
-		for name, values in zip(order, expanded):
-			low, high, _ = FIELDS[name]
-			if name == "day-of-week":
-				high = 6
-			if values == ["*"]:
-				values = range(low, high + 1)
-			sets[name] = tuple(sorted({0 if (name == "day-of-week" and v == 7) else int(v) for v in values}))
+		sets = {name: _expand(name, normal[name]) for name in SIX}
 		self.seconds = sets["second"]
 		self.minutes = sets["minute"]
 		self.hours = sets["hour"]
@@ -223,13 +208,30 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 				raise ScheduleError(field, text, f"{name} range {base} runs backwards; write it as low-high, or as two ranges")
 		else:
 			b = max(a, STEP_TOP[name]) if slash else a
-		if name == "day-of-week" and b == 7:
-			# croniter 6 (Frappe v16's pin) refuses day-of-week 7: write Sunday as 0, the days as a list.
-			out.extend(str(day) for day in sorted({day % 7 for day in range(a, b + 1, int(step) if slash else 1)}))
-			continue
-		# croniter 7 reads a-a as a full wrap-around range: write a single value alone.
+		# A single value alone, never a-a: the canonical text is shown to users and compared.
 		out.append(str(a) if a == b else f"{a}-{b}/{step}" if slash else f"{a}-{b}")
 	return ",".join(out)
+
+
+def _expand(name: str, normal: str) -> tuple[int, ...]:
+	"""The sorted values of one field in _normalise's form; day-of-week 7 is Sunday, 0."""
+	low, high, _ = FIELDS[name]
+	if name == "day-of-week":
+		high = 6  # "*" and "*/n" run over Sunday to Saturday once
+	values = set()
+	for token in normal.split(","):
+		base, _, step = token.partition("/")
+		if base == "*":
+			a, b = low, high
+		else:
+			first, _, last = base.partition("-")
+			a = int(first)
+			b = int(last) if last else a
+		values.update(range(a, b + 1, int(step or 1)))
+	if name == "day-of-week" and 7 in values:
+		values.discard(7)
+		values.add(0)
+	return tuple(sorted(values))
 
 
 def _value(field: str, text: str, name: str, item: str, low: int, high: int, names: tuple[str, ...] | None) -> int:

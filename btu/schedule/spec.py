@@ -453,6 +453,10 @@ def _cron_description(expr: CronExpression) -> str:
 
 		options = Options()
 		options.throw_exception_on_parse_error = True
+		# Fixed, not the process locale's: cron-descriptor 2 guesses both from locale.getlocale(),
+		# which is en_US under C.UTF-8 on Python 3.11 and C on 3.13+ ("09:00 AM" against "09:00").
+		options.locale_code = "en_US"
+		options.use_24hour_time_format = False
 		try:
 			text = get_description(expr.canonical, options)
 		except Exception:

@@ -54,7 +54,8 @@ logger = logging.getLogger("btu.scheduler")
 # value the state layer did not expect): the process backs off and tries again, never exits.
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
 OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
-# Redis answering but refusing every write (lua/guard.lua's SERVER_WIDE): the main loop reports those.
+# Redis answering but refusing every write (lua/guard.lua's SERVER_WIDE): redis-py 5+ raises these
+# classes, 4.5 a plain ResponseError starting with the code. The main loop reports those.
 REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError))
 REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
 MAX_BACKOFF = 5.0

@@ -58,7 +58,7 @@ def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datet
 class Reader:
 	"""Reads that a wrong value in Redis cannot make fail: each wrong value is noted in `problems` instead.
 
-	Redis not answering still raises: that is not a value to report."""
+	Redis not answering, or refusing for want of a grant, still raises: that is not a value to report."""
 
 	def __init__(self, redis_conn):
 		self.redis = redis_conn
@@ -71,6 +71,8 @@ class Reader:
 	def read(self, what: str, read, default):
 		try:
 			return read()
+		except redis.exceptions.NoPermissionError:
+			raise  # a missing grant is the caller's one-line refusal, not a wrong value
 		except redis.ResponseError as exc:
 			if protocol.is_denied(exc):  # a missing grant is not a value to report
 				raise

@@ -161,6 +161,8 @@ def test_grants_revoked_while_running(acl_bench, processes, r):
 	wait_until(lambda: site_job_ids(r, bench, "site1.localhost"), 20, f"a fire\n{scheduler.tail()}")
 	r.acl_setuser(user, **frappe_rules(bench.bench_id))  # ~btu:* gone
 	wait_until(lambda: " redis_permission_denied " in scheduler.log(), 15, f"the refusal is logged\n{scheduler.tail()}")
+	# The RPC listener learns of it when its BRPOP, blocked for up to 5 s before the revoke, next asks.
+	wait_until(lambda: " rpc_redis_lost " in scheduler.log(), 15, f"the listener's refusal is logged\n{scheduler.tail()}")
 	time.sleep(4)  # several retries and full refreshes
 	assert scheduler.alive(), scheduler.tail()
 	log = scheduler.log()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -214,6 +217,17 @@ def test_describe():
 	assert describe("*/10 * * * * *", "UTC") == "Every 10 seconds (UTC)"
 	once = ScheduleSpec.from_row({"run_frequency": "Once", "run_at": "2025-07-04 12:00:00", "time_zone": "+05:30"}, system_time_zone=None)
 	assert once.describe() == "Once, at 2025-07-04 12:00:00 (+05:30)"
+
+
+@pytest.mark.parametrize("locale_name", ["C.UTF-8", "C", "POSIX"])
+def test_describe_does_not_follow_the_process_locale(locale_name):
+	"""cron-descriptor guesses the language and clock from locale.getlocale(): C.UTF-8 is en_US on
+	Python 3.11 and "C" (24-hour) on 3.13+. BTU's text is the same under every locale and Python."""
+	code = "from btu.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
+	env = {key: value for key, value in os.environ.items() if not key.startswith("LC_") and key != "LANG"}
+	result = subprocess.run([sys.executable, "-c", code], env={**env, "LC_ALL": locale_name}, capture_output=True, text=True, timeout=60)
+	assert result.returncode == 0, result.stderr
+	assert result.stdout.strip() == "At 02:30 PM, Monday through Friday (UTC)"
 
 
 def test_fingerprint_changes_with_every_semantic_field():
