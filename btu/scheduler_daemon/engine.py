@@ -59,6 +59,7 @@ OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError))
 REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
 MAX_BACKOFF = 5.0
+RESTORED_AFTER_SECONDS = 2.0
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
@@ -126,6 +127,7 @@ class Scheduler:
 		self.leader_since: datetime | None = None
 		self.redis_down = False
 		self.redis_error: str | None = None
+		self.failed_at = 0.0
 		self.backoff = 0.1
 		bench_id = self.reconciler.bench.bench_id
 		self.access = redis_acl.Access(self.redis, bench_id, self.process_id, "main")
@@ -188,14 +190,18 @@ class Scheduler:
 		self.run(stop)
 
 	def redis_ok(self) -> None:
+		"""A loop went through. Redis counts as restored once none has failed for RESTORED_AFTER_SECONDS:
+		under a refusal some steps still pass (a lease renewal writes nothing new), and one such step
+		must not make the next failure a new outage to log."""
 		self.access.ok()
-		if self.redis_down:
+		if self.redis_down and time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS:
 			self.redis_down = False
 			self.redis_error = None
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
 
 	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
 		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
+		self.failed_at = time.monotonic()
 		if not (self.redis_down or self.access.reason):
 			self.backoff = 0.1
 		if protocol.is_denied(exc):
