@@ -60,6 +60,7 @@ REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exception
 REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
 MAX_BACKOFF = 5.0
 RESTORED_AFTER_SECONDS = 2.0
+OUTAGE_KINDS = "outage:"  # how redis_failure names an outage (any other failure is a refusal)
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
@@ -190,11 +191,12 @@ class Scheduler:
 		self.run(stop)
 
 	def redis_ok(self) -> None:
-		"""A loop went through. Redis counts as restored once none has failed for RESTORED_AFTER_SECONDS:
-		under a refusal some steps still pass (a lease renewal writes nothing new), and one such step
-		must not make the next failure a new outage to log."""
+		"""A loop went through. After an outage Redis is restored at once; after a refusal only once none
+		has failed for RESTORED_AFTER_SECONDS: under a refusal some steps still pass (a lease renewal
+		writes nothing new), and one such step must not make the next failure a new one to log."""
 		self.access.ok()
-		if self.redis_down and time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS:
+		refused = self.redis_error is not None and not self.redis_error.startswith(OUTAGE_KINDS)
+		if self.redis_down and (not refused or time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS):
 			self.redis_down = False
 			self.redis_error = None
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
@@ -508,9 +510,10 @@ class Scheduler:
 
 
 def redis_failure(exc: Exception) -> str:
-	"""What kind of failure `exc` is, to log each kind once: its class and the error code Redis sent."""
+	"""What kind of failure `exc` is, to log each kind once: "outage:" or "refusal:", its class and the error code Redis sent."""
 	code = str(exc).split(" ", 1)[0]
-	return f"{type(exc).__name__}:{code if code.isupper() else ''}"
+	return f"{'outage' if isinstance(exc, OUTAGES) else 'refusal'}:{type(exc).__name__}:{code if code.isupper() else ''}"
+
 
 
 def is_outage(exc: Exception) -> bool:
