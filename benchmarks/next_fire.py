@@ -18,7 +18,7 @@ from pathlib import Path
 
 import croniter
 
-from btu.schedule import ScheduleSpec
+from btu.shared.schedule import ScheduleSpec
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 ORIGIN = int(START.timestamp())

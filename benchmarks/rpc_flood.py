@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
 	sys.path.insert(0, str(REPO))
 
 from benchmarks import common  # noqa: E402
-from btu import protocol  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 
 SCHEDULES = 1000
 PIPELINE = 5000

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from btu import protocol  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 
 
 def measure(bench: common.DevBench, count: int, seconds: float, warmup: float) -> dict:

@@ -45,7 +45,7 @@ if str(SOURCE) not in sys.path:
 
 import redis  # noqa: E402
 
-from btu import protocol  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX  # noqa: E402
 from btu.scheduler_daemon.state import State, Upsert  # noqa: E402
 

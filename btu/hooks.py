@@ -19,5 +19,5 @@ scheduler_events = {
 	},
 }
 
-# Functions BTU Tasks may run (btu/declared.py): dotted paths or globs; apps also use @btu.runnable.
+# Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
 btu_tasks = ["btu.scheduler_daemon.demo_tasks.*"]

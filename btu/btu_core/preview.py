@@ -8,7 +8,7 @@ import frappe
 from frappe.utils import escape_html, get_system_timezone
 
 from btu.btu_core.instants import user_time_zone, utc_now
-from btu.schedule import ScheduleSpec, parse_zone
+from btu.shared.schedule import ScheduleSpec, parse_zone
 
 # The BTU Task Schedule columns the semantics read.
 SPEC_FIELDS = (

@@ -17,7 +17,7 @@ from functools import partial
 import frappe
 from redis.exceptions import RedisError
 
-from btu import protocol
+from btu.shared import protocol
 
 SYNC_EVENT = "btu_scheduler_sync"
 

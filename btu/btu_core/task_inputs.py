@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Callable
 
-from btu import declared
+from btu.shared import declared
 
 
 class TaskInputError(ValueError):
@@ -53,7 +53,7 @@ def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
 
 
 def resolve_function(path: str | None) -> Callable:
-	"""The function `path` names, if an installed app declares it runnable (btu.declared)."""
+	"""The function `path` names, if an installed app declares it runnable (btu.shared.declared)."""
 	import frappe
 
 	try:

@@ -1,4 +1,4 @@
-"""Which functions a bench's apps declare runnable (btu.declared), read from their files.
+"""Which functions a bench's apps declare runnable (btu.shared.declared), read from their files.
 
 The rq executor's jobs call a Task's function directly, so the scheduler
 refuses an undeclared one before it builds a job; it never imports app code.
@@ -16,8 +16,8 @@ import ast
 from functools import cached_property
 from pathlib import Path
 
-from btu import declared
-from btu.declared import NotRunnable
+from btu.shared import declared
+from btu.shared.declared import NotRunnable
 
 
 def read_apps(path: Path) -> list[str]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from btu.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
-from btu.protocol import mask_url
+from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
+from btu.shared.protocol import mask_url
 from btu.scheduler_daemon.app_files import AppFiles
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from btu.protocol import mask_url
+from btu.shared.protocol import mask_url
 
 if sys.version_info >= (3, 11):
 	import tomllib

@@ -92,7 +92,7 @@ def create_dev_bench(
 	Settings' time zone; without it a new site gets "UTC". `apps` maps more
 	app names to the directory holding each one's package: they are linked
 	into apps/ and listed in apps.txt, so the rq executor may run the
-	functions they declare (btu.declared).
+	functions they declare (btu.shared.declared).
 	"""
 	sites = tuple(sites)
 	validate_sites(sites)

@@ -9,7 +9,7 @@ firing, one whose row is disabled or gone leaves the state.
 
 from __future__ import annotations
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.bench import BenchError, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.listener import CommandRejected

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import redis
 
-from btu import protocol
-from btu.schedule import ScheduleSpec
+from btu.shared import protocol
+from btu.shared.schedule import ScheduleSpec
 from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config

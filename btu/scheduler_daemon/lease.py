@@ -9,7 +9,7 @@ stalled former leader cannot enqueue.
 
 from __future__ import annotations
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import scripts
 
 # The longest lease any scheduler may set (config's lease_ttl_secs maximum): a lease key that

@@ -1,4 +1,4 @@
-"""The scheduler's side of the Redis RPC protocol (`btu.protocol`).
+"""The scheduler's side of the Redis RPC protocol (`btu.shared.protocol`).
 
 `CommandListener.run` BRPOPs ``btu:scheduler:commands`` (and takes the commands
 already waiting behind it with RPOP count). For a valid command it LPUSHes the
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
 

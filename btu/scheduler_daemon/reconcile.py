@@ -19,11 +19,11 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from btu import protocol
-from btu.declared import NotRunnable
-from btu.schedule import ScheduleError, ScheduleSpec
-from btu.schedule.spec import FRAPPE_DEFAULT_ZONE
-from btu.schedule.zones import clock_for, parse_zone, wall_seconds
+from btu.shared import protocol
+from btu.shared.declared import NotRunnable
+from btu.shared.schedule import ScheduleError, ScheduleSpec
+from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
+from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate, slot_text

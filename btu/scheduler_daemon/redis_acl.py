@@ -19,7 +19,7 @@ import uuid
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
 
 logger = logging.getLogger("btu.scheduler")

@@ -26,7 +26,7 @@ from functools import cached_property
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY, JobShape
 

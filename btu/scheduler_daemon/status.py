@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.jobs import slot_text
 from btu.scheduler_daemon.reconcile import from_ms
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import jobs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, report, slots_by_schedule, state_names, wait_for_leader, wait_until
 
 # A 300 s refresh and a 30 s lease (renewed every 10 s): only the RPC command and its wake can explain a quick effect.

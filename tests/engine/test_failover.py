@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND, counters, duplicates, gaps, lease, percentile, queue_ids, queue_key, report, slots_by_schedule,
 	wait_for_leader, wait_until,

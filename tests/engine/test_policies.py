@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, counters, queue_key, queue_ids, recent_fires, status_json, stop_worker, text, wait_until
 
 GRACE = "0.5"

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 from rq.job import Job
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time

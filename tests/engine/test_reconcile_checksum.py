@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 

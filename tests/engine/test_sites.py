@@ -8,7 +8,7 @@ import time
 
 import pymysql
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import devbench
 from btu.scheduler_daemon.bench import Bench
 from btu.scheduler_daemon.devbench_data import SiteData

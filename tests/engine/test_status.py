@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import status
 
 

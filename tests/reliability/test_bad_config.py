@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.devbench_data import SiteData
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.scheduler_daemon.log import text_value

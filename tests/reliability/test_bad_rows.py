@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import devbench
 from btu.scheduler_daemon.devbench_data import SiteData
 from tests.conftest import APPS

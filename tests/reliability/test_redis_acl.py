@@ -14,7 +14,7 @@ import uuid
 import pytest
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.log import configure, log_event
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until
 from tests.reliability.helpers import site_job_ids

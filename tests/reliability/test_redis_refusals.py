@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, site, sleep_until_ms  # noqa: F401

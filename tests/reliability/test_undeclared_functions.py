@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, parse_job_id, text, wait_until
 
 EVERY_SECOND = {"run_frequency": "Cron Style", "cron_string": ONE_SECOND}

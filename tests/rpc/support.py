@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.listener import CommandListener, CommandRejected
 
 SITES = {

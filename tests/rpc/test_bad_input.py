@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from tests.engine.helpers import wait_until
 from tests.rpc.support import foreign_keys, raw_ping, settle
 

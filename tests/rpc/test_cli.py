@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.config import SETTINGS
 
 ACK = {"status": "ok", "request_type": "ping", "message": "Command received by BTU Scheduler."}

@@ -17,7 +17,7 @@ import uuid
 import pytest
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.listener import BLOCK_SECONDS, CommandListener, start_listener_thread
 from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping, settle

@@ -10,7 +10,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from btu import protocol
+from btu.shared import protocol
 from tests.rpc.support import SITES, foreign_keys, raw_ping
 
 # Hypothesis draws a few payloads per example and expands them into BATCH_SIZE

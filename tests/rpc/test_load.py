@@ -6,7 +6,7 @@ import json
 import time
 from collections import Counter
 
-from btu import protocol
+from btu.shared import protocol
 from tests.rpc.support import RecordingDispatcher, settle
 
 ACK_MESSAGE = "Command received by BTU Scheduler."

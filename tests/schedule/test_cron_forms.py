@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from btu.schedule.cron import FIVE, CronExpression
+from btu.shared.schedule.cron import FIVE, CronExpression
 from btu.scheduler_daemon.cli import main
 
 AFTER = "2025-01-01T00:00:00"

@@ -1,4 +1,4 @@
-"""Why btu.schedule matches cron itself instead of stepping croniter over aware datetimes.
+"""Why btu.shared.schedule matches cron itself instead of stepping croniter over aware datetimes.
 
 Each case lists the fires the DST rule (Debian cron(8)) demands. BTU must
 produce them; the installed croniter does not produce all of them. Seen:
@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import croniter as croniter_module
 from croniter import croniter
 
-from btu.schedule import ScheduleSpec
+from btu.shared.schedule import ScheduleSpec
 
 NY = ZoneInfo("America/New_York")
 LH = ZoneInfo("Australia/Lord_Howe")

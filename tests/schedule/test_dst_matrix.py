@@ -2,7 +2,7 @@
 skipped day in 2011), fixed-time and real-time expressions.
 
 The expected fires are computed here by brute force, independently of
-btu.schedule: walk UTC minute by minute across a window around each
+btu.shared.schedule: walk UTC minute by minute across a window around each
 change, read the local wall time with zoneinfo, and apply Debian cron(8)'s
 rule directly.
 """
@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from btu.schedule import ScheduleSpec
+from btu.shared.schedule import ScheduleSpec
 
 ZONES = (
 	"America/New_York", "Europe/London", "Europe/Dublin", "Europe/Berlin", "Australia/Sydney",

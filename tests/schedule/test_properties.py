@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from btu.schedule import ScheduleSpec, parse_zone
+from btu.shared.schedule import ScheduleSpec, parse_zone
 
 ZONES = (
 	"America/New_York", "Europe/London", "Europe/Dublin", "Australia/Sydney", "Australia/Lord_Howe",

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.schedule import ScheduleError, ScheduleSpec, frequency_to_cron, parse_zone
+from btu.shared.schedule import ScheduleError, ScheduleSpec, frequency_to_cron, parse_zone
 
 
 def cron_error(text: str) -> ScheduleError:
@@ -100,7 +100,7 @@ def test_frequency_helpers(args, cron):
 
 
 def test_every_helper_combination_the_form_allows_is_valid():
-	from btu.schedule.frequency import MONTH_DAYS, MONTH_NAMES, WEEKDAYS
+	from btu.shared.schedule.frequency import MONTH_DAYS, MONTH_NAMES, WEEKDAYS
 
 	for name, length in zip(MONTH_NAMES, MONTH_DAYS):
 		for day in range(1, length + 1):
@@ -223,7 +223,7 @@ def test_describe():
 def test_describe_does_not_follow_the_process_locale(locale_name):
 	"""cron-descriptor guesses the language and clock from locale.getlocale(): C.UTF-8 is en_US on
 	Python 3.11 and "C" (24-hour) on 3.13+. BTU's text is the same under every locale and Python."""
-	code = "from btu.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
+	code = "from btu.shared.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
 	env = {key: value for key, value in os.environ.items() if not key.startswith("LC_") and key != "LANG"}
 	result = subprocess.run([sys.executable, "-c", code], env={**env, "LC_ALL": locale_name}, capture_output=True, text=True, timeout=60)
 	assert result.returncode == 0, result.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.declared import NotRunnable
+from btu.shared.declared import NotRunnable
 from btu.scheduler_daemon.app_files import AppFiles
 from btu.scheduler_daemon.devbench import BTU_SOURCE
 

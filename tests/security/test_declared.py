@@ -1,4 +1,4 @@
-"""btu.declared: the rules both halves check a Task's function against, with hostile paths."""
+"""btu.shared.declared: the rules both halves check a Task's function against, with hostile paths."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from btu import runnable
-from btu.declared import NotRunnable, Target, allows_any_app_function, check_declared, target
+from btu.shared.declared import NotRunnable, Target, allows_any_app_function, check_declared, target
 
 APPS = ["frappe", "btu", "myapp"]
 

@@ -14,7 +14,7 @@ import frappe
 from frappe.utils import get_bench_path
 from frappe.utils.background_jobs import create_job_id
 
-from btu import protocol
+from btu.shared import protocol
 from btu.btu_core import scheduler_link
 from btu.btu_core.tests.utils import delete_committed, make_task
 from btu.scheduler_daemon import jobs

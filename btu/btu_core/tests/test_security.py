@@ -44,7 +44,7 @@ class TestDeclaredFunctions(IntegrationTestCase):
 	def test_a_name_imported_into_an_apps_module_is_refused(self):
 		with self.assertRaises(frappe.ValidationError) as caught:
 			make_task("runnable")  # sample_tasks did `from btu import runnable`
-		self.assertIn("is defined in btu.declared and only imported into", str(caught.exception))
+		self.assertIn("is defined in btu.shared.declared and only imported into", str(caught.exception))
 		with self.assertRaises(frappe.ValidationError) as caught:
 			make_task(function_string="btu.scheduler_daemon.demo_tasks.datetime")
 		self.assertIn("not a function defined with def", str(caught.exception))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from btu.protocol import mask_url
+from btu.shared.protocol import mask_url
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from btu.schedule import ScheduleError, ScheduleSpec, parse_zone
-from btu.schedule.zones import clock_for, wall_seconds
+from btu.shared.schedule import ScheduleError, ScheduleSpec, parse_zone
+from btu.shared.schedule.zones import clock_for, wall_seconds
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK

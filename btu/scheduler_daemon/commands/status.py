@@ -7,7 +7,7 @@ import sys
 
 import redis
 
-from btu import protocol
+from btu.shared import protocol
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK

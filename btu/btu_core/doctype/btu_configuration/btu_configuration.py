@@ -5,7 +5,7 @@ from __future__ import annotations
 import frappe
 from frappe.model.document import Document
 
-from btu.schedule import ScheduleError, parse_zone
+from btu.shared.schedule import ScheduleError, parse_zone
 
 
 class BTUConfiguration(Document):

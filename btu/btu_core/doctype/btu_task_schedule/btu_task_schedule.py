@@ -1,7 +1,7 @@
 """BTU Task Schedule: when a Task runs, in which zone, with which policies.
 
 Validation goes through the same semantics the scheduler fires with
-(btu.schedule), so what the form accepts is what fires. The scheduler is
+(btu.shared.schedule), so what the form accepts is what fires. The scheduler is
 told about a change only after it commits (btu.btu_core.scheduler_link).
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import frappe
 from frappe.model.document import Document
 
-from btu import protocol
+from btu.shared import protocol
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
-from btu.schedule import ScheduleError
-from btu.schedule.frequency import HELPERS, frequency_to_cron
+from btu.shared.schedule import ScheduleError
+from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
 class BTUTaskSchedule(Document):
 	def before_insert(self):

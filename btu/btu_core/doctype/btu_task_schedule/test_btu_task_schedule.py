@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu import protocol
+from btu.shared import protocol
 from btu.btu_core.preview import next_fires
 from btu.btu_core.tests.utils import make_schedule, make_task
 

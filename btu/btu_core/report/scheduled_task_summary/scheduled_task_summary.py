@@ -6,7 +6,7 @@ import frappe
 from frappe.utils import add_to_date, now_datetime
 
 from btu.btu_core.preview import next_fires
-from btu.schedule import ScheduleError
+from btu.shared.schedule import ScheduleError
 
 
 def execute(filters=None):

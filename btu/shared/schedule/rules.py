@@ -7,8 +7,8 @@ and apply Debian cron(8)'s DST rule; interval rules are arithmetic.
 
 from __future__ import annotations
 
-from btu.schedule.cron import HORIZON_YEARS, CronExpression
-from btu.schedule.zones import DAY, ZoneClock
+from btu.shared.schedule.cron import HORIZON_YEARS, CronExpression
+from btu.shared.schedule.zones import DAY, ZoneClock
 
 HORIZON = HORIZON_YEARS * 366 * DAY
 

@@ -24,8 +24,8 @@ from bisect import bisect_left
 from datetime import date
 from functools import lru_cache
 
-from btu.schedule.errors import ScheduleError
-from btu.schedule.zones import DAY
+from btu.shared.schedule.errors import ScheduleError
+from btu.shared.schedule.zones import DAY
 
 MACROS = {
 	"@hourly": "0 * * * *",

@@ -50,9 +50,9 @@ plan(cursor, now, runs, grace, ahead)
 
 from __future__ import annotations
 
-from btu.schedule.errors import ScheduleError
-from btu.schedule.frequency import frequency_to_cron
-from btu.schedule.spec import FirePlan, ScheduleSpec
-from btu.schedule.zones import parse_zone
+from btu.shared.schedule.errors import ScheduleError
+from btu.shared.schedule.frequency import frequency_to_cron
+from btu.shared.schedule.spec import FirePlan, ScheduleSpec
+from btu.shared.schedule.zones import parse_zone
 
 __all__ = ["FirePlan", "ScheduleError", "ScheduleSpec", "frequency_to_cron", "parse_zone"]

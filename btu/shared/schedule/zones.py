@@ -14,7 +14,7 @@ from bisect import bisect_right
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-from btu.schedule.errors import ScheduleError
+from btu.shared.schedule.errors import ScheduleError
 
 DAY = 86400
 EPOCH = datetime(1970, 1, 1)

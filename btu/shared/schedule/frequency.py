@@ -9,7 +9,7 @@ from __future__ import annotations
 import calendar
 from typing import Any
 
-from btu.schedule.errors import ScheduleError
+from btu.shared.schedule.errors import ScheduleError
 
 HELPERS = ("Hourly", "Daily", "Weekly", "Monthly", "Yearly")
 WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")

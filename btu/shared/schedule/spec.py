@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Mapping
 
-from btu.schedule.cron import CronExpression, compile_cron
-from btu.schedule.errors import ScheduleError
-from btu.schedule.frequency import HELPERS, frequency_to_cron, whole_number
-from btu.schedule.rules import CronRule, IntervalRule, OnceRule
-from btu.schedule.zones import ZoneClock, clock_for, parse_zone, wall_seconds
-from btu.schedule.zones import zone_name as canonical_zone_name
+from btu.shared.schedule.cron import CronExpression, compile_cron
+from btu.shared.schedule.errors import ScheduleError
+from btu.shared.schedule.frequency import HELPERS, frequency_to_cron, whole_number
+from btu.shared.schedule.rules import CronRule, IntervalRule, OnceRule
+from btu.shared.schedule.zones import ZoneClock, clock_for, parse_zone, wall_seconds
+from btu.shared.schedule.zones import zone_name as canonical_zone_name
 
 # What Frappe v15 uses when System Settings has no time_zone.
 FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
