@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import common  # noqa: E402
 from benchmarks.observe import Observer, anchored_on_first_fire, slot_lags, worker_records  # noqa: E402
 from benchmarks.peers import (  # noqa: E402
-	BIN, QUEUE_KEY, APScheduler, Peer, RqCron, RqOwnScheduler, RqScheduler, Schedule, new_log_dir, popen, remove_log_dir,
+	BIN, QUEUE_KEY, APScheduler, Peer, RqCron, RqOwnScheduler, RqScheduler, Schedule, new_log_dir, popen,
 )
 
 SYSTEMS = ("btu", "rqs60", "rqs1", "rqat", "rqcron", "aps", "apsbest")

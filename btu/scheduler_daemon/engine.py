@@ -37,16 +37,17 @@ from pathlib import Path
 import redis
 
 from btu.shared import protocol
+from btu.shared.instants import from_ms, slot_text, to_ms
 from btu.shared.schedule import ScheduleSpec
 from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
-from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time, slot_text
+from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler, from_ms, to_ms
+from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, FireItem, FireJob, ItemResult, Released, State, fire_record, text
 
 logger = logging.getLogger("btu.scheduler")

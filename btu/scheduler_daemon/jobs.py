@@ -22,13 +22,14 @@ import re
 import zlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 
 import redis
 import rq
 from rq import Callback
 from rq.job import Job, JobStatus
 from rq.utils import utcformat
+
+from btu.shared.instants import slot_text
 
 EXECUTORS = ("frappe", "rq")
 EXECUTE_JOB = "frappe.utils.background_jobs.execute_job"
@@ -60,16 +61,6 @@ class JobTemplate:
 	@classmethod
 	def from_dict(cls, data: dict) -> "JobTemplate":
 		return cls(**data)
-
-
-@lru_cache(maxsize=4096)
-def slot_text(slot: datetime) -> str:
-	"""A slot as UTC ISO 8601 with Z (milliseconds only when not zero); cached, as schedules share slots."""
-	slot = slot.astimezone(timezone.utc)
-	text = f"{slot.year:04d}-{slot.month:02d}-{slot.day:02d}T{slot.hour:02d}:{slot.minute:02d}:{slot.second:02d}"
-	if slot.microsecond:
-		text += f".{slot.microsecond // 1000:03d}"
-	return text + "Z"
 
 
 class IdForm:

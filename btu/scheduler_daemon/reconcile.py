@@ -16,35 +16,27 @@ import json
 import logging
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from btu.shared import protocol
+from btu.shared.instants import from_ms, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
 from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
-from btu.scheduler_daemon.jobs import JobTemplate, slot_text
+from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.state import State, Upsert
 
 logger = logging.getLogger("btu.scheduler.reconcile")
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 APPLY_CHUNK = 1000
 # Every this many full reconciles, one also audits the state (State.audit): a wrong value that no
 # fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within
 # this many full_refresh_interval_secs (5 minutes by default).
 AUDIT_EVERY = 5
-
-
-def to_ms(moment: datetime) -> int:
-	return (moment - EPOCH) // timedelta(milliseconds=1)
-
-
-def from_ms(ms: int | str) -> datetime:
-	return EPOCH + timedelta(milliseconds=int(ms))
 
 
 class RowError(Exception):

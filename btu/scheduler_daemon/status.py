@@ -15,8 +15,7 @@ from datetime import datetime, timezone
 import redis
 
 from btu.shared import protocol
-from btu.scheduler_daemon.jobs import slot_text
-from btu.scheduler_daemon.reconcile import from_ms
+from btu.shared.instants import from_ms, slot_text
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
 
 STATUS_SCAN = 2000

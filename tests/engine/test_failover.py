@@ -21,7 +21,7 @@ import pytest
 
 from btu.shared import protocol
 from tests.engine.helpers import (
-	ONE_SECOND, counters, duplicates, gaps, lease, percentile, queue_ids, queue_key, report, slots_by_schedule,
+	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule,
 	wait_for_leader, wait_until,
 )  # fmt: skip
 

@@ -7,6 +7,7 @@ import json
 from rq import Queue
 from rq.job import Job
 
+from btu.shared.instants import slot_text
 from btu.scheduler_daemon import jobs
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until
 
@@ -47,7 +48,7 @@ def test_job_hash_is_frappe_v15_enqueue(engine_bench, processes, r):
 		assert set(inner) == {"task", "schedule", "slot", "fire_at"}
 		of_site, named, slot = jobs.parse_job_id(job_id)
 		assert (inner["task"], inner["schedule"], named, of_site) == (task, schedule, schedule, site)
-		assert inner["slot"] == jobs.slot_text(slot)
+		assert inner["slot"] == slot_text(slot)
 		assert inner["slot"].endswith("Z") and inner["fire_at"] == inner["slot"]
 		assert Job.fetch(job_id, connection=r).get_status() == "queued"
 		assert job.timeout == timeout

@@ -125,10 +125,10 @@ def test_unreadable_site_configs_cost_only_their_sites(engine_bench, processes, 
 		log = scheduler.log()
 		assert scheduler.alive()
 		assert fired_sites(r, bench) == {"site3.localhost"}
-		assert f" ERROR site_unreadable site=site1.localhost " in log
+		assert " ERROR site_unreadable site=site1.localhost " in log
 		assert f"db_port = '33O6' in {configs['site1.localhost']} is not a port number" in log
 		assert "give an integer from 1 to 65535" in log
-		assert f" ERROR site_unreadable site=site2.localhost " in log
+		assert " ERROR site_unreadable site=site2.localhost " in log
 		assert f"{configs['site2.localhost']}: not valid JSON" in log and "fix the file" in log
 		assert " reconcile_failed " not in log and "Traceback" not in log
 		assert f" WARNING config_file_missing path={missing_toml} named_by=\"flag --config\" " in log

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import pytest

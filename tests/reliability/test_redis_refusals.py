@@ -11,7 +11,7 @@ import time
 import pytest
 
 from btu.shared import protocol
-from tests.engine.helpers import ONE_SECOND, cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
+from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, site, sleep_until_ms  # noqa: F401
 from tests.support.redis_server import RedisServer

@@ -19,7 +19,6 @@ from btu.btu_core import scheduler_link
 from btu.btu_core.tests.utils import delete_committed, make_task
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
-from btu.scheduler_daemon.jobs import parse_job_id
 
 try:
 	from frappe.tests import IntegrationTestCase

@@ -1,6 +1,6 @@
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 import frappe
 from rq.timeouts import JobTimeoutException

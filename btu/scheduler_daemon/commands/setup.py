@@ -114,9 +114,9 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 	if not apply:
 		print(redis_acl.setuser_line(user, bench.bench_id))
 		print(
-			f"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), or: btu-scheduler setup redis-acl "
-			f"--apply. It only adds grants. Redis 6.0 has no channel rules: leave out the & ones; Redis before 6 has no "
-			f"ACL and needs nothing.",
+			"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), or: btu-scheduler setup redis-acl "
+			"--apply. It only adds grants. Redis 6.0 has no channel rules: leave out the & ones; Redis before 6 has no "
+			"ACL and needs nothing.",
 			file=sys.stderr,
 		)
 		return EXIT_OK

@@ -6,8 +6,8 @@ import hashlib
 import json
 import math
 from collections import deque
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from btu.shared.schedule.cron import CronExpression, compile_cron
