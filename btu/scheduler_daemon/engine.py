@@ -3,12 +3,10 @@
 Every process runs the same threads:
 
 - the main loop, which either stands by (sleeping until the lease can be
-  taken, woken at once by a leader's handoff) or leads. A leader fires in
-  two steps. *Prepare*: what is due within `prepare_ahead_secs` (by Redis's
-  clock) is planned, its jobs built and written, and its slots claimed, in
-  batches through the prepare script. *Release*: at each moment the release
-  script pushes the jobs prepared for it, a few Redis commands per job, so
-  a thousand fires due at one instant are queued within milliseconds. The
+  taken, woken at once by a leader's handoff) or leads. A leader fires
+  through `firing.FirePipeline`: what is due within `prepare_ahead_secs` (by
+  Redis's clock) is prepared ahead, and released at its moment, so a
+  thousand fires due at one instant are queued within milliseconds. The
   loop sleeps until the next moment to release or to prepare, the next
   lease renewal, or a wake;
 - a notifier, subscribed to the wake and handoff channels;
@@ -21,7 +19,6 @@ lease TTL), a standby only when the lease could have expired.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -30,25 +27,22 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import datetime, timezone
 from pathlib import Path
 
 import redis
 
 from btu.shared import protocol
-from btu.shared.instants import from_ms, slot_text, to_ms
-from btu.shared.schedule import ScheduleSpec
 from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
-from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id, rq_time
+from btu.scheduler_daemon.firing import FirePipeline
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
-from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, FireItem, FireJob, ItemResult, Released, State, fire_record, text
+from btu.scheduler_daemon.state import State
 
 logger = logging.getLogger("btu.scheduler")
 # Redis not answering, or refusing (out of memory, read-only replica, a permission, a wrong
@@ -72,25 +66,8 @@ RECHECK_SECONDS = 10.0
 # The Desk calls a scheduler gone after 60 s without one (btu_configuration.js).
 HEARTBEAT_SECONDS = 5.0
 SWITCH_INTERVAL_SECONDS = 0.0005
-
-
-RELEASE_REASONS = {
-	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
-}
 # A release whose queue refused the push keeps its fires prepared; it is tried again after this.
 HELD_RETRY_SECONDS = 1.0
-# Released outcomes kept in a site's recent fires.
-RECORDED = ("enqueued", "skipped_overlap")
-
-
-# Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
-# flat however many schedules there are; a miss costs one JSON parse.
-CACHE_SIZE = 10_000
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def load_spec(fingerprint: str, spec_json: str) -> ScheduleSpec:
-	return ScheduleSpec.from_dict(json.loads(spec_json))
 
 
 class Clock:
@@ -136,17 +113,13 @@ class Scheduler:
 		self.notify_access = redis_acl.Access(self.redis, bench_id, self.process_id, "notifier")
 		self.reconcile_access = redis_acl.Access(self.redis, bench_id, self.process_id, "reconciler")
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
-		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.next_renew = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
 		self.held_until = 0.0  # a queue refused a push: not before this
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.next_status = 0.0
-		self.load_shape = lru_cache(maxsize=CACHE_SIZE)(self._make_shape)
-
-	def _make_shape(self, job_json: str, site: str) -> JobShape:
-		return JobShape(self.redis, JobTemplate.from_dict(json.loads(job_json)), site)
+		self.firing = FirePipeline(self.state, self.lease, config, self.clock)
 
 	# -- process ----------------------------------------------------------------
 
@@ -311,181 +284,49 @@ class Scheduler:
 			self.heartbeat()
 		if self.wake.is_set() or time.monotonic() >= self.next_check:
 			self.wake.clear()
-			if not self.release():
+			if not self.fire_due():
 				return
-			due = self.state.due(self.config.batch_size, self.ahead_ms)
-			self.clock.sync(due.now_us / 1000)
-			if due.moved_aside:
-				self.reconcile_due.set()
-			if due.entries:
-				self.prepare(due.now_us // 1000, due.entries)
-				self.next_check = 0.0  # more may be due
-				return
-			until = RECHECK_SECONDS
-			if due.next_due_ms is not None:
-				until = min(until, self.clock.seconds_until(due.next_due_ms - self.ahead_ms))
-			if due.next_prepared_ms is not None:
-				until = min(until, self.clock.seconds_until(due.next_prepared_ms))
-			self.next_check = max(time.monotonic() + until, self.held_until)
 		if time.monotonic() >= self.next_status:
 			self.publish_status()
 		sleep = min(self.next_renew, self.next_check) - time.monotonic()
 		if sleep > 0:
 			self.wake.wait(sleep)
 
-	def release(self) -> bool:
-		"""Release every prepared fire whose moment has come, then log them; False when fenced off."""
-		done: list[Released] = []
-		try:
-			while True:
-				released = self.state.release(self.lease.value or "", self.config.release_batch_size, round(self.config.misfire_grace_secs * 1000))
-				if released is None:
-					self.fenced()
-					return False
-				done += released
-				if any(fire.outcome == "held" for fire in released):
-					# Its queue refused the push: the fires stay prepared; try again in a moment, not at once.
-					self.held_until = time.monotonic() + HELD_RETRY_SECONDS
-					return True
-				if len(released) < self.config.release_batch_size:
-					return True
-		finally:
-			if done:
-				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome in RECORDED])
-				self.log_released(done)
-				self.next_status = min(self.next_status, time.monotonic() + 5)
-
-	def prepare(self, now_ms: int, entries: list[tuple[str, str, int]]) -> None:
-		now = from_ms(now_ms)
-		ahead = timedelta(milliseconds=self.ahead_ms)
-		grace = timedelta(seconds=self.config.misfire_grace_secs)
-		rows = self.state.read([(site, schedule) for site, schedule, _ in entries])
-		created_at = self.clock.now()
-		items: list[FireItem] = []
-		for (site, schedule, _), row in zip(entries, rows):
-			if isinstance(row, dict) and not row.get("cursor") and not row.get("spec"):
-				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))  # removed meanwhile
-				continue
-			try:
-				spec, shape, cursor, runs = self.load_state(site, row)
-			except ValueError as exc:
-				self.quarantine_schedule(site, schedule, str(exc))
-				continue
-			try:
-				plan = spec.plan(cursor, now, runs=runs, grace=grace, ahead=ahead)
-				jobs = []
-				for slot in plan.fire:
-					fire_at = spec.fire_time(slot)
-					description, data = shape.fire_fields(schedule, slot, fire_at)
-					jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(site, schedule, slot), shape, description, data))
-				finished = plan.finished or plan.next_cursor is None
-				items.append(
-					FireItem(
-						site=site,
-						schedule=schedule,
-						expected_cursor=row["cursor"],
-						next_cursor="" if finished else str(to_ms(plan.next_cursor)),
-						next_fire_at="0" if finished else str(to_ms(spec.fire_time(plan.next_cursor))),
-						overlap_skip=spec.overlap_policy == "skip",
-						skipped=plan.skipped,
-						expired=plan.expired,
-						jobs=jobs,
-					)
-				)
-			except Exception as exc:
-				# A schedule that cannot be planned must not spin the loop: take it off the due set.
-				log_event(logger, logging.ERROR, "fire_failed", exc_info=True, site=site, schedule=schedule, error=f"{type(exc).__name__}: {exc}")
-				self.redis.zrem(protocol.DUE_KEY, protocol.due_member(site, schedule))
-				self.state.set_invalid(site, {schedule: f"cannot be fired: {type(exc).__name__}: {exc}"}, replace=False)
-		if not items:
-			return
-		result = self.state.prepare(self.lease.value or "", rq_time(created_at), round(self.config.misfire_grace_secs * 1000), items)
-		if result is None:
-			self.fenced()
-			return
-		now_ms, outcomes = result
-		duplicates = [
-			(item, job) for item, outcome in zip(items, outcomes)
-			for job, job_outcome in zip(item.jobs, outcome.jobs) if job_outcome == "duplicate"
-		]
-		if duplicates:
-			self.state.record_fires([
-				(item.site, fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"))
-				for item, job in duplicates
-			])
-		if any(outcome.outcome == CORRUPT for outcome in outcomes):
+	def fire_due(self) -> bool:
+		"""Release what has come, prepare what is due, and set when to look again; False when fenced off."""
+		released = self.firing.release()
+		if released.fenced:
+			return self.fenced()
+		if released.held:
+			self.held_until = time.monotonic() + HELD_RETRY_SECONDS
+		if released.released:
+			self.next_status = min(self.next_status, time.monotonic() + 5)
+		due = self.state.due(self.config.batch_size, self.firing.ahead_ms)
+		self.clock.sync(due.now_us / 1000)
+		if due.moved_aside:
 			self.reconcile_due.set()
-		self.log_prepared(items, outcomes)
+		if due.entries:
+			prepared = self.firing.prepare(due)
+			if prepared.fenced:
+				return self.fenced()
+			if prepared.resync:
+				self.reconcile_due.set()
+			self.next_check = 0.0  # more may be due
+			return True
+		until = RECHECK_SECONDS
+		if due.next_due_ms is not None:
+			until = min(until, self.clock.seconds_until(due.next_due_ms - self.firing.ahead_ms))
+		if due.next_prepared_ms is not None:
+			until = min(until, self.clock.seconds_until(due.next_prepared_ms))
+		self.next_check = max(time.monotonic() + until, self.held_until)
+		return True
 
-	def load_state(self, site: str, row: dict | Exception) -> tuple:
-		"""(spec, job shape, cursor, runs) from a schedule's state; ValueError naming what is wrong in it."""
-		if isinstance(row, Exception):
-			raise ValueError(str(row))
-		cursor, runs = row.get("cursor") or "", row.get("runs") or "0"
-		if not cursor.isdigit() or not runs.lstrip("-").isdigit():
-			raise ValueError(f"cursor {cursor[:40]!r} or runs {runs[:40]!r} is not a number")
-		try:
-			spec = load_spec(row["fingerprint"], row["spec"])
-			shape = self.load_shape(row["job"], site)
-		except (ValueError, TypeError, KeyError, AttributeError) as exc:
-			raise ValueError(f"spec or job is not what the reconcile writes: {type(exc).__name__}: {str(exc)[:200]}") from exc
-		try:
-			return spec, shape, from_ms(cursor), int(runs)
-		except OverflowError as exc:
-			raise ValueError(f"cursor {cursor[:40]!r} is out of range") from exc
-
-	def quarantine_schedule(self, site: str, schedule: str, reason: str) -> None:
-		"""Its state held a wrong value: moved aside, and rebuilt from its row by the reconcile, woken now."""
-		self.state.quarantine(protocol.schedule_key(site, schedule), reason, site=site, schedule=schedule)
-		log_event(logger, logging.ERROR, "state_quarantined", site=site, schedule=schedule, reason=reason, effect="rebuilt from its database row")
-		self.reconcile_due.set()
-
-	def fenced(self) -> None:
+	def fenced(self) -> bool:
+		"""Another process took the lease: stand by; always False, what `fire_due` returns then."""
 		self.lease.lost()
 		self.leader_since = None
 		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
-
-	def log_prepared(self, items: list[FireItem], outcomes: list[ItemResult]) -> None:
-		for item, outcome in zip(items, outcomes):
-			if outcome.outcome == CORRUPT:
-				log_event(logger, logging.ERROR, "state_quarantined", site=item.site, schedule=item.schedule, reason="its state is not a hash", effect="rebuilt from its database row")
-				continue
-			if outcome.outcome == FAILED:
-				log_event(logger, logging.ERROR, "prepare_failed", site=item.site, schedule=item.schedule, error=outcome.error, effect="its slot stays unclaimed; tried again")
-				continue
-			if not logger.isEnabledFor(logging.INFO):
-				continue
-			if outcome.outcome == STALE:
-				log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
-				continue
-			for job, job_outcome in zip(item.jobs, outcome.jobs):
-				if job_outcome == "duplicate":
-					log_event(
-						logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
-						job_id=job.job_id, reason="a job of this id exists already",
-					)
-			if item.skipped or item.expired:
-				log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired)
-			if not item.next_cursor:
-				log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
-
-	def log_released(self, released: list[Released]) -> None:
-		for fire in released:
-			if fire.outcome in ("quarantined", "held"):
-				# Never parsed: a quarantined member may be anything.
-				log_event(
-					logger, logging.ERROR, "fire_" + fire.outcome, member=text(fire.member)[:200], reason=fire.reason,
-					effect="moved aside; see btu-scheduler status" if fire.outcome == "quarantined" else "kept prepared; tried again",
-				)
-				continue
-			if not logger.isEnabledFor(logging.INFO):
-				continue
-			entry = fire.entry
-			extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
-			log_event(
-				logger, logging.INFO, "fire" if fire.outcome == "enqueued" else fire.outcome, site=entry.site, schedule=entry.schedule,
-				slot=slot_text(from_ms(entry.slot_ms)), lag_ms=fire.lag_ms, job_id=entry.job_id, **extra,
-			)
+		return False
 
 	# -- observability -------------------------------------------------------------------------
 

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import redis
 
 from btu.shared import protocol
 from btu.scheduler_daemon import scripts
-from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY, JobShape
+from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY
+from btu.scheduler_daemon.planner import DueEntry, FireItem
 
 RECENT_FIRES = 200
 STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paused", "finished")
@@ -65,31 +66,6 @@ class Upsert:
 			self.now_fire_at,
 			self.modified,
 		]
-
-
-@dataclass
-class FireJob:
-	slot_ms: int
-	fire_at_ms: int
-	job_id: str
-	shape: JobShape
-	description: str
-	data: bytes
-
-
-@dataclass
-class FireItem:
-	"""One schedule's fires, planned from its cursor, for the prepare script."""
-
-	site: str
-	schedule: str
-	expected_cursor: str
-	next_cursor: str  # "" when the schedule is finished
-	next_fire_at: str
-	overlap_skip: bool
-	skipped: int
-	expired: int
-	jobs: list[FireJob]
 
 
 @dataclass(frozen=True)
@@ -132,8 +108,10 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Released:
+	"""One prepared fire whose moment came, and what the release script did with it."""
+
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap, returned, quarantined or held
+	outcome: str  # enqueued, skipped_overlap, returned, quarantined or held (its queue refused the push: kept prepared)
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or held
 
@@ -185,7 +163,7 @@ class Due:
 	"""What the due script found: Redis's clock, what to prepare now, and when to look again."""
 
 	now_us: int
-	entries: list[tuple[str, str, int]]  # (site, schedule, fire_at ms)
+	entries: list[DueEntry]
 	next_due_ms: int | None  # the next due fire, when none is due now
 	next_prepared_ms: int | None  # the next prepared fire to release
 	moved_aside: bool  # a set held a wrong value and was moved aside: the reconcile rebuilds it
@@ -202,6 +180,28 @@ class ItemResult:
 	outcome: str  # "prepared" (see jobs), STALE, CORRUPT or FAILED
 	jobs: list[str]  # per job: "prepared" or "duplicate" (empty unless prepared)
 	error: str = ""
+
+
+@dataclass(frozen=True)
+class Preparation:
+	"""What the prepare script did: fenced (another process holds the lease: nothing written), or each item's result."""
+
+	fenced: bool
+	now_ms: int = 0  # Redis's clock
+	results: list[ItemResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Release:
+	"""What one release script did: fenced (nothing released), or each fire whose moment came."""
+
+	fenced: bool
+	fires: list[Released] = field(default_factory=list)
+
+	@property
+	def held(self) -> bool:
+		"""A queue refused a push: those fires stay prepared, to be tried again."""
+		return any(fire.outcome == "held" for fire in self.fires)
 
 
 class State:
@@ -383,7 +383,7 @@ class State:
 		entries = []
 		for member, score in zip(raw[4::2], raw[5::2]):
 			site, schedule = protocol.parse_due_member(member)
-			entries.append((site, schedule, int(float(score))))
+			entries.append(DueEntry(site, schedule, int(float(score))))
 		return Due(
 			now_us=int(raw[0]),
 			entries=entries,
@@ -392,11 +392,11 @@ class State:
 			moved_aside=bool(int(raw[3])),
 		)
 
-	def read(self, entries: list[tuple[str, str]]) -> list[dict | Exception]:
+	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
 		"""Each schedule's state fields, or the error reading it raised (a key of the wrong type)."""
 		with self.redis.pipeline(transaction=False) as pipe:
-			for site, schedule in entries:
-				pipe.hmget(protocol.schedule_key(site, schedule), STATE_FIELDS)
+			for entry in entries:
+				pipe.hmget(protocol.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
 			rows = pipe.execute(raise_on_error=False)
 		out: list[dict | Exception] = []
 		for values in rows:
@@ -423,12 +423,17 @@ class State:
 				self._record(keys=keys, args=[site, RECENT_FIRES, *records[-RECENT_FIRES:]], client=pipe)
 			pipe.execute()
 
-	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> tuple[int, list[ItemResult]] | None:
-		"""Run the prepare script: (Redis now ms, each item's result), or None when the lease is no longer ours.
+	def drop_due(self, schedules: list[tuple[str, str]]) -> None:
+		"""Take (site, schedule)s off the due set (removed meanwhile, or they cannot be planned); the reconcile puts them back."""
+		if schedules:
+			self.redis.zrem(protocol.DUE_KEY, *[protocol.due_member(site, schedule) for site, schedule in schedules])
+
+	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
+		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
 		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
 		if raw and text(raw[0]) == "not_leader":
-			return None
+			return Preparation(fenced=True)
 		results = []
 		for result in raw[1:]:
 			if isinstance(result, list):
@@ -436,22 +441,22 @@ class State:
 			else:
 				outcome, _, error = text(result).partition(": ")
 				results.append(ItemResult(outcome, [], error))
-		return int(raw[0]), results
+		return Preparation(fenced=False, now_ms=int(raw[0]), results=results)
 
-	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> list[Released] | None:
-		"""Release up to `batch_size` prepared fires whose moment has come; None when the lease is no longer ours.
+	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> Release:
+		"""Release up to `batch_size` prepared fires whose moment has come.
 
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
 		whose catch-up policy then decides, as for any missed slot.
 		"""
 		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
 		if raw and text(raw[0]) == "not_leader":
-			return None
+			return Release(fenced=True)
 		released = []
 		for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3]):
 			outcome, _, reason = text(outcome).partition(": ")
 			released.append(Released(member, outcome, lag, reason))
-		return released
+		return Release(fenced=False, fires=released)
 
 
 # The type of each global key BTU writes (check_types).

@@ -13,7 +13,7 @@ import pytest
 from btu.shared import protocol
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules
-from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, site, sleep_until_ms  # noqa: F401
+from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, site, sleep_until_ms  # noqa: F401
 from tests.support.redis_server import RedisServer
 
 FLAGS = ("--lease-ttl-secs", "1", "--full-refresh-interval-secs", "1")
@@ -107,7 +107,7 @@ def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r)
 	job_id = member.decode().split("\t")[0]
 	r.delete(f"rq:job:{job_id}")
 	sleep_until_ms(instant * 1000)
-	assert scheduler.release()
+	assert release(scheduler)
 	assert queue_ids(r, queue_key(bench)) == [], "an id without its job would fail in the worker"
 	assert not r.exists(f"rq:job:{job_id}"), "no half hash is left behind"
 	assert r.zcard(protocol.PREPARED_KEY) == 0
