@@ -67,7 +67,7 @@ RECHECK_SECONDS = 10.0
 HEARTBEAT_SECONDS = 5.0
 SWITCH_INTERVAL_SECONDS = 0.0005
 # A release whose queue refused the push keeps its fires prepared; it is tried again after this.
-HELD_RETRY_SECONDS = 1.0
+PUSH_RETRY_SECONDS = 1.0
 
 
 class Clock:
@@ -115,7 +115,7 @@ class Scheduler:
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
-		self.held_until = 0.0  # a queue refused a push: not before this
+		self.retry_push_at = 0.0  # a queue refused a push: not before this
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.next_status = 0.0
@@ -297,8 +297,8 @@ class Scheduler:
 		released = self.firing.release()
 		if released.fenced:
 			return self.fenced()
-		if released.held:
-			self.held_until = time.monotonic() + HELD_RETRY_SECONDS
+		if released.push_refused:
+			self.retry_push_at = time.monotonic() + PUSH_RETRY_SECONDS
 		if released.released:
 			self.next_status = min(self.next_status, time.monotonic() + 5)
 		due = self.state.due(self.config.batch_size, self.firing.ahead_ms)
@@ -318,7 +318,7 @@ class Scheduler:
 			until = min(until, self.clock.seconds_until(due.next_due_ms - self.firing.ahead_ms))
 		if due.next_prepared_ms is not None:
 			until = min(until, self.clock.seconds_until(due.next_prepared_ms))
-		self.next_check = max(time.monotonic() + until, self.held_until)
+		self.next_check = max(time.monotonic() + until, self.retry_push_at)
 		return True
 
 	def fenced(self) -> bool:

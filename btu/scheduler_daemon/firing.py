@@ -39,7 +39,7 @@ class Step:
 	"""What a prepare or release asks of the engine."""
 
 	fenced: bool = False  # another process holds the lease: nothing was written
-	held: bool = False  # a queue refused a push: its fires stay prepared, to be tried again shortly
+	push_refused: bool = False  # a queue refused a push: its fires stay prepared, to be tried again shortly
 	released: int = 0  # fires whose moment came (enqueued, skipped, returned, ...)
 	resync: bool = False  # a state was moved aside: the reconcile rebuilds it from its row now
 
@@ -68,8 +68,8 @@ class FirePipeline:
 				if batch.fenced:
 					return Step(fenced=True, released=len(done))
 				done += batch.fires
-				if batch.held or len(batch.fires) < self.config.release_batch_size:
-					return Step(held=batch.held, released=len(done))
+				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
+					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
 			if done:
 				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome in RECORDED])
@@ -139,7 +139,7 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 
 def log_released(released: list[Released]) -> None:
 	for fire in released:
-		if fire.outcome in ("quarantined", "held"):
+		if fire.outcome in ("quarantined", "push_refused"):
 			# Never parsed: a quarantined member may be anything.
 			log_event(
 				logger, logging.ERROR, "fire_" + fire.outcome, member=text(fire.member)[:200], reason=fire.reason,

@@ -111,9 +111,9 @@ class Released:
 	"""One prepared fire whose moment came, and what the release script did with it."""
 
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap, returned, quarantined or held (its queue refused the push: kept prepared)
+	outcome: str  # enqueued, skipped_overlap, returned, quarantined or push_refused (its queue refused the push: kept prepared)
 	lag_ms: int
-	reason: str = ""  # why it was quarantined or held
+	reason: str = ""  # why it was quarantined or its push refused
 
 	@cached_property
 	def entry(self) -> Prepared:
@@ -199,9 +199,9 @@ class Release:
 	fires: list[Released] = field(default_factory=list)
 
 	@property
-	def held(self) -> bool:
+	def push_refused(self) -> bool:
 		"""A queue refused a push: those fires stay prepared, to be tried again."""
-		return any(fire.outcome == "held" for fire in self.fires)
+		return any(fire.outcome == "push_refused" for fire in self.fires)
 
 
 class State:

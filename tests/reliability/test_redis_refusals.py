@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from btu.scheduler_daemon.log import record_fields
 from btu.shared import protocol
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules
@@ -113,3 +114,28 @@ def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r)
 	assert r.zcard(protocol.PREPARED_KEY) == 0
 	[what] = [w.decode() for w in r.hkeys(protocol.QUARANTINE_KEY)]
 	assert what.startswith(f"{protocol.PREPARED_KEY} member ")
+
+
+def test_a_queue_refusing_the_push_keeps_its_fire_prepared_until_it_takes_it(site, r, caplog):  # noqa: F811
+	bench, data, task = site
+	instant = next_instant()
+	once_at(data, task, instant)
+	scheduler = leader(bench)
+	prepare_due(scheduler)
+	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
+	job_id = member.decode().split("\t")[0]
+	key = queue_key(bench)
+	r.set(key, "not a list")  # RPUSH on it fails: WRONGTYPE
+	sleep_until_ms(instant * 1000)
+	with caplog.at_level("INFO", logger="btu.scheduler"):
+		step = scheduler.firing.release()
+	assert step.push_refused and not step.fenced
+	assert r.zrange(protocol.PREPARED_KEY, 0, -1) == [member], "a refused push keeps its fire prepared"
+	assert r.hget(f"rq:job:{job_id}", "status") == b"scheduled", "not stamped queued while on no queue"
+	[refused] = [record_fields(rec) for rec in caplog.records if rec.getMessage() == "fire_push_refused"]
+	assert key in refused["reason"] and refused["effect"] == "kept prepared; tried again"
+	r.delete(key)
+	assert not scheduler.firing.release().push_refused
+	assert queue_ids(r, key) == [job_id], "released once the queue takes it, within the misfire grace"
+	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert release(scheduler) and queue_ids(r, key) == [job_id], "and only once"

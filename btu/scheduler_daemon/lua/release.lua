@@ -16,7 +16,7 @@
 -- Nothing leaves the prepared set before its job is on its queue or its
 -- outcome is recorded: a member that is not one prepare.lua writes, or whose
 -- job key holds something else, is 'quarantined' (noted, see guard.lua); the
--- entries of a queue that refuses the push are 'held' (kept for a later
+-- entries of a queue that refuses the push are 'push_refused' (kept for a later
 -- round, their jobs back to 'scheduled'); the prepared set loses its entries
 -- last, after every push.
 --
@@ -24,7 +24,7 @@
 -- queues, KEYS[4] due sorted set.
 -- ARGV: lease value, batch size, rq job key prefix, grace ms.
 -- Returns {'not_leader'} or, per entry: member, outcome ('enqueued',
--- 'skipped_overlap', 'returned', 'quarantined: <why>' or 'held: <why>'), lag ms.
+-- 'skipped_overlap', 'returned', 'quarantined: <why>' or 'push_refused: <why>'), lag ms.
 -- (pcall: a lease key of another type is not our lease)
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
 	return {'not_leader'}
@@ -144,7 +144,7 @@ for _, member in ipairs(due) do
 end
 
 -- Push each queue's ids; a queue that refuses keeps its entries prepared.
-local held = false
+local push_refused = false
 for _, queue in ipairs(queue_order) do
 	local entries = queues[queue]
 	local ids = {}
@@ -158,28 +158,28 @@ for _, queue in ipairs(queue_order) do
 	end
 	if err then
 		-- Only the first push of a queue can fail (its type or a permission): none of its ids went on.
-		held = true
+		push_refused = true
 		for e = 1, #entries, 2 do
 			try('HSET', prefix .. entries[e], 'status', 'scheduled')
 			try('HDEL', prefix .. entries[e], 'enqueued_at')
 			local at = entries[e + 1]
 			local counters_key = select(4, prepared_fields(results[at - 1]))
 			counts[counters_key].enqueued = counts[counters_key].enqueued - 1
-			results[at] = 'held: ' .. queue .. ': ' .. err
+			results[at] = 'push_refused: ' .. queue .. ': ' .. err
 		end
 	else
 		try('SADD', KEYS[3], queue)
 	end
 end
 
--- Every entry has its outcome: the prepared set lets them go (the held ones stay).
-if not held then
+-- Every entry has its outcome: the prepared set lets them go (those whose push was refused stay).
+if not push_refused then
 	if #due > 0 then
 		redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #due - 1)
 	end
 else
 	for r = 1, n, 3 do
-		if string.sub(results[r + 1], 1, 5) ~= 'held:' then
+		if string.sub(results[r + 1], 1, 13) ~= 'push_refused:' then
 			try('ZREM', KEYS[2], results[r])
 		end
 	end
