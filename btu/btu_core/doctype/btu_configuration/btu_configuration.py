@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.shared.schedule import ScheduleError, parse_zone
@@ -32,4 +33,4 @@ class BTUConfiguration(Document):
 			try:
 				parse_zone(self.default_time_zone)
 			except ScheduleError as exc:
-				frappe.throw(str(exc).replace("time_zone", "default_time_zone", 1), title="Invalid default time zone")
+				frappe.throw(str(exc).replace("time_zone", "default_time_zone", 1), title=_("Invalid default time zone"))

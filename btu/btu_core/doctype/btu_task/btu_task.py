@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.btu_core.roles import require_system_manager_for
@@ -46,7 +47,7 @@ class BTUTask(Document):
 			check_arguments_fit(function, self.function_string, arguments, complete=False)
 			check_queue(self.queue_name, "queue_name")
 		except TaskInputError as exc:
-			frappe.throw(str(exc), title=f"BTU Task {self.name or ''}: invalid input")
+			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
 
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).

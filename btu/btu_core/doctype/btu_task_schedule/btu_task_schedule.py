@@ -8,6 +8,7 @@ told about a change only after it commits (btu.btu_core.scheduler_link).
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
@@ -78,7 +79,7 @@ class BTUTaskSchedule(Document):
 				)
 			spec = spec_of(self)
 		except ScheduleError as exc:
-			frappe.throw(str(exc), title="Invalid schedule")
+			frappe.throw(str(exc), title=_("Invalid schedule"))
 		self.schedule_description = spec.describe()
 		try:
 			if self.queue_name:
@@ -89,7 +90,7 @@ class BTUTaskSchedule(Document):
 				function = resolve_function(task.function_string)
 				check_arguments_fit(function, task.function_string, arguments, complete=True)
 		except TaskInputError as exc:
-			frappe.throw(str(exc), title="Invalid schedule")
+			frappe.throw(str(exc), title=_("Invalid schedule"))
 
 	def on_update(self):
 		before = self.get_doc_before_save()
