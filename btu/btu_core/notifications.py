@@ -70,13 +70,13 @@ def _body(log, task, prefix: str) -> str:
 		(_("Site"), log.site or ""),
 	]
 	table = "".join(f"<tr><th align='left'>{escape_html(k)}</th><td>{escape_html(str(v))}</td></tr>" for k, v in rows)
-	heading = escape_html(prefix + _("BTU Task Log"))
+	heading = escape_html(prefix) + _("BTU Task Log")
 	parts = [f"<p>{heading} <a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a></p>", f"<table>{table}</table>"]
 	for label, text in ((_("Return value"), log.result_message), (_("Traceback"), log.traceback), (_("Standard output"), log.stdout)):
 		if text:
 			excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
-			parts.append(f"<h4>{escape_html(label)}</h4><pre>{escape_html(excerpt)}</pre>")
+			parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
 	if log.status == "Timed Out":
 		stopped = _("The run exceeded the Task's max duration ({0} s) and was stopped.").format(task.max_task_duration)
-		parts.append(f"<p>{escape_html(stopped)}</p>")
+		parts.append(f"<p>{stopped}</p>")
 	return "\n".join(parts)
