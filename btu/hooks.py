@@ -12,6 +12,9 @@ after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
 after_uninstall = "btu.btu_core.install.after_uninstall"
 
+# bench keeps the types block of each DocType controller current when it exports a DocType (developer_mode).
+export_python_type_annotations = True
+
 scheduler_events = {
 	"daily": ["btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs"],
 	"cron": {

@@ -6,6 +6,7 @@ Every method checks roles first (System Manager or BTU Manager).
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.utils import cint, get_datetime
 
 from btu.shared import protocol
@@ -74,14 +75,14 @@ def run_task_now(task: str, on: str = "worker", schedule: str | None = None) -> 
 	"""Run a Task now: on="worker" enqueues it on its queue; on="webserver" runs it in this request."""
 	require_btu_manager()
 	if on not in RUN_ON:
-		frappe.throw(f"on '{on}': must be one of {', '.join(RUN_ON)}")
+		frappe.throw(_("on '{0}': must be one of {1}").format(on, ", ".join(RUN_ON)))
 	doc = frappe.get_doc("BTU Task", task)
 	doc.check_permission("read")
 	if schedule:
 		frappe.get_doc("BTU Task Schedule", schedule).check_permission("read")
 	if on == "webserver":
 		if doc.run_only_as_worker:
-			frappe.throw(f"BTU Task {task} is marked Run Only as Worker; run it via a worker")
+			frappe.throw(_("BTU Task {0} is marked Run Only as Worker; run it via a worker").format(task))
 		log = run_in_this_process(task, schedule=schedule)
 		return {"on": on, "log": log.name, "status": log.status, "execution_time": log.execution_time}
 	queue = (frappe.db.get_value("BTU Task Schedule", schedule, "queue_name") if schedule else None) or doc.queue_name
@@ -121,7 +122,7 @@ def pause(schedule: str, note: str | None = None) -> dict:
 	require_btu_manager()
 	doc = frappe.get_doc("BTU Task Schedule", schedule)
 	doc.paused = 1
-	doc.pause_note = note or f"Paused by {frappe.session.user} at {frappe.utils.now()}"
+	doc.pause_note = note or _("Paused by {0} at {1}").format(frappe.session.user, frappe.utils.now())
 	doc.save()
 	return {"schedule": doc.name, "paused": True, "pause_note": doc.pause_note}
 
@@ -145,7 +146,7 @@ def next_fires(schedule: str, n: int = 10) -> dict:
 	try:
 		return schedule_next_fires(doc, cint(n) or 10)
 	except ScheduleError as exc:
-		frappe.throw(str(exc), title=f"{schedule}: invalid schedule")
+		frappe.throw(str(exc), title=_("{0}: invalid schedule").format(schedule))
 
 
 @frappe.whitelist(methods=["POST"])
@@ -161,7 +162,7 @@ def resync(schedule: str | None = None) -> dict:
 	for name in names:
 		enabled = frappe.db.get_value("BTU Task Schedule", name, "enabled")
 		if enabled is None:
-			frappe.throw(f"schedule '{name}': no such BTU Task Schedule")
+			frappe.throw(_("schedule '{0}': no such BTU Task Schedule").format(name))
 		request_type = protocol.CREATE_TASK_SCHEDULE if cint(enabled) else protocol.CANCEL_TASK_SCHEDULE
 		reply = scheduler_link.send(request_type, name)
 		sent.append({"schedule": name, "request_type": request_type, **_reply(reply)})

@@ -7,6 +7,7 @@ SMTP session inside the run; a mail that cannot be queued never fails the run.
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.utils import escape_html, get_url_to_form
 
 # Log status -> the recipient flag that asks for it.
@@ -40,7 +41,7 @@ def notify(log, task, schedule=None) -> str | None:
 		return None
 	environment = frappe.db.get_single_value("BTU Configuration", "environment_name")
 	prefix = f"[{environment}] " if environment else ""
-	subject = f"{prefix}{log.status}: BTU Task {task.desc_short}"
+	subject = prefix + _("{0}: BTU Task {1}").format(_(log.status), task.desc_short)
 	try:
 		frappe.sendmail(
 			recipients=addresses,
@@ -51,27 +52,31 @@ def notify(log, task, schedule=None) -> str | None:
 			now=False,
 		)
 	except Exception as exc:
-		return f"BTU: the {log.status} notification to {', '.join(addresses)} could not be queued: {type(exc).__name__}: {exc}"
+		return _("BTU: the {0} notification to {1} could not be queued: {2}: {3}").format(
+			_(log.status), ", ".join(addresses), type(exc).__name__, exc
+		)
 	return None
 
 
 def _body(log, task, prefix: str) -> str:
 	rows = [
-		("Status", log.status),
-		("Task", f"{task.name}: {task.desc_short}"),
-		("Schedule", log.schedule or "(run now)"),
-		("Slot (UTC)", log.slot_utc or ""),
-		("Started", log.date_time_started or ""),
-		("Ended", log.date_time_ended or ""),
-		("Duration (s)", log.execution_time if log.execution_time is not None else ""),
-		("Site", log.site or ""),
+		(_("Status"), _(log.status)),
+		(_("Task"), f"{task.name}: {task.desc_short}"),
+		(_("Schedule"), log.schedule or _("(run now)")),
+		(_("Slot (UTC)"), log.slot_utc or ""),
+		(_("Started"), log.date_time_started or ""),
+		(_("Ended"), log.date_time_ended or ""),
+		(_("Duration (s)"), log.execution_time if log.execution_time is not None else ""),
+		(_("Site"), log.site or ""),
 	]
 	table = "".join(f"<tr><th align='left'>{escape_html(k)}</th><td>{escape_html(str(v))}</td></tr>" for k, v in rows)
-	parts = [f"<p>{escape_html(prefix)}BTU Task Log <a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a></p>", f"<table>{table}</table>"]
-	for label, text in (("Return value", log.result_message), ("Traceback", log.traceback), ("Standard output", log.stdout)):
+	heading = escape_html(prefix) + _("BTU Task Log")
+	parts = [f"<p>{heading} <a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a></p>", f"<table>{table}</table>"]
+	for label, text in ((_("Return value"), log.result_message), (_("Traceback"), log.traceback), (_("Standard output"), log.stdout)):
 		if text:
-			excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n[cut; see the log]"
+			excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
 			parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
 	if log.status == "Timed Out":
-		parts.append(f"<p>The run exceeded the Task's max duration ({task.max_task_duration} s) and was stopped.</p>")
+		stopped = _("The run exceeded the Task's max duration ({0} s) and was stopped.").format(task.max_task_duration)
+		parts.append(f"<p>{stopped}</p>")
 	return "\n".join(parts)

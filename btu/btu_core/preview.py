@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import frappe
+from frappe import _
 from frappe.utils import escape_html, get_system_timezone
 
 from btu.btu_core.instants import user_time_zone, utc_now
@@ -56,20 +57,18 @@ def render_html(preview: dict) -> str:
 	"""The preview as the table shown in the form's next_fires_html field."""
 	notes = []
 	if not preview["enabled"]:
-		notes.append("This schedule is disabled: these are the fires it would have.")
+		notes.append(_("This schedule is disabled: these are the fires it would have."))
 	elif preview["paused"]:
-		notes.append("This schedule is paused: these fires will not happen until it is resumed.")
+		notes.append(_("This schedule is paused: these fires will not happen until it is resumed."))
 	if not preview["fires"]:
-		notes.append("No fire is left (the schedule has ended, or its only run has passed).")
+		notes.append(_("No fire is left (the schedule has ended, or its only run has passed)."))
 	rows = "".join(
 		f"<tr><td>{i}</td><td>{escape_html(f['schedule_zone'])}</td><td>{escape_html(f['user_zone'])}</td>"
 		f"<td class='text-muted'>{escape_html(f['utc'])}</td></tr>"
 		for i, f in enumerate(preview["fires"], 1)
 	)
-	head = (
-		f"<tr><th>#</th><th>{escape_html(preview['time_zone'])} (schedule)</th>"
-		f"<th>{escape_html(preview['user_time_zone'])} (you)</th><th>UTC</th></tr>"
-	)
+	columns = ("#", _("{0} (schedule)").format(preview["time_zone"]), _("{0} (you)").format(preview["user_time_zone"]), _("UTC"))
+	head = "<tr>" + "".join(f"<th>{escape_html(column)}</th>" for column in columns) + "</tr>"
 	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
 	return (
 		f"<div class='btu-next-fires'><p><b>{escape_html(preview['description'])}</b></p>{note_html}"

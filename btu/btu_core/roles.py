@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 
 BTU_MANAGER_ROLE = "BTU Manager"
 BTU_ROLES = ("System Manager", BTU_MANAGER_ROLE)
@@ -19,8 +20,9 @@ def require_btu_manager() -> None:
 		return
 	if set(BTU_ROLES).isdisjoint(frappe.get_roles(user)):
 		raise frappe.PermissionError(
-			f"user {user} may not use BTU: this needs the role {' or '.join(BTU_ROLES)} "
-			"(ask a System Manager to add it in the user's Roles)"
+			_("user {0} may not use BTU: this needs the role {1} or {2} (ask a System Manager to add it in the user's Roles)").format(
+				user, *(_(role) for role in BTU_ROLES)
+			)
 		)
 
 
@@ -40,6 +42,8 @@ def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
 		value = doc.get(fieldname) or None
 		if value != ((before.get(fieldname) or None) if before is not None else None):
 			raise frappe.PermissionError(
-				f"{doc.doctype} {doc.name or '(new)'}: only a System Manager may set {fieldname}, "
-				f"it decides what code runs; user {user} lacks that role (ask a System Manager to make the change)"
+				_(
+					"{0} {1}: only a System Manager may set {2}, it decides what code runs; "
+					"user {3} lacks that role (ask a System Manager to make the change)"
+				).format(_(doc.doctype), doc.name or _("(new)"), fieldname, user)
 			)

@@ -15,6 +15,7 @@ import json
 from functools import partial
 
 import frappe
+from frappe import _
 from redis.exceptions import RedisError
 
 from btu.shared import protocol
@@ -37,8 +38,9 @@ def send(request_type: str, request_content: str | None = None) -> protocol.Repl
 			return protocol.Reply("denied", redis_denied(exc), None, 0.0)
 		return protocol.Reply(
 			"unreachable",
-			f"Redis at {redis_queue_shown()} failed ({type(exc).__name__}: {exc}); "
-			"start the bench's redis_queue (bench start, or supervisor) and try again",
+			_("Redis at {0} failed ({1}: {2}); start the bench's redis_queue (bench start, or supervisor) and try again").format(
+				redis_queue_shown(), type(exc).__name__, exc
+			),
 			None,
 			0.0,
 		)
@@ -57,16 +59,18 @@ def redis_denied(exc: RedisError) -> str:
 
 
 def describe(reply: protocol.Reply) -> str:
+	"""The reply as the one line a user reads (alert, msgprint, API "message")."""
 	if reply.outcome == "ok":
-		return f"BTU Scheduler acknowledged ({reply.round_trip_ms:.0f} ms)."
+		return _("BTU Scheduler acknowledged ({0} ms).").format(round(reply.round_trip_ms))
 	if reply.outcome == "unreachable":
-		return (
-			f"{reply.message} The change is saved; the scheduler picks it up from the database "
-			"when it runs (bench btu-scheduler)."
+		return _("{0} The change is saved; the scheduler picks it up from the database when it runs (bench btu-scheduler).").format(
+			reply.message
 		)
 	if reply.outcome == "denied":
-		return f"BTU Scheduler not told: {reply.message}. The change is saved; the scheduler reads it at its next full refresh."
-	return f"BTU Scheduler refused the command: {reply.message}"
+		return _("BTU Scheduler not told: {0}. The change is saved; the scheduler reads it at its next full refresh.").format(
+			reply.message
+		)
+	return _("BTU Scheduler refused the command: {0}").format(reply.message)
 
 
 def announce_after_commit(request_type: str, schedule: str) -> None:
@@ -114,11 +118,11 @@ def read_status() -> dict:
 	except RedisError as exc:
 		if protocol.is_denied(exc):
 			return {"error": redis_denied(exc), "outcome": "denied"}
-		return {"error": f"Redis at {redis_queue_shown()} failed: {exc}", "outcome": "unreachable"}
+		return {"error": _("Redis at {0} failed: {1}").format(redis_queue_shown(), exc), "outcome": "unreachable"}
 	if not raw:
 		return {}
 	try:
 		status = json.loads(raw)
 	except ValueError:
-		return {"error": f"{protocol.STATUS_KEY} holds something that is not JSON"}
+		return {"error": _("{0} holds something that is not JSON").format(protocol.STATUS_KEY)}
 	return status if isinstance(status, dict) else {}

@@ -108,7 +108,7 @@ class CappedText(io.TextIOBase):
 	def getvalue(self) -> str:
 		text = "".join(self.parts)
 		if self.dropped:
-			text += f"\n[BTU: output cut at {self.cap} characters; {self.dropped} more were dropped]"
+			text += "\n" + frappe._("[BTU: output cut at {0} characters; {1} more were dropped]").format(self.cap, self.dropped)
 		return text
 
 
@@ -173,7 +173,7 @@ def render_result(value) -> str:
 	except (TypeError, ValueError):
 		text = repr(value)
 	if len(text) > RESULT_CAP_CHARS:
-		text = text[:RESULT_CAP_CHARS] + f"\n[BTU: return value cut at {RESULT_CAP_CHARS} characters]"
+		text = text[:RESULT_CAP_CHARS] + "\n" + frappe._("[BTU: return value cut at {0} characters]").format(RESULT_CAP_CHARS)
 	return text
 
 
@@ -200,7 +200,7 @@ class TaskRun:
 		schedule = None
 		if self.schedule_name:
 			if not frappe.db.exists("BTU Task Schedule", self.schedule_name):
-				return self.write_skipped(task, f"schedule {self.schedule_name} no longer exists; the run was skipped")
+				return self.write_skipped(task, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
 			schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
 
 		log = self.earlier_log(task)
@@ -208,7 +208,7 @@ class TaskRun:
 			self.event(f"duplicate delivery of {log.name} ({log.status}); not run again")
 			return log
 		if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task, log):
-			return self.write_skipped(task, "the previous run of this schedule is still running (overlap_policy skip)")
+			return self.write_skipped(task, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
 
 		log, notes = self.write_started(task, schedule, log)
 		stdout, stderr, log_output = CappedText(), CappedText(), CappedText()
@@ -384,10 +384,9 @@ def mark_lost_runs_timed_out() -> list[str]:
 		log = frappe.get_doc("BTU Task Log", row.name)
 		log.status = "Timed Out"
 		log.date_time_ended = now
-		log.result_message = (
-			f"no end was recorded within max_task_duration ({limit} s) + {LOST_RUN_MARGIN_SECS} s: "
-			"the worker running it was killed or lost"
-		)
+		log.result_message = frappe._(
+			"no end was recorded within max_task_duration ({0} s) + {1} s: the worker running it was killed or lost"
+		).format(limit, LOST_RUN_MARGIN_SECS)
 		task = frappe.get_doc("BTU Task", row.task)
 		schedule = frappe.get_doc("BTU Task Schedule", log.schedule) if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule) else None
 		note = notify(log, task, schedule)

@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.shared.schedule import ScheduleError, parse_zone
 
 
 class BTUConfiguration(Document):
+	# begin: auto-generated types
+	# This code is auto-generated. Do not modify anything in this block.
+
+	from typing import TYPE_CHECKING
+
+	if TYPE_CHECKING:
+		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from frappe.types import DF
+
+		default_catch_up_policy: DF.Literal["fire_once", "skip", "fire_all"]
+		default_catch_up_window: DF.Int
+		default_overlap_policy: DF.Literal["allow", "skip"]
+		default_time_zone: DF.Data | None
+		email_recipients: DF.Table[BTUEmailRecipient]
+		enabled: DF.Check
+		environment_name: DF.Data | None
+		log_retention_days: DF.Int
+	# end: auto-generated types
 	def validate(self):
 		if self.default_time_zone:
 			try:
 				parse_zone(self.default_time_zone)
 			except ScheduleError as exc:
-				frappe.throw(str(exc).replace("time_zone", "default_time_zone", 1), title="Invalid default time zone")
+				frappe.throw(str(exc).replace("time_zone", "default_time_zone", 1), title=_("Invalid default time zone"))

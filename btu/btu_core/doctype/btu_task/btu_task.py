@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.btu_core.roles import require_system_manager_for
@@ -10,6 +11,28 @@ from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_
 
 
 class BTUTask(Document):
+	# begin: auto-generated types
+	# This code is auto-generated. Do not modify anything in this block.
+
+	from typing import TYPE_CHECKING
+
+	if TYPE_CHECKING:
+		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from frappe.types import DF
+
+		arguments: DF.Code | None
+		desc_long: DF.SmallText | None
+		desc_short: DF.Data
+		email_recipients: DF.Table[BTUEmailRecipient]
+		function_string: DF.Data
+		last_runtime: DF.Datetime | None
+		max_task_duration: DF.Int
+		queue_name: DF.Data
+		repeat_log_in_stdout: DF.Check
+		run_only_as_worker: DF.Check
+		task_group: DF.Data | None
+		task_type: DF.Literal["Persistent", "One-Shot", "Subtask", "Other"]
+	# end: auto-generated types
 	def before_insert(self):
 		if not self.email_recipients:
 			for row in frappe.get_single("BTU Configuration").email_recipients:
@@ -24,7 +47,7 @@ class BTUTask(Document):
 			check_arguments_fit(function, self.function_string, arguments, complete=False)
 			check_queue(self.queue_name, "queue_name")
 		except TaskInputError as exc:
-			frappe.throw(str(exc), title=f"BTU Task {self.name or ''}: invalid input")
+			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
 
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).

@@ -10,6 +10,35 @@ from frappe.utils import cint, now_datetime
 
 
 class BTUTaskLog(Document):
+	# begin: auto-generated types
+	# This code is auto-generated. Do not modify anything in this block.
+
+	from typing import TYPE_CHECKING
+
+	if TYPE_CHECKING:
+		from frappe.types import DF
+
+		date_time_ended: DF.Datetime | None
+		date_time_enqueued: DF.Datetime | None
+		date_time_started: DF.Datetime | None
+		execution_time: DF.Float
+		fire_lag_ms: DF.Float
+		logging_output: DF.Code | None
+		result_message: DF.Code | None
+		rq_job_id: DF.Data | None
+		schedule: DF.Link | None
+		site: DF.Data | None
+		slot: DF.Datetime | None
+		slot_utc: DF.Data | None
+		status: DF.Literal["Started", "Succeeded", "Failed", "Timed Out", "Skipped"]
+		stderr: DF.Code | None
+		stdout: DF.Code | None
+		task: DF.Link
+		task_component: DF.Data | None
+		task_desc_short: DF.Data | None
+		traceback: DF.Code | None
+		worker: DF.Data | None
+	# end: auto-generated types
 	pass
 
 

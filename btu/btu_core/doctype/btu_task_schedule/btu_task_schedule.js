@@ -105,7 +105,7 @@ function btu_next_fires_dialog(frm) {
 		frappe.msgprint({
 			title: __("Next fires of {0}", [btu_esc(frm.doc.name)]),
 			wide: true,
-			message: `<p><b>${btu_esc(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${btu_esc(p.time_zone)}</th><th>${btu_esc(p.user_time_zone)} (${__("you")})</th><th>UTC</th></tr></thead><tbody>${rows}</tbody></table>`,
+			message: `<p><b>${btu_esc(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${btu_esc(p.time_zone)}</th><th>${btu_esc(p.user_time_zone)} (${__("you")})</th><th>${__("UTC")}</th></tr></thead><tbody>${rows}</tbody></table>`,
 		});
 	});
 }

@@ -8,6 +8,7 @@ told about a change only after it commits (btu.btu_core.scheduler_link).
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
@@ -18,7 +19,46 @@ from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
+
 class BTUTaskSchedule(Document):
+	# begin: auto-generated types
+	# This code is auto-generated. Do not modify anything in this block.
+
+	from typing import TYPE_CHECKING
+
+	if TYPE_CHECKING:
+		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from frappe.types import DF
+
+		argument_overrides: DF.Code | None
+		catch_up_max: DF.Int
+		catch_up_policy: DF.Literal["fire_once", "skip", "fire_all"]
+		catch_up_window: DF.Int
+		cron_string: DF.Data | None
+		day_of_month: DF.Int
+		day_of_week: DF.Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+		email_recipients: DF.Table[BTUEmailRecipient]
+		enabled: DF.Check
+		end_time: DF.Datetime | None
+		every: DF.Int
+		every_unit: DF.Literal["Seconds", "Minutes", "Hours", "Days"]
+		hour: DF.Int
+		jitter_secs: DF.Int
+		minute: DF.Int
+		month: DF.Literal["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+		overlap_policy: DF.Literal["allow", "skip"]
+		pause_note: DF.SmallText | None
+		paused: DF.Check
+		queue_name: DF.Data | None
+		run_at: DF.Datetime | None
+		run_frequency: DF.Literal["Hourly", "Daily", "Weekly", "Monthly", "Yearly", "Cron Style", "Interval", "Once"]
+		run_limit: DF.Int
+		schedule_description: DF.SmallText | None
+		start_time: DF.Datetime | None
+		task: DF.Link
+		task_description: DF.Data | None
+		time_zone: DF.Data | None
+	# end: auto-generated types
 	def before_insert(self):
 		if not self.time_zone:
 			self.time_zone = frappe.db.get_single_value("BTU Configuration", "default_time_zone") or None
@@ -39,7 +79,7 @@ class BTUTaskSchedule(Document):
 				)
 			spec = spec_of(self)
 		except ScheduleError as exc:
-			frappe.throw(str(exc), title="Invalid schedule")
+			frappe.throw(str(exc), title=_("Invalid schedule"))
 		self.schedule_description = spec.describe()
 		try:
 			if self.queue_name:
@@ -50,7 +90,7 @@ class BTUTaskSchedule(Document):
 				function = resolve_function(task.function_string)
 				check_arguments_fit(function, task.function_string, arguments, complete=True)
 		except TaskInputError as exc:
-			frappe.throw(str(exc), title="Invalid schedule")
+			frappe.throw(str(exc), title=_("Invalid schedule"))
 
 	def on_update(self):
 		before = self.get_doc_before_save()

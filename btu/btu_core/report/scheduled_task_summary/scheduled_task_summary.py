@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import frappe
+from frappe import _
 from frappe.utils import add_to_date, now_datetime
 
 from btu.btu_core.preview import next_fires
@@ -36,7 +37,7 @@ def execute(filters=None):
 				first = preview["fires"][0]
 				row.update(next_fire_zone=first["schedule_zone"], next_fire_user=first["user_zone"], next_fire_utc=first["utc"])
 		except ScheduleError as exc:
-			row["schedule_description"] = f"INVALID: {exc}"
+			row["schedule_description"] = _("INVALID: {0}").format(exc)
 		last = frappe.get_all(
 			"BTU Task Log",
 			filters={"schedule": doc.name},
@@ -61,21 +62,21 @@ def execute(filters=None):
 
 def columns():
 	return [
-		{"fieldname": "schedule", "label": "Schedule", "fieldtype": "Link", "options": "BTU Task Schedule", "width": 110},
-		{"fieldname": "task", "label": "Task", "fieldtype": "Link", "options": "BTU Task", "width": 100},
-		{"fieldname": "task_description", "label": "Task Description", "fieldtype": "Data", "width": 180},
-		{"fieldname": "enabled", "label": "Enabled", "fieldtype": "Check", "width": 70},
-		{"fieldname": "paused", "label": "Paused", "fieldtype": "Check", "width": 70},
-		{"fieldname": "schedule_description", "label": "When", "fieldtype": "Data", "width": 260},
-		{"fieldname": "time_zone", "label": "Zone", "fieldtype": "Data", "width": 130},
-		{"fieldname": "next_fire_zone", "label": "Next Fire (schedule zone)", "fieldtype": "Data", "width": 200},
-		{"fieldname": "next_fire_user", "label": "Next Fire (your zone)", "fieldtype": "Data", "width": 200},
-		{"fieldname": "next_fire_utc", "label": "Next Fire (UTC)", "fieldtype": "Data", "width": 170},
-		{"fieldname": "last_log", "label": "Last Log", "fieldtype": "Link", "options": "BTU Task Log", "width": 130},
-		{"fieldname": "last_status", "label": "Last Status", "fieldtype": "Data", "width": 90},
-		{"fieldname": "last_slot_utc", "label": "Last Slot (UTC)", "fieldtype": "Data", "width": 170},
-		{"fieldname": "last_started", "label": "Last Started", "fieldtype": "Datetime", "width": 160},
-		{"fieldname": "last_duration", "label": "Last Duration (s)", "fieldtype": "Float", "precision": 3, "width": 110},
-		{"fieldname": "runs_24h", "label": "Runs (24 h)", "fieldtype": "Int", "width": 90},
-		{"fieldname": "failures_24h", "label": "Failures (24 h)", "fieldtype": "Int", "width": 100},
+		{"fieldname": "schedule", "label": _("Schedule"), "fieldtype": "Link", "options": "BTU Task Schedule", "width": 110},
+		{"fieldname": "task", "label": _("Task"), "fieldtype": "Link", "options": "BTU Task", "width": 100},
+		{"fieldname": "task_description", "label": _("Task Description"), "fieldtype": "Data", "width": 180},
+		{"fieldname": "enabled", "label": _("Enabled"), "fieldtype": "Check", "width": 70},
+		{"fieldname": "paused", "label": _("Paused"), "fieldtype": "Check", "width": 70},
+		{"fieldname": "schedule_description", "label": _("When"), "fieldtype": "Data", "width": 260},
+		{"fieldname": "time_zone", "label": _("Zone"), "fieldtype": "Data", "width": 130},
+		{"fieldname": "next_fire_zone", "label": _("Next Fire (schedule zone)"), "fieldtype": "Data", "width": 200},
+		{"fieldname": "next_fire_user", "label": _("Next Fire (your zone)"), "fieldtype": "Data", "width": 200},
+		{"fieldname": "next_fire_utc", "label": _("Next Fire (UTC)"), "fieldtype": "Data", "width": 170},
+		{"fieldname": "last_log", "label": _("Last Log"), "fieldtype": "Link", "options": "BTU Task Log", "width": 130},
+		{"fieldname": "last_status", "label": _("Last Status"), "fieldtype": "Data", "width": 90},
+		{"fieldname": "last_slot_utc", "label": _("Last Slot (UTC)"), "fieldtype": "Data", "width": 170},
+		{"fieldname": "last_started", "label": _("Last Started"), "fieldtype": "Datetime", "width": 160},
+		{"fieldname": "last_duration", "label": _("Last Duration (s)"), "fieldtype": "Float", "precision": 3, "width": 110},
+		{"fieldname": "runs_24h", "label": _("Runs (24 h)"), "fieldtype": "Int", "width": 90},
+		{"fieldname": "failures_24h", "label": _("Failures (24 h)"), "fieldtype": "Int", "width": 100},
 	]

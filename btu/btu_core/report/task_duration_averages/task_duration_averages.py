@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import frappe
+from frappe import _
 from frappe.utils import add_days, getdate, nowdate
 
 
@@ -45,12 +46,12 @@ def execute(filters=None):
 
 def columns():
 	return [
-		{"fieldname": "task", "label": "Task", "fieldtype": "Link", "options": "BTU Task", "width": 100},
-		{"fieldname": "task_description", "label": "Task Description", "fieldtype": "Data", "width": 200},
-		{"fieldname": "runs", "label": "Runs", "fieldtype": "Int", "width": 70},
-		*({"fieldname": key, "label": label, "fieldtype": "Float", "precision": 3, "width": 100} for key, label in (("min", "Min (s)"), ("avg", "Average (s)"), ("p95", "95th pct (s)"), ("max", "Max (s)"))),
-		{"fieldname": "max_task_duration", "label": "Limit (s)", "fieldtype": "Int", "width": 80},
-		{"fieldname": "max_share_of_limit", "label": "Max % of Limit", "fieldtype": "Percent", "width": 110},
+		{"fieldname": "task", "label": _("Task"), "fieldtype": "Link", "options": "BTU Task", "width": 100},
+		{"fieldname": "task_description", "label": _("Task Description"), "fieldtype": "Data", "width": 200},
+		{"fieldname": "runs", "label": _("Runs"), "fieldtype": "Int", "width": 70},
+		*({"fieldname": key, "label": label, "fieldtype": "Float", "precision": 3, "width": 100} for key, label in (("min", _("Min (s)")), ("avg", _("Average (s)")), ("p95", _("95th pct (s)")), ("max", _("Max (s)")))),
+		{"fieldname": "max_task_duration", "label": _("Limit (s)"), "fieldtype": "Int", "width": 80},
+		{"fieldname": "max_share_of_limit", "label": _("Max % of Limit"), "fieldtype": "Percent", "width": 110},
 	]
 
 
@@ -60,7 +61,7 @@ def chart(data):
 	return {
 		"data": {
 			"labels": [row["task_description"] or row["task"] for row in data],
-			"datasets": [{"name": "Average (s)", "values": [round(row["avg"], 3) for row in data]}, {"name": "95th pct (s)", "values": [round(row["p95"], 3) for row in data]}],
+			"datasets": [{"name": _("Average (s)"), "values": [round(row["avg"], 3) for row in data]}, {"name": _("95th pct (s)"), "values": [round(row["p95"], 3) for row in data]}],
 		},
 		"type": "bar",
 	}
