@@ -267,18 +267,19 @@ class Reconciler:
 			# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
 			retry = self.state.invalid_names(site.name)
 			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-			self.summaries[site.name] = summary
 			enabled = {} if unchanged else self.row_versions(db, None)
+			self.site_answered(site, read.held)
+			if unchanged:
+				return True
+			seen = self.seen.setdefault(site.name, {})
+			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
+				self.remove(site.name, name, reason="disabled or deleted")
+			changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
+			self.apply(site, read, changed, enabled)
+			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
+			self.summaries[site.name] = summary
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
-		self.site_answered(site, read.held)
-		if unchanged:
-			return True
-		seen = self.seen.setdefault(site.name, {})
-		for name in (self.state.names(site.name) | set(seen)) - set(enabled):
-			self.remove(site.name, name, reason="disabled or deleted")
-		changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
-		self.apply(site, read, changed, enabled)
 		return True
 
 	# -- some schedules, for RPC commands ------------------------------------------
@@ -298,18 +299,18 @@ class Reconciler:
 				return False
 			read = self.read_site(site, db)
 			enabled = self.row_versions(db, names)
+			self.site_answered(site, read.held)
+			seen = self.seen.setdefault(site.name, {})
+			for name in set(names) - set(enabled):
+				self.remove(site.name, name, reason="disabled or deleted")
+			# Only a row changed since this process compiled it, missing from the state (another process
+			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
+			present = self.present(site.name, [name for name in names if name in enabled])
+			retry = self.state.invalid_names(site.name)
+			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
+			self.apply(site, read, changed, enabled)
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
-		self.site_answered(site, read.held)
-		seen = self.seen.setdefault(site.name, {})
-		for name in set(names) - set(enabled):
-			self.remove(site.name, name, reason="disabled or deleted")
-		# Only a row changed since this process compiled it, missing from the state (another process
-		# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
-		present = self.present(site.name, [name for name in names if name in enabled])
-		retry = self.state.invalid_names(site.name)
-		changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
-		self.apply(site, read, changed, enabled)
 		return True
 
 	def present(self, site: str, names: list[str]) -> dict[str, bool]:
@@ -437,10 +438,12 @@ def log_applied(site: str, upserts: list[Upsert], results: list[str], specs: dic
 
 
 def cursor_text(slot: datetime | None) -> str:
+	"""A slot as the state keeps it: ms since the epoch, "" for none."""
 	return str(to_ms(slot)) if slot is not None else ""
 
 
 def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
+	"""When the slot fires (jitter added) as ms since the epoch, "0" for no slot."""
 	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
 
 
