@@ -2,7 +2,8 @@
 
 The scheduler only reads: schedule rows joined with their task, a few
 single values (`tabSingles`) and, to resume after Redis lost its data, the
-newest logged slot per schedule. MariaDB goes through PyMySQL, PostgreSQL
+newest logged slot per schedule; all of that SQL is here, each query a
+named method. MariaDB goes through PyMySQL, PostgreSQL
 (db_type "postgres") through psycopg2, as Frappe does.
 """
 
@@ -130,6 +131,7 @@ class SiteDatabase:
 		return f"database {params['database']} at {server}"
 
 	def close_unlocked(self) -> None:
+		"""Drop the connection, for callers holding the lock; the next query opens a new one."""
 		if self._connection is not None:
 			try:
 				self._connection.close()
@@ -178,6 +180,7 @@ class SiteDatabase:
 		return rows[0]["value"] if rows else None
 
 	def system_time_zone(self) -> str | None:
+		"""System Settings.time_zone; None when unset (Frappe's default zone applies)."""
 		return self.single_value("System Settings", "time_zone") or None
 
 	def btu_enabled(self) -> bool:

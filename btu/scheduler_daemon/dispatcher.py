@@ -64,5 +64,6 @@ class RpcDispatcher:
 		}
 
 	def execute(self, site: str, names: list[str]) -> None:
+		"""Sync these schedules of `site` with their rows (`Reconciler.sync_schedules`)."""
 		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.
 		self.reconciler.sync_schedules(site, names)

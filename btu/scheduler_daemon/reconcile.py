@@ -8,6 +8,9 @@ at once for the schedule an RPC command names. When Redis lost its data (the
 state's generation changed) everything is compiled again, and a schedule with
 Task Logs resumes after its newest logged slot, so the catch-up policy decides
 what the outage cost.
+
+This module diffs and compiles; the SQL it needs is in `database.py`, the
+Redis writes in `state.py`.
 """
 
 from __future__ import annotations
@@ -136,8 +139,8 @@ class Reconciler:
 		self.generation: str | None = None
 		self.unreachable: set[str] = set()  # sites whose database does not answer
 		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
-		self.served: set[str] = set()
-		self.paused_sites: dict[str, str] = {}
+		self.served: set[str] = set()  # BTU sites at the last full reconcile
+		self.paused_sites: dict[str, str] = {}  # held sites -> why
 		self.lock = threading.RLock()
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -152,6 +155,7 @@ class Reconciler:
 		return db
 
 	def health(self) -> Health:
+		"""Which sites are held, unreachable or unreadable, as the last reconcile left them."""
 		# Copies taken without the lock: a status must not wait for a long reconcile.
 		return Health(paused=dict(self.paused_sites), unreachable=frozenset(self.unreachable), unreadable=dict(self.unreadable))
 
