@@ -2,7 +2,8 @@
 
 The scheduler only reads: schedule rows joined with their task, a few
 single values (`tabSingles`) and, to resume after Redis lost its data, the
-newest logged slot per schedule. MariaDB goes through PyMySQL, PostgreSQL
+newest logged slot per schedule; all of that SQL is here, each query a
+named method. MariaDB goes through PyMySQL, PostgreSQL
 (db_type "postgres") through psycopg2, as Frappe does.
 """
 
@@ -24,6 +25,14 @@ SCHEDULE_COLUMNS = (
 	"catch_up_window", "catch_up_max", "overlap_policy", "queue_name", "argument_overrides",
 )  # fmt: skip
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short")
+# What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
+# (an UPDATE by SQL may change those without the stamp) and its task's stamp.
+VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"))
+
+
+def _in(values) -> str:
+	"""`IN (%s, ...)` with one placeholder per value."""
+	return f"IN ({', '.join(['%s'] * len(values))})"
 
 
 class DatabaseError(Exception):
@@ -122,6 +131,7 @@ class SiteDatabase:
 		return f"database {params['database']} at {server}"
 
 	def close_unlocked(self) -> None:
+		"""Drop the connection, for callers holding the lock; the next query opens a new one."""
 		if self._connection is not None:
 			try:
 				self._connection.close()
@@ -135,6 +145,25 @@ class SiteDatabase:
 
 	# -- what the scheduler reads ---------------------------------------------------
 
+	def _select_schedules(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
+		"""`SELECT columns` over the schedule rows named (every row when `names` is None), each joined
+		with its task as `t` (its columns NULL when the task is gone)."""
+		if names == []:
+			return []
+		q = self._quote
+		sql = f"SELECT {columns} FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')}"
+		if names is None:
+			return self.query(sql)
+		return self.query(f"{sql} WHERE s.{q('name')} {_in(names)}", tuple(names))
+
+	def _chunked(self, names: list[str], sql) -> list[dict[str, Any]]:
+		"""The rows of `sql(chunk)` (SQL whose only parameters are the chunk's names) for 1,000 names at a time."""
+		rows: list[dict[str, Any]] = []
+		for start in range(0, len(names), 1000):
+			chunk = names[start : start + 1000]
+			rows += self.query(sql(chunk), tuple(chunk))
+		return rows
+
 	def has_btu_tables(self) -> bool:
 		if self.postgres:
 			sql = "SELECT table_name FROM information_schema.tables WHERE table_name = %s"
@@ -143,6 +172,7 @@ class SiteDatabase:
 		return bool(self.query(sql, (SCHEDULE_TABLE,)))
 
 	def single_value(self, doctype: str, field: str) -> str | None:
+		"""`frappe.db.get_single_value` as stored: the text in `tabSingles`, None when never saved."""
 		rows = self.query(
 			f"SELECT {self._quote('value')} AS value FROM {self._quote('tabSingles')} WHERE doctype = %s AND field = %s",
 			(doctype, field),
@@ -150,6 +180,7 @@ class SiteDatabase:
 		return rows[0]["value"] if rows else None
 
 	def system_time_zone(self) -> str | None:
+		"""System Settings.time_zone; None when unset (Frappe's default zone applies)."""
 		return self.single_value("System Settings", "time_zone") or None
 
 	def btu_enabled(self) -> bool:
@@ -157,48 +188,43 @@ class SiteDatabase:
 		value = self.single_value("BTU Configuration", "enabled")
 		return value is None or str(value).strip() not in ("0", "")
 
-	def schedules(self, names: list[str] | None = None) -> list[dict[str, Any]]:
-		"""Schedule rows with their task's columns as `task_<column>` (None when the task is gone)."""
+	def table_summary(self) -> tuple[int, str]:
+		"""(row count, checksum) over the columns `row_versions` reads, computed by the database: equal
+		summaries mean no schedule row (nor its task) changed."""
+		q = self._quote
+		columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
+		crc = "hashtext" if self.postgres else "CRC32"
+		[row] = self._select_schedules(f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum", None)
+		return (int(row["n"]), str(row["checksum"]))
+
+	def row_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
+		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
+		`name`, `modified`, `enabled`, `paused` and its task's `task_modified`."""
+		q = self._quote
+		columns = ", ".join(f"{table}.{q(column)} AS {q(column if table == 's' else 'task_' + column)}" for table, column in VERSION_COLUMNS)
+		return self._select_schedules(columns, names)
+
+	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
+		"""The schedule rows named, with their task's columns as `task_<column>` (None when the task is gone)."""
 		q = self._quote
 		columns = ", ".join(f"s.{q(column)}" for column in SCHEDULE_COLUMNS)
 		task_columns = ", ".join(f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS)
-		sql = (
-			f"SELECT {columns}, t.{q('name')} AS {q('task_name')}, {task_columns} "
-			f"FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')}"
-		)
-		params: tuple = ()
-		if names is not None:
-			if not names:
-				return []
-			sql += f" WHERE s.{q('name')} IN ({', '.join(['%s'] * len(names))})"
-			params = tuple(names)
-		return self.query(sql, params)
+		return self._select_schedules(f"{columns}, t.{q('name')} AS {q('task_name')}, {task_columns}", names)
 
 	def existing_schedules(self, names: list[str]) -> set[str]:
-		"""Which of `names` are schedule rows, in one query per 1,000 names."""
+		"""Which of `names` are schedule rows."""
 		q = self._quote
-		found: set[str] = set()
-		for start in range(0, len(names), 1000):
-			chunk = names[start : start + 1000]
-			rows = self.query(
-				f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} IN ({', '.join(['%s'] * len(chunk))})",
-				tuple(chunk),
-			)
-			found.update(row["name"] for row in rows)
-		return found
+		rows = self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} {_in(chunk)}")
+		return {row["name"] for row in rows}
 
 	def last_logged_slots(self, names: list[str]) -> dict[str, str]:
-		"""Schedule -> newest `slot_utc` in its Task Logs (empty when logs are absent)."""
-		if not names:
-			return {}
+		"""Schedule -> newest `slot_utc` in its Task Logs (absent when it has none)."""
 		q = self._quote
-		slots: dict[str, str] = {}
-		for start in range(0, len(names), 1000):
-			chunk = names[start : start + 1000]
-			rows = self.query(
+		rows = self._chunked(
+			names,
+			lambda chunk: (
 				f"SELECT {q('schedule')} AS schedule, MAX({q('slot_utc')}) AS slot FROM {q(LOG_TABLE)} "
-				f"WHERE {q('schedule')} IN ({', '.join(['%s'] * len(chunk))}) GROUP BY {q('schedule')}",
-				tuple(chunk),
-			)
-			slots.update((row["schedule"], row["slot"]) for row in rows if row["slot"])
-		return slots
+				f"WHERE {q('schedule')} {_in(chunk)} GROUP BY {q('schedule')}"
+			),
+		)
+		return {row["schedule"]: row["slot"] for row in rows if row["slot"]}

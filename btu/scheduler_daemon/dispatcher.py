@@ -17,32 +17,24 @@ from btu.scheduler_daemon.reconcile import Reconciler
 
 
 class RpcDispatcher:
+	"""The listener's `Dispatcher` for a scheduler process: checks a command's site and schedules against
+	the bench and its databases, then has the reconciler sync them."""
+
 	def __init__(self, reconciler: Reconciler):
 		self.reconciler = reconciler
 
-	def btu_sites(self) -> list[str]:
-		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
-		sites = []
-		known = self.reconciler.state.sites()
-		for name in self.reconciler.bench.site_names():
-			try:
-				if self.reconciler.database(self.reconciler.bench.site(name)).has_btu_tables():
-					sites.append(name)
-			except (DatabaseError, BenchError):
-				if name in known:
-					sites.append(name)
-		return sites
-
 	def resolve_site(self, site: str | None) -> str:
-		names = self.reconciler.bench.site_names()
+		"""The site named, else the bench's default site, else its only BTU site; raises CommandRejected."""
+		bench = self.reconciler.bench
+		names = bench.site_names()
 		if site:
 			if site not in names:
 				raise CommandRejected(f"site {site!r} is not a site of this bench; sites: {', '.join(names) or 'none'}")
 			return site
-		default = self.reconciler.bench.default_site
+		default = bench.default_site
 		if default and default in names:
 			return default
-		btu_sites = self.btu_sites()
+		btu_sites = self.reconciler.btu_sites()
 		if len(btu_sites) == 1:
 			return btu_sites[0]
 		raise CommandRejected(
@@ -51,6 +43,8 @@ class RpcDispatcher:
 		)
 
 	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
+		"""The names that are not schedules of `site`, each with why it is refused. When the database does not
+		answer, none: the sync after the ACK tells."""
 		problem = site_name_problem(site)
 		if problem:
 			return dict.fromkeys(names, problem)
@@ -61,7 +55,7 @@ class RpcDispatcher:
 		if not unknown:
 			return {}
 		try:
-			existing = self.reconciler.database(self.reconciler.bench.site(site)).existing_schedules(unknown)
+			existing = self.reconciler.existing_schedules(site, unknown)
 		except (DatabaseError, BenchError):
 			return {}  # cannot tell now; the reconcile retries once the database answers
 		return {
@@ -70,5 +64,6 @@ class RpcDispatcher:
 		}
 
 	def execute(self, site: str, names: list[str]) -> None:
+		"""Sync these schedules of `site` with their rows (`Reconciler.sync_schedules`)."""
 		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.
 		self.reconciler.sync_schedules(site, names)

@@ -8,6 +8,9 @@ at once for the schedule an RPC command names. When Redis lost its data (the
 state's generation changed) everything is compiled again, and a schedule with
 Task Logs resumes after its newest logged slot, so the catch-up policy decides
 what the outage cost.
+
+This module diffs and compiles; the SQL it needs is in `database.py`, the
+Redis writes in `state.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -96,7 +100,32 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 	return value
 
 
+@dataclass(frozen=True)
+class Health:
+	"""What keeps sites from being read or from firing, as the reconciler last saw it."""
+
+	paused: dict[str, str]  # site -> why its schedules do not fire (site_config pause, BTU Configuration)
+	unreachable: frozenset[str]  # sites whose database does not answer
+	unreadable: dict[str, str]  # site -> why its site_config.json cannot be read, or its name is refused
+
+
+@dataclass(frozen=True)
+class SiteRead:
+	"""What a reconcile reads of a site before its rows."""
+
+	db: SiteDatabase
+	system_tz: str | None
+	held: str | None  # why the site's schedules do not fire; None when they do
+	# What a compiled schedule depends on besides its row: when it changes, every row is compiled again.
+	context: str
+
+
 class Reconciler:
+	"""Keeps the Redis state of a bench's BTU sites in line with their databases.
+
+	`full` reconciles every site, `sync_schedules` some schedules of one site (RPC commands, resync);
+	`health` says which sites are held, unreachable or unreadable. `bench` is the bench as last loaded."""
+
 	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0):
 		self.bench_path = bench_path
 		self.state = state
@@ -106,17 +135,18 @@ class Reconciler:
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
 		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
-		self.summaries: dict[str, tuple] = {}  # site -> (table checksum, site context) at its last full reconcile
+		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
 		self.unreachable: set[str] = set()  # sites whose database does not answer
 		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
-		self.served: set[str] = set()
-		self.paused_sites: dict[str, str] = {}
+		self.served: set[str] = set()  # BTU sites at the last full reconcile
+		self.paused_sites: dict[str, str] = {}  # held sites -> why
 		self.lock = threading.RLock()
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
 
 	def database(self, site: Site) -> SiteDatabase:
+		"""The site's connection, opened again when its site_config.json changed."""
 		db = self.databases.get(site.name)
 		if db is None or db.site.config != site.config:
 			if db is not None:
@@ -124,7 +154,30 @@ class Reconciler:
 			db = self.databases[site.name] = SiteDatabase(site)
 		return db
 
+	def health(self) -> Health:
+		"""Which sites are held, unreachable or unreadable, as the last reconcile left them."""
+		# Copies taken without the lock: a status must not wait for a long reconcile.
+		return Health(paused=dict(self.paused_sites), unreachable=frozenset(self.unreachable), unreadable=dict(self.unreadable))
+
+	def btu_sites(self) -> list[str]:
+		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
+		sites = []
+		known = self.state.sites()
+		for name in self.bench.site_names():
+			try:
+				if self.database(self.bench.site(name)).has_btu_tables():
+					sites.append(name)
+			except (DatabaseError, BenchError):
+				if name in known:
+					sites.append(name)
+		return sites
+
+	def existing_schedules(self, site_name: str, names: list[str]) -> set[str]:
+		"""Which of `names` are schedule rows of the site; raises DatabaseError or BenchError when it cannot tell."""
+		return self.database(self.bench.site(site_name)).existing_schedules(names)
+
 	def check_generation(self) -> None:
+		"""After Redis lost the state (its generation changed), compile every schedule again."""
 		generation = self.state.generation()
 		if generation != self.generation:
 			if self.generation is not None:
@@ -151,6 +204,7 @@ class Reconciler:
 	# -- full reconcile ---------------------------------------------------------
 
 	def full(self) -> None:
+		"""Reconcile every site of the bench; drop the state of sites that are no longer BTU sites."""
 		with self.lock:
 			try:
 				self.bench = Bench.load(self.bench_path)
@@ -204,28 +258,99 @@ class Reconciler:
 				effect="due entries put right; what was moved aside is rebuilt from the database rows",
 			)
 
-	def reconcile_site(self, site: Site, names: list[str] | None = None) -> bool:
-		"""Reconcile one site (or some schedules of it); True if the site is a BTU site."""
+	def reconcile_site(self, site: Site) -> bool:
+		"""Bring every schedule of one site in line with its table: compiled when its row changed, removed when
+		disabled or gone. True if it is a BTU site (or has state while its database does not answer)."""
 		db = self.database(site)
 		try:
 			if not db.has_btu_tables():
 				return False
-			system_tz = db.system_time_zone()
-			held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
-			context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
-			if names is None:
-				# Most reconciles find nothing changed: one checksum query instead of every row's version.
-				summary = (self.table_summary(db), context)
-				# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
-				retry = self.state.invalid_names(site.name)
-				unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-				self.summaries[site.name] = summary
-			versions = {} if names is None and unchanged else self.row_versions(db, names)
+			read = self.read_site(site, db)
+			# Most reconciles find nothing changed: one checksum query instead of every row's version.
+			summary = (db.table_summary(), read.context)
+			# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
+			retry = self.state.invalid_names(site.name)
+			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
+			enabled = {} if unchanged else self.row_versions(db, None)
+			self.site_answered(site, read.held)
+			if unchanged:
+				return True
+			seen = self.seen.setdefault(site.name, {})
+			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
+				self.remove(site.name, name, reason="disabled or deleted")
+			changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
+			self.apply(site, read, changed, enabled)
+			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
+			self.summaries[site.name] = summary
 		except DatabaseError as exc:
-			if site.name not in self.unreachable:
-				log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
-			self.unreachable.add(site.name)
-			return site.name in self.state.sites()
+			return self.database_down(site, exc)
+		return True
+
+	# -- some schedules, for RPC commands ------------------------------------------
+
+	def sync_schedules(self, site_name: str, names: list[str]) -> None:
+		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
+		with self.lock:
+			self.check_generation()
+			self.reconcile_schedules(self.bench.site(site_name), names)
+			self.wake()
+
+	def reconcile_schedules(self, site: Site, names: list[str]) -> bool:
+		"""Like `reconcile_site` for these schedules of the site only."""
+		db = self.database(site)
+		try:
+			if not db.has_btu_tables():
+				return False
+			read = self.read_site(site, db)
+			enabled = self.row_versions(db, names)
+			self.site_answered(site, read.held)
+			seen = self.seen.setdefault(site.name, {})
+			for name in set(names) - set(enabled):
+				self.remove(site.name, name, reason="disabled or deleted")
+			# Only a row changed since this process compiled it, missing from the state (another process
+			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
+			present = self.present(site.name, [name for name in names if name in enabled])
+			retry = self.state.invalid_names(site.name)
+			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
+			self.apply(site, read, changed, enabled)
+		except DatabaseError as exc:
+			return self.database_down(site, exc)
+		return True
+
+	def present(self, site: str, names: list[str]) -> dict[str, bool]:
+		"""Whether each schedule is in the state, in one round trip."""
+		key = protocol.site_schedules_key(site)
+		with self.state.redis.pipeline(transaction=False) as pipe:
+			for name in names:
+				pipe.sismember(key, name)
+			return dict(zip(names, map(bool, pipe.execute())))
+
+	# -- steps of both ------------------------------------------------------------
+
+	def read_site(self, site: Site, db: SiteDatabase) -> SiteRead:
+		"""The site's zone and whether it is held; raises DatabaseError."""
+		system_tz = db.system_time_zone()
+		held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
+		context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
+		return SiteRead(db=db, system_tz=system_tz, held=held, context=context)
+
+	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, str]:
+		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task."""
+		return {
+			row["name"]: f"{row['modified']}|{row['task_modified']}|{row['paused']}"
+			for row in db.row_versions(names)
+			if int(row["enabled"] or 0)
+		}
+
+	def database_down(self, site: Site, exc: DatabaseError) -> bool:
+		"""Note the outage (logged once); True if the site has state, which keeps firing meanwhile."""
+		if site.name not in self.unreachable:
+			log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
+		self.unreachable.add(site.name)
+		return site.name in self.state.sites()
+
+	def site_answered(self, site: Site, held: str | None) -> None:
+		"""Note that the site's database answered and whether the site is held (`held`: why), logging each change."""
 		if site.name in self.unreachable:
 			self.unreachable.discard(site.name)
 			log_event(logger, logging.INFO, "database_restored", site=site.name)
@@ -238,72 +363,22 @@ class Reconciler:
 				self.state.hold_site(site.name)
 		elif was_held:
 			log_event(logger, logging.INFO, "site_resumed", site=site.name, reason=f"no longer held ({was_held})")
-		if names is None and unchanged:
-			return True
-		seen = self.seen.setdefault(site.name, {})
-		enabled = {name: (version, context) for name, (version, on) in versions.items() if on}
-		in_state = self.state.names(site.name) if names is None else set(names)
-		for name in (in_state | set(seen)) - set(enabled):
-			if names is None or name in names:
-				self.remove(site.name, name, reason="disabled or deleted")
-		if names is None:
-			changed = [name for name, version in enabled.items() if seen.get(name) != version or name in retry]
-		else:
-			# Only a row changed since this process compiled it, missing from the state (another process
-			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
-			present = self.present(site.name, [name for name in names if name in enabled])
-			retry = self.state.invalid_names(site.name)
-			changed = [name for name, there in present.items() if not there or seen.get(name) != enabled[name] or name in retry]
-		if changed:
-			self.apply(site, db, changed, system_tz, active=not held, versions=enabled)
-		return True
 
-	def present(self, site: str, names: list[str]) -> dict[str, bool]:
-		"""Whether each schedule is in the state, in one round trip."""
-		key = protocol.site_schedules_key(site)
-		with self.state.redis.pipeline(transaction=False) as pipe:
-			for name in names:
-				pipe.sismember(key, name)
-			return dict(zip(names, map(bool, pipe.execute())))
-
-	def table_summary(self, db: SiteDatabase) -> tuple:
-		"""A checksum over what `row_versions` reads, computed by the database."""
-		q = db._quote
-		fields = f"s.{q('name')}, s.{q('modified')}, s.{q('enabled')}, s.{q('paused')}, t.{q('modified')}"
-		checksum = f"SUM(hashtext(CONCAT_WS('|', {fields})))" if db.postgres else f"SUM(CRC32(CONCAT_WS('|', {fields})))"
-		row = db.query(
-			f"SELECT COUNT(*) AS n, {checksum} AS checksum "
-			f"FROM {q('tabBTU Task Schedule')} s LEFT JOIN {q('tabBTU Task')} t ON t.{q('name')} = s.{q('task')}"
-		)[0]
-		return (int(row["n"]), str(row["checksum"]))
-
-	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, tuple[str, bool]]:
-		q = db._quote
-		sql = (
-			f"SELECT s.{q('name')} AS name, s.{q('modified')} AS modified, s.{q('enabled')} AS enabled, "
-			f"s.{q('paused')} AS paused, t.{q('modified')} AS task_modified "
-			f"FROM {q('tabBTU Task Schedule')} s LEFT JOIN {q('tabBTU Task')} t ON t.{q('name')} = s.{q('task')}"
-		)
-		params: tuple = ()
-		if names is not None:
-			sql += f" WHERE s.{q('name')} IN ({', '.join(['%s'] * len(names))})"
-			params = tuple(names)
-		rows = db.query(sql, params) if names != [] else []
-		return {
-			row["name"]: (f"{row['modified']}|{row['task_modified']}|{row['paused']}", bool(int(row["enabled"] or 0)))
-			for row in rows
-		}
-
-	def apply(self, site: Site, db: SiteDatabase, names: list[str], system_tz: str | None, *, active: bool, versions) -> None:
+	def apply(self, site: Site, read: SiteRead, names: list[str], versions: dict[str, str]) -> None:
+		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
+		if not names:
+			return
 		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			rows = db.schedules(names[start : start + APPLY_CHUNK])
-			logged = db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
-			self.apply_rows(site, rows, logged, system_tz, active=active, versions=versions)
+			rows = read.db.schedule_rows(names[start : start + APPLY_CHUNK])
+			logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
+			self.apply_rows(site, read, rows, logged, versions)
 		self.wake()
 
-	def apply_rows(self, site: Site, rows: list[dict], logged: dict, system_tz: str | None, *, active: bool, versions) -> None:
+	def apply_rows(self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]) -> None:
+		"""Compile these rows into the state; a row that cannot be scheduled leaves it and is listed as invalid.
+		`logged`: schedule -> its newest logged slot, for those new to the state."""
 		now = self.clock()
 		invalid: dict[str, str] = {}
 		upserts: list[Upsert] = []
@@ -311,10 +386,10 @@ class Reconciler:
 		seen = self.seen.setdefault(site.name, {})
 		for row in rows:
 			name = row["name"]
-			seen[name] = versions[name]
+			seen[name] = (versions[name], read.context)
 			try:
-				spec, template = compile_row(row, self.bench, self.executor, system_tz)
-				new_cursor = spec.next_slot(resume_after(logged.get(name), row.get("modified"), system_tz, now))
+				spec, template = compile_row(row, self.bench, self.executor, read.system_tz)
+				new_cursor = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
 				now_cursor = spec.next_slot(now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
@@ -322,56 +397,57 @@ class Reconciler:
 				self.state.remove(site.name, name)
 				continue
 			specs[name] = spec
-			upserts.append(
-				Upsert(
-					name=name,
-					fingerprint=spec.fingerprint,
-					spec=spec.to_dict(),
-					job=template.to_dict(),
-					paused=bool(int(row.get("paused") or 0)),
-					active=active,
-					new_cursor=cursor_text(new_cursor),
-					new_fire_at=fire_at_text(spec, new_cursor),
-					now_cursor=cursor_text(now_cursor),
-					now_fire_at=fire_at_text(spec, now_cursor),
-					modified=str(row.get("modified")),
-				)
-			)
-		results = self.state.upsert_many(site.name, upserts)
-		if logger.isEnabledFor(logging.INFO):
-			for entry, result in zip(upserts, results):
-				if result != "same":
-					cursor = entry.new_cursor if result in ("new", "rebuilt") else entry.now_cursor
-					log_event(
-						logger, logging.INFO, "schedule_" + result, site=site.name, schedule=entry.name,
-						slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
-					)
+			upserts.append(upsert(row, spec, template, new_cursor, now_cursor, active=not read.held))
+		log_applied(site.name, upserts, self.state.upsert_many(site.name, upserts), specs)
 		if invalid:
 			self.state.set_invalid(site.name, invalid, replace=False)
 
 	def remove(self, site: str, name: str, reason: str) -> None:
+		"""Take one schedule out of the state (logged when it was there) and forget that it was compiled."""
 		if self.state.remove(site, name):
 			log_event(logger, logging.INFO, "schedule_removed", site=site, schedule=name, reason=reason)
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
-	# -- some schedules, for RPC commands ------------------------------------------
 
-	def sync_schedules(self, site_name: str, names: list[str]) -> None:
-		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
-		with self.lock:
-			self.check_generation()
-			site = self.bench.site(site_name)
-			self.reconcile_site(site, names)
-			self.wake()
+def upsert(row: dict, spec: ScheduleSpec, template: JobTemplate, new_cursor: datetime | None, now_cursor: datetime | None, *, active: bool) -> Upsert:
+	"""What the state is to hold of a compiled row; `new_cursor` is its next slot if new to the state, `now_cursor` from now."""
+	return Upsert(
+		name=row["name"],
+		fingerprint=spec.fingerprint,
+		spec=spec.to_dict(),
+		job=template.to_dict(),
+		paused=bool(int(row.get("paused") or 0)),
+		active=active,
+		new_cursor=cursor_text(new_cursor),
+		new_fire_at=fire_at_text(spec, new_cursor),
+		now_cursor=cursor_text(now_cursor),
+		now_fire_at=fire_at_text(spec, now_cursor),
+		modified=str(row.get("modified")),
+	)
+
+
+def log_applied(site: str, upserts: list[Upsert], results: list[str], specs: dict[str, ScheduleSpec]) -> None:
+	"""One line per schedule that `State.upsert_many` added or changed (`results`, in the order of `upserts`)."""
+	if not logger.isEnabledFor(logging.INFO):
+		return
+	for entry, result in zip(upserts, results):
+		if result != "same":
+			cursor = entry.new_cursor if result in ("new", "rebuilt") else entry.now_cursor
+			log_event(
+				logger, logging.INFO, "schedule_" + result, site=site, schedule=entry.name,
+				slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
+			)
 
 
 def cursor_text(slot: datetime | None) -> str:
+	"""A slot as the state keeps it: ms since the epoch, "" for none."""
 	return str(to_ms(slot)) if slot is not None else ""
 
 
 def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
+	"""When the slot fires (jitter added) as ms since the epoch, "0" for no slot."""
 	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
 
 

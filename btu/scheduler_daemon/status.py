@@ -11,12 +11,16 @@ import json
 import os
 import socket
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import redis
 
 from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
+
+if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-scheduler status` does not need
+	from btu.scheduler_daemon.reconcile import Health, Reconciler
 
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
@@ -226,19 +230,21 @@ def _fire(fire: dict) -> dict:
 	}
 
 
-def site_health(reconciler) -> dict:
-	health = {}
-	for site, reason in reconciler.paused_sites.items():
-		health.setdefault(site, {})["paused_reason"] = reason
-	for site in reconciler.unreachable:
-		health.setdefault(site, {})["database"] = "unreachable"
-	for site, error in reconciler.unreadable.items():
-		health.setdefault(site, {})["site_config"] = f"unreadable: {error}"
-	return health
+def site_health(health: Health) -> dict[str, dict[str, str]]:
+	"""The reconciler's health as the status fields of each site it concerns."""
+	by_site: dict[str, dict[str, str]] = {}
+	for site, reason in health.paused.items():
+		by_site.setdefault(site, {})["paused_reason"] = reason
+	for site in health.unreachable:
+		by_site.setdefault(site, {})["database"] = "unreachable"
+	for site, error in health.unreadable.items():
+		by_site.setdefault(site, {})["site_config"] = f"unreadable: {error}"
+	return by_site
 
 
-def publish(redis_conn, reconciler) -> None:
-	redis_conn.set(protocol.STATUS_KEY, json.dumps(build(redis_conn, health=site_health(reconciler))))
+def publish(redis_conn, reconciler: Reconciler) -> None:
+	"""Store the status with the reconciler's health under `protocol.STATUS_KEY`, for the Desk."""
+	redis_conn.set(protocol.STATUS_KEY, json.dumps(build(redis_conn, health=site_health(reconciler.health()))))
 
 
 def stored_health(redis_conn) -> dict:

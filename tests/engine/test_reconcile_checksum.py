@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from btu.shared import protocol
+from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 
@@ -54,3 +55,33 @@ def test_unchanged_table_skips_the_row_read_and_every_change_is_seen(engine_benc
 	reconciler.remove(site, names[0], reason="test")
 	reconciler.full()
 	assert reconciler.row_reads == 5 and reconciler.state.names(site) == {names[0]}
+
+
+class FailingOnce(CountingReconciler):
+	"""Its database fails while the changed rows are read, once, after `fail` is set."""
+
+	fail = False
+
+	def apply(self, site, read, names, versions):
+		if self.fail:
+			self.fail = False
+			raise DatabaseError(f"site {site.name}: gone while reading rows (test)")
+		super().apply(site, read, names, versions)
+
+
+def test_a_database_failing_amid_a_reconcile_is_diffed_again_next_time(engine_bench, r):
+	bench, data = engine_bench()
+	site = data.site.name
+	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
+	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
+	reconciler = FailingOnce(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler.full()
+	before = r.hget(protocol.schedule_key(site, name), "spec")
+
+	data.update_schedule(name, cron_string="30 4 * * *")
+	reconciler.fail = True
+	reconciler.full()
+	assert site in reconciler.health().unreachable and r.hget(protocol.schedule_key(site, name), "spec") == before
+
+	reconciler.full()  # same checksum as the failed reconcile read: the rows are read all the same
+	assert site not in reconciler.health().unreachable and r.hget(protocol.schedule_key(site, name), "spec") != before
