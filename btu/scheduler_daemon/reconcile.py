@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from btu.shared import protocol
-from btu.shared.instants import from_ms, slot_text, to_ms
+from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
@@ -389,7 +389,7 @@ def row_moment(value, system_tz: str | None) -> datetime | None:
 	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant."""
 	if isinstance(value, str):
 		try:
-			value = datetime.fromisoformat(value.strip())
+			value = parse_iso(value, "modified")
 		except ValueError:
 			return None
 	if not isinstance(value, datetime):
@@ -404,9 +404,11 @@ def row_moment(value, system_tz: str | None) -> datetime | None:
 
 
 def parse_logged_slot(text: str | None) -> datetime | None:
+	"""A Log's slot_utc as an aware UTC instant (naive text is UTC, as the column's name says); None if unreadable."""
 	if not text:
 		return None
 	try:
-		return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+		value = parse_iso(text, "slot_utc")
 	except ValueError:
 		return None
+	return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
