@@ -20,6 +20,7 @@ from pathlib import Path
 
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
 from btu.shared.protocol import mask_url
+from btu.shared.task_args import json_type
 from btu.scheduler_daemon.app_files import AppFiles
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
@@ -87,17 +88,6 @@ def read_json(path: Path) -> dict:
 	if not isinstance(data, dict):
 		raise BenchError(f"{path}: must hold a JSON object, found {json_type(data)}; fix the file")
 	return data
-
-
-def json_type(value) -> str:
-	"""What a JSON value is, in JSON's words."""
-	if value is None:
-		return "null"
-	if isinstance(value, bool):
-		return "true/false"
-	if isinstance(value, (int, float)):
-		return "a number"
-	return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def as_int(value) -> int | None:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import redis
 
 from btu.shared import protocol
+from btu.shared.task_args import json_type
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
 
@@ -107,14 +108,6 @@ def check_name(field: str, value: Any) -> str | None:
 	if not value.isprintable():
 		return f"{field} {value!r} holds control characters"
 	return None
-
-
-def json_type(value: Any) -> str:
-	if value is None:
-		return "null"
-	return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array", dict: "an object"}.get(
-		type(value), type(value).__name__
-	)
 
 
 def clip(value: Any, limit: int = 80) -> str:

@@ -25,6 +25,7 @@ from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
 from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
+from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate
@@ -82,18 +83,11 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 
 
 def parse_json_object(field: str, text, owner: str) -> dict:
-	if text is None or not str(text).strip():
-		return {}
+	"""The JSON object of keyword arguments in `text` (empty means {}); a RowError names `owner` and `field`."""
 	try:
-		value = json.loads(text)
-	except ValueError as exc:
-		raise RowError(
-			f"{owner}: {field} is not valid JSON (line {getattr(exc, 'lineno', '?')}, column {getattr(exc, 'colno', '?')}: "
-			f"{getattr(exc, 'msg', exc)}); write a JSON object such as {{\"key\": \"value\"}}"
-		) from exc
-	if not isinstance(value, dict):
-		raise RowError(f"{owner}: {field} must be a JSON object, not {type(value).__name__}; wrap it as {{\"name\": ...}}")
-	return value
+		return parse_arguments(text, field)
+	except ArgumentsError as exc:
+		raise RowError(f"{owner}: {exc}") from None
 
 
 class Reconciler:
