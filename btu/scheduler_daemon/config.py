@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from btu.shared.protocol import mask_url
+from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -31,7 +31,6 @@ ENV_PREFIX = "BTU_SCHEDULER_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 EXECUTORS = ("frappe", "rq")
-REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 SECRET_KEYS = frozenset({"redis_url"})
 
 
@@ -216,8 +215,7 @@ def convert(setting: Setting, value: Any, source: str, from_text: bool) -> Any:
 	if not text:
 		raise refuse(setting, value, source, "empty")
 	if kind == "url":
-		scheme = text.partition("://")[0].lower() if "://" in text else ""
-		if scheme not in REDIS_URL_SCHEMES:
+		if not is_redis_url(text):
 			raise refuse(setting, value, source, "not a Redis URL")
 	return text
 
