@@ -198,13 +198,14 @@ class JobShape:
 		self.site = site
 		self.queue_key = queue_key(template.queue)
 		epoch = datetime.fromtimestamp(0, timezone.utc)
-		job = self._create(self.kwargs("", epoch, epoch))
+		job = self.rq_job(self.kwargs("", epoch, epoch))
 		self.func_name = job.func_name
 		self.args = job.args
 		self.serializer = job.serializer
 		self.fields = {k: v for k, v in job.to_dict().items() if k not in PER_FIRE_FIELDS}
 
-	def _create(self, kwargs: dict, identifier: str = "btu-shape", description: str = "") -> Job:
+	def rq_job(self, kwargs: dict, identifier: str = "btu-shape", description: str = "") -> Job:
+		"""A whole rq Job of this shape with `kwargs`, made by rq's Job.create; nothing is saved."""
 		template = self.template
 		job = Job.create(
 			EXECUTE_JOB if template.executor == FRAPPE_EXECUTOR else template.function,
@@ -253,21 +254,6 @@ class JobShape:
 	def fire_fields(self, schedule: str, slot: datetime, fire_at: datetime) -> tuple[str, bytes]:
 		"""The `description` and `data` of one fire; the prepare script adds them to `fields` with the stamps."""
 		return self.description(schedule, slot), self.data(self.kwargs(schedule, slot, fire_at))
-
-	def mapping(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
-		"""The job's whole hash once released, as the prepare and release scripts write it."""
-		description, data = self.fire_fields(schedule, slot, fire_at)
-		return {
-			**self.fields, "created_at": rq_time(created_at), "enqueued_at": rq_time(enqueued_at), "status": JobStatus.QUEUED.value,
-			"description": description, "data": data,
-		}
-
-	def reference(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
-		"""The same hash made the slow way, through a whole rq Job (what tests compare `mapping` with)."""
-		job = self._create(self.kwargs(schedule, slot, fire_at), job_id(self.site, schedule, slot), self.description(schedule, slot))
-		job.created_at = created_at.astimezone(timezone.utc)
-		job.enqueued_at = enqueued_at.astimezone(timezone.utc)
-		return job.to_dict()
 
 
 def queue_key(queue: str) -> str:
