@@ -10,8 +10,9 @@ from frappe import _
 from frappe.utils import cint, get_datetime
 
 from btu.shared import protocol
+from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import scheduler_link
-from btu.btu_core.instants import format_utc_iso, parse_utc_iso, utc_now
+from btu.btu_core.instants import utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
 from btu.btu_core.task_runner import max_duration, run_in_this_process

@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Callable
 
-from btu.shared import declared
+from btu.shared import declared, task_args
 
 
 class TaskInputError(ValueError):
@@ -21,35 +21,18 @@ class TaskInputError(ValueError):
 
 def parse_arguments(text: str | None, field: str = "arguments") -> dict:
 	"""The JSON object in `text` (empty means {}); errors give line and column."""
-	if text is None or not str(text).strip():
-		return {}
 	try:
-		value = json.loads(text)
-	except json.JSONDecodeError as exc:
-		raise TaskInputError(
-			f"{field}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}. "
-			'Write a JSON object such as {"company": "ACME", "dry_run": false} '
-			"(double quotes, true/false/null in lower case, no trailing commas)"
-		) from None
-	if not isinstance(value, dict):
-		raise TaskInputError(
-			f"{field}: must be a JSON object of keyword arguments, found a JSON {json_type(value)}; "
-			'wrap it like {"name": value}'
-		)
-	return value
-
-
-def json_type(value) -> str:
-	return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-		type(value), "null" if value is None else type(value).__name__
-	)
+		return task_args.parse_arguments(text, field)
+	except task_args.ArgumentsError as exc:
+		raise TaskInputError(str(exc)) from None
 
 
 def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
 	"""The Task's arguments with the Schedule's overrides merged over them (one level)."""
-	merged = parse_arguments(task_arguments, "arguments")
-	merged.update(parse_arguments(overrides, "argument_overrides"))
-	return merged
+	try:
+		return task_args.merge_arguments(task_arguments, overrides)
+	except task_args.ArgumentsError as exc:
+		raise TaskInputError(str(exc)) from None
 
 
 def resolve_function(path: str | None) -> Callable:

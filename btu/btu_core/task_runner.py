@@ -28,7 +28,8 @@ import frappe
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
-from btu.btu_core.instants import format_utc_iso, parse_utc_iso, to_system_naive, utc_now
+from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.notifications import notify
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
 

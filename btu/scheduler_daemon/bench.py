@@ -19,12 +19,12 @@ from functools import cached_property
 from pathlib import Path
 
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
-from btu.shared.protocol import mask_url
+from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
+from btu.shared.task_args import json_type
 from btu.scheduler_daemon.app_files import AppFiles
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
-REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 # frappe.utils.background_jobs.get_queues_timeout, in priority order.
 STANDARD_QUEUE_TIMEOUTS = {"short": 300, "default": 300, "long": 1500}
 DEFAULT_WORKER_TIMEOUT = 300
@@ -89,17 +89,6 @@ def read_json(path: Path) -> dict:
 	return data
 
 
-def json_type(value) -> str:
-	"""What a JSON value is, in JSON's words."""
-	if value is None:
-		return "null"
-	if isinstance(value, bool):
-		return "true/false"
-	if isinstance(value, (int, float)):
-		return "a number"
-	return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
-
-
 def as_int(value) -> int | None:
 	"""`value` as Frappe's int() reads a config number (3306, "3306", 3306.0), else None."""
 	if isinstance(value, bool):
@@ -113,7 +102,7 @@ def as_int(value) -> int | None:
 
 
 def check_redis_url(value, where: str) -> None:
-	if not isinstance(value, str) or not value.strip().lower().startswith(REDIS_URL_SCHEMES):
+	if not isinstance(value, str) or not is_redis_url(value):
 		shown = repr(mask_url(value)) if isinstance(value, str) else repr(value)
 		raise BenchError(
 			f"{where} = {shown} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"

@@ -18,7 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from btu.shared.protocol import mask_url
+from btu.shared.job_contract import EXECUTORS, FRAPPE_EXECUTOR
+from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -30,8 +31,6 @@ CONFIG_PATH_ENV = "BTU_SCHEDULER_CONFIG"
 ENV_PREFIX = "BTU_SCHEDULER_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
-EXECUTORS = ("frappe", "rq")
-REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 SECRET_KEYS = frozenset({"redis_url"})
 
 
@@ -95,7 +94,7 @@ SETTINGS: tuple[Setting, ...] = (
 	),
 	Setting("log_level", "INFO", "choice", "lowest level logged", choices=LOG_LEVELS),
 	Setting("log_format", "text", "choice", "one line per event as text or JSON", choices=LOG_FORMATS),
-	Setting("executor", "frappe", "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
+	Setting("executor", FRAPPE_EXECUTOR, "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
 	Setting("redis_url", None, "url", "Redis of the scheduler (default: the bench's redis_queue)"),
 	Setting("bench", None, "str", "the Frappe bench directory (default: found from the current directory)"),
 )
@@ -115,7 +114,7 @@ class Config:
 	release_batch_size: int = 10000
 	log_level: str = "INFO"
 	log_format: str = "text"
-	executor: str = "frappe"
+	executor: str = FRAPPE_EXECUTOR
 	redis_url: str | None = None
 	bench: str | None = None
 	sources: dict[str, str] = field(default_factory=lambda: {s.key: "default" for s in SETTINGS}, compare=False)
@@ -216,8 +215,7 @@ def convert(setting: Setting, value: Any, source: str, from_text: bool) -> Any:
 	if not text:
 		raise refuse(setting, value, source, "empty")
 	if kind == "url":
-		scheme = text.partition("://")[0].lower() if "://" in text else ""
-		if scheme not in REDIS_URL_SCHEMES:
+		if not is_redis_url(text):
 			raise refuse(setting, value, source, "not a Redis URL")
 	return text
 

@@ -1,12 +1,13 @@
 """RQ jobs for fires, built with the installed rq's own Job API.
 
-Two executors:
+Two executors (`btu.shared.job_contract`):
 
 - ``frappe`` (default): the job is what Frappe v15's ``frappe.enqueue``
   writes: ``frappe.utils.background_jobs.execute_job`` with ``site``,
   ``user``, ``method`` (BTU's task runner), ``event``, ``job_name``,
-  ``is_async`` and ``kwargs``; Frappe's TTLs and failed-registry callback;
-  an id starting with the site so the site's RQ Job list shows it.
+  ``is_async`` and ``kwargs`` (the runner's); Frappe's TTLs and
+  failed-registry callback; an id starting with the site so the site's RQ
+  Job list shows it.
 - ``rq``: the job calls the Task's function with its keyword arguments, so a
   plain ``rq worker`` runs it (the demo, and RQ users without Frappe).
 
@@ -30,10 +31,9 @@ from rq.job import Job, JobStatus
 from rq.utils import utcformat
 
 from btu.shared.instants import slot_text
+from btu.shared.job_contract import FRAPPE_EXECUTOR, TASK_RUNNER, runner_kwargs
 
-EXECUTORS = ("frappe", "rq")
 EXECUTE_JOB = "frappe.utils.background_jobs.execute_job"
-TASK_RUNNER = "btu.btu_core.task_runner.run_scheduled_task"
 TRUNCATE_FAILED_REGISTRY = "frappe.utils.background_jobs.truncate_failed_registry"
 # frappe.utils.background_jobs: RQ_RESULTS_TTL and RQ_JOB_FAILURE_TTL.
 RESULT_TTL = 10 * 60
@@ -198,16 +198,17 @@ class JobShape:
 		self.site = site
 		self.queue_key = queue_key(template.queue)
 		epoch = datetime.fromtimestamp(0, timezone.utc)
-		job = self._create(self.kwargs("", epoch, epoch))
+		job = self.rq_job(self.kwargs("", epoch, epoch))
 		self.func_name = job.func_name
 		self.args = job.args
 		self.serializer = job.serializer
 		self.fields = {k: v for k, v in job.to_dict().items() if k not in PER_FIRE_FIELDS}
 
-	def _create(self, kwargs: dict, identifier: str = "btu-shape", description: str = "") -> Job:
+	def rq_job(self, kwargs: dict, identifier: str = "btu-shape", description: str = "") -> Job:
+		"""A whole rq Job of this shape with `kwargs`, made by rq's Job.create; nothing is saved."""
 		template = self.template
 		job = Job.create(
-			EXECUTE_JOB if template.executor == "frappe" else template.function,
+			EXECUTE_JOB if template.executor == FRAPPE_EXECUTOR else template.function,
 			kwargs=kwargs,
 			connection=self.connection,
 			id=identifier,
@@ -216,7 +217,7 @@ class JobShape:
 			failure_ttl=template.failure_ttl,
 			description=description,
 			origin=template.queue,
-			on_failure=Callback(TRUNCATE_FAILED_REGISTRY) if template.executor == "frappe" else None,
+			on_failure=Callback(TRUNCATE_FAILED_REGISTRY) if template.executor == FRAPPE_EXECUTOR else None,
 		)
 		job.origin = template.queue
 		job._status = JobStatus.QUEUED
@@ -225,7 +226,7 @@ class JobShape:
 	def kwargs(self, schedule: str, slot: datetime, fire_at: datetime) -> dict:
 		"""The job's kwargs. The runner reads the enqueue time from the rq job: it is stamped at release."""
 		template = self.template
-		if template.executor != "frappe":
+		if template.executor != FRAPPE_EXECUTOR:
 			return template.kwargs
 		return {
 			"site": self.site,
@@ -234,12 +235,7 @@ class JobShape:
 			"event": None,
 			"job_name": TASK_RUNNER,
 			"is_async": True,
-			"kwargs": {
-				"task": template.task,
-				"schedule": schedule,
-				"slot": slot_text(slot),
-				"fire_at": slot_text(fire_at),
-			},
+			"kwargs": runner_kwargs(template.task, schedule, slot, fire_at),
 		}
 
 	def description(self, schedule: str, slot: datetime) -> str:
@@ -258,21 +254,6 @@ class JobShape:
 	def fire_fields(self, schedule: str, slot: datetime, fire_at: datetime) -> tuple[str, bytes]:
 		"""The `description` and `data` of one fire; the prepare script adds them to `fields` with the stamps."""
 		return self.description(schedule, slot), self.data(self.kwargs(schedule, slot, fire_at))
-
-	def mapping(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
-		"""The job's whole hash once released, as the prepare and release scripts write it."""
-		description, data = self.fire_fields(schedule, slot, fire_at)
-		return {
-			**self.fields, "created_at": rq_time(created_at), "enqueued_at": rq_time(enqueued_at), "status": JobStatus.QUEUED.value,
-			"description": description, "data": data,
-		}
-
-	def reference(self, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
-		"""The same hash made the slow way, through a whole rq Job (what tests compare `mapping` with)."""
-		job = self._create(self.kwargs(schedule, slot, fire_at), job_id(self.site, schedule, slot), self.description(schedule, slot))
-		job.created_at = created_at.astimezone(timezone.utc)
-		job.enqueued_at = enqueued_at.astimezone(timezone.utc)
-		return job.to_dict()
 
 
 def queue_key(queue: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import redis
 
 from btu.shared import protocol
+from btu.shared.task_args import json_type
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
 
@@ -109,14 +110,6 @@ def check_name(field: str, value: Any) -> str | None:
 	return None
 
 
-def json_type(value: Any) -> str:
-	if value is None:
-		return "null"
-	return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array", dict: "an object"}.get(
-		type(value), type(value).__name__
-	)
-
-
 def clip(value: Any, limit: int = 80) -> str:
 	text = value if isinstance(value, str) else repr(value)
 	return text if len(text) <= limit else text[:limit] + "..."
@@ -127,6 +120,39 @@ def effective_socket_timeout(redis_client: redis.Redis) -> float | None:
 	(none in redis-py 4, 5 s in redis-py 8). A connection object is only built, not connected."""
 	pool = redis_client.connection_pool
 	return getattr(pool.connection_class(**pool.connection_kwargs), "socket_timeout", None)
+
+
+class RejectionLog:
+	"""The rpc_rejected lines: at most `limit` per `window` seconds, then one rpc_rejected_suppressed line counting the rest."""
+
+	def __init__(self, process_id: str, limit: int, window: float):
+		self.process_id = process_id
+		self.limit = limit
+		self.window = window
+		self.logged = 0
+		self.suppressed = 0
+		self.window_start = time.monotonic()
+
+	def log(self, reason: str, replied: bool, **context: Any) -> None:
+		self.end_window()
+		if self.logged < self.limit:
+			self.logged += 1
+			log_event(logger, logging.WARNING, "rpc_rejected", reason=reason, replied=replied, process=self.process_id, **context)
+		else:
+			self.suppressed += 1
+
+	def end_window(self) -> None:
+		"""Once the window is over: one line counting the rejections it did not log, and a new window."""
+		now = time.monotonic()
+		if now - self.window_start < self.window:
+			return
+		if self.suppressed:
+			log_event(
+				logger, logging.WARNING, "rpc_rejected_suppressed", count=self.suppressed,
+				window_secs=self.window, logged=self.logged, process=self.process_id,
+			)
+		self.logged = self.suppressed = 0
+		self.window_start = now
 
 
 class CommandListener:
@@ -156,11 +182,7 @@ class CommandListener:
 		self.drain_count = drain_count
 		self.redis_down = False
 		self.quarantine_script = scripts.register(redis_client, "quarantine")
-		self.rejection_log_limit = rejection_log_limit
-		self.rejection_log_window = rejection_log_window
-		self.rejections_logged = 0
-		self.rejections_suppressed = 0
-		self.rejection_window_start = time.monotonic()
+		self.rejections = RejectionLog(self.process_id, rejection_log_limit, rejection_log_window)
 
 	def run(self, stop: threading.Event) -> None:
 		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
@@ -181,7 +203,7 @@ class CommandListener:
 			self.note_redis_restored()
 			if popped is not None:
 				self.handle([popped[1], *self.drain()])
-			self.end_rejection_window()
+			self.rejections.end_window()
 		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
 
 	def quarantine(self, key: str, reason: str) -> None:
@@ -400,29 +422,8 @@ class CommandListener:
 
 	def reject(self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any) -> Rejection:
 		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or None)."""
-		self.end_rejection_window()
-		if self.rejections_logged < self.rejection_log_limit:
-			self.rejections_logged += 1
-			log_event(
-				logger, logging.WARNING, "rpc_rejected", reason=reason, replied=response_key is not None,
-				process=self.process_id, **context,
-			)
-		else:
-			self.rejections_suppressed += 1
+		self.rejections.log(reason, response_key is not None, **context)
 		return Rejection(response_key, protocol.make_error(reason, reply_type))
-
-	def end_rejection_window(self) -> None:
-		"""Once the window is over: one line counting the rejections it did not log, and a new window."""
-		now = time.monotonic()
-		if now - self.rejection_window_start < self.rejection_log_window:
-			return
-		if self.rejections_suppressed:
-			log_event(
-				logger, logging.WARNING, "rpc_rejected_suppressed", count=self.rejections_suppressed,
-				window_secs=self.rejection_log_window, logged=self.rejections_logged, process=self.process_id,
-			)
-		self.rejections_logged = self.rejections_suppressed = 0
-		self.rejection_window_start = now
 
 	def execute(self, site: str, names: list[str], commands: int) -> None:
 		schedules = clip(", ".join(names), 200)

@@ -24,11 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from btu.shared import protocol
-from btu.shared.instants import from_ms, slot_text, to_ms
+from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
 from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
+from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate
@@ -86,18 +87,11 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 
 
 def parse_json_object(field: str, text, owner: str) -> dict:
-	if text is None or not str(text).strip():
-		return {}
+	"""The JSON object of keyword arguments in `text` (empty means {}); a RowError names `owner` and `field`."""
 	try:
-		value = json.loads(text)
-	except ValueError as exc:
-		raise RowError(
-			f"{owner}: {field} is not valid JSON (line {getattr(exc, 'lineno', '?')}, column {getattr(exc, 'colno', '?')}: "
-			f"{getattr(exc, 'msg', exc)}); write a JSON object such as {{\"key\": \"value\"}}"
-		) from exc
-	if not isinstance(value, dict):
-		raise RowError(f"{owner}: {field} must be a JSON object, not {type(value).__name__}; wrap it as {{\"name\": ...}}")
-	return value
+		return parse_arguments(text, field)
+	except ArgumentsError as exc:
+		raise RowError(f"{owner}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -465,7 +459,7 @@ def row_moment(value, system_tz: str | None) -> datetime | None:
 	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant."""
 	if isinstance(value, str):
 		try:
-			value = datetime.fromisoformat(value.strip())
+			value = parse_iso(value, "modified")
 		except ValueError:
 			return None
 	if not isinstance(value, datetime):
@@ -480,9 +474,11 @@ def row_moment(value, system_tz: str | None) -> datetime | None:
 
 
 def parse_logged_slot(text: str | None) -> datetime | None:
+	"""A Log's slot_utc as an aware UTC instant (naive text is UTC, as the column's name says); None if unreadable."""
 	if not text:
 		return None
 	try:
-		return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+		value = parse_iso(text, "slot_utc")
 	except ValueError:
 		return None
+	return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)

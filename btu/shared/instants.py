@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+ISO_EXAMPLE = "2026-11-22T02:33:00Z"
 
 
 def to_ms(moment: datetime) -> int:
@@ -16,11 +17,34 @@ def from_ms(ms: int | str) -> datetime:
 	return EPOCH + timedelta(milliseconds=int(ms))
 
 
+def format_utc_iso(moment: datetime, *, milliseconds: bool = False) -> str:
+	"""`moment` as UTC ISO 8601 with Z: "2026-11-22T02:33:00Z", with `milliseconds` "2026-11-22T02:33:00.250Z"."""
+	moment = moment.astimezone(timezone.utc)
+	text = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+	if milliseconds:
+		text += f".{moment.microsecond // 1000:03d}"
+	return text + "Z"
+
+
 @lru_cache(maxsize=4096)
 def slot_text(slot: datetime) -> str:
-	"""A slot as UTC ISO 8601 with Z (milliseconds only when not zero); cached, as schedules share slots."""
-	slot = slot.astimezone(timezone.utc)
-	text = f"{slot.year:04d}-{slot.month:02d}-{slot.day:02d}T{slot.hour:02d}:{slot.minute:02d}:{slot.second:02d}"
-	if slot.microsecond:
-		text += f".{slot.microsecond // 1000:03d}"
-	return text + "Z"
+	"""A slot as UTC ISO 8601 with Z, with milliseconds only when it has a fraction; cached, as schedules share slots."""
+	return format_utc_iso(slot, milliseconds=bool(slot.microsecond))
+
+
+def parse_iso(text: str, field: str) -> datetime:
+	"""The datetime ISO 8601 `text` writes ("Z" or "z" for UTC): aware with an offset, naive without.
+
+	A ValueError names `field`, the text and an example; callers decide what a naive value means."""
+	try:
+		return datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+	except (AttributeError, ValueError):
+		raise ValueError(f"{field} {text!r}: not an ISO 8601 instant; expected e.g. {ISO_EXAMPLE}") from None
+
+
+def parse_utc_iso(text: str, field: str) -> datetime:
+	"""The aware UTC datetime of ISO 8601 `text` with an offset ("Z", "+05:30"); ValueError for a naive one."""
+	value = parse_iso(text, field)
+	if value.tzinfo is None:
+		raise ValueError(f"{field} {text!r}: has no UTC offset; add Z for UTC or +HH:MM, e.g. {ISO_EXAMPLE}")
+	return value.astimezone(timezone.utc)

@@ -199,8 +199,10 @@ def denied_message(exc: BaseException, user: str, grant: str) -> str:
 	return f"permission denied by Redis: user {user!r} lacks the grant {grant} ({exc}); {ACL_FIX}"
 
 
-# -- Showing a Redis URL --------------------------------------------------------------
+# -- Redis URLs ----------------------------------------------------------------------
 
+# What redis-py's from_url connects to: TCP, TLS, a Unix socket.
+REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 MASK = "***"
 URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
@@ -229,6 +231,20 @@ def _mask_one(url: str) -> str:
 		pairs = parse_qsl(query, keep_blank_values=True)
 		query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
 	return f"{scheme}{separator}{netloc}{slash}{path}{question}{query}"
+
+
+def is_redis_url(text: str) -> bool:
+	"""True when `text` starts with a scheme of REDIS_URL_SCHEMES and "://" (any case, spaces around ignored)."""
+	scheme, separator, _ = text.strip().partition("://")
+	return bool(separator) and scheme.lower() in REDIS_URL_SCHEMES
+
+
+def redis_address(redis_conn) -> str:
+	"""Where a client connects, without its password: "unix:///run/redis.sock" or "127.0.0.1:6379/0"."""
+	kwargs = redis_conn.connection_pool.connection_kwargs
+	if kwargs.get("path"):
+		return f"unix://{kwargs['path']}"
+	return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
 # -- Scheduler coordination ------------------------------------------------------
@@ -289,10 +305,6 @@ def parse_due_member(member: str | bytes) -> tuple[str, str]:
 		member = member.decode()
 	site, _, schedule = member.partition("|")
 	return site, schedule
-
-
-def site_prefix(site: str) -> str:
-	return f"btu:site:{site}:"
 
 
 def schedule_key(site: str, schedule: str) -> str:

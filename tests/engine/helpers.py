@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rq.job import JobStatus
+
 from btu.shared import protocol
 from btu.scheduler_daemon import jobs
 
@@ -219,6 +221,23 @@ def parse_job_id(job_id: str) -> tuple[str, int]:
 	"""(schedule, slot in epoch ms) from a BTU job id."""
 	_, schedule, slot = jobs.parse_job_id(job_id)
 	return schedule, round(slot.timestamp() * 1000)
+
+
+def released_job_hash(shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
+	"""A fire's whole job hash once released, from its JobShape, as the prepare and release scripts write it."""
+	description, data = shape.fire_fields(schedule, slot, fire_at)
+	return {
+		**shape.fields, "created_at": jobs.rq_time(created_at), "enqueued_at": jobs.rq_time(enqueued_at),
+		"status": JobStatus.QUEUED.value, "description": description, "data": data,
+	}
+
+
+def rq_job_hash(shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
+	"""The same hash made the slow way: rq's own to_dict() of a whole rq Job."""
+	job = shape.rq_job(shape.kwargs(schedule, slot, fire_at), jobs.job_id(shape.site, schedule, slot), shape.description(schedule, slot))
+	job.created_at = created_at.astimezone(timezone.utc)
+	job.enqueued_at = enqueued_at.astimezone(timezone.utc)
+	return job.to_dict()
 
 
 def slots_by_schedule(ids: list[str]) -> dict[str, list[int]]:

@@ -9,6 +9,7 @@ import pytest
 from rq.job import Job
 
 from btu.scheduler_daemon.jobs import PER_FIRE_FIELDS, JobShape, JobTemplate, job_id
+from tests.engine.helpers import released_job_hash, rq_job_hash
 
 SLOT = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 TEMPLATES = {
@@ -27,8 +28,8 @@ def test_mapping_equals_rq_to_dict(r, executor, jitter_ms):
 	fire_at = SLOT + timedelta(milliseconds=jitter_ms)
 	created_at = fire_at - timedelta(seconds=1, microseconds=70)
 	enqueued_at = fire_at + timedelta(milliseconds=3, microseconds=250)
-	made = shape.mapping("TS-000042", SLOT, fire_at, created_at, enqueued_at)
-	reference = shape.reference("TS-000042", SLOT, fire_at, created_at, enqueued_at)
+	made = released_job_hash(shape, "TS-000042", SLOT, fire_at, created_at, enqueued_at)
+	reference = rq_job_hash(shape, "TS-000042", SLOT, fire_at, created_at, enqueued_at)
 	# `data` is stored rather than deflated: equal once decompressed, as rq reads it.
 	assert zlib.decompress(made.pop("data")) == zlib.decompress(reference.pop("data"))
 	assert made == reference
@@ -38,7 +39,7 @@ def test_mapping_equals_rq_to_dict(r, executor, jitter_ms):
 def test_rq_reads_the_written_hash(r):
 	shape = JobShape(r, TEMPLATES["frappe"], "site1.localhost")
 	identifier = job_id("site1.localhost", "TS-000042", SLOT)
-	r.hset(f"rq:job:{identifier}", mapping=shape.mapping("TS-000042", SLOT, SLOT, SLOT, SLOT + timedelta(milliseconds=2)))
+	r.hset(f"rq:job:{identifier}", mapping=released_job_hash(shape, "TS-000042", SLOT, SLOT, SLOT, SLOT + timedelta(milliseconds=2)))
 	job = Job.fetch(identifier, connection=r)
 	assert job.func_name == "frappe.utils.background_jobs.execute_job"
 	assert job.kwargs["kwargs"] == {

@@ -17,7 +17,7 @@ from btu.shared import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
-from tests.engine.helpers import ONE_SECOND, parse_job_id, queue_ids, queue_key, recent_fires
+from tests.engine.helpers import ONE_SECOND, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
 
 
 def leader(bench, **settings) -> Scheduler:
@@ -97,8 +97,9 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	# The whole hash is what rq's own Job.create(...).to_dict() makes.
 	template = JobTemplate.from_dict(json.loads(state(r, data.site.name, name, "job")))
 	slot = datetime.fromtimestamp(instant, timezone.utc)
-	reference = JobShape(r, template, data.site.name).reference(
-		name, slot, slot, job.created_at.replace(tzinfo=timezone.utc), job.enqueued_at.replace(tzinfo=timezone.utc),
+	reference = rq_job_hash(
+		JobShape(r, template, data.site.name), name, slot, slot,
+		job.created_at.replace(tzinfo=timezone.utc), job.enqueued_at.replace(tzinfo=timezone.utc),
 	)
 	assert zlib.decompress(stored.pop("data")) == zlib.decompress(reference.pop("data"))
 	assert {k: v.decode() for k, v in stored.items()} == {k: str(getattr(v, "value", v)) for k, v in reference.items()}

@@ -128,7 +128,7 @@ CASES = [
 		fix=lambda run: {"task": run.good_task},
 	),
 	Case(
-		"task-arguments-not-json", {}, ("arguments is not valid JSON", "line 1, column 2", '{"key": "value"}'),
+		"task-arguments-not-json", {}, ("arguments is not valid JSON", "line 1, column 2", '{"company": "ACME"'),
 		task={"arguments": "{key: 1"}, fix_task={"arguments": '{"key": "test:runs"}'},
 	),
 	Case(
@@ -140,7 +140,7 @@ CASES = [
 		task={"queue_name": "nosuch"}, fix_task={"queue_name": "default"},
 	),
 	Case(
-		"argument-overrides-array", {"argument_overrides": "[1, 2]"}, ("argument_overrides must be a JSON object, not list", "wrap it"),
+		"argument-overrides-array", {"argument_overrides": "[1, 2]"}, ("argument_overrides must be a JSON object of keyword arguments, not an array", "wrap it"),
 		fix=lambda run: {"argument_overrides": '{"key": "test:runs"}'},
 	),
 	Case(

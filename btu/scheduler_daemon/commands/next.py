@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
+from btu.shared.instants import parse_iso
 from btu.shared.schedule import ScheduleError, ScheduleSpec, parse_zone
 from btu.shared.schedule.zones import clock_for, wall_seconds
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
@@ -33,7 +34,7 @@ def run(args) -> int:
 		after = parse_after(args.after, zone)
 		if args.n < 1:
 			raise ScheduleError("-n", args.n, "must be 1 or more")
-	except ScheduleError as exc:
+	except ValueError as exc:  # a ScheduleError, or --after that is not ISO 8601
 		print(f"btu-scheduler next: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	for fire in spec.preview(args.n, after):
@@ -42,12 +43,10 @@ def run(args) -> int:
 
 
 def parse_after(text: str | None, zone) -> datetime:
+	"""The instant --after names (a naive time is a wall time in `zone`), or now without one."""
 	if not text:
 		return datetime.now(timezone.utc)
-	try:
-		value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-	except ValueError:
-		raise ScheduleError("--after", text, "is not ISO 8601; e.g. 2025-03-09T01:30:00 or 2025-03-09T06:30:00+00:00") from None
+	value = parse_iso(text, "--after")
 	if value.tzinfo is None:
 		instant = clock_for(zone).instant(wall_seconds(value))
 		return datetime.fromtimestamp(instant, timezone.utc)

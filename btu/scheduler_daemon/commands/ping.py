@@ -10,7 +10,7 @@ import redis
 from btu.shared import protocol
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config, mask_url
+from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
 
 
 def register(subparsers) -> None:
@@ -28,13 +28,6 @@ def register(subparsers) -> None:
 	parser.set_defaults(handler=run)
 
 
-def redis_address(client: redis.Redis) -> str:
-	kwargs = client.connection_pool.connection_kwargs
-	if kwargs.get("path"):
-		return f"unix://{kwargs['path']}"
-	return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-
-
 def run(args) -> int:
 	try:
 		config = load_config(args)
@@ -46,7 +39,7 @@ def run(args) -> int:
 	try:
 		reply = protocol.call(client, protocol.PING, site=args.site)
 	except redis.RedisError as exc:
-		where = mask_url(config.redis_url) if config.redis_url else redis_address(client)
+		where = protocol.mask_url(config.redis_url) if config.redis_url else protocol.redis_address(client)
 		print(f"btu-scheduler ping: Redis at {where} is not answering ({exc}); start it or fix redis_url", file=sys.stderr)
 		return EXIT_FAILED
 	finally:

@@ -1,0 +1,1 @@
+"""Tests of btu.shared, the Frappe-free layer both halves import."""
