@@ -10,13 +10,7 @@ from frappe.utils import escape_html, get_system_timezone
 
 from btu.btu_core.instants import user_time_zone, utc_now
 from btu.shared.schedule import ScheduleSpec, parse_zone
-
-# The BTU Task Schedule columns the semantics read.
-SPEC_FIELDS = (
-	"name", "creation", "run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month",
-	"cron_string", "every", "every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit",
-	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
-)
+from btu.shared.schedule.row import SPEC_FIELDS
 
 
 def spec_of(doc) -> ScheduleSpec:

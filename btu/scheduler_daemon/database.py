@@ -13,17 +13,13 @@ import threading
 from typing import Any
 
 from btu.scheduler_daemon.bench import Site
+from btu.shared.schedule.row import SCHEDULER_FIELDS
 
 SCHEDULE_TABLE = "tabBTU Task Schedule"
 TASK_TABLE = "tabBTU Task"
 LOG_TABLE = "tabBTU Task Log"
 
-SCHEDULE_COLUMNS = (
-	"name", "task", "enabled", "paused", "modified", "creation", "run_frequency", "cron_string",
-	"minute", "hour", "day_of_week", "day_of_month", "month", "every", "every_unit", "run_at",
-	"time_zone", "start_time", "end_time", "run_limit", "jitter_secs", "catch_up_policy",
-	"catch_up_window", "catch_up_max", "overlap_policy", "queue_name", "argument_overrides",
-)  # fmt: skip
+SCHEDULE_COLUMNS = SCHEDULER_FIELDS
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
 # (an UPDATE by SQL may change those without the stamp) and its task's stamp.

@@ -27,7 +27,7 @@ from btu.shared import protocol
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.spec import FRAPPE_DEFAULT_ZONE
+from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE
 from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.spec import MAX_CATCH_UP, MAX_FIRES_PER_PLAN
+from btu.shared.schedule.catch_up import MAX_CATCH_UP, MAX_FIRES_PER_PLAN
 
 UTC = timezone.utc
 

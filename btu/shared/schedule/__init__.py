@@ -46,13 +46,20 @@ plan(cursor, now, runs, grace, ahead)
 	over. Interval counts are arithmetic and exact; cron counts enumerate at
 	most 10,000 slots per call, after which `count_truncated` is True and
 	`skipped`/`expired` are lower bounds.
+
+Modules
+	spec: ScheduleSpec, what a schedule is (fields, slots, jitter, describe);
+	row: a BTU Task Schedule row's columns as a spec; catch_up: plan();
+	rules: the slots of cron, interval and once, behind one interface;
+	cron, zones, frequency: expressions, zone clocks, the form's helpers.
 """
 
 from __future__ import annotations
 
+from btu.shared.schedule.catch_up import FirePlan
 from btu.shared.schedule.errors import ScheduleError
 from btu.shared.schedule.frequency import frequency_to_cron
-from btu.shared.schedule.spec import FirePlan, ScheduleSpec
+from btu.shared.schedule.spec import ScheduleSpec
 from btu.shared.schedule.zones import parse_zone
 
 __all__ = ["FirePlan", "ScheduleError", "ScheduleSpec", "frequency_to_cron", "parse_zone"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 
 class ScheduleError(ValueError):
@@ -16,3 +16,9 @@ class ScheduleError(ValueError):
 		self.value = value
 		self.problem = problem
 		super().__init__(f"{field} '{'' if value is None else value}': {problem}")
+
+
+def check_one_of(field: str, value: Any, choices: Collection[str]) -> None:
+	"""Raise ScheduleError for `field` unless `value` is one of `choices`."""
+	if value not in choices:
+		raise ScheduleError(field, value, f"must be one of {', '.join(choices)}")

@@ -9,6 +9,7 @@ to the second. The result is cached per zone and year.
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_right
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -18,6 +19,8 @@ from btu.shared.schedule.errors import ScheduleError
 
 DAY = 86400
 EPOCH = datetime(1970, 1, 1)
+# What Frappe v15 uses when System Settings has no time_zone.
+FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
 _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})$")
 
 
@@ -56,6 +59,18 @@ def zone_name(zone: tzinfo) -> str:
 		return "UTC"
 	sign = "-" if offset < 0 else "+"
 	return f"{sign}{abs(offset) // 3600:02d}:{abs(offset) % 3600 // 60:02d}"
+
+
+def utc(instant: int) -> datetime:
+	"""An instant as an aware UTC datetime."""
+	return datetime.fromtimestamp(instant, timezone.utc)
+
+
+def posix_seconds(moment: datetime, field: str) -> int:
+	"""An aware datetime as an instant (the second it falls in); a naive one is a ScheduleError for `field`."""
+	if moment.tzinfo is None:
+		raise ScheduleError(field, moment, "must be an aware datetime (with a time zone)")
+	return math.floor(moment.timestamp())
 
 
 def wall_seconds(naive: datetime) -> int:

@@ -1,0 +1,135 @@
+"""A BTU Task Schedule row as ScheduleSpec's arguments: which columns, their defaults and checks.
+
+The Desk reads a row from a document and the scheduler from SQL; both name
+their columns from here.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Mapping
+
+from btu.shared.schedule.errors import ScheduleError, check_one_of
+from btu.shared.schedule.frequency import HELPERS, frequency_to_cron, whole_number
+from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, ZoneClock, clock_for, parse_zone, wall_seconds
+from btu.shared.schedule.zones import zone_name as canonical_zone_name
+
+# The columns a spec is made of.
+SPEC_FIELDS = (
+	"name", "creation", "run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month",
+	"cron_string", "every", "every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit",
+	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
+)  # fmt: skip
+# The columns the scheduler reads: the spec's, and whether and what to fire.
+SCHEDULER_FIELDS = SPEC_FIELDS + ("task", "enabled", "paused", "modified", "queue_name", "argument_overrides")
+FREQUENCIES = HELPERS + ("Cron Style", "Interval", "Once")
+UNITS = {"Seconds": 1, "Minutes": 60, "Hours": 3600, "Days": 86400}
+MAX_INTERVAL = 100 * 366 * 86400  # seconds; beyond it slots leave datetime's range (year 9999)
+
+
+def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> dict[str, Any]:
+	"""ScheduleSpec's keyword arguments from a row's columns (missing/None/"" = the DocType default).
+
+	`system_time_zone` is the site's System Settings time_zone, the zone of a
+	row without one. Raises ScheduleError naming the bad column.
+	"""
+	system_zone = (system_time_zone or "").strip() or FRAPPE_DEFAULT_ZONE
+	if _get(row, "time_zone") is None and system_time_zone:
+		try:
+			parse_zone(system_zone)
+		except ScheduleError:
+			raise ScheduleError(
+				"time_zone", "", f"is empty and the site's System Settings time_zone {system_zone!r} is not a known zone; "
+				"set this schedule's time_zone or fix System Settings"
+			) from None
+	zone = parse_zone(_get(row, "time_zone"), system_zone)
+	clock = clock_for(zone)
+	frequency = _get(row, "run_frequency")
+	if frequency is None:
+		# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
+		raise ScheduleError("run_frequency", "", f"is empty; set it to one of {', '.join(FREQUENCIES)}")
+	check_one_of("run_frequency", frequency, FREQUENCIES)
+	start = _row_instant("start_time", _get(row, "start_time"), clock)
+	end = _row_instant("end_time", _get(row, "end_time"), clock)
+	if frequency == "Interval":
+		slots = _interval(row, start, system_zone)
+	elif frequency == "Once":
+		slots = _once(row, clock)
+	else:
+		slots = {"kind": "cron", "cron": _cron_text(row, frequency)}
+	return dict(
+		name=str(_get(row, "name", "")),
+		zone_name=canonical_zone_name(zone),
+		start=start,
+		end=end,
+		run_limit=whole_number("run_limit", _get(row, "run_limit"), 0, 0),
+		jitter_secs=whole_number("jitter_secs", _get(row, "jitter_secs"), 0, 0),
+		catch_up_policy=_get(row, "catch_up_policy", "fire_once"),
+		catch_up_window=whole_number("catch_up_window", _get(row, "catch_up_window"), 86400, 0),
+		catch_up_max=whole_number("catch_up_max", _get(row, "catch_up_max"), 10, 0),
+		overlap_policy=_get(row, "overlap_policy", "allow"),
+		**slots,
+	)
+
+
+def _get(row: Mapping[str, Any], key: str, default: Any = None) -> Any:
+	"""A column's value, `default` when it is missing, None or ""."""
+	value = row.get(key)
+	return default if value is None or value == "" else value
+
+
+def _cron_text(row: Mapping[str, Any], frequency: str) -> str:
+	"""The cron expression of a helper frequency (Hourly..Yearly) or of Cron Style."""
+	if frequency in HELPERS:
+		return frequency_to_cron(
+			frequency, _get(row, "minute", 0), _get(row, "hour", 0), _get(row, "day_of_week", "Monday"),
+			_get(row, "day_of_month", 1), _get(row, "month", "January"),
+		)
+	text = _get(row, "cron_string")
+	if not text:
+		raise ScheduleError("cron_string", "", "is required for Cron Style; e.g. 0 9 * * 1-5")
+	return " ".join(str(text).split())
+
+
+def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> dict[str, Any]:
+	"""An Interval row's kind, every (seconds) and origin: start_time, else creation + every."""
+	every = whole_number("every", _get(row, "every"), 0, 1)
+	if every == 0:
+		raise ScheduleError("every", _get(row, "every"), "is required for Interval; give a whole number of 1 or more")
+	unit = _get(row, "every_unit", "Minutes")
+	check_one_of("every_unit", unit, UNITS)
+	if every * UNITS[unit] > MAX_INTERVAL:
+		raise ScheduleError("every", every, f"{unit} is more than 100 years; use a Yearly or Once schedule")
+	if start is not None:
+		origin = start
+	else:
+		created = _row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
+		if created is None:
+			raise ScheduleError("start_time", "", "an Interval schedule needs a start_time (or a saved creation time) to anchor on")
+		origin = created + every * UNITS[unit]
+	return {"kind": "interval", "every": every * UNITS[unit], "origin": origin}
+
+
+def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
+	"""A Once row's kind and at."""
+	at = _row_instant("run_at", _get(row, "run_at"), clock)
+	if at is None:
+		raise ScheduleError("run_at", "", "is required for a Once schedule; give the date and time to run")
+	return {"kind": "once", "at": at}
+
+
+def _row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
+	"""A Datetime column (naive in `clock`'s zone, or aware, or text) as an instant."""
+	if value is None or value == "":
+		return None
+	if isinstance(value, str):
+		try:
+			value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+		except ValueError:
+			raise ScheduleError(field_name, value, "is not a date and time; use YYYY-MM-DD HH:MM:SS") from None
+	if not isinstance(value, datetime):
+		raise ScheduleError(field_name, value, "is not a date and time; use YYYY-MM-DD HH:MM:SS")
+	if value.tzinfo is not None:
+		return math.floor(value.timestamp())
+	return clock.instant(wall_seconds(value))
