@@ -47,7 +47,7 @@ import redis  # noqa: E402
 
 from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX  # noqa: E402
-from btu.scheduler_daemon.state import State, Upsert  # noqa: E402
+from btu.scheduler_daemon.state import State, CompiledSchedule  # noqa: E402
 
 SITE = "bench1.localhost"
 QUEUE_KEY = "rq:queue:bench1-default"
@@ -139,10 +139,10 @@ def script_us(r) -> int:
 	return max((e["us"] for e in slowlog(r) if e["command"] in ("EVALSHA", "EVAL")), default=0)
 
 
-def upsert(name: str, *, fingerprint: str, paused: bool, now_ms: int) -> Upsert:
-	return Upsert(
+def upsert(name: str, *, fingerprint: str, paused: bool, now_ms: int) -> CompiledSchedule:
+	return CompiledSchedule(
 		name=name, fingerprint=fingerprint, spec={}, job={}, paused=paused, active=True,
-		new_cursor=str(now_ms), new_fire_at=str(now_ms), now_cursor=str(now_ms + 3_600_000), now_fire_at=str(now_ms + 3_600_000),
+		cursor_if_new=str(now_ms), fire_at_if_new=str(now_ms), cursor_if_changed=str(now_ms + 3_600_000), fire_at_if_changed=str(now_ms + 3_600_000),
 		modified="2024-01-01 00:00:01.000000",
 	)
 

@@ -27,14 +27,14 @@ from btu.shared import protocol
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE
-from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
+from btu.shared.schedule.row import row_instant
+from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.state import State, Upsert
+from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 APPLY_CHUNK = 1000
@@ -375,7 +375,7 @@ class Reconciler:
 		`logged`: schedule -> its newest logged slot, for those new to the state."""
 		now = self.clock()
 		invalid: dict[str, str] = {}
-		upserts: list[Upsert] = []
+		upserts: list[CompiledSchedule] = []
 		specs: dict[str, ScheduleSpec] = {}
 		seen = self.seen.setdefault(site.name, {})
 		for row in rows:
@@ -383,15 +383,15 @@ class Reconciler:
 			seen[name] = (versions[name], read.context)
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz)
-				new_cursor = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
-				now_cursor = spec.next_slot(now)
+				cursor_if_new = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
+				cursor_if_changed = spec.next_slot(now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
 				self.state.remove(site.name, name)
 				continue
 			specs[name] = spec
-			upserts.append(upsert(row, spec, template, new_cursor, now_cursor, active=not read.held))
+			upserts.append(compiled(row, spec, template, cursor_if_new, cursor_if_changed, active=not read.held))
 		log_applied(site.name, upserts, self.state.upsert_many(site.name, upserts), specs)
 		if invalid:
 			self.state.set_invalid(site.name, invalid, replace=False)
@@ -405,30 +405,30 @@ class Reconciler:
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
 
-def upsert(row: dict, spec: ScheduleSpec, template: JobTemplate, new_cursor: datetime | None, now_cursor: datetime | None, *, active: bool) -> Upsert:
-	"""What the state is to hold of a compiled row; `new_cursor` is its next slot if new to the state, `now_cursor` from now."""
-	return Upsert(
+def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new: datetime | None, cursor_if_changed: datetime | None, *, active: bool) -> CompiledSchedule:
+	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state, `cursor_if_changed` from now."""
+	return CompiledSchedule(
 		name=row["name"],
 		fingerprint=spec.fingerprint,
 		spec=spec.to_dict(),
 		job=template.to_dict(),
 		paused=bool(int(row.get("paused") or 0)),
 		active=active,
-		new_cursor=cursor_text(new_cursor),
-		new_fire_at=fire_at_text(spec, new_cursor),
-		now_cursor=cursor_text(now_cursor),
-		now_fire_at=fire_at_text(spec, now_cursor),
+		cursor_if_new=cursor_text(cursor_if_new),
+		fire_at_if_new=fire_at_text(spec, cursor_if_new),
+		cursor_if_changed=cursor_text(cursor_if_changed),
+		fire_at_if_changed=fire_at_text(spec, cursor_if_changed),
 		modified=str(row.get("modified")),
 	)
 
 
-def log_applied(site: str, upserts: list[Upsert], results: list[str], specs: dict[str, ScheduleSpec]) -> None:
+def log_applied(site: str, upserts: list[CompiledSchedule], results: list[str], specs: dict[str, ScheduleSpec]) -> None:
 	"""One line per schedule that `State.upsert_many` added or changed (`results`, in the order of `upserts`)."""
 	if not logger.isEnabledFor(logging.INFO):
 		return
 	for entry, result in zip(upserts, results):
 		if result != "same":
-			cursor = entry.new_cursor if result in ("new", "rebuilt") else entry.now_cursor
+			cursor = entry.cursor_if_new if result in ("new", "rebuilt") else entry.cursor_if_changed
 			log_event(
 				logger, logging.INFO, "schedule_" + result, site=site, schedule=entry.name,
 				slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
@@ -456,21 +456,12 @@ def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: 
 
 
 def row_moment(value, system_tz: str | None) -> datetime | None:
-	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant."""
-	if isinstance(value, str):
-		try:
-			value = parse_iso(value, "modified")
-		except ValueError:
-			return None
-	if not isinstance(value, datetime):
-		return None
-	if value.tzinfo is not None:
-		return value.astimezone(timezone.utc)
+	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
 	try:
-		clock = clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE))
+		at = row_instant("modified", value, clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)))
 	except ScheduleError:
 		return None
-	return datetime.fromtimestamp(clock.instant(wall_seconds(value)), timezone.utc)
+	return None if at is None else datetime.fromtimestamp(at, timezone.utc)
 
 
 def parse_logged_slot(text: str | None) -> datetime | None:

@@ -36,7 +36,7 @@ STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paus
 
 
 @dataclass
-class Upsert:
+class CompiledSchedule:
 	"""One schedule as the reconcile compiled it, for the upsert script."""
 
 	name: str
@@ -45,10 +45,10 @@ class Upsert:
 	job: dict
 	paused: bool
 	active: bool
-	new_cursor: str  # for a schedule new to the state (resumes after its last logged slot)
-	new_fire_at: str
-	now_cursor: str  # for a changed or resumed schedule (next slot after now)
-	now_fire_at: str
+	cursor_if_new: str  # for a schedule new to the state (resumes after its last logged slot)
+	fire_at_if_new: str
+	cursor_if_changed: str  # for a changed or resumed schedule (next slot after now)
+	fire_at_if_changed: str
 	modified: str
 
 	def args(self, site: str) -> list:
@@ -60,10 +60,10 @@ class Upsert:
 			json.dumps(self.job, sort_keys=True),
 			"1" if self.paused else "0",
 			"1" if self.active else "0",
-			self.new_cursor,
-			self.new_fire_at,
-			self.now_cursor,
-			self.now_fire_at,
+			self.cursor_if_new,
+			self.fire_at_if_new,
+			self.cursor_if_changed,
+			self.fire_at_if_changed,
 			self.modified,
 		]
 
@@ -296,7 +296,7 @@ class State:
 
 	# -- reconcile side ------------------------------------------------------------------
 
-	def upsert_many(self, site: str, upserts: list["Upsert"]) -> list[str]:
+	def upsert_many(self, site: str, upserts: list["CompiledSchedule"]) -> list[str]:
 		"""Run the upsert script for each schedule, pipelined; returns each result."""
 		if not upserts:
 			return []

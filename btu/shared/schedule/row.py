@@ -10,6 +10,7 @@ import math
 from datetime import datetime
 from typing import Any, Mapping
 
+from btu.shared.instants import parse_iso
 from btu.shared.schedule.errors import ScheduleError, check_one_of
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron, whole_number
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, ZoneClock, clock_for, parse_zone, wall_seconds
@@ -50,8 +51,8 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 		# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
 		raise ScheduleError("run_frequency", "", f"is empty; set it to one of {', '.join(FREQUENCIES)}")
 	check_one_of("run_frequency", frequency, FREQUENCIES)
-	start = _row_instant("start_time", _get(row, "start_time"), clock)
-	end = _row_instant("end_time", _get(row, "end_time"), clock)
+	start = row_instant("start_time", _get(row, "start_time"), clock)
+	end = row_instant("end_time", _get(row, "end_time"), clock)
 	if frequency == "Interval":
 		slots = _interval(row, start, system_zone)
 	elif frequency == "Once":
@@ -104,7 +105,7 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 	if start is not None:
 		origin = start
 	else:
-		created = _row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
+		created = row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
 		if created is None:
 			raise ScheduleError("start_time", "", "an Interval schedule needs a start_time (or a saved creation time) to anchor on")
 		origin = created + every * UNITS[unit]
@@ -113,19 +114,19 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 
 def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
 	"""A Once row's kind and at."""
-	at = _row_instant("run_at", _get(row, "run_at"), clock)
+	at = row_instant("run_at", _get(row, "run_at"), clock)
 	if at is None:
 		raise ScheduleError("run_at", "", "is required for a Once schedule; give the date and time to run")
 	return {"kind": "once", "at": at}
 
 
-def _row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
-	"""A Datetime column (naive in `clock`'s zone, or aware, or text) as an instant."""
+def row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
+	"""A Datetime column (naive in `clock`'s zone, as Frappe stores it, or aware, or ISO text) as epoch seconds."""
 	if value is None or value == "":
 		return None
 	if isinstance(value, str):
 		try:
-			value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+			value = parse_iso(value, field_name)
 		except ValueError:
 			raise ScheduleError(field_name, value, "is not a date and time; use YYYY-MM-DD HH:MM:SS") from None
 	if not isinstance(value, datetime):
