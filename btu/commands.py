@@ -7,24 +7,19 @@ for every subcommand that takes it, so `bench btu-scheduler status` just works.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import click
 
 
 def bench_argv(args: tuple[str, ...] | list[str], bench_path: str) -> list[str]:
-	"""The scheduler CLI's argv for `bench btu-scheduler ARGS`."""
-	from btu.scheduler_daemon.cli import build_parser
+	"""The scheduler CLI's argv for `bench btu-scheduler ARGS`: this bench's path added where `--bench` names it."""
+	from btu.scheduler_daemon.commands import takes_frappe_bench
 
 	argv = list(args) or ["run"]
 	if argv[0].startswith("-") or "--bench" in argv or any(a.startswith("--bench=") for a in argv):
 		return argv
-	subparsers = next(
-		(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)), None
-	)
-	sub = subparsers.choices.get(argv[0]) if subparsers else None
-	if sub is not None and "--bench" in sub._option_string_actions:
+	if takes_frappe_bench(argv[0]):
 		return [argv[0], "--bench", bench_path, *argv[1:]]
 	return argv
 

@@ -23,4 +23,4 @@ scheduler_events = {
 }
 
 # Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
-btu_tasks = ["btu.scheduler_daemon.demo_tasks.*"]
+btu_tasks = ["btu.devbench.demo_tasks.*"]

@@ -29,8 +29,8 @@ import pymysql
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from btu.scheduler_daemon.devbench import create_dev_bench, drop_dev_bench  # noqa: E402
-from btu.scheduler_daemon.devbench_schema import DOCTYPE_DIR, load_doctypes  # noqa: E402
+from btu.devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
+from btu.devbench.schema import DOCTYPE_DIR, load_doctypes  # noqa: E402
 
 
 def frappe_ddl(bench: Path, site: str) -> dict[str, str | None]:

@@ -8,11 +8,10 @@ Redis user that lacks BTU's grants: `btu-scheduler setup redis-acl`).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from btu import __version__
-from btu.scheduler_daemon.commands import SUBCOMMANDS
+from btu.scheduler_daemon import commands
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -27,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
 	parser.add_argument("--version", action="version", version=f"btu-scheduler {__version__}")
 	subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
 	subparsers.required = True
-	for name in SUBCOMMANDS:
-		importlib.import_module(f"btu.scheduler_daemon.commands.{name}").register(subparsers)
+	for name in commands.SUBCOMMANDS:
+		commands.register(subparsers, commands.module(name))
 	return parser
 
 

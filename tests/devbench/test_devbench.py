@@ -13,9 +13,9 @@ import pytest
 
 import btu
 from btu.scheduler_daemon import bench as bench_module
-from btu.scheduler_daemon.devbench import DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
-from btu.scheduler_daemon.devbench_data import SiteData, SiteDataError
-from btu.scheduler_daemon.devbench_schema import NO_VALUE_FIELDS, column_type, load_doctypes
+from btu.devbench.bench import DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
+from btu.devbench.data import SiteData, SiteDataError
+from btu.devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
 
 
 def connect(site, **kwargs):
@@ -337,7 +337,7 @@ def test_cli_reports_a_database_it_cannot_reach(tmp_path):
 
 
 def test_controller_indexes_are_read_from_on_doctype_update(tmp_path):
-	from btu.scheduler_daemon.devbench_schema import controller_indexes
+	from btu.devbench.schema import controller_indexes
 
 	controller = tmp_path / "thing.py"
 	controller.write_text(

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from tests.engine import helpers
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from rq.job import Job
 
 from btu.scheduler_daemon import jobs
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

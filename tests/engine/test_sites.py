@@ -9,9 +9,9 @@ import time
 import pymysql
 
 from btu.shared import protocol
-from btu.scheduler_daemon import devbench
+from btu.devbench import bench as devbench
 from btu.scheduler_daemon.bench import Bench
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, recent_fires, state_names, status_json, text, wait_until
 
 REFRESH = ("--full-refresh-interval-secs", "2")

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from btu.shared import protocol
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.scheduler_daemon.log import text_value
 from tests.engine.helpers import ONE_SECOND, REPO, child_env, queue_ids, queue_key, slots_by_schedule, status_json, wait_until

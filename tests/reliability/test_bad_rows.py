@@ -17,8 +17,8 @@ from typing import Callable
 import pytest
 
 from btu.shared import protocol
-from btu.scheduler_daemon import devbench
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench import bench as devbench
+from btu.devbench.data import SiteData
 from tests.conftest import APPS
 from tests.engine.helpers import ONE_SECOND, SchedulerProcess, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
 from tests.reliability.helpers import site_job_ids

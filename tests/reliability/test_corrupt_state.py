@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from btu.shared import protocol
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, duplicates, gaps, slots_by_schedule, wait_until
 from tests.reliability.helpers import site_job_ids
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.devbench_data import SiteData
+from btu.devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, status_json, wait_until
 from tests.reliability.helpers import site_job_ids
 from tests.support.redis_server import RedisServer, free_port

@@ -10,7 +10,7 @@ import pytest
 
 from btu.shared.declared import NotRunnable
 from btu.scheduler_daemon.app_files import AppFiles
-from btu.scheduler_daemon.devbench import BTU_SOURCE
+from btu.devbench.bench import BTU_SOURCE
 
 TASKS = '''
 import os
@@ -96,7 +96,7 @@ def refusal(files: AppFiles, path: str) -> str:
 @pytest.mark.parametrize(
 	"path",
 	["myapp.tasks.decorated", "myapp.tasks.decorated_by_attribute", "myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_report",
-	 "myapp.tasks.popen", "otherapp.jobs.run", "btu.scheduler_daemon.demo_tasks.say_hello", "btu.scheduler_daemon.demo_tasks.add"],
+	 "myapp.tasks.popen", "otherapp.jobs.run", "btu.devbench.demo_tasks.say_hello", "btu.devbench.demo_tasks.add"],
 )  # fmt: skip
 def test_declared_functions_pass(bench, path):
 	AppFiles(bench, False).check(path)
@@ -124,7 +124,7 @@ def test_declared_functions_pass(bench, path):
 		("myapp.reports.monthly", "is not declared runnable by BTU"),
 		("myapp.tasks.missing", "defines no missing"),
 		("myapp.nosuch.run", "module 'myapp.nosuch' has no file"),
-		("btu.scheduler_daemon.demo_tasks.datetime", "is defined in datetime and only imported"),
+		("btu.devbench.demo_tasks.datetime", "is defined in datetime and only imported"),
 		("btu.scheduler_daemon.reconcile.compile_row", "is not declared runnable by BTU"),
 	],
 )

@@ -29,3 +29,23 @@ def test_subcommands_without_bench_are_left_alone():
 
 def test_click_command_is_named_for_bench():
 	assert btu_scheduler.name == "btu-scheduler"
+
+
+def test_a_bench_option_that_is_not_the_frappe_bench_is_left_alone():
+	# demo's --bench is where the demo's dev bench goes: never the bench it runs in.
+	assert bench_argv(("demo",), "/b") == ["demo"]
+	assert bench_argv(("dev-bench", "/tmp/x"), "/b") == ["dev-bench", "/tmp/x"]
+
+
+def test_every_subcommand_said_to_take_the_frappe_bench_takes_it():
+	from btu.scheduler_daemon.cli import build_parser
+	from btu.scheduler_daemon.commands import SUBCOMMANDS, module, takes_frappe_bench
+
+	parser = build_parser()
+	required = {"setup": ["procfile"]}
+	for name in SUBCOMMANDS:
+		command = module(name).NAME
+		if takes_frappe_bench(command):
+			args = parser.parse_args([command, *required.get(command, []), *bench_argv((command,), "/b")[1:]])
+			assert args.bench == "/b", command
+	assert not takes_frappe_bench("no-such-command")

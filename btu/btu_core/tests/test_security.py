@@ -46,11 +46,11 @@ class TestDeclaredFunctions(IntegrationTestCase):
 			make_task("runnable")  # sample_tasks did `from btu import runnable`
 		self.assertIn("is defined in btu.shared.declared and only imported into", str(caught.exception))
 		with self.assertRaises(frappe.ValidationError) as caught:
-			make_task(function_string="btu.scheduler_daemon.demo_tasks.datetime")
+			make_task(function_string="btu.devbench.demo_tasks.datetime")
 		self.assertIn("not a function defined with def", str(caught.exception))
 
 	def test_declared_by_hook_or_decorator_saves(self):
-		self.assertTrue(make_task(function_string="btu.scheduler_daemon.demo_tasks.add", arguments='{"a": 1, "b": 2}').name)
+		self.assertTrue(make_task(function_string="btu.devbench.demo_tasks.add", arguments='{"a": 1, "b": 2}').name)
 		self.assertTrue(make_task("say_hello").name)
 
 	def test_the_escape_hatch_allows_undeclared_functions_of_installed_apps_only(self):

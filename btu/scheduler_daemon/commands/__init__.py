@@ -1,9 +1,42 @@
 """One module per `btu-scheduler` subcommand.
 
-Each module defines `register(subparsers)`, which adds its parser and sets
-`handler` (a function taking the parsed args and returning an exit code).
+Each module says what it is and `register` makes its parser from that:
+
+- `NAME`, `HELP` (one line for `btu-scheduler --help`), `DESCRIPTION`;
+- `FRAPPE_BENCH`: whether its `--bench` names the Frappe bench (`bench btu-scheduler X` passes the
+  bench it runs in to those, `btu.commands`);
+- `arguments(parser)`, adding its own flags; `run(args)`, returning an exit code.
 """
 
-# The order is the order `btu-scheduler --help` lists them in. Planned: run,
-# status, ping, resync, next, config, dev_bench, demo, setup.
+from __future__ import annotations
+
+import argparse
+import importlib
+from types import ModuleType
+
+# The order `btu-scheduler --help` lists them in.
 SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "dev_bench", "demo", "next", "setup")
+
+
+def module(name: str) -> ModuleType:
+	"""The module of subcommand `name` ("dev-bench" or "dev_bench"); KeyError for an unknown one."""
+	name = name.replace("-", "_")
+	if name not in SUBCOMMANDS:
+		raise KeyError(name)
+	return importlib.import_module(f"{__name__}.{name}")
+
+
+def register(subparsers, command: ModuleType) -> argparse.ArgumentParser:
+	"""Add one subcommand's parser, with `handler` set to its `run`."""
+	parser = subparsers.add_parser(command.NAME, help=command.HELP, description=command.DESCRIPTION)
+	command.arguments(parser)
+	parser.set_defaults(handler=command.run)
+	return parser
+
+
+def takes_frappe_bench(name: str) -> bool:
+	"""Whether subcommand `name` has a `--bench` naming the Frappe bench."""
+	try:
+		return module(name).FRAPPE_BENCH
+	except KeyError:
+		return False

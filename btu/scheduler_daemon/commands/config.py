@@ -10,18 +10,18 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, Config, add_config_flags, load_config
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"config",
-		help="print the effective configuration, each key with its source",
-		description=(
-			"Print every configuration key with its effective value and where it came from "
-			"(flag > BTU_SCHEDULER_<KEY> > file > default). Secrets are masked. Exit 2 on a bad configuration."
-		),
-	)
+NAME = "config"
+HELP = "print the effective configuration, each key with its source"
+DESCRIPTION = (
+	"Print every configuration key with its effective value and where it came from "
+	"(flag > BTU_SCHEDULER_<KEY> > file > default). Secrets are masked. Exit 2 on a bad configuration."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--json", action="store_true", help="print JSON instead of TOML-like lines")
 	add_config_flags(parser)
-	parser.set_defaults(handler=run)
 
 
 def toml_value(value: Any) -> str:

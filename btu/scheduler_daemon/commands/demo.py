@@ -18,20 +18,25 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 DEMO_SITE = "demo.localhost"
 SAMPLES = (
 	# (task description, function, arguments JSON, schedule fields)
-	("Say hello every 2 seconds", "btu.scheduler_daemon.demo_tasks.say_hello", '{"name": "BTU"}',
+	("Say hello every 2 seconds", "btu.devbench.demo_tasks.say_hello", '{"name": "BTU"}',
 		{"run_frequency": "Cron Style", "cron_string": "*/2 * * * * *"}),
-	("Add numbers every 3 seconds", "btu.scheduler_daemon.demo_tasks.add", '{"a": 2, "b": 3}',
+	("Add numbers every 3 seconds", "btu.devbench.demo_tasks.add", '{"a": 2, "b": 3}',
 		{"run_frequency": "Interval", "every": 3, "every_unit": "Seconds"}),
-	("Hello from New York every 5 seconds", "btu.scheduler_daemon.demo_tasks.say_hello", '{"name": "New York"}',
+	("Hello from New York every 5 seconds", "btu.devbench.demo_tasks.say_hello", '{"name": "New York"}',
 		{"run_frequency": "Cron Style", "cron_string": "*/5 * * * * *", "time_zone": "America/New_York"}),
 )  # fmt: skip
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"demo",
-		help="run a demo: dev bench, sample schedules every few seconds, scheduler and worker (Ctrl-C stops)",
-	)
+NAME = "demo"
+HELP = "run a demo: dev bench, sample schedules every few seconds, scheduler and worker (Ctrl-C stops)"
+DESCRIPTION = (
+	"Make (or reuse) a dev bench with a demo site whose schedules fire every few seconds, then run the scheduler "
+	"and a plain rq worker until Ctrl-C. The demo bench's databases are dropped afterwards unless --keep is given."
+)
+FRAPPE_BENCH = False  # its --bench is where the demo bench goes
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--bench", default="/tmp/btu-demo-bench", help="where to make the demo bench (default %(default)s)")
 	parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="Redis for the queues and state (default %(default)s)")
 	parser.add_argument("--db-host", default="127.0.0.1")
@@ -39,13 +44,12 @@ def register(subparsers) -> None:
 	parser.add_argument("--db-root-user", default="root")
 	parser.add_argument("--db-root-password", default="")
 	parser.add_argument("--keep", action="store_true", help="keep the demo bench and its database afterwards")
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:
-	from btu.scheduler_daemon import devbench
+	from btu.devbench import bench as devbench
 	from btu.scheduler_daemon.config import load_config
-	from btu.scheduler_daemon.devbench_data import SiteData
+	from btu.devbench.data import SiteData
 	from btu.scheduler_daemon.engine import Scheduler
 	from btu.scheduler_daemon.log import configure
 

@@ -9,16 +9,17 @@ from btu.shared.protocol import mask_url
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"dev-bench",
-		help="make a dev bench: a directory the scheduler treats like a real Frappe bench",
-		description=(
-			"Make DIR a dev bench: bench layout, site configs, a MariaDB database and user per site, "
-			"and the BTU tables from the app's DocType JSON files. Running it again keeps the data; "
-			"--drop removes the databases, users and DIR."
-		),
-	)
+NAME = "dev-bench"
+HELP = "make a dev bench: a directory the scheduler treats like a real Frappe bench"
+DESCRIPTION = (
+	"Make DIR a dev bench: bench layout, site configs, a MariaDB database and user per site, "
+	"and the BTU tables from the app's DocType JSON files. Running it again keeps the data; "
+	"--drop removes the databases, users and DIR."
+)
+FRAPPE_BENCH = False
+
+
+def arguments(parser) -> None:
 	parser.add_argument("dir", metavar="DIR", help="the dev bench directory (new, empty, or an existing dev bench)")
 	parser.add_argument(
 		"--site", dest="sites", action="append", metavar="NAME", help="a site to make (repeatable; default site1.localhost)"
@@ -35,11 +36,10 @@ def register(subparsers) -> None:
 		help="also install app NAME whose package is DIR/NAME (repeatable): the rq executor runs only functions apps declare",
 	)  # fmt: skip
 	parser.add_argument("--drop", action="store_true", help="drop the dev bench's databases and users and remove DIR")
-	parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-	from btu.scheduler_daemon.devbench import DevBenchError, DevBenchInputError, create_dev_bench, drop_dev_bench
+	from btu.devbench.bench import DevBenchError, DevBenchInputError, create_dev_bench, drop_dev_bench
 
 	try:
 		if args.drop:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 def check_zone(name: str) -> None:
 	from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-	from btu.scheduler_daemon.devbench import DevBenchInputError
+	from btu.devbench.bench import DevBenchInputError
 
 	try:
 		ZoneInfo(name)

@@ -11,20 +11,20 @@ from btu.shared.schedule.zones import clock_for, wall_seconds
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"next",
-		help="print the next fire instants of a cron expression",
-		description=(
-			"Print the next N fires of a cron expression, one ISO 8601 instant per line in the schedule's zone "
-			"with its UTC offset, following BTU's DST rules. Exit 2 on a bad expression, zone or time."
-		),
-	)
+NAME = "next"
+HELP = "print the next fire instants of a cron expression"
+DESCRIPTION = (
+	"Print the next N fires of a cron expression, one ISO 8601 instant per line in the schedule's zone "
+	"with its UTC offset, following BTU's DST rules. Exit 2 on a bad expression, zone or time."
+)
+FRAPPE_BENCH = False
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--cron", required=True, help="5 fields (m h dom mon dow), 6 with leading seconds, or @daily etc.")
 	parser.add_argument("--tz", default="UTC", help="IANA zone, UTC or an offset like +05:30 (default UTC)")
 	parser.add_argument("--after", help="ISO 8601 start (exclusive); without an offset it is in --tz (default now)")
 	parser.add_argument("-n", type=int, default=10, help="how many fires (default 10)")
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:

@@ -13,19 +13,19 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"ping",
-		help="check that a scheduler answers on Redis RPC",
-		description=(
-			"Send a ping command on btu:scheduler:commands and wait up to 5 s for the scheduler's receipt ACK. "
-			"Prints the ACK and the round trip. Exit 0 answered, 1 no answer (scheduler unreachable) or "
-			"Redis down, 2 bad configuration or Redis refused the user (see setup redis-acl)."
-		),
-	)
+NAME = "ping"
+HELP = "check that a scheduler answers on Redis RPC"
+DESCRIPTION = (
+	"Send a ping command on btu:scheduler:commands and wait up to 5 s for the scheduler's receipt ACK. "
+	"Prints the ACK and the round trip. Exit 0 answered, 1 no answer (scheduler unreachable) or "
+	"Redis down, 2 bad configuration or Redis refused the user (see setup redis-acl)."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--site", help="site the ping names (optional; a ping needs no site)")
 	add_config_flags(parser)
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:

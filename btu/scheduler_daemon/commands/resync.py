@@ -17,19 +17,19 @@ from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"resync",
-		help="read schedules from the databases into the scheduler's state now",
-		description=(
-			"Reconcile every site (or one site, or one schedule) from its database into Redis and wake the "
-			"leader. Runs in this process: no scheduler needs to answer."
-		),
-	)
+NAME = "resync"
+HELP = "read schedules from the databases into the scheduler's state now"
+DESCRIPTION = (
+	"Reconcile every site (or one site, or one schedule) from its database into Redis and wake the "
+	"leader. Runs in this process: no scheduler needs to answer."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--site", help="only this site")
 	parser.add_argument("--schedule", help="only this BTU Task Schedule (needs --site on a bench with several sites)")
 	add_config_flags(parser)
-	parser.set_defaults(handler=run)
 
 
 def utc_now() -> datetime:

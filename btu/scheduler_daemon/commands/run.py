@@ -15,18 +15,18 @@ from btu.scheduler_daemon.log import configure, log_event
 logger = logging.getLogger("btu.scheduler")
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"run",
-		help="run the scheduler for every BTU site of the bench (until SIGTERM or Ctrl-C)",
-		description=(
-			"Fire every enabled BTU Task Schedule of every site of the bench into the sites' RQ queues. "
-			"Run as many as you like against one Redis: one leads, the others stand by. SIGTERM and SIGINT "
-			"release the lease so a standby takes over at once."
-		),
-	)
+NAME = "run"
+HELP = "run the scheduler for every BTU site of the bench (until SIGTERM or Ctrl-C)"
+DESCRIPTION = (
+	"Fire every enabled BTU Task Schedule of every site of the bench into the sites' RQ queues. "
+	"Run as many as you like against one Redis: one leads, the others stand by. SIGTERM and SIGINT "
+	"release the lease so a standby takes over at once."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	add_config_flags(parser)
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:

@@ -40,19 +40,20 @@ TARGETS = ("procfile", "supervisor", "systemd", "redis-acl")
 ADMIN_PASSWORD_ENV = "RQ_ADMIN_PASWORD"
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"setup",
-		help="add the scheduler to the bench's Procfile, make a supervisor program or systemd unit, or grant BTU's Redis ACL",
-		description=(
-			"procfile: add 'btu_scheduler: bench btu-scheduler' to <bench>/Procfile (idempotent; run it again "
-			"after `bench setup procfile`, which rewrites the file). supervisor / systemd: print the program "
-			"block / unit, or with --write save it under <bench>/config/. redis-acl: print the ACL SETUSER line "
-			"BTU needs on top of the Redis user `bench create-rq-users` made, or with --apply run it (and ACL SAVE "
-			"when Redis has an aclfile). Exit 0 done, 1 a file could not be written or Redis is down, 2 no bench, "
-			"no such Redis user, or an admin URL that may not change users."
-		),
-	)
+NAME = "setup"
+HELP = "add the scheduler to the bench's Procfile, make a supervisor program or systemd unit, or grant BTU's Redis ACL"
+DESCRIPTION = (
+	"procfile: add 'btu_scheduler: bench btu-scheduler' to <bench>/Procfile (idempotent; run it again "
+	"after `bench setup procfile`, which rewrites the file). supervisor / systemd: print the program "
+	"block / unit, or with --write save it under <bench>/config/. redis-acl: print the ACL SETUSER line "
+	"BTU needs on top of the Redis user `bench create-rq-users` made, or with --apply run it (and ACL SAVE "
+	"when Redis has an aclfile). Exit 0 done, 1 a file could not be written or Redis is down, 2 no bench, "
+	"no such Redis user, or an admin URL that may not change users."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	parser.add_argument("target", choices=TARGETS)
 	parser.add_argument("--bench", metavar="DIR", help="the Frappe bench (default: the one holding the current directory)")
 	parser.add_argument("--write", action="store_true", help="supervisor/systemd: write the file into <bench>/config/")
@@ -73,7 +74,6 @@ def register(subparsers) -> None:
 		metavar="PATH",
 		help="the bench executable (default: <bench>/env/bin/bench, else `bench` on PATH)",
 	)
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:

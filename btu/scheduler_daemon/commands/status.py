@@ -14,19 +14,19 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
 
 
-def register(subparsers) -> None:
-	parser = subparsers.add_parser(
-		"status",
-		help="show the leader, schedules, next fires, recent fires and invalid rows",
-		description=(
-			"Read the scheduler's state from Redis. Exit 1 when Redis is down or no scheduler leads, 2 on a bad "
-			"configuration or when Redis refuses the user (see setup redis-acl)."
-		),
-	)
+NAME = "status"
+HELP = "show the leader, schedules, next fires, recent fires and invalid rows"
+DESCRIPTION = (
+	"Read the scheduler's state from Redis. Exit 1 when Redis is down or no scheduler leads, 2 on a bad "
+	"configuration or when Redis refuses the user (see setup redis-acl)."
+)
+FRAPPE_BENCH = True
+
+
+def arguments(parser) -> None:
 	parser.add_argument("--json", action="store_true", help="print the status as JSON")
 	parser.add_argument("--site", help="only this site")
 	add_config_flags(parser)
-	parser.set_defaults(handler=run)
 
 
 def run(args) -> int:

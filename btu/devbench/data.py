@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench
-from btu.scheduler_daemon.devbench_schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
+from btu.devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 
 ADMINISTRATOR = "Administrator"
 # frappe.utils.data.get_system_timezone: an empty System Settings.time_zone means this.

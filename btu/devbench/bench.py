@@ -6,7 +6,7 @@ apps linked into ``apps/`` (btu itself, and any given with `apps`), and
 per site a ``site_config.json`` and a MariaDB database and user made as
 ``bench new-site`` makes them (user name = db_name, GRANT ALL on that
 database). The BTU tables are created from the app's own DocType JSON files
-with the columns Frappe v15 gives them (see `devbench_schema`), plus
+with the columns Frappe v15 gives them (see `schema`), plus
 ``tabSingles`` with the rows the scheduler reads. No Frappe is installed and
 frappe is never imported.
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench, BenchError, read_json
-from btu.scheduler_daemon.devbench_data import read_single, write_single
-from btu.scheduler_daemon.devbench_schema import SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
+from btu.devbench.data import read_single, write_single
+from btu.devbench.schema import SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
 
 MARKER = ".btu-dev-bench"
 DB_PREFIX = "_btu"
