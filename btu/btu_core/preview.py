@@ -9,6 +9,7 @@ from frappe import _
 from frappe.utils import escape_html, get_system_timezone
 
 from btu.btu_core.instants import user_time_zone, utc_now
+from btu.shared.instants import format_utc_iso
 from btu.shared.schedule import ScheduleSpec, parse_zone
 from btu.shared.schedule.row import SPEC_FIELDS
 
@@ -31,7 +32,7 @@ def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
 	for instant in spec.preview(max(1, min(int(n), 100)), after or utc_now()):
 		fires.append(
 			{
-				"utc": instant.strftime("%Y-%m-%dT%H:%M:%SZ"),
+				"utc": format_utc_iso(instant),
 				"schedule_zone": instant.astimezone(spec.zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
 				"user_zone": instant.astimezone(user_zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
 			}

@@ -18,10 +18,9 @@ import pymysql
 
 from btu.scheduler_daemon.bench import Bench
 from btu.devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
+from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE
 
 ADMINISTRATOR = "Administrator"
-# frappe.utils.data.get_system_timezone: an empty System Settings.time_zone means this.
-FRAPPE_FALLBACK_TIME_ZONE = "Asia/Kolkata"
 STANDARD_FIELDS = ("name", "owner", "creation", "modified", "modified_by", "docstatus", "idx")
 
 
@@ -102,7 +101,7 @@ class SiteData:
 
 	def system_time_zone(self) -> str:
 		with self.conn.cursor() as cur:
-			return read_single(cur, "System Settings", "time_zone") or FRAPPE_FALLBACK_TIME_ZONE
+			return read_single(cur, "System Settings", "time_zone") or FRAPPE_DEFAULT_ZONE
 
 	def now(self) -> datetime:
 		"""`frappe.utils.now_datetime`: now in the system time zone, naive."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from btu.shared import protocol
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
+from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import row_instant
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
@@ -72,12 +73,12 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 		timeout=int(row.get("task_max_task_duration") or 0) or timeouts[queue_type],
 		task=row["task"],
 		description=row.get("task_desc_short") or row["task"],
-		function=(row.get("task_function_string") or "") if executor == "rq" else "",
-		kwargs={**arguments, **overrides} if executor == "rq" else {},
+		function=(row.get("task_function_string") or "") if executor == RQ_EXECUTOR else "",
+		kwargs={**arguments, **overrides} if executor == RQ_EXECUTOR else {},
 	)
-	if executor == "rq" and not template.function:
+	if executor == RQ_EXECUTOR and not template.function:
 		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
-	if executor == "rq":
+	if executor == RQ_EXECUTOR:
 		# Its jobs call the function itself, with no task runner to refuse it.
 		try:
 			bench.app_files.check(template.function)

@@ -197,3 +197,18 @@ def test_run_limit_beyond_a_step_finishes_in_the_step_that_reaches_it():
 	second = spec.plan(first.next_cursor, at(2025, 1, 1, 2), runs=MAX_FIRES_PER_PLAN)
 	assert len(second.fire) == 500 and second.finished and second.next_cursor is None
 	assert second.fire[0] == first.fire[-1] + timedelta(seconds=1)
+
+
+def test_fire_all_keeps_every_missed_slot_when_the_count_budget_runs_out_inside_the_backlog():
+	# Expired slots use most of the count budget; the missed ones after them (fewer than catch_up_max)
+	# are found by looking back: every one of them must fire, none reported skipped.
+	spec = ScheduleSpec(
+		name="TS-plan", zone_name="UTC", kind="cron", cron="* * * * * *", catch_up_policy="fire_all",
+		catch_up_max=MAX_CATCH_UP, catch_up_window=7000,
+	)
+	now = at(2025, 1, 1, 12)
+	plan = spec.plan(now - timedelta(seconds=15000), now)
+	assert plan.skipped == 0
+	assert plan.fire[0] == now - timedelta(seconds=7000), "the oldest slot inside the window fires first"
+	assert plan.fire == [now - timedelta(seconds=7000 - i) for i in range(MAX_FIRES_PER_PLAN)]
+	assert plan.expired == 8000

@@ -9,8 +9,9 @@ import sys
 from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
-from btu.scheduler_daemon.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config, mask_url
+from btu.scheduler_daemon.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.log import configure, log_event
+from btu.shared.protocol import mask_url
 
 logger = logging.getLogger("btu.scheduler")
 

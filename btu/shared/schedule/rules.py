@@ -83,7 +83,7 @@ class Rule:
 				found.append(slot)
 				slot = self.first(slot + 1)
 			if len(found) >= keep or begin == low:
-				return Tally(max(counted, len(found)), found[len(found) - keep:], True)
+				return Tally(max(counted, len(found)), found[max(0, len(found) - keep):], True)
 			span *= 8
 
 

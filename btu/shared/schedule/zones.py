@@ -19,7 +19,7 @@ from btu.shared.schedule.errors import ScheduleError
 
 DAY = 86400
 EPOCH = datetime(1970, 1, 1)
-# What Frappe v15 uses when System Settings has no time_zone.
+# What Frappe (v15 and v16, frappe.utils.data.get_system_timezone) uses when System Settings has no time_zone.
 FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
 _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})$")
 
