@@ -97,7 +97,7 @@ def run_peer(key: str, count: int, log_dir: Path) -> dict:
 def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 	parser.add_argument("--count", type=int, default=10000)
-	parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
+	common.add_systems_argument(parser, SYSTEMS)
 	args = parser.parse_args()
 	log_dir = new_log_dir("burst")
 	rows = []

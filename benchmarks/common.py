@@ -38,6 +38,11 @@ JOB_FUNCTION = "benchmarks.jobs.record"
 # -- machine ---------------------------------------------------------------------
 
 
+def add_systems_argument(parser, systems) -> None:
+	"""`--systems a,b`: which of a benchmark's systems to run (default all)."""
+	parser.add_argument("--systems", default=",".join(systems), help=f"comma-separated, from {', '.join(systems)}")
+
+
 def machine() -> dict:
 	cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
 	mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from benchmarks.observe import Observer, anchored_on_first_fire, slot_lags, worker_records  # noqa: E402
+from benchmarks.observe import Observer, anchored_on_first_fire, collect, slot_lags  # noqa: E402
 from benchmarks.peers import (  # noqa: E402
 	BIN, QUEUE_KEY, APScheduler, Peer, RqCron, RqOwnScheduler, RqScheduler, Schedule, new_log_dir, popen,
 )
@@ -92,12 +92,7 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 		time.sleep(end + 2 - time.time())
 		common.stop(scheduler)
 		schedules = schedules_for(scenario, t0)
-		seen = None
-		if worker:
-			time.sleep(1)
-			enq, started = worker_records(r)
-		else:
-			enq, started, seen = observer.stop(), None, observer.seen
+		enq, started, seen = collect(r, observer if not worker else None)
 		return summarise("BTU", "defaults (executor rq)", scenario_name, schedules, enq, started, t0, end, seen=seen)
 	finally:
 		common.stop(scheduler)
@@ -138,12 +133,7 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 		grace = 62 if key == "rqs60" else 3
 		time.sleep(max(0, end + grace - time.time()))
 		peer.stop()
-		seen = None
-		if use_worker:
-			time.sleep(1)
-			enq, started = worker_records(r)
-		else:
-			enq, started, seen = observer.stop(), None, observer.seen
+		enq, started, seen = collect(r, observer if not use_worker else None)
 		if not peer.can_stagger:
 			schedules = anchored_on_first_fire(schedules, enq, t0)
 			note = (note + "; " if note else "") + "slots counted from each job's first fire (RQ cron picks its own start)"
@@ -203,7 +193,7 @@ def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 	parser.add_argument("--seconds", type=float, default=25, help="duration of the 100x1s scenario per system (default 25)")
 	parser.add_argument("--seconds-10k", type=float, default=12, help="duration of the 10kx10s scenario per system (default 12)")
-	parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
+	common.add_systems_argument(parser, SYSTEMS)
 	parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}")
 	args = parser.parse_args()
 	systems = [s for s in args.systems.split(",") if s]

@@ -82,7 +82,7 @@ def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 	parser.add_argument("--seconds", type=float, default=60)
 	parser.add_argument("--settle", type=float, default=10, help="seconds between loading and measuring")
-	parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
+	common.add_systems_argument(parser, SYSTEMS)
 	args = parser.parse_args()
 	log_dir = new_log_dir("idle")
 	rows = []

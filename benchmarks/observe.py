@@ -94,6 +94,15 @@ class Observer:
 					self.seen.append((i, seen))
 
 
+def collect(r, observer) -> tuple:
+	"""(enqueue times, worker start times or None, observer's seen times or None): from the observer when one
+	popped the queue, else from the worker's records a second after the run."""
+	if observer is not None:
+		return observer.stop(), None, observer.seen
+	time.sleep(1)
+	return (*worker_records(r), None)
+
+
 def worker_records(r) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
 	"""(schedule, enqueued_at) and (schedule, started) of every job a worker ran."""
 	enqueued, started = [], []

@@ -98,14 +98,19 @@ def test_scheduler_on_a_read_only_replica_lives_and_harms_nothing(server, engine
 		replica.close()
 
 
-def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r):  # noqa: F811
+def one_prepared_fire(site, r) -> tuple:  # noqa: F811
+	"""A leader with one Once fire prepared 1-2 s ahead: (bench, scheduler, its moment, its prepared member, its job id)."""
 	bench, data, task = site
 	instant = next_instant()
 	once_at(data, task, instant)
 	scheduler = leader(bench)
 	prepare_due(scheduler)
 	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
-	job_id = member.decode().split("\t")[0]
+	return bench, scheduler, instant, member, member.decode().split("\t")[0]
+
+
+def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r):  # noqa: F811
+	bench, scheduler, instant, member, job_id = one_prepared_fire(site, r)
 	r.delete(f"rq:job:{job_id}")
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
@@ -117,13 +122,7 @@ def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r)
 
 
 def test_a_queue_refusing_the_push_keeps_its_fire_prepared_until_it_takes_it(site, r, caplog):  # noqa: F811
-	bench, data, task = site
-	instant = next_instant()
-	once_at(data, task, instant)
-	scheduler = leader(bench)
-	prepare_due(scheduler)
-	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
-	job_id = member.decode().split("\t")[0]
+	bench, scheduler, instant, member, job_id = one_prepared_fire(site, r)
 	key = queue_key(bench)
 	r.set(key, "not a list")  # RPUSH on it fails: WRONGTYPE
 	sleep_until_ms(instant * 1000)
