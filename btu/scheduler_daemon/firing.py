@@ -45,6 +45,8 @@ class Step:
 
 
 class FirePipeline:
+	"""The leader's prepare and release, against `state` under `lease`; `clock` is Redis's time (engine.Clock)."""
+
 	def __init__(self, state: State, lease: Lease, config: Config, clock):
 		self.state = state
 		self.lease = lease
@@ -55,6 +57,7 @@ class FirePipeline:
 		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape))
 
 	def make_shape(self, job_json: str, site: str) -> JobShape:
+		"""The job shape of a state's job template on `site` (cached by the planner on both)."""
 		return JobShape(self.state.redis, JobTemplate.from_dict(json.loads(job_json)), site)
 
 	# -- release ---------------------------------------------------------------------
@@ -113,6 +116,7 @@ class FirePipeline:
 
 
 def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
+	"""One line per event of a prepare: quarantined, failed, stale, duplicate, missed, finished."""
 	for item, result in zip(items, results):
 		if result.outcome == CORRUPT:
 			log_event(logger, logging.ERROR, "state_quarantined", site=item.site, schedule=item.schedule, reason="its state is not a hash", effect="rebuilt from its database row")
@@ -132,12 +136,14 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 					job_id=job.job_id, reason="a job of this id exists already",
 				)
 		if item.skipped or item.expired:
-			log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired)
+			extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
+			log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired, **extra)
 		if not item.next_cursor:
 			log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
 
 
 def log_released(released: list[Released]) -> None:
+	"""One line per released fire: fire, skipped_overlap, returned, quarantined or push_refused."""
 	for fire in released:
 		if fire.outcome in ("quarantined", "push_refused"):
 			# Never parsed: a quarantined member may be anything.

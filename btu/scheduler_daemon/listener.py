@@ -10,7 +10,8 @@ one reconcile per site per batch. A command that cannot be used is logged in
 one line (at most `REJECTION_LOG_LIMIT` lines per `REJECTION_LOG_WINDOW`,
 then one line counting the rest) and, when it carries a valid response key,
 answered with ``{"status": "error", ...}`` there. The listener writes nowhere
-but response keys ``btu:scheduler:rpc:*``, and nothing a caller sends stops
+but the command list it pops (moved aside if it holds the wrong type) and
+response keys ``btu:scheduler:rpc:*``, and nothing a caller sends stops
 it: it only stops when its `stop` event is set.
 """
 

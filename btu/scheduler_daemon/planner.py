@@ -57,10 +57,13 @@ class FireItem:
 	skipped: int
 	expired: int
 	jobs: list[FireJob]
+	count_truncated: bool = False  # skipped and expired are lower bounds: counting stopped at its budget
 
 
 @dataclass(frozen=True)
 class Unplanned:
+	"""A due schedule that could not be planned, and why."""
+
 	site: str
 	schedule: str
 	reason: str
@@ -79,6 +82,7 @@ class Plan:
 
 @lru_cache(maxsize=CACHE_SIZE)
 def load_spec(fingerprint: str, spec_json: str) -> ScheduleSpec:
+	"""The spec a state holds, compiled once per fingerprint (the cache key; the JSON is what is compiled)."""
 	return ScheduleSpec.from_dict(json.loads(spec_json))
 
 
@@ -146,4 +150,5 @@ class Planner:
 			skipped=plan.skipped,
 			expired=plan.expired,
 			jobs=jobs,
+			count_truncated=plan.count_truncated,
 		)

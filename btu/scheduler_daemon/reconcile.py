@@ -313,12 +313,8 @@ class Reconciler:
 		return True
 
 	def present(self, site: str, names: list[str]) -> dict[str, bool]:
-		"""Whether each schedule is in the state, in one round trip."""
-		key = protocol.site_schedules_key(site)
-		with self.state.redis.pipeline(transaction=False) as pipe:
-			for name in names:
-				pipe.sismember(key, name)
-			return dict(zip(names, map(bool, pipe.execute())))
+		"""Whether each schedule is in the state."""
+		return self.state.present(site, names)
 
 	# -- steps of both ------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The scheduler's runtime state in Redis, and the atomic operations on it.
 
-Per schedule a hash (`protocol.schedule_key`): its compiled spec and job
-template (JSON, with their fingerprints), `cursor` (the pending slot, epoch
+Per schedule a hash (`protocol.schedule_key`): its compiled spec (JSON, with its
+fingerprint) and job template (JSON), `cursor` (the pending slot, epoch
 ms: the value every fire compares and moves), `fire_at`, `runs`, the last
 fire, `paused` and `finished`. One sorted set (`protocol.DUE_KEY`) orders
 every schedule of every site by fire time; another (`protocol.PREPARED_KEY`)
@@ -9,7 +9,8 @@ holds the fires prepared ahead of their moment, indexed per schedule
 (`protocol.prepared_index_key`) so that withdrawing one schedule's fires
 touches no other's. A fire claims its slot when it is prepared (prepare.lua)
 and is queued at its moment (release.lua). All writes that race with a fire
-go through Lua scripts.
+go through Lua scripts, but for taking schedules off the due set (`drop_due`,
+`hold_site`): an entry taken off wrongly is put back by the next audit.
 
 No value found in Redis is trusted: a key of the wrong type, a member that is
 not one BTU writes, or text where a number belongs is quarantined (moved
@@ -233,17 +234,6 @@ class State:
 			self.quarantine(key, str(exc))
 			return read()
 
-	def quarantined(self) -> dict[str, dict]:
-		"""What was moved aside: key or member -> {reason, at_ms, detail}."""
-		entries = self.guarded(protocol.QUARANTINE_KEY, lambda: self.redis.hgetall(protocol.QUARANTINE_KEY))
-		out = {}
-		for what, value in entries.items():
-			try:
-				out[text(what)] = json.loads(value)
-			except ValueError:
-				out[text(what)] = {"reason": f"unreadable record {text(value)[:200]!r}"}
-		return out
-
 	def audit(self, members: list[str]) -> tuple[int, int]:
 		"""Check schedules ("<site>|<name>" of firing sites) against themselves and mend them, and drop junk
 		from the prepared set (audit.lua): (due entries put right, states moved aside to be rebuilt)."""
@@ -325,6 +315,14 @@ class State:
 			self.redis.sadd(protocol.RESYNC_KEY, protocol.due_member(site, protocol.RESYNC_ALL))
 			names = set()
 		return {text(n) for n in names}
+
+	def present(self, site: str, names: list[str]) -> dict[str, bool]:
+		"""Whether each schedule of `site` is in the state, in one round trip."""
+		key = protocol.site_schedules_key(site)
+		with self.redis.pipeline(transaction=False) as pipe:
+			for name in names:
+				pipe.sismember(key, name)
+			return dict(zip(names, map(bool, pipe.execute())))
 
 	def sites(self) -> set[str]:
 		return {text(s) for s in self.guarded(protocol.SITES_KEY, lambda: self.redis.smembers(protocol.SITES_KEY))}

@@ -5,7 +5,7 @@ Both sides import this module: the scheduler's listener
 buttons and the `btu-scheduler` CLI, through `call`). It imports neither
 frappe nor anything of the scheduler, only redis-py.
 
-The protocol (shared/seeds, "BTU Scheduler: Redis RPC Control Protocol"):
+The protocol (BTU's design document "BTU Scheduler: Redis RPC Control Protocol"):
 
 1. The caller makes a unique response key ``btu:scheduler:rpc:{uuid}``.
 2. It LPUSHes a JSON command ``{"request_type", "request_content",

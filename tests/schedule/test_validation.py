@@ -156,7 +156,7 @@ def test_from_row_defaults_and_zone_fallbacks():
 	assert spec.kind == "cron" and spec.cron == "0 0 * * *"  # Daily at 00:00
 	assert spec.zone_name == "Asia/Kolkata"  # Frappe v15's fallback
 	assert (spec.catch_up_policy, spec.catch_up_window.total_seconds(), spec.catch_up_max) == ("fire_once", 86400, 10)
-	assert (spec.overlap_policy, spec.run_limit, spec.jitter.total_seconds()) == ("allow", 0, 0)
+	assert (spec.overlap_policy, spec.run_limit, spec.jitter_secs) == ("allow", 0, 0)
 	daily = {"name": "TS-1", "run_frequency": "Daily"}
 	assert ScheduleSpec.from_row({**daily, "time_zone": ""}, system_time_zone="Europe/Paris").zone_name == "Europe/Paris"
 	assert ScheduleSpec.from_row({**daily, "time_zone": "+05:30"}, system_time_zone="Europe/Paris").zone_name == "+05:30"

@@ -62,9 +62,7 @@ def run(args) -> int:
 		print(f"btu-scheduler demo: cannot make the demo bench: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	with SiteData(bench, DEMO_SITE) as data:
-		with data.conn.cursor() as cursor:
-			cursor.execute("SELECT desc_short FROM `tabBTU Task`")
-			existing = {row[0] for row in cursor.fetchall()}
+		existing = data.task_descriptions()
 		for description, function, arguments, schedule in SAMPLES:
 			if description not in existing:
 				task = data.insert_task(desc_short=description, function_string=function, arguments=arguments)

@@ -176,9 +176,6 @@ class CronExpression:
 			found = (date(year, month, day).toordinal() - ORDINAL_1970) * DAY + hour * 3600 + minute * 60 + second
 			return found if found < limit else None
 
-	def matches(self, wall: int) -> bool:
-		return self.next_match(wall, wall + 1) == wall
-
 
 @lru_cache(maxsize=4096)
 def compile_cron(text: str) -> CronExpression:

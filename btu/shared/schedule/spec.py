@@ -138,10 +138,6 @@ class ScheduleSpec:
 		text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 		return hashlib.sha256(text.encode()).hexdigest()[:32]
 
-	@property
-	def jitter(self) -> timedelta:
-		return timedelta(seconds=self.jitter_secs)
-
 	def __eq__(self, other: object) -> bool:
 		return isinstance(other, ScheduleSpec) and self.to_dict() == other.to_dict()
 
