@@ -22,6 +22,7 @@ from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.task_args import json_type
 from btu.scheduler_daemon.app_files import AppFiles
+from btu.scheduler_daemon.sentinel import SentinelConfigError, SentinelSettings
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
@@ -115,6 +116,10 @@ def check_common_config(path: Path, conf: dict) -> None:
 		check_redis_url(os.environ["FRAPPE_REDIS_QUEUE"], "environment variable FRAPPE_REDIS_QUEUE")
 	elif conf.get("redis_queue") not in (None, ""):
 		check_redis_url(conf["redis_queue"], f"{path}: redis_queue")
+	try:
+		SentinelSettings.from_config(conf, path)
+	except SentinelConfigError as exc:
+		raise BenchError(str(exc)) from exc
 	workers = conf.get("workers")
 	if workers is None:
 		return
@@ -247,12 +252,25 @@ class Bench:
 			return {"username": "default", "password": os.environ["RQ_ADMIN_PASWORD"]}
 		return {}
 
+	@cached_property
+	def sentinel(self) -> SentinelSettings | None:
+		"""Frappe's Sentinel settings for the queue Redis, when `redis_queue_sentinel_enabled` (Bench.load checked them)."""
+		return SentinelSettings.from_config(self.common_config, self.sites_path / "common_site_config.json")
+
 	def redis(self, url: str | None = None, **kwargs):
-		"""A client of the bench's queue Redis (or `url`), with its ACL credentials."""
+		"""A client of the bench's queue Redis, with its ACL credentials: `url` if given, else as Frappe's
+		`RedisQueue.get_connection` finds it: the Sentinel master when enabled, else `redis_queue`."""
 		import redis
 
-		options = {**self.redis_credentials, "health_check_interval": 30, **kwargs}
+		options = {"health_check_interval": 30, **kwargs}
+		if url is None and self.sentinel is not None:
+			return self.sentinel.connect(self.redis_credentials, **options)
+		options = {**self.redis_credentials, **options}
 		return redis.Redis.from_url(url or self.redis_queue_url, **{k: v for k, v in options.items() if v is not None})
+
+	def redis_shown(self) -> str:
+		"""Where the queue Redis is found, password masked: the Sentinel service, or the URL."""
+		return self.sentinel.describe() if self.sentinel is not None else mask_url(self.redis_queue_url)
 
 	@property
 	def default_site(self) -> str | None:

@@ -92,6 +92,14 @@ SETTINGS: tuple[Setting, ...] = (
 		"release_batch_size", 10000, "int", "prepared fires queued per release script (about 5 microseconds of Redis each)",
 		minimum=1, maximum=100000,
 	),
+	Setting(
+		"replica_acks", 1, "int", "replicas that must hold a fire's claim and release before the leader goes on (WAIT; "
+		"only as many as are connected)", minimum=0, maximum=16,
+	),
+	Setting(
+		"replica_ack_timeout_ms", 500, "int", "how long the leader waits for those replicas before it goes on without them",
+		minimum=1, maximum=60000,
+	),
 	Setting("log_level", "INFO", "choice", "lowest level logged", choices=LOG_LEVELS),
 	Setting("log_format", "text", "choice", "one line per event as text or JSON", choices=LOG_FORMATS),
 	Setting("executor", FRAPPE_EXECUTOR, "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
@@ -112,6 +120,8 @@ class Config:
 	prepare_ahead_secs: float = 2.0
 	batch_size: int = 500
 	release_batch_size: int = 10000
+	replica_acks: int = 1
+	replica_ack_timeout_ms: int = 500
 	log_level: str = "INFO"
 	log_format: str = "text"
 	executor: str = FRAPPE_EXECUTOR

@@ -42,6 +42,7 @@ from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
+from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
 
 logger = logging.getLogger("btu.scheduler")
@@ -94,7 +95,8 @@ class Scheduler:
 		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
-		self.state = State(self.redis)
+		self.state = State(self.redis, config.replica_ack_timeout_ms)
+		self.replication = Replication(self.redis, self.state, config.replica_acks)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
 		self.reconciler = Reconciler(
 			bench_path, self.state, config.executor, self.clock.now, self.publish_wake,
@@ -335,6 +337,8 @@ class Scheduler:
 		role = "leader" if self.lease.held else "standby"
 		if role == self.heartbeat_role and time.monotonic() < self.next_heartbeat:
 			return
+		if self.replication.refresh() and self.lease.held:
+			self.reconcile_due.set()
 		status.write_heartbeat(
 			self.redis,
 			self.process_id,
@@ -342,6 +346,7 @@ class Scheduler:
 			started_at=self.started_at,
 			leader_since=self.leader_since,
 			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
+			redis=self.replication.describe(),
 		)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS

@@ -21,7 +21,7 @@ from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.planner import CACHE_SIZE, FireItem, Plan, Planner
-from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, Due, ItemResult, Released, State, fire_record, text
+from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, Acks, Due, ItemResult, Released, State, fire_record, text
 from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
 
@@ -55,6 +55,7 @@ class FirePipeline:
 		self.grace_ms = round(config.misfire_grace_secs * 1000)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape))
+		self.unacknowledged = 0  # fire writes no replica acknowledged in time, since the last that one did
 
 	def make_shape(self, job_json: str, site: str) -> JobShape:
 		"""The job shape of a state's job template on `site` (cached by the planner on both)."""
@@ -71,6 +72,7 @@ class FirePipeline:
 				if batch.fenced:
 					return Step(fenced=True, released=len(done))
 				done += batch.fires
+				self.note_acks(batch.acks, "release", [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
 					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
@@ -92,9 +94,27 @@ class FirePipeline:
 		prepared = self.state.prepare(self.lease.value or "", rq_time(self.clock.now()), self.grace_ms, plan.items)
 		if prepared.fenced:
 			return Step(fenced=True)
+		self.note_acks(prepared.acks, "prepare", [(item.site, item.schedule, job.slot_ms) for item in plan.items for job in item.jobs])
 		self.record_duplicates(plan.items, prepared.results, prepared.now_ms)
 		log_prepared(plan.items, prepared.results)
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
+
+	def note_acks(self, acks: Acks | None, step: str, fires: list[tuple[str, str, int]]) -> None:
+		"""Log when replicas stop acknowledging fire writes (first fire named) and when they acknowledge again (with the count)."""
+		if acks is None or not fires:
+			return
+		if acks.short:
+			if not self.unacknowledged:
+				site, schedule, slot_ms = fires[0]
+				log_event(
+					logger, logging.WARNING, "replica_ack_missing", site=site, schedule=schedule, slot=slot_text(from_ms(slot_ms)),
+					step=step, fires=len(fires), acked=acks.acked, wanted=acks.wanted, timeout_ms=self.state.replica_ack_timeout_ms,
+					effect="fired anyway; if the master fails before a replica has them, they are planned again and the task runner refuses a slot it ran",
+				)
+			self.unacknowledged += len(fires)
+		elif self.unacknowledged:
+			log_event(logger, logging.INFO, "replica_ack_restored", acked=acks.acked, unacknowledged_fires=self.unacknowledged)
+			self.unacknowledged = 0
 
 	def set_aside(self, plan: Plan) -> None:
 		"""What cannot be planned leaves the due set: moved aside to be rebuilt, or reported as an invalid row."""

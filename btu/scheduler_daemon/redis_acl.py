@@ -47,6 +47,8 @@ COMMANDS = (
 	"lpush", "rpush", "rpop", "brpop", "blpop", "lrange", "ltrim",
 	# transactions and pub/sub
 	"multi", "exec", "discard", "publish", "subscribe", "unsubscribe",
+	# replication: how many replicas are connected, and waiting for them to hold the fire writes
+	"info", "wait",
 )
 PROBE_NAME = "btu-acl-probe"  # a name BTU never gives a key; deleting it changes nothing
 PROBE_SCRIPT = "return redis.call('TIME')"

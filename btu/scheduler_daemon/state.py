@@ -160,6 +160,18 @@ def prepare_args(lease_value: str, stamp: str, grace_ms: int, items: list[FireIt
 
 
 @dataclass(frozen=True)
+class Acks:
+	"""How many replicas acknowledged a fire script's writes (WAIT) of those waited for."""
+
+	acked: int
+	wanted: int
+
+	@property
+	def short(self) -> bool:
+		return self.acked < self.wanted
+
+
+@dataclass(frozen=True)
 class Due:
 	"""What the due script found: Redis's clock, what to prepare now, and when to look again."""
 
@@ -190,6 +202,7 @@ class Preparation:
 	fenced: bool
 	now_ms: int = 0  # Redis's clock
 	results: list[ItemResult] = field(default_factory=list)
+	acks: Acks | None = None  # replicas holding these writes (WAIT), None when none were waited for
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,7 @@ class Release:
 
 	fenced: bool
 	fires: list[Released] = field(default_factory=list)
+	acks: Acks | None = None  # as for Preparation
 
 	@property
 	def push_refused(self) -> bool:
@@ -206,8 +220,11 @@ class Release:
 
 
 class State:
-	def __init__(self, redis_conn):
+	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500):
 		self.redis = redis_conn
+		# Replicas each prepare and release waits for (`replication.Replication` sets it from those connected).
+		self.replicas_wanted = 0
+		self.replica_ack_timeout_ms = replica_ack_timeout_ms
 		self._due = scripts.register(redis_conn, "due")
 		self._prepare = scripts.register(redis_conn, "prepare")
 		self._release = scripts.register(redis_conn, "release")
@@ -429,7 +446,7 @@ class State:
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
-		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
+		raw, acks = self.durably(self._prepare, [protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], prepare_args(lease_value, stamp, grace_ms, items))
 		if raw and text(raw[0]) == "not_leader":
 			return Preparation(fenced=True)
 		results = []
@@ -439,7 +456,7 @@ class State:
 			else:
 				outcome, _, error = text(result).partition(": ")
 				results.append(ItemResult(outcome, [], error))
-		return Preparation(fenced=False, now_ms=int(raw[0]), results=results)
+		return Preparation(fenced=False, now_ms=int(raw[0]), results=results, acks=acks)
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> Release:
 		"""Release up to `batch_size` prepared fires whose moment has come.
@@ -447,14 +464,26 @@ class State:
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
 		whose catch-up policy then decides, as for any missed slot.
 		"""
-		raw = self._release(keys=[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], args=[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
+		raw, acks = self.durably(self._release, [protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], [lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
 		if raw and text(raw[0]) == "not_leader":
 			return Release(fenced=True)
 		released = []
 		for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3]):
 			outcome, _, reason = text(outcome).partition(": ")
 			released.append(Released(member, outcome, lag, reason))
-		return Release(fenced=False, fires=released)
+		return Release(fenced=False, fires=released, acks=acks)
+
+	def durably(self, script, keys: list, args: list) -> tuple:
+		"""Run a fire script, then WAIT on the same connection for `replicas_wanted` replicas to hold its writes
+		(up to `replica_ack_timeout_ms`): (its reply, the acknowledgements or None when none were wanted)."""
+		wanted = self.replicas_wanted
+		if not wanted:
+			return script(keys=keys, args=args), None
+		with self.redis.pipeline(transaction=False) as pipe:
+			script(keys=keys, args=args, client=pipe)
+			pipe.wait(wanted, self.replica_ack_timeout_ms)
+			raw, acked = pipe.execute()
+		return raw, Acks(int(acked), wanted)
 
 
 # The type of each global key BTU writes (check_types).

@@ -34,9 +34,11 @@ def iso(ms: int | float | None) -> str | None:
 		return None
 
 
-def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float) -> None:
+def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None) -> None:
+	"""`redis`: the master the process writes to and its replicas (`Replication.describe`)."""
 	now = datetime.now(timezone.utc)
 	info = {
+		**(redis or {}),
 		"id": process_id,
 		"host": socket.gethostname(),
 		"pid": os.getpid(),

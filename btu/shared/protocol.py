@@ -240,8 +240,15 @@ def is_redis_url(text: str) -> bool:
 
 
 def redis_address(redis_conn) -> str:
-	"""Where a client connects, without its password: "unix:///run/redis.sock" or "127.0.0.1:6379/0"."""
-	kwargs = redis_conn.connection_pool.connection_kwargs
+	"""Where a client connects, without its password: "unix:///run/redis.sock", "127.0.0.1:6379/0", or for a
+	Sentinel client the master it last found: "10.0.0.2:6379/0 (sentinel service mymaster)"; asks no server."""
+	pool = redis_conn.connection_pool
+	kwargs = pool.connection_kwargs
+	service = getattr(pool, "service_name", None)
+	if service is not None:
+		master = getattr(pool, "master_address", None)
+		found = f"{master[0]}:{master[1]}/{kwargs.get('db', 0)}" if master else "master not found yet"
+		return f"{found} (sentinel service {service})"
 	if kwargs.get("path"):
 		return f"unix://{kwargs['path']}"
 	return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"

@@ -79,6 +79,28 @@ CASES = [
 		"common-config-workers-array", {COMMON: '{"workers": ["long_running"]}'}, {}, [],
 		[f"{{tmp}}/{COMMON}: workers must be an object", '{"long": {"timeout": 1500}}', "found an array"],
 	),
+	(
+		"sentinel-list-missing", {COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_master_service": "m"}'}, {}, [],
+		[f"{{tmp}}/{COMMON}: redis_queue_sentinels must be a list", '"10.0.0.1:26379"', "turn redis_queue_sentinel_enabled off"],
+	),
+	(
+		"sentinel-node-no-port", {COMMON: '{"redis_queue_sentinel_enabled": true, "redis_queue_sentinels": ["10.0.0.1"], "redis_queue_master_service": "m"}'},
+		{}, [], ["redis_queue_sentinels entry '10.0.0.1' is not \"host:port\"", "fix the file"],
+	),
+	(
+		"sentinel-port-out-of-range",
+		{COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379", "h:99999"], "redis_queue_master_service": "m"}'},
+		{}, [], ["entry 'h:99999'", "port 1-65535"],
+	),
+	(
+		"sentinel-service-missing", {COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379"]}'}, {}, [],
+		["redis_queue_master_service must name the master's service", "sentinel monitor NAME", "found None"],
+	),
+	(
+		"sentinel-password-number",
+		{COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379"], "redis_queue_master_service": "m", "redis_queue_sentinel_password": 123}'},
+		{}, [], ["redis_queue_sentinel_password must be text, found a number"],
+	),
 ]
 
 

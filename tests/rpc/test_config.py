@@ -38,7 +38,8 @@ def test_defaults_with_no_file(tmp_path):
 	config = load_config(parse("--config", str(tmp_path / "missing.toml")), environ={})
 	assert config.values() == Config().values() == {
 		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
-		"prepare_ahead_secs": 2.0, "batch_size": 500, "release_batch_size": 10000, "log_level": "INFO", "log_format": "text", "executor": "frappe", "redis_url": None, "bench": None,
+		"prepare_ahead_secs": 2.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
+		"executor": "frappe", "redis_url": None, "bench": None,
 	}
 	assert set(config.sources.values()) == {"default"}
 	assert config.config_file_found is False
@@ -73,8 +74,8 @@ def test_every_key_has_env_and_flag(tmp_path):
 	values = {
 		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "lease_ttl_secs": ("1.5", 1.5),
 		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "batch_size": ("10", 10),
-		"release_batch_size": ("2000", 2000), "log_level": ("debug", "DEBUG"),
-		"log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
+		"release_batch_size": ("2000", 2000), "replica_acks": ("0", 0), "replica_ack_timeout_ms": ("50", 50),
+		"log_level": ("debug", "DEBUG"), "log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
 		"bench": (str(tmp_path), str(tmp_path)),
 	}
 	assert set(values) == {setting.key for setting in SETTINGS}

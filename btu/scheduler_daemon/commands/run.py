@@ -54,9 +54,11 @@ def redis_origin(config, bench) -> tuple[str, str]:
 	"""The Redis URL the scheduler uses (masked) and where it came from, so an outage log says what to fix."""
 	if config.redis_url:
 		return mask_url(config.redis_url), config.sources["redis_url"]
+	common = bench.sites_path / "common_site_config.json"
+	if bench.sentinel is not None:
+		return bench.sentinel.describe(), f"redis_queue_sentinel_enabled of {common}"
 	if os.environ.get("FRAPPE_REDIS_QUEUE"):
 		return mask_url(bench.redis_queue_url), "environment variable FRAPPE_REDIS_QUEUE"
-	common = bench.sites_path / "common_site_config.json"
 	if bench.common_config.get("redis_queue"):
 		return mask_url(bench.redis_queue_url), f"redis_queue of {common}"
 	return DEFAULT_REDIS_QUEUE, f"Frappe's default (no redis_queue in {common})"

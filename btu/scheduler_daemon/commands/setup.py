@@ -120,16 +120,21 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 			file=sys.stderr,
 		)
 		return EXIT_OK
-	url = admin_url or bench.redis_queue_url
-	shown = protocol.mask_url(url)
 	password = None if admin_url else os.environ.get(ADMIN_PASSWORD_ENV)
-	admin = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10, **({"username": "default", "password": password} if password else {}))
+	admin = None
+	shown = protocol.mask_url(admin_url or bench.redis_queue_url) if admin_url or not bench.sentinel else bench.sentinel.describe()
 	try:
-		return apply_grants(admin, shown, user, bench)
+		url = admin_url or (bench.sentinel.master_url(socket_connect_timeout=5, socket_timeout=10) if bench.sentinel else bench.redis_queue_url)
+		admin = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10, **({"username": "default", "password": password} if password else {}))
+		applied = apply_grants(admin, shown, user, bench)
+		if bench.sentinel and applied == EXIT_OK:
+			# Redis does not replicate ACL rules: a replica promoted later must already know the user.
+			print(f"note: {bench.sentinel.describe()}: ACL rules are not replicated; run this again with --admin-url for each replica", file=sys.stderr)
+		return applied
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):
 			print(
-				f"btu-scheduler setup redis-acl: Redis at {shown} refused user {protocol.redis_user(admin)!r} ({exc}); pass "
+				f"btu-scheduler setup redis-acl: Redis at {shown} refused user {protocol.redis_user(admin) if admin else 'default'!r} ({exc}); pass "
 				f"--admin-url with a user that may run ACL SETUSER and ACL SAVE (default, or ${ADMIN_PASSWORD_ENV})",
 				file=sys.stderr,
 			)
@@ -137,7 +142,8 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 		print(f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); start it or fix --admin-url", file=sys.stderr)
 		return EXIT_FAILED
 	finally:
-		admin.close()
+		if admin is not None:
+			admin.close()
 
 
 def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int:

@@ -64,7 +64,8 @@ def render(summary: dict) -> str:
 	else:
 		lines.append("leader: none (no scheduler is running against this Redis)")
 	for process in summary["processes"]:
-		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}")
+		redis_at = f", redis {process['redis']}, replicas {process.get('replicas', '?')} (fires wait for {process.get('replica_acks', 0)})" if process.get("redis") else ""
+		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}{redis_at}")
 	for site, entry in summary["sites"].items():
 		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules")
 		for key in ("paused_reason", "database"):

@@ -71,8 +71,11 @@ function btu_render_status(frm) {
 			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
 		);
 		html += `<h5>${__("Processes")}</h5>` + btu_table(
-			[__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat")],
-			(s.processes || []).map((p) => [p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at])
+			[__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat"), __("Redis master"), __("Replicas (fires wait for)")],
+			(s.processes || []).map((p) => [
+				p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at, p.redis || "",
+				p.replicas == null ? "" : `${p.replicas} (${p.replica_acks || 0})`,
+			])
 		);
 		html += `<h5>${__("This site")} (${btu_esc(s.site)})</h5>`;
 		if (site.database) html += `<p class="text-danger">${__("Database")}: ${btu_esc(site.database)}</p>`;
