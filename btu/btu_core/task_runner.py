@@ -4,7 +4,10 @@ Every path comes here: the scheduler's RQ jobs (`run_scheduled_task`, called
 by Frappe's `execute_job`), "Run via Worker" (`run_enqueued_task`) and "Run
 on Web Server" (`run_in_this_process`). A run inserts its Log as "Started"
 and commits, runs the function with stdout, stderr and logging captured,
-then updates the same Log. On failure it rolls the function's own writes
+then updates the same Log. A run delivered again (Redis lost its release or
+its dequeue in a failover) finds that Log and does not run: the look and the
+insert happen under a database lock per (schedule, slot)
+(`btu.shared.slot_claim`). On failure it rolls the function's own writes
 back first, writes the Log in its own transaction, commits it and re-raises
 so RQ marks the job failed.
 """
@@ -21,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from datetime import datetime, timedelta, timezone
 
 import frappe
@@ -29,6 +32,7 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.notifications import notify
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
@@ -198,20 +202,22 @@ class TaskRun:
 
 	def execute(self, *, reraise: bool = True):
 		task = frappe.get_doc("BTU Task", self.task_name)
-		schedule = None
-		if self.schedule_name:
-			if not frappe.db.exists("BTU Task Schedule", self.schedule_name):
-				return self.write_skipped(task, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
-			schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
-
-		log = self.earlier_log(task)
-		if log is not None and (log.status == "Succeeded" or self.still_running(log, task)):
-			self.event(f"duplicate delivery of {log.name} ({log.status}); not run again")
-			return log
-		if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task, log):
-			return self.write_skipped(task, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
-
-		log, notes = self.write_started(task, schedule, log)
+		with self.claim():
+			# A new snapshot: under REPEATABLE READ a Log committed by the delivery we waited for would stay hidden.
+			frappe.db.commit()
+			earlier = self.earlier_log()
+			if earlier is not None:
+				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was done.
+				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
+				return earlier
+			schedule = None
+			if self.schedule_name:
+				if not frappe.db.exists("BTU Task Schedule", self.schedule_name):
+					return self.write_skipped(task, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
+				schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
+			if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task):
+				return self.write_skipped(task, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
+			log, notes = self.write_started(task, schedule)
 		stdout, stderr, log_output = CappedText(), CappedText(), CappedText()
 		started = time.perf_counter()
 		try:
@@ -241,29 +247,31 @@ class TaskRun:
 
 	# -- the log ------------------------------------------------------------------
 
-	def earlier_log(self, task):
-		"""The Log of an earlier delivery of this same run (a retry or a duplicate job)."""
+	def claim(self):
+		"""The lock under which this run looks for its Log and writes it (`btu.shared.slot_claim`): one per (schedule, slot),
+		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
 		if self.schedule_name and self.slot:
-			filters = {"schedule": self.schedule_name, "slot_utc": format_utc_iso(self.slot)}
+			key = lock_key(frappe.conf.db_name, self.schedule_name, format_utc_iso(self.slot))
 		elif self.job:
-			filters = {"rq_job_id": self.job.id}
+			key = lock_key(frappe.conf.db_name, "rq job", self.job.id)
+		else:
+			return nullcontext()
+		return SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", key)
+
+	def earlier_log(self):
+		"""The Log of an earlier delivery of this same run: its slot's, or its RQ job's."""
+		if self.schedule_name and self.slot:
+			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot)))
+			name = rows[0][0] if rows else None
+		elif self.job:
+			name = frappe.db.get_value("BTU Task Log", {"rq_job_id": self.job.id}, "name", order_by="creation desc")
 		else:
 			return None
-		name = frappe.db.get_value("BTU Task Log", filters, "name", order_by="creation desc")
 		return frappe.get_doc("BTU Task Log", name) if name else None
 
-	def still_running(self, log, task) -> bool:
-		if log.status != "Started" or not log.date_time_started:
-			return False
-		limit = timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
-		return frappe.utils.get_datetime(log.date_time_started) > system_now() - limit
-
-	def other_run_in_progress(self, task, own_log) -> bool:
+	def other_run_in_progress(self, task) -> bool:
 		cutoff = system_now() - timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
-		filters = {"schedule": self.schedule_name, "status": "Started", "date_time_started": (">", cutoff)}
-		if own_log is not None:
-			filters["name"] = ("!=", own_log.name)
-		return bool(frappe.db.exists("BTU Task Log", filters))
+		return bool(frappe.db.exists("BTU Task Log", {"schedule": self.schedule_name, "status": "Started", "date_time_started": (">", cutoff)}))
 
 	def identity(self) -> dict:
 		if self.job is not None:
@@ -275,7 +283,7 @@ class TaskRun:
 			job_id = None
 		return {"worker": worker, "rq_job_id": job_id, "site": frappe.local.site}
 
-	def write_started(self, task, schedule, log):
+	def write_started(self, task, schedule):
 		now = system_now()
 		values = {
 			"task": task.name,
@@ -296,12 +304,8 @@ class TaskRun:
 			"traceback": "",
 			**self.identity(),
 		}
-		if log is None:
-			log = frappe.get_doc({"doctype": "BTU Task Log", **values})
-			log.insert(ignore_permissions=True)
-		else:
-			log.update(values)
-			log.save(ignore_permissions=True)
+		log = frappe.get_doc({"doctype": "BTU Task Log", **values})
+		log.insert(ignore_permissions=True)
 		frappe.db.set_value("BTU Task", task.name, "last_runtime", now, update_modified=False)
 		notes = [note for note in [notify(log, task, schedule)] if note]
 		frappe.db.commit()

@@ -43,6 +43,7 @@ from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.replication import Replication
+from btu.scheduler_daemon.sentinel import pubsub_client
 from btu.scheduler_daemon.state import State
 
 logger = logging.getLogger("btu.scheduler")
@@ -180,6 +181,7 @@ class Scheduler:
 	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
 		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
 		self.failed_at = time.monotonic()
+		self.replication.stale = True  # the Redis that answers next may be a promoted replica, with replicas of its own or none
 		if not (self.redis_down or self.access.reason):
 			self.backoff = 0.1
 		if protocol.is_denied(exc):
@@ -220,7 +222,7 @@ class Scheduler:
 		while not stop.is_set():
 			pubsub = None
 			try:
-				pubsub = self.config.redis(socket_timeout=None, socket_connect_timeout=3).pubsub(ignore_subscribe_messages=True)
+				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(ignore_subscribe_messages=True)
 				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
 				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
 				self.notify_access.ok()
@@ -277,6 +279,8 @@ class Scheduler:
 	# -- leading ---------------------------------------------------------------------------
 
 	def lead_once(self, stop: threading.Event) -> None:
+		if self.replication.stale and self.replication.refresh():
+			self.reconcile_due.set()
 		if time.monotonic() >= self.next_renew:
 			if not self.lease.renew():
 				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)

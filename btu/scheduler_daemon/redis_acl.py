@@ -21,6 +21,7 @@ import redis
 
 from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -78,7 +79,7 @@ def probes(bench_id: str):
 
 	def subscribe(channel: str):
 		def attempt(client: redis.Redis) -> None:
-			pubsub = client.pubsub()
+			pubsub = pubsub_client(client).pubsub()
 			try:
 				pubsub.subscribe(channel)
 				pubsub.get_message(timeout=1)  # the refusal, if any, is the reply to SUBSCRIBE

@@ -32,6 +32,7 @@ class Replication:
 		self.master: str | None = None
 		self.connected: int | None = None  # None: not known (INFO refused)
 		self.refused = False
+		self.stale = True  # read again before the next fire (a Redis failure may have been a failover)
 
 	def refresh(self) -> bool:
 		"""Read the master's replication info and set how many replicas the fire writes wait for; True when the master changed."""
@@ -44,9 +45,11 @@ class Replication:
 					effect="fires do not wait for replicas; grant +info and +wait (btu-scheduler setup redis-acl)",
 				)
 			self.refused = True
+			self.stale = False
 			self.state.replicas_wanted = 0
 			return self.note_master()
 		self.refused = False
+		self.stale = False
 		connected = int(info.get("connected_slaves") or 0)
 		self.state.replicas_wanted = min(self.replica_acks, connected)
 		if connected != self.connected:

@@ -103,3 +103,18 @@ def optional_text(conf: dict, key: str, path) -> str | None:
 		raise SentinelConfigError(f"{path}: {key} must be text, found {json_type(value)}; fix the file")
 	return value
 
+
+
+def pubsub_client(client):
+	"""`client`, or for a Sentinel client a plain one to the master it finds now: redis-py 4.5's Sentinel
+	connections cannot read pub/sub replies (redis-py #2754, fixed in 4.6; Frappe v15 pins 4.5.5). A
+	subscriber that loses that master reconnects through here and finds the new one."""
+	import redis
+
+	pool = client.connection_pool
+	if getattr(pool, "service_name", None) is None:
+		return client
+	host, port = pool.get_master_address()
+	# connection_kwargs holds the Sentinel pool itself, for its managed connections: not for a plain one.
+	kwargs = {key: value for key, value in pool.connection_kwargs.items() if key != "connection_pool"}
+	return redis.Redis(connection_pool=redis.ConnectionPool(host=host, port=port, **kwargs))

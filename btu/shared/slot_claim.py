@@ -7,6 +7,10 @@ slot), looks for the slot's Task Log, and runs only if there is none, writing
 its "Started" Log and committing before it lets the lock go. A second delivery,
 concurrent or years later, finds that Log and is refused.
 
+Look in a transaction begun after the lock is taken: under REPEATABLE READ
+(MariaDB's default, Frappe's on Postgres) an older snapshot hides the Log
+the delivery that held the lock has just committed.
+
 Frappe-free so that the task runner and the tier-1 failover tests take the
 same lock with the same SQL: `sql(query, params)` is `frappe.db.sql` or a
 DB-API cursor's execute-and-fetch.

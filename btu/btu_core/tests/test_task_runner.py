@@ -1,4 +1,6 @@
 import json
+import threading
+import time
 import uuid
 from datetime import datetime
 
@@ -7,6 +9,7 @@ from rq.timeouts import JobTimeoutException
 
 from btu.btu_core.task_runner import OUTPUT_CAP_CHARS, TaskRun, run_in_this_process, run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task
+from btu.shared.slot_claim import lock_key
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -89,6 +92,68 @@ class TestTaskRunner(IntegrationTestCase):
 		# The same slot delivered again (a duplicate job) does not run again.
 		self.assertEqual(run_scheduled_task(task.name, schedule.name, slot), name)
 		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 1)
+
+	def test_a_slot_with_a_log_of_any_status_is_never_run_again(self):
+		task = self.task("insert_then_fail")
+		schedule = make_schedule(task.name)
+		for minute, status in enumerate(("Started", "Succeeded", "Failed", "Timed Out", "Skipped")):
+			slot = f"2026-11-22T03:{minute:02d}:00Z"
+			earlier = self.log_for_slot(task.name, schedule.name, slot, status)
+			self.assertEqual(run_scheduled_task(task.name, schedule.name, slot), earlier, status)
+			self.assertEqual(frappe.db.get_value("BTU Task Log", earlier, "status"), status)
+		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 5, "a delivery ran beside its slot's Log")
+
+	def test_a_delivery_waits_for_the_slots_lock_and_then_finds_the_log_committed_under_it(self):
+		"""The race a failover makes: two deliveries of one slot at once. The other one holds the lock, commits its Log, lets go."""
+		task = self.task()
+		schedule = make_schedule(task.name)
+		slot = "2026-11-22T04:00:00Z"
+		frappe.db.commit()
+		other = self.other_connection()
+		key = lock_key(frappe.conf.db_name, schedule.name, slot)
+		with other.cursor() as cur:
+			cur.execute("select get_lock(%s, 10)", (key,))
+			self.assertEqual(cur.fetchone()[0], 1)
+		name = f"other-{uuid.uuid4().hex[:10]}"
+
+		def commit_then_release():
+			time.sleep(1)
+			with other.cursor() as cur:
+				cur.execute(
+					"insert into `tabBTU Task Log` (name, creation, modified, owner, modified_by, docstatus, task, schedule, slot_utc, status) "
+					"values (%s, now(6), now(6), 'Administrator', 'Administrator', 0, %s, %s, %s, 'Started')",
+					(name, task.name, schedule.name, slot),
+				)
+				other.commit()
+				cur.execute("select release_lock(%s)", (key,))
+
+		holder = threading.Thread(target=commit_then_release)
+		started = time.monotonic()
+		holder.start()
+		self.assertEqual(run_scheduled_task(task.name, schedule.name, slot), name)
+		holder.join()
+		other.close()
+		self.assertGreaterEqual(time.monotonic() - started, 0.9, "the delivery did not wait for the slot's lock")
+		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 1)
+
+	def log_for_slot(self, task: str, schedule: str, slot: str, status: str) -> str:
+		log = frappe.get_doc(
+			{"doctype": "BTU Task Log", "task": task, "schedule": schedule, "slot_utc": slot, "status": status, "date_time_started": frappe.utils.now_datetime()}
+		).insert(ignore_permissions=True)
+		frappe.db.commit()
+		return log.name
+
+	def other_connection(self):
+		"""A second session on the site's database, as another worker would have."""
+		import pymysql
+
+		conf = frappe.conf
+		if (conf.db_type or "mariadb") != "mariadb":
+			self.skipTest("the second session is opened with PyMySQL: MariaDB only")
+		return pymysql.connect(
+			host=conf.db_host or "127.0.0.1", port=int(conf.db_port or 3306), user=conf.db_user or conf.db_name,
+			password=conf.db_password, database=conf.db_name,
+		)
 
 	def test_bad_slot_is_refused_with_the_expected_format(self):
 		task = self.task()
