@@ -19,6 +19,7 @@ from frappe import _
 from redis.exceptions import RedisError
 
 from btu.shared import protocol
+from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 
 SYNC_EVENT = "btu_scheduler_sync"
 
@@ -47,7 +48,12 @@ def send(request_type: str, request_content: str | None = None) -> protocol.Repl
 
 
 def redis_queue_shown() -> str:
-	return protocol.mask_url(str(frappe.conf.redis_queue))
+	"""Where Frappe's get_redis_conn finds the queue Redis: the Sentinel service, or `redis_queue` (password masked)."""
+	try:
+		sentinel = SentinelSettings.from_config(frappe.conf, "site config")
+	except SentinelConfigError as exc:
+		return str(exc)
+	return sentinel.describe() if sentinel else protocol.mask_url(str(frappe.conf.redis_queue))
 
 
 def redis_denied(exc: RedisError) -> str:

@@ -22,7 +22,7 @@ from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.task_args import json_type
 from btu.scheduler_daemon.app_files import AppFiles
-from btu.scheduler_daemon.sentinel import SentinelConfigError, SentinelSettings
+from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"

@@ -43,7 +43,7 @@ from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.replication import Replication
-from btu.scheduler_daemon.sentinel import pubsub_client
+from btu.shared.sentinel import pubsub_client
 from btu.scheduler_daemon.state import State
 
 logger = logging.getLogger("btu.scheduler")

@@ -118,7 +118,7 @@ class FirePipeline:
 
 	def set_aside(self, plan: Plan) -> None:
 		"""What cannot be planned leaves the due set: moved aside to be rebuilt, or reported as an invalid row."""
-		self.state.drop_due([(bad.site, bad.schedule) for bad in [*plan.gone, *plan.failed]])
+		self.state.drop_due([(gone.site, gone.schedule, "") for gone in plan.gone] + [(bad.site, bad.schedule, bad.fingerprint) for bad in plan.failed])
 		for bad in plan.corrupt:
 			self.state.quarantine(protocol.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule)
 			log_event(logger, logging.ERROR, "state_quarantined", site=bad.site, schedule=bad.schedule, reason=bad.reason, effect="rebuilt from its database row")

@@ -68,6 +68,7 @@ class Unplanned:
 	schedule: str
 	reason: str
 	error: Exception | None = None  # what planning raised, for its traceback
+	fingerprint: str = ""  # the state's, as read: it leaves the due set only if no upsert changed it since
 
 
 @dataclass
@@ -108,7 +109,8 @@ class Planner:
 				plan.items.append(self.fires(entry, state["cursor"], spec, shape, cursor, runs, now, grace=grace, ahead=ahead))
 			except Exception as exc:
 				# A schedule that cannot be planned must not spin the loop: the caller takes it off the due set.
-				plan.failed.append(Unplanned(entry.site, entry.schedule, f"cannot be fired: {type(exc).__name__}: {exc}", exc))
+				reason = f"cannot be fired: {type(exc).__name__}: {exc}"
+				plan.failed.append(Unplanned(entry.site, entry.schedule, reason, exc, state.get("fingerprint") or ""))
 		return plan
 
 	def parse(self, site: str, state: dict | Exception) -> tuple[ScheduleSpec, JobShape, datetime, int]:

@@ -21,7 +21,7 @@ import redis
 
 from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.sentinel import pubsub_client
+from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 

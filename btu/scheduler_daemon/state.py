@@ -9,8 +9,9 @@ holds the fires prepared ahead of their moment, indexed per schedule
 (`protocol.prepared_index_key`) so that withdrawing one schedule's fires
 touches no other's. A fire claims its slot when it is prepared (prepare.lua)
 and is queued at its moment (release.lua). All writes that race with a fire
-go through Lua scripts, but for taking schedules off the due set (`drop_due`,
-`hold_site`): an entry taken off wrongly is put back by the next audit.
+go through Lua scripts, but for taking a paused site's schedules off the due
+set (`hold_site`): the reconciler does that itself, and puts them back when the
+site resumes.
 
 No value found in Redis is trusted: a key of the wrong type, a member that is
 not one BTU writes, or text where a number belongs is quarantined (moved
@@ -233,6 +234,7 @@ class State:
 		self._quarantine = scripts.register(redis_conn, "quarantine")
 		self._audit = scripts.register(redis_conn, "audit")
 		self._record = scripts.register(redis_conn, "record")
+		self._drop_due = scripts.register(redis_conn, "drop_due")
 
 	# -- wrong values ---------------------------------------------------------------------
 
@@ -438,10 +440,13 @@ class State:
 				self._record(keys=keys, args=[site, RECENT_FIRES, *records[-RECENT_FIRES:]], client=pipe)
 			pipe.execute()
 
-	def drop_due(self, schedules: list[tuple[str, str]]) -> None:
-		"""Take (site, schedule)s off the due set (removed meanwhile, or they cannot be planned); the reconcile puts them back."""
-		if schedules:
-			self.redis.zrem(protocol.DUE_KEY, *[protocol.due_member(site, schedule) for site, schedule in schedules])
+	def drop_due(self, schedules: list[tuple[str, str, str]]) -> int:
+		"""Take (site, schedule, fingerprint read)s off the due set: removed meanwhile ('' read), or they cannot be
+		planned. One that an upsert changed since keeps its entry (drop_due.lua); how many were dropped."""
+		if not schedules:
+			return 0
+		args = [value for site, schedule, fingerprint in schedules for value in (protocol.due_member(site, schedule), fingerprint)]
+		return int(self._drop_due(keys=[protocol.DUE_KEY], args=args))
 
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.

@@ -314,31 +314,43 @@ def parse_due_member(member: str | bytes) -> tuple[str, str]:
 	return site, schedule
 
 
+# A site's keys, as templates: the functions below fill them in Python, and scripts.py turns them
+# into Lua functions of the same names, so the scripts never spell a key themselves.
+SITE_KEY_TEMPLATES = {
+	"schedule_key": "btu:site:{site}:schedule:{schedule}",
+	"prepared_index_key": "btu:site:{site}:prepared:{schedule}",
+	"site_schedules_key": "btu:site:{site}:schedules",
+	"recent_fires_key": "btu:site:{site}:fires",
+	"invalid_rows_key": "btu:site:{site}:invalid",
+	"counters_key": "btu:site:{site}:counters",
+}
+
+
 def schedule_key(site: str, schedule: str) -> str:
 	"""Hash: spec, cursor (pending slot, ms), fire_at, runs, last fire, counters."""
-	return f"btu:site:{site}:schedule:{schedule}"
+	return SITE_KEY_TEMPLATES["schedule_key"].format(site=site, schedule=schedule)
 
 
 def prepared_index_key(site: str, schedule: str) -> str:
 	"""Sorted set: the schedule's members of the prepared set, so that withdrawing them touches no other's."""
-	return f"btu:site:{site}:prepared:{schedule}"
+	return SITE_KEY_TEMPLATES["prepared_index_key"].format(site=site, schedule=schedule)
 
 
 def site_schedules_key(site: str) -> str:
 	"""Set of the schedule names this site has in the state."""
-	return f"btu:site:{site}:schedules"
+	return SITE_KEY_TEMPLATES["site_schedules_key"].format(site=site)
 
 
 def recent_fires_key(site: str) -> str:
 	"""Capped list of the newest fires (JSON), newest first."""
-	return f"btu:site:{site}:fires"
+	return SITE_KEY_TEMPLATES["recent_fires_key"].format(site=site)
 
 
 def invalid_rows_key(site: str) -> str:
 	"""Hash: schedule name -> why its row was kept out of the state."""
-	return f"btu:site:{site}:invalid"
+	return SITE_KEY_TEMPLATES["invalid_rows_key"].format(site=site)
 
 
 def counters_key(site: str) -> str:
 	"""Hash of per-site counters: fired, skipped_overlap, missed, expired, ..."""
-	return f"btu:site:{site}:counters"
+	return SITE_KEY_TEMPLATES["counters_key"].format(site=site)

@@ -14,7 +14,7 @@ local mended, moved = 0, 0
 for _, member in ipairs(ARGV) do
 	local site, schedule = string.match(member, '^([^|]+)|(.+)$')
 	if site then
-		local state_key = 'btu:site:' .. site .. ':schedule:' .. schedule
+		local state_key = schedule_key(site, schedule)
 		local stored, err = try('HMGET', state_key, 'cursor', 'fire_at', 'paused', 'finished')
 		if not err and stored[1] and not (string.match(stored[1], '^%d*$') and string.match(stored[2] or '', '^%d+$')) then
 			err = 'cursor ' .. tostring(stored[1]) .. ' or fire_at ' .. tostring(stored[2]) .. ' is not a number'

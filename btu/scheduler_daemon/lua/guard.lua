@@ -7,7 +7,7 @@
 -- there and the caller backs off. Any other error belongs to one key or one
 -- member, which is quarantined so that everything else goes on.
 local SERVER_WIDE = {OOM = true, READONLY = true, MASTERDOWN = true, LOADING = true, BUSY = true, NOREPLICAS = true, MISCONF = true}
-local QUARANTINE, QUARANTINED, RESYNC = 'btu:quarantine', 'btu:quarantined:', 'btu:resync'
+-- QUARANTINE, QUARANTINED and RESYNC come from the key names scripts.py puts first.
 local QUARANTINE_LIMIT, QUARANTINE_TTL_MS = 1000, 7 * 24 * 3600 * 1000
 
 -- redis.pcall, but a server-wide refusal ends the script. Returns the reply, or nil and the error text.

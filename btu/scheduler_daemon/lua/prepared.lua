@@ -13,12 +13,12 @@ end
 -- which release returns them), so that withdrawing touches only its own.
 local function index_key(due_member)
 	local site, schedule = string.match(due_member, '^([^|]*)|(.*)$')
-	return site and ('btu:site:' .. site .. ':prepared:' .. schedule)
+	return site and prepared_index_key(site, schedule)
 end
 
 -- Why a member cannot be one prepare.lua wrote, or nil. A member that passes
 -- names only keys of its own schedule and its site, and an rq queue.
-local function bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+local function bad_member(job_id, queue, state_key, counters, due_member, slot, fire_at, overlap, prepared_ms)
 	if not prepared_ms then
 		return 'not nine tab-separated fields'
 	end
@@ -27,9 +27,9 @@ local function bad_member(job_id, queue, state_key, counters_key, due_member, sl
 		return 'due member is not <site>|<schedule>'
 	elseif job_id == '' then
 		return 'empty job id'
-	elseif string.sub(queue, 1, 9) ~= 'rq:queue:' then
+	elseif string.sub(queue, 1, #RQ_QUEUE_PREFIX) ~= RQ_QUEUE_PREFIX then
 		return 'queue key is not an rq queue'
-	elseif state_key ~= 'btu:site:' .. site .. ':schedule:' .. schedule or counters_key ~= 'btu:site:' .. site .. ':counters' then
+	elseif state_key ~= schedule_key(site, schedule) or counters ~= counters_key(site) then
 		return 'state or counters key is not its schedule\'s'
 	elseif not (tonumber(slot) and tonumber(fire_at) and tonumber(prepared_ms)) or (overlap ~= '0' and overlap ~= '1') then
 		return 'a number field is not a number'

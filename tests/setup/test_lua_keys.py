@@ -1,0 +1,40 @@
+"""The Lua scripts spell no key: they build keys with the functions scripts.py generates from `protocol`."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from rq import Queue
+
+from btu.shared import protocol
+from btu.scheduler_daemon import scripts
+
+LITERAL_KEY = re.compile(r"""['"](btu|rq):""")
+
+
+def test_no_script_holds_a_literal_key_name():
+	lua = resources.files("btu.scheduler_daemon").joinpath("lua")
+	found = {
+		entry.name: line.strip()
+		for entry in lua.iterdir() if entry.name.endswith(".lua")
+		for line in entry.read_text().splitlines() if LITERAL_KEY.search(line) and not line.lstrip().startswith("--")
+	}
+	assert found == {}, "spell keys in protocol (SITE_KEY_TEMPLATES, *_KEY) and use the generated names"
+
+
+def test_generated_key_functions_build_protocol_s_keys(r):
+	site, schedule = "a.b-c:d'e\\f", "TS-0001 |x"
+	calls = {
+		"schedule_key": (site, schedule),
+		"prepared_index_key": (site, schedule),
+		"site_schedules_key": (site,),
+		"recent_fires_key": (site,),
+		"invalid_rows_key": (site,),
+		"counters_key": (site,),
+	}
+	assert set(calls) == set(protocol.SITE_KEY_TEMPLATES)
+	returned = "return {" + ", ".join(f"{name}(ARGV[1], ARGV[2])" for name in calls) + ", QUARANTINE, QUARANTINED, RESYNC, RQ_QUEUE_PREFIX}"
+	got = [value.decode() for value in r.eval(scripts.key_names() + returned, 0, site, schedule)]
+	expected = [getattr(protocol, name)(*args) for name, args in calls.items()]
+	assert got == [*expected, protocol.QUARANTINE_KEY, protocol.QUARANTINED_PREFIX, protocol.RESYNC_KEY, Queue.redis_queue_namespace_prefix]
