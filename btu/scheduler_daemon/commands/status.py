@@ -38,6 +38,7 @@ def run(args) -> int:
 		return EXIT_BAD_INPUT
 	try:
 		summary = status.build(client, health=status.stored_health(client))
+		summary["redis"] = protocol.redis_address(client)  # after a read: a Sentinel client has found its master
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):  # status reads only btu: keys
 			print(f"btu-scheduler status: {protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)}", file=sys.stderr)
@@ -54,7 +55,7 @@ def run(args) -> int:
 
 
 def render(summary: dict) -> str:
-	lines = []
+	lines = [f"redis: {summary['redis']}"] if summary.get("redis") else []
 	lead = summary["leader"]
 	if lead:
 		lines.append(
