@@ -126,15 +126,25 @@ class Processes:
 		self.schedulers.append(process)
 		return process
 
-	def worker(self, redis_url: str, *queues: str, burst: bool = False) -> subprocess.Popen:
+	def worker(self, redis_url: str, *queues: str, burst: bool = False, extra: list[str] | None = None, restart: bool = False) -> subprocess.Popen:
+		"""`restart`: started again whenever it exits (tests.support.keep_running), as supervisor does."""
 		rq_script = Path(sys.executable).parent / "rq"
 		command = [str(rq_script)] if rq_script.exists() else [sys.executable, "-m", "rq.cli"]
-		command += ["worker", "--url", redis_url, "--path", str(REPO), *(["--burst"] if burst else []), *queues]
+		if restart:
+			command = [sys.executable, "-m", "tests.support.keep_running", *command]
+		where = ["--url", redis_url] if redis_url else []
+		command += ["worker", *where, "--path", str(REPO), *(extra or []), *(["--burst"] if burst else []), *queues]
 		log = open(self.log_dir / f"worker-{len(self.workers) + 1}.log", "ab")
 		worker = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=child_env())
 		log.close()
 		self.workers.append(worker)
 		return worker
+
+	def sentinel_worker(self, sentinels: list[tuple[str, int]], service: str, *queues: str) -> subprocess.Popen:
+		"""An `rq worker` that finds its Redis through Sentinel, as Frappe's workers do (rq's SENTINEL setting)."""
+		name = f"rq_sentinel_{len(self.workers) + 1}"
+		(self.log_dir / f"{name}.py").write_text(f"SENTINEL = {{'INSTANCES': {sentinels!r}, 'MASTER_NAME': {service!r}, 'SOCKET_TIMEOUT': 5}}\n")
+		return self.worker("", *queues, extra=["--config", name, "--path", str(self.log_dir)], restart=True)
 
 	def running(self) -> list[SchedulerProcess]:
 		return [s for s in self.schedulers if s.alive()]

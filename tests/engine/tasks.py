@@ -34,3 +34,37 @@ def record_undeclared(key: str) -> None:
 	"""Like `record`, but not declared: the scheduler must never queue it (rq executor)."""
 	job = get_current_job()
 	job.connection.rpush(key, job.id)
+
+
+@runnable
+def run_once(database: dict) -> None:
+	"""A delivery as the frappe executor's task runner handles it, without Frappe: under the slot's database lock
+	(btu.shared.slot_claim), run only if the slot has no Task Log, then write one. Every delivery is recorded in
+	`btu_test_deliveries` of the site's database (never in the Redis a failover test kills), with whether it ran."""
+	import pymysql
+
+	from btu.scheduler_daemon.jobs import parse_job_id
+	from btu.shared.instants import format_utc_iso
+	from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
+
+	job = get_current_job()
+	_, schedule, slot = parse_job_id(job.id)
+	slot_utc = format_utc_iso(slot)
+	conn = pymysql.connect(**database, autocommit=True)
+
+	def sql(query, params):
+		with conn.cursor() as cur:
+			cur.execute(query, params)
+			return cur.fetchall()
+
+	try:
+		with SlotLock(sql, "mariadb", lock_key(database["database"], schedule, slot_utc)):
+			ran = not sql(LOG_FOR_SLOT_SQL, (schedule, slot_utc))
+			if ran:
+				sql(
+					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) values (%s, now(6), now(6), %s, %s, 'Succeeded')",
+					(f"{schedule}|{slot_utc}", schedule, slot_utc),
+				)
+		sql("insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, started) values (%s, %s, %s, %s, %s)", (job.id, schedule, slot_utc, ran, time.time()))
+	finally:
+		conn.close()
