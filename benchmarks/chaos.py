@@ -18,16 +18,24 @@ Reported: duplicates (a job id pushed more than once; ids are deterministic per
 the window with no job for some healthy schedule), and the worst fire lag (job hash
 `enqueued_at` - slot) in the 15 s after each failure.
 
-    scripts/benchmark chaos [--minutes 10] [--seed N] [--corrupt-every 20]
+With --sentinel the site's queue Redis is a real Sentinel topology (a master, a replica, three
+sentinels; tests/support/sentinel.py) found through Frappe's `redis_queue_sentinel_*` keys, and
+instead of the Redis restart the master is SIGKILLed --failovers times (default 2), spread over
+the run; the sentinels promote the replica and the old master comes back as the new replica. A
+fire or claim the replica had not received when its master died is planned again, with the same
+job id: it shows as a duplicate if it was also on the queue the replica holds, as missing if the
+new leader did not fire it.
+
+    scripts/benchmark chaos [--minutes 10] [--seed N] [--corrupt-every 20] [--sentinel [--failovers 2]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import signal
-import socket
 import sys
 import threading
 import time
@@ -41,6 +49,7 @@ from benchmarks.peers import new_log_dir  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import parse_job_id  # noqa: E402
 from tests.reliability.test_corrupt_state import CASES  # noqa: E402
+from tests.support.sentinel import SERVICE, SentinelTopology  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 SCHEDULES = 200
@@ -48,12 +57,6 @@ VICTIMS = 10  # TS-000001 ... TS-000010 take the schedule-level faults; the rest
 FAULTS = [name for name, case in CASES.items() if not case.deletes_fires]
 DB_OUTAGE_SECS = 30
 AFTER_FAILURE_SECS = 15
-
-
-def _free_port() -> int:
-	with socket.socket() as sock:
-		sock.bind(("127.0.0.1", 0))
-		return sock.getsockname()[1]
 
 
 def leader_pid(r) -> int | None:
@@ -74,30 +77,88 @@ def slot_of(job_id: str) -> tuple[str, float]:
 	return schedule, slot.timestamp()
 
 
+class PlainRedis:
+	"""One Redis with an append-only file (fsync always); its fault: a restart at a third of the run."""
+
+	scheduler_url_is_own = True
+
+	def __init__(self):
+		self.server = common.RedisServer(persistent=True).start()
+		self.url = self.server.url
+
+	def client(self):
+		return self.server.client(socket_timeout=5)
+
+	def configure(self, bench) -> None:
+		pass
+
+	def faults(self, start: float, end: float) -> list[tuple[float, str, object]]:
+		return [(start + (end - start) / 3, "redis_restart", lambda: self.server.restart(down_for=3))]
+
+	def close(self) -> None:
+		self.server.close()
+
+
+class SentinelRedis:
+	"""A master, a replica and three sentinels; its faults: the master SIGKILLed `failovers` times."""
+
+	scheduler_url_is_own = False  # the scheduler finds the master through the bench's Sentinel keys
+
+	def __init__(self, failovers: int):
+		self.topology = SentinelTopology().start()
+		self.url = f"redis://127.0.0.1:{self.topology.ports['a']}/0"
+		self.failovers = failovers
+
+	def client(self):
+		from redis.sentinel import Sentinel
+
+		return Sentinel(self.topology.sentinel_addresses(), socket_timeout=5).master_for(SERVICE, socket_timeout=5)
+
+	def configure(self, bench) -> None:
+		common_config = Path(bench.path) / "sites" / "common_site_config.json"
+		common_config.write_text(json.dumps({**json.loads(common_config.read_text()), **self.topology.common_config()}, indent=1))
+
+	def faults(self, start: float, end: float) -> list[tuple[float, str, object]]:
+		return [(start + (k - 0.5) * (end - start) / self.failovers, "master_failover", self.failover) for k in range(1, self.failovers + 1)]
+
+	def failover(self) -> dict:
+		old = self.topology.kill_master()
+		promotion = self.topology.wait_for_promotion(old)
+		self.topology.restart(old)
+		return {"promotion_s": round(promotion, 2)}
+
+	def close(self) -> None:
+		self.topology.close()
+
+
 def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 	parser.add_argument("--minutes", type=float, default=10)
 	parser.add_argument("--seed", type=int, default=None)
 	parser.add_argument("--corrupt-every", type=float, default=20, help="seconds between state corruptions (0: none)")
+	parser.add_argument("--sentinel", action="store_true", help="a Sentinel topology; master failovers instead of the Redis restart")
+	parser.add_argument("--failovers", type=int, default=2, help="with --sentinel: master SIGKILLs over the run (default 2)")
 	args = parser.parse_args()
 	rng = random.Random(args.seed)
 	log_dir = new_log_dir("chaos")
-	server = common.RedisServer(persistent=True).start()
+	server = SentinelRedis(args.failovers) if args.sentinel else PlainRedis()
 	proxy = TcpProxy("127.0.0.1", 3306)
 	proxy.up()
 	bench = common.DevBench(server.url, db_host="127.0.0.1", db_port=proxy.port)
+	server.configure(bench)
 	bench.insert_schedules([
 		{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": 1000, "catch_up_window": 86400}
 		for _ in range(SCHEDULES)
 	])
-	r = server.client(socket_timeout=5)
+	r = server.client()
 	schedulers: list = []
 	serial = 0
 
 	def spawn():
 		nonlocal serial
 		serial += 1
-		schedulers.append(common.start_scheduler(bench, server.url, "rq", ["--log-level", "INFO"], log=open(log_dir / f"scheduler-{serial}.log", "w")))
+		url = server.url if server.scheduler_url_is_own else None
+		schedulers.append(common.start_scheduler(bench, url, "rq", ["--log-level", "INFO"], log=open(log_dir / f"scheduler-{serial}.log", "w")))
 
 	events: list[dict] = []
 	try:
@@ -106,17 +167,18 @@ def main() -> None:
 		common.wait_for_schedules(r, SCHEDULES)
 		start = math.ceil(time.time()) + 1
 		end = start + args.minutes * 60
-		redis_at = start + (end - start) / 3
+		redis_faults = server.faults(start, end)
 		db_at = start + 2 * (end - start) / 3
-		redis_done = db_done = False
+		db_done = False
 		next_kill = time.time() + rng.uniform(2, 10)
 		next_corrupt = time.time() + args.corrupt_every if args.corrupt_every else math.inf
 		while time.time() < end:
 			now = time.time()
-			if not redis_done and now >= redis_at:
-				events.append({"event": "redis_restart", "at": time.time()})
-				server.restart(down_for=3)
-				redis_done = True
+			if redis_faults and now >= redis_faults[0][0]:
+				_, name, fault = redis_faults.pop(0)
+				event = {"event": name, "at": time.time()}
+				events.append(event)
+				event.update(fault() or {})
 				continue
 			if not db_done and now >= db_at:
 				events.append({"event": f"database_unreachable_{DB_OUTAGE_SECS}s", "at": time.time()})
@@ -191,7 +253,10 @@ def main() -> None:
 		[[result["minutes"], SCHEDULES, result["window_slots"], result["jobs"], result["kills"], result["corruptions"], result["duplicates"], result["missing"],
 		  result["lag"]["p50_ms"], result["lag"]["p99_ms"], result["lag"]["max_ms"]]],
 	)
-	per_event = common.table(["t (s)", "event", "worst lag in the next 15 s (ms)"], [[e["offset_s"], e["event"], e["worst_lag_ms"]] for e in events])
+	per_event = common.table(
+		["t (s)", "event", "worst lag in the next 15 s (ms)", "promotion (s)"],
+		[[e["offset_s"], e["event"], e["worst_lag_ms"], e.get("promotion_s", "")] for e in events],
+	)
 	print(summary + "\n\n" + per_event)
 	path = common.write_result("chaos", {"args": vars(args), **result, "table": summary + "\n\n" + per_event})
 	print(f"\nwrote {path} (scheduler logs in {log_dir})")

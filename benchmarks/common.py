@@ -118,14 +118,15 @@ class DevBench:
 		drop_dev_bench(self.path)
 
 
-def scheduler_command(bench: DevBench, redis_url: str, executor: str = "rq", extra: list[str] | None = None) -> list[str]:
+def scheduler_command(bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None) -> list[str]:
+	"""`redis_url` None: the bench's own (its redis_queue, or its Sentinel settings)."""
 	return [
-		sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench.path), "--redis-url", redis_url,
+		sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench.path), *(["--redis-url", redis_url] if redis_url else []),
 		"--executor", executor, "--log-level", "WARNING", *(extra or []),
 	]
 
 
-def start_scheduler(bench: DevBench, redis_url: str, executor: str = "rq", extra: list[str] | None = None, log=None) -> subprocess.Popen:
+def start_scheduler(bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None, log=None) -> subprocess.Popen:
 	return subprocess.Popen(
 		scheduler_command(bench, redis_url, executor, extra), cwd=REPO, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
 	)

@@ -94,7 +94,8 @@ class TestTaskRunner(IntegrationTestCase):
 		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 1)
 
 	def test_a_slot_with_a_log_of_any_status_is_never_run_again(self):
-		task = self.task("insert_then_fail")
+		# A run would turn any of these Logs Failed (or add a sixth).
+		task = self.task("insert_then_fail", arguments=json.dumps({"marker": f"btu-rerun-{uuid.uuid4().hex}"}))
 		schedule = make_schedule(task.name)
 		for minute, status in enumerate(("Started", "Succeeded", "Failed", "Timed Out", "Skipped")):
 			slot = f"2026-11-22T03:{minute:02d}:00Z"
