@@ -258,7 +258,7 @@ def main() -> None:
 		[[e["offset_s"], e["event"], e["worst_lag_ms"], e.get("promotion_s", "")] for e in events],
 	)
 	print(summary + "\n\n" + per_event)
-	path = common.write_result("chaos", {"args": vars(args), **result, "table": summary + "\n\n" + per_event})
+	path = common.write_result("chaos_sentinel" if args.sentinel else "chaos", {"args": vars(args), **result, "table": summary + "\n\n" + per_event})
 	print(f"\nwrote {path} (scheduler logs in {log_dir})")
 	if result["duplicates"] or result["missing"]:
 		sys.exit(1)
