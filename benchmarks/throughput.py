@@ -6,7 +6,10 @@ counted (LLEN) over --seconds after a warm-up. Fires/s is what was pushed per se
 below N the scheduler is the bottleneck and that figure is its ceiling. RSS is VmRSS of the
 scheduler process from /proc at the end.
 
-    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000]
+With --replica both (or yes) a replica of the Redis is started too: every prepare and release then
+WAITs for it (replica_acks), which is what a Sentinel deployment pays.
+
+    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000] [--replica no|yes|both]
 """
 
 from __future__ import annotations
@@ -22,11 +25,23 @@ from benchmarks import common  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 
 
-def measure(bench: common.DevBench, count: int, seconds: float, warmup: float) -> dict:
+def start_replica(server) -> common.RedisServer:
+	"""A replica of `server`, in sync: the scheduler's fire writes then WAIT for it (replica_acks)."""
+	replica = common.RedisServer(args=("--replicaof", "127.0.0.1", str(server.port))).start()
+	deadline = time.monotonic() + 30
+	while replica.client().info("replication").get("master_link_status") != "up":
+		if time.monotonic() > deadline:
+			raise RuntimeError("the replica did not sync within 30 s")
+		time.sleep(0.05)
+	return replica
+
+
+def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, replica: bool) -> dict:
 	with bench.data.conn.cursor() as cur:
 		cur.execute("DELETE FROM `tabBTU Task Schedule`")
 	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "skip"} for _ in range(count)])
 	server = common.start_redis()
+	replica_server = start_replica(server) if replica else None
 	r = server.client()
 	scheduler = common.start_scheduler(bench, server.url, "frappe")
 	try:
@@ -49,7 +64,7 @@ def measure(bench: common.DevBench, count: int, seconds: float, warmup: float) -
 		sample_id = r.lindex(bench.queue, -1)
 		sample = {k.decode(): v.decode(errors="replace")[:120] for k, v in r.hgetall(b"rq:job:" + sample_id).items()} if sample_id else {}
 		return {
-			"schedules": count, "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "seconds": elapsed,
+			"schedules": count, "replica": replica, "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "seconds": elapsed,
 			"scheduler_cpu_percent": 100 * cpu / elapsed, "load_secs": load_secs, "rss_loaded_mb": rss_loaded,
 			"rss_peak_mb": rss_peak, "redis_used_memory_mb": r.info("memory")["used_memory"] / 2**20,
 			"counters": counters, "sample_job": sample,
@@ -57,6 +72,8 @@ def measure(bench: common.DevBench, count: int, seconds: float, warmup: float) -
 	finally:
 		common.stop(scheduler)
 		server.close()
+		if replica_server:
+			replica_server.close()
 
 
 def main() -> None:
@@ -64,18 +81,21 @@ def main() -> None:
 	parser.add_argument("--seconds", type=float, default=30, help="measuring time per size (default 30)")
 	parser.add_argument("--warmup", type=float, default=5)
 	parser.add_argument("--sizes", default="10000,100000")
+	parser.add_argument("--replica", choices=("no", "yes", "both"), default="no", help="measure with a replica that each fire write WAITs for")
 	args = parser.parse_args()
+	replicas = {"no": [False], "yes": [True], "both": [False, True]}[args.replica]
 	bench = common.DevBench("redis://127.0.0.1:1/0")
 	rows = []
 	try:
 		for size in [int(s) for s in args.sizes.split(",")]:
 			print(f"-- {size} schedules", file=sys.stderr, flush=True)
-			rows.append(measure(bench, size, args.seconds, args.warmup))
+			for replica in replicas:
+				rows.append(measure(bench, size, args.seconds, args.warmup, replica))
 	finally:
 		bench.close()
 	text = common.table(
-		["schedules", "offered fires/s", "fires/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
-		[[r["schedules"], r["offered_fires_per_s"], r["fires_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
+		["schedules", "replica", "offered fires/s", "fires/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
+		[[r["schedules"], "yes" if r["replica"] else "no", r["offered_fires_per_s"], r["fires_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
 	)
 	print(text)
 	path = common.write_result("throughput", {"args": vars(args), "rows": rows, "table": text, "targets": {"fires_per_s": 10000, "rss_mb": 150}})

@@ -26,13 +26,14 @@ class RedisServer:
 	comes back empty (one that lost it).
 	"""
 
-	def __init__(self, persistent: bool = False, port: int | None = None):
+	def __init__(self, persistent: bool = False, port: int | None = None, args: tuple[str, ...] = ()):
 		if not shutil.which("redis-server"):
 			raise RuntimeError("redis-server is not installed: apt-get install redis-server")
 		self.persistent = persistent
 		self.port = port or free_port()
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-redis-"))
 		self.process: subprocess.Popen | None = None
+		self.args = args  # more redis-server options, e.g. ("--replicaof", "127.0.0.1", "6379")
 
 	@property
 	def url(self) -> str:
@@ -44,7 +45,7 @@ class RedisServer:
 	def start(self) -> "RedisServer":
 		persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
 		self.process = subprocess.Popen(
-			["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.dir), *persistence],
+			["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.dir), *persistence, *self.args],
 			stdout=subprocess.DEVNULL,
 			stderr=subprocess.DEVNULL,
 		)
