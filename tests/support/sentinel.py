@@ -25,7 +25,9 @@ FAILOVER_TIMEOUT_MS = 5000
 
 
 class SentinelTopology:
-	def __init__(self):
+	def __init__(self, master_password: str | None = None, sentinel_password: str | None = None):
+		self.master_password = master_password  # requirepass of the master and the replica (user default)
+		self.sentinel_password = sentinel_password  # requirepass of the sentinels
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-sentinel-"))
 		self.ports = {"a": free_port(), "b": free_port()}
 		self.sentinel_ports = [free_port() for _ in range(3)]
@@ -56,6 +58,8 @@ class SentinelTopology:
 				f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['a']} 2\n"
 				f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
 				f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+				+ (f"sentinel auth-pass {SERVICE} {self.master_password}\n" if self.master_password else "")
+				+ (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
 			)
 			self.processes[f"sentinel-{port}"] = self.spawn(str(conf), "--sentinel")
 		self.wait(lambda: all(self.sentinel_knows_replica(port) for port in self.sentinel_ports), 15, "every sentinel saw the replica")
@@ -72,6 +76,8 @@ class SentinelTopology:
 		args = ["--port", str(self.ports[name]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(data), "--repl-diskless-sync-delay", "0"]
 		if replica_of:
 			args += ["--replicaof", "127.0.0.1", str(replica_of)]
+		if self.master_password:
+			args += ["--requirepass", self.master_password, "--masterauth", self.master_password]
 		self.processes[name] = self.spawn(*args)
 		self.wait(lambda: self.client(self.ports[name]).ping(), 10, f"redis {name} answered")
 
@@ -142,9 +148,9 @@ class SentinelTopology:
 
 	# -- helpers -------------------------------------------------------------------------
 
-	@staticmethod
-	def client(port: int) -> redis.Redis:
-		return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, socket_connect_timeout=2)
+	def client(self, port: int) -> redis.Redis:
+		password = self.sentinel_password if port in self.sentinel_ports else self.master_password
+		return redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, socket_connect_timeout=2)
 
 	@staticmethod
 	def wait(predicate, timeout: float, what: str) -> None:
