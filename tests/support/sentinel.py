@@ -2,7 +2,7 @@
 
 Debian's `redis-server` runs all five (`--sentinel` for the sentinels); each
 has its own free port and temporary directory, and `close()` kills them all.
-The sentinels notice a dead master after DOWN_AFTER_MS and promote the replica.
+The sentinels notice a dead master after `down_after_ms` (DOWN_AFTER_MS unless told) and promote the replica.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ FAILOVER_TIMEOUT_MS = 5000
 
 
 class SentinelTopology:
-	def __init__(self, master_password: str | None = None, sentinel_password: str | None = None):
+	def __init__(self, master_password: str | None = None, sentinel_password: str | None = None, down_after_ms: int = DOWN_AFTER_MS):
+		self.down_after_ms = down_after_ms  # how long a server may not answer before the sentinels call it down
 		self.master_password = master_password  # requirepass of the master and the replica (user default)
 		self.sentinel_password = sentinel_password  # requirepass of the sentinels
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-sentinel-"))
@@ -56,7 +57,7 @@ class SentinelTopology:
 			conf.write_text(
 				f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
 				f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['a']} 2\n"
-				f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+				f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
 				f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
 				+ (f"sentinel auth-pass {SERVICE} {self.master_password}\n" if self.master_password else "")
 				+ (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
