@@ -93,7 +93,7 @@ SETTINGS: tuple[Setting, ...] = (
 		minimum=1, maximum=100000,
 	),
 	Setting(
-		"replica_acks", 1, "int", "replicas that must hold a fire's claim and release before the leader goes on (WAIT; "
+		"replica_acks", 1, "int", "replicas that must hold each release (and the claims before it) before the leader goes on (WAIT; "
 		"only as many as are connected)", minimum=0, maximum=16,
 	),
 	Setting(

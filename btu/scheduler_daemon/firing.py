@@ -55,7 +55,7 @@ class FirePipeline:
 		self.grace_ms = round(config.misfire_grace_secs * 1000)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape))
-		self.unacknowledged = 0  # fire writes no replica acknowledged in time, since the last that one did
+		self.unacknowledged = 0  # fires released with no replica's acknowledgement in time, since the last one that had it
 
 	def make_shape(self, job_json: str, site: str) -> JobShape:
 		"""The job shape of a state's job template on `site` (cached by the planner on both)."""
@@ -72,7 +72,7 @@ class FirePipeline:
 				if batch.fenced:
 					return Step(fenced=True, released=len(done))
 				done += batch.fires
-				self.note_acks(batch.acks, "release", [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
+				self.note_acks(batch.acks, [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
 					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
@@ -94,12 +94,11 @@ class FirePipeline:
 		prepared = self.state.prepare(self.lease.value or "", rq_time(self.clock.now()), self.grace_ms, plan.items)
 		if prepared.fenced:
 			return Step(fenced=True)
-		self.note_acks(prepared.acks, "prepare", [(item.site, item.schedule, job.slot_ms) for item in plan.items for job in item.jobs])
 		self.record_duplicates(plan.items, prepared.results, prepared.now_ms)
 		log_prepared(plan.items, prepared.results)
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
 
-	def note_acks(self, acks: Acks | None, step: str, fires: list[tuple[str, str, int]]) -> None:
+	def note_acks(self, acks: Acks | None, fires: list[tuple[str, str, int]]) -> None:
 		"""Log when replicas stop acknowledging fire writes (first fire named) and when they acknowledge again (with the count)."""
 		if acks is None or not fires:
 			return
@@ -108,7 +107,7 @@ class FirePipeline:
 				site, schedule, slot_ms = fires[0]
 				log_event(
 					logger, logging.WARNING, "replica_ack_missing", site=site, schedule=schedule, slot=slot_text(from_ms(slot_ms)),
-					step=step, fires=len(fires), acked=acks.acked, wanted=acks.wanted, timeout_ms=self.state.replica_ack_timeout_ms,
+					fires=len(fires), acked=acks.acked, wanted=acks.wanted, timeout_ms=self.state.replica_ack_timeout_ms,
 					effect="fired anyway; if the master fails before a replica has them, they are planned again and the task runner refuses a slot it ran",
 				)
 			self.unacknowledged += len(fires)

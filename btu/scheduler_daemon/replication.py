@@ -2,9 +2,10 @@
 
 Redis replicates asynchronously: a master that dies can take its last writes
 with it, and the replica promoted in its place lacks them. So the leader
-follows each prepare and release with WAIT (`State`), for as many replicas as
-`replica_acks` asks and the master has connected: a claim a replica holds
-survives the failover, and a fire whose release no replica acknowledged in
+follows each release with WAIT (`State.durably`), for as many replicas as
+`replica_acks` asks and the master has connected: the replication stream is
+ordered, so an acknowledged release means the replica holds it and every claim
+before it, which survive the failover; a release no replica acknowledged in
 time is logged (it may be planned and delivered again after a failover; the
 task runner refuses a slot that already has a Task Log). Read every
 heartbeat; a new master (Sentinel switched) is logged and reported to the

@@ -203,7 +203,6 @@ class Preparation:
 	fenced: bool
 	now_ms: int = 0  # Redis's clock
 	results: list[ItemResult] = field(default_factory=list)
-	acks: Acks | None = None  # replicas holding these writes (WAIT), None when none were waited for
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ class Release:
 
 	fenced: bool
 	fires: list[Released] = field(default_factory=list)
-	acks: Acks | None = None  # as for Preparation
+	acks: Acks | None = None  # replicas holding every write up to this release (WAIT), None when none were waited for
 
 	@property
 	def push_refused(self) -> bool:
@@ -451,7 +450,7 @@ class State:
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
-		raw, acks = self.durably(self._prepare, [protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], prepare_args(lease_value, stamp, grace_ms, items))
+		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
 		if raw and text(raw[0]) == "not_leader":
 			return Preparation(fenced=True)
 		results = []
@@ -461,7 +460,7 @@ class State:
 			else:
 				outcome, _, error = text(result).partition(": ")
 				results.append(ItemResult(outcome, [], error))
-		return Preparation(fenced=False, now_ms=int(raw[0]), results=results, acks=acks)
+		return Preparation(fenced=False, now_ms=int(raw[0]), results=results)
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> Release:
 		"""Release up to `batch_size` prepared fires whose moment has come.
@@ -480,7 +479,11 @@ class State:
 
 	def durably(self, script, keys: list, args: list) -> tuple:
 		"""Run a fire script, then WAIT on the same connection for `replicas_wanted` replicas to hold its writes
-		(up to `replica_ack_timeout_ms`): (its reply, the acknowledgements or None when none were wanted)."""
+		(up to `replica_ack_timeout_ms`): (its reply, the acknowledgements or None when none were wanted).
+
+		Only releases wait: replication is one ordered stream, so a replica that acknowledges a release holds
+		every claim prepared before it, and one WAIT per release costs what one per prepare batch would
+		cost twenty times over (docs/PERFORMANCE.md)."""
 		wanted = self.replicas_wanted
 		if not wanted:
 			return script(keys=keys, args=args), None
