@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timezone
 
 from rq import get_current_job
 
@@ -65,6 +66,10 @@ def run_once(database: dict) -> None:
 					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) values (%s, now(6), now(6), %s, %s, 'Succeeded')",
 					(f"{schedule}|{slot_utc}", schedule, slot_utc),
 				)
-		sql("insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, started) values (%s, %s, %s, %s, %s)", (job.id, schedule, slot_utc, ran, time.time()))
+		enqueued = job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=timezone.utc)  # rq 1.x: naive UTC
+		sql(
+			"insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, enqueued, started) values (%s, %s, %s, %s, %s, %s)",
+			(job.id, schedule, slot_utc, ran, enqueued.timestamp(), time.time()),
+		)
 	finally:
 		conn.close()

@@ -10,7 +10,8 @@ Two cases. "clean": the master dies with its replica in sync. "lagging": the
 replica's link is cut first, so the master dies holding fires, claims and dequeues
 the replica never saw; the promoted replica plans those slots again and Redis
 delivers them a second time. Either way the database must show each slot run
-exactly once, with no gap, and lag back to normal within RECOVERY_SECS.
+exactly once, with no gap, and the scheduler's fire lag back to normal within
+RECOVERY_SECS of the promotion.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ SITES = ("site1.localhost", "site2.localhost")
 SCHEDULES_PER_SITE = 5
 LINK_CUT_SECS = 2.0
 # After the sentinels name the new master: the scheduler and workers reconnect (backoff up to 5 s) and fire
-# the slots due meanwhile (catch-up fire_all); every slot due after this bound starts within NORMAL_LAG_SECS.
+# the slots due meanwhile (catch-up fire_all); every slot due after this bound is queued within NORMAL_LAG_SECS
+# of its moment (the scheduler's fire lag; a worker's start is reported, not bounded: it drains the backlog).
 RECOVERY_SECS = 10.0
-NORMAL_LAG_SECS = 1.0
+NORMAL_LAG_SECS = 0.5
 DELIVERIES_DDL = (
 	"create table if not exists btu_test_deliveries (id bigint auto_increment primary key, job_id varchar(255), "
-	"schedule varchar(140), slot_utc varchar(40), ran tinyint, started double)"
+	"schedule varchar(140), slot_utc varchar(40), ran tinyint, enqueued double, started double)"
 )
 
 
@@ -67,12 +69,12 @@ def sentinel_bench(engine_bench, topology) -> tuple[Bench, dict[str, dict]]:
 	return bench, databases
 
 
-def deliveries(database: dict) -> list[tuple[str, str, int, float]]:
-	"""(schedule, slot_utc, ran, started) of every delivery to the site's task."""
+def deliveries(database: dict) -> list[tuple[str, str, int, float, float]]:
+	"""(schedule, slot_utc, ran, started, enqueued) of every delivery to the site's task."""
 	conn = pymysql.connect(**database)
 	try:
 		with conn.cursor() as cur:
-			cur.execute("select schedule, slot_utc, ran, started from btu_test_deliveries")
+			cur.execute("select schedule, slot_utc, ran, started, enqueued from btu_test_deliveries")
 			return list(cur.fetchall())
 	finally:
 		conn.close()
@@ -106,10 +108,10 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 		scheduler.stop()
 	time.sleep(3)  # the workers finish what is queued
 
-	figures = {"refused": 0, "first_after_kill": [], "max_lag": 0.0, "late_lag": []}
+	figures = {"refused": 0, "first_after_kill": [], "max_lag": 0.0, "late_lag": [], "late_start": []}
 	for site, database in databases.items():
 		rows = deliveries(database)
-		ran = [(schedule, slot) for schedule, slot, did_run, _ in rows if did_run]
+		ran = [(schedule, slot) for schedule, slot, did_run, _, _ in rows if did_run]
 		assert len(ran) == len(set(ran)), f"{site}: a slot ran twice"
 		figures["refused"] += len(rows) - len(ran)
 		by_schedule: dict[str, list[int]] = {}
@@ -119,15 +121,17 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 		for schedule, slots in by_schedule.items():
 			assert gaps(slots) == [], f"{site} {schedule}: slots lost"
 			assert max(slots) / 1000 > promoted_at + RECOVERY_SECS, f"{site} {schedule}: stopped firing"
-		starts = [(slot_seconds(slot), started) for _, slot, did_run, started in rows if did_run]
-		figures["first_after_kill"].append(min(started for _, started in starts if started > killed_at) - killed_at)
-		figures["max_lag"] = max(figures["max_lag"], max(started - slot for slot, started in starts))
-		late = [started - slot for slot, started in starts if slot > promoted_at + RECOVERY_SECS]
-		assert late and max(late) < NORMAL_LAG_SECS, f"{site}: lag {max(late):.2f} s after recovery"
-		figures["late_lag"] += late
+		runs = [(slot_seconds(slot), started, enqueued) for _, slot, did_run, started, enqueued in rows if did_run]
+		figures["first_after_kill"].append(min(started for _, started, _ in runs if started > promoted_at) - killed_at)
+		figures["max_lag"] = max(figures["max_lag"], max(enqueued - slot for slot, _, enqueued in runs))
+		late = [(enqueued - slot, started - slot) for slot, started, enqueued in runs if slot > promoted_at + RECOVERY_SECS]
+		assert late and max(fire for fire, _ in late) < NORMAL_LAG_SECS, f"{site}: fire lag {max(late)[0]:.2f} s after recovery"
+		figures["late_lag"] += [fire for fire, _ in late]
+		figures["late_start"] += [start for _, start in late]
 	report(
 		f"Redis master failover ({case})",
-		f"promotion {promotion_secs:.1f} s after SIGKILL; first run after the kill {max(figures['first_after_kill']):.1f} s; "
-		f"worst start lag {figures['max_lag']:.1f} s; after {RECOVERY_SECS:.0f} s p99 start lag {percentile(figures['late_lag'], 99) * 1000:.0f} ms; "
+		f"promotion {promotion_secs:.1f} s after SIGKILL; first run on the new master {max(figures['first_after_kill']):.1f} s after the kill; "
+		f"worst fire lag {figures['max_lag']:.1f} s; {RECOVERY_SECS:.0f} s after promotion p99 fire lag {percentile(figures['late_lag'], 99) * 1000:.0f} ms, "
+		f"p99 worker start {percentile(figures['late_start'], 99) * 1000:.0f} ms; "
 		f"deliveries refused by the slot claim (would have run twice with the rq executor): {figures['refused']}; none ran twice, none lost",
 	)
