@@ -268,10 +268,6 @@ class Bench:
 		options = {**self.redis_credentials, **options}
 		return redis.Redis.from_url(url or self.redis_queue_url, **{k: v for k, v in options.items() if v is not None})
 
-	def redis_shown(self) -> str:
-		"""Where the queue Redis is found, password masked: the Sentinel service, or the URL."""
-		return self.sentinel.describe() if self.sentinel is not None else mask_url(self.redis_queue_url)
-
 	@property
 	def default_site(self) -> str | None:
 		return os.environ.get("FRAPPE_SITE") or self.common_config.get("default_site")

@@ -43,8 +43,8 @@ from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.replication import Replication
-from btu.shared.sentinel import pubsub_client
 from btu.scheduler_daemon.state import State
+from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 # Redis not answering, or refusing (out of memory, read-only replica, a permission, a wrong

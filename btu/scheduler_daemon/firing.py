@@ -72,7 +72,8 @@ class FirePipeline:
 				if batch.fenced:
 					return Step(fenced=True, released=len(done))
 				done += batch.fires
-				self.note_acks(batch.acks, [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
+				if batch.acks is not None:
+					self.note_acks(batch.acks, [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
 					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
@@ -98,9 +99,9 @@ class FirePipeline:
 		log_prepared(plan.items, prepared.results)
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
 
-	def note_acks(self, acks: Acks | None, fires: list[tuple[str, str, int]]) -> None:
+	def note_acks(self, acks: Acks, fires: list[tuple[str, str, int]]) -> None:
 		"""Log when replicas stop acknowledging fire writes (first fire named) and when they acknowledge again (with the count)."""
-		if acks is None or not fires:
+		if not fires:
 			return
 		if acks.short:
 			if not self.unacknowledged:

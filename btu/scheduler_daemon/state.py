@@ -222,7 +222,7 @@ class Release:
 class State:
 	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500):
 		self.redis = redis_conn
-		# Replicas each prepare and release waits for (`replication.Replication` sets it from those connected).
+		# Replicas each release waits for (`replication.Replication` sets it from those connected).
 		self.replicas_wanted = 0
 		self.replica_ack_timeout_ms = replica_ack_timeout_ms
 		self._due = scripts.register(redis_conn, "due")

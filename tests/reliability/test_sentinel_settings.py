@@ -46,7 +46,7 @@ def master_port(client) -> int:
 def test_sentinel_and_master_passwords_reach_the_master_not_redis_queue(make_bench, topology):
 	bench = bench_with(make_bench, topology, redis_queue_sentinel_password=SENTINEL_PASSWORD, redis_queue_master_password=MASTER_PASSWORD)
 	assert master_port(bench.redis()) == topology.master()[1]
-	assert bench.redis_shown() == f"sentinel service 'btutest' via {', '.join(f'127.0.0.1:{p}' for p in topology.sentinel_ports)}"
+	assert bench.sentinel.describe() == f"sentinel service 'btutest' via {', '.join(f'127.0.0.1:{p}' for p in topology.sentinel_ports)}"
 
 
 def test_the_master_password_defaults_to_the_bench_queue_credentials(make_bench, topology):
