@@ -50,40 +50,90 @@ class SentinelTopology:
 		if not shutil.which("redis-server"):
 			raise RuntimeError("redis-server is not installed: apt-get install redis-server")
 		self.start_server("a")
+		if self.replica_proxy:
+			self.replica_proxy.target = ("127.0.0.1", self.ports["a"])
 		self.start_server("b", replica_of=self.replica_proxy.port if self.replica_proxy else self.ports["a"])
 		self.wait(self.replica_in_sync, 20, "the replica finished its first sync")
-		for port in self.sentinel_ports:
-			conf = self.dir / f"sentinel-{port}.conf"
-			conf.write_text(
-				f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
-				f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['a']} 2\n"
-				f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
-				f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
-				+ (f"sentinel auth-pass {SERVICE} {self.master_password}\n" if self.master_password else "")
-				+ (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
-			)
-			self.processes[f"sentinel-{port}"] = self.spawn(str(conf), "--sentinel")
-		self.wait(lambda: all(self.sentinel_knows_replica(port) for port in self.sentinel_ports), 15, "every sentinel saw the replica")
+		for index, port in enumerate(self.sentinel_ports):
+			self.sentinel_ports[index] = self.spawn_serving(f"sentinel-{index}", port, self.sentinel_args, self.sentinel_password)
+		try:
+			self.wait(lambda: all(self.sentinel_knows_replica(port) for port in self.sentinel_ports), 15, "every sentinel saw the replica")
+		except RuntimeError as error:
+			raise RuntimeError(f"{error}; {self.diagnosis()}") from None
 		return self
+
+	def diagnosis(self) -> str:
+		"""What the master lists and each sentinel's last log lines, for a start that timed out."""
+		try:
+			replicas = {key: value for key, value in self.client(self.ports["a"]).info("replication").items() if key.startswith("slave")}
+		except redis.RedisError as error:
+			replicas = repr(error)
+		logs = {
+			name: (self.dir / f"{name}.log").read_text(errors="replace").splitlines()[-3:]
+			for name in self.processes
+			if name.startswith("sentinel") and (self.dir / f"{name}.log").exists()
+		}
+		return f"the master lists {replicas}; sentinel logs: {logs}"
+
+	def sentinel_args(self, port: int) -> list[str]:
+		conf = self.dir / f"sentinel-{port}.conf"
+		conf.write_text(
+			f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+			f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['a']} 2\n"
+			f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
+			f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+			+ (f"sentinel auth-pass {SERVICE} {self.master_password}\n" if self.master_password else "")
+			+ (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
+		)
+		return [str(conf), "--sentinel"]
 
 	def replica_in_sync(self) -> bool:
 		info = self.client(self.ports["b"]).info("replication")
 		return info.get("master_link_status") == "up" and not int(info.get("master_sync_in_progress", 1))
 
-	def start_server(self, name: str, replica_of: int | None = None) -> None:
+	def start_server(self, name: str, replica_of: int | None = None, same_port: bool = False) -> None:
 		data = self.dir / name
 		data.mkdir(exist_ok=True)
-		# No 5 s wait before a replica's first full sync (Redis 7's repl-diskless-sync-delay).
-		args = ["--port", str(self.ports[name]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(data), "--repl-diskless-sync-delay", "0"]
-		if replica_of:
-			args += ["--replicaof", "127.0.0.1", str(replica_of)]
-		if self.master_password:
-			args += ["--requirepass", self.master_password, "--masterauth", self.master_password]
-		self.processes[name] = self.spawn(*args)
-		self.wait(lambda: self.client(self.ports[name]).ping(), 10, f"redis {name} answered")
 
-	def spawn(self, *args: str) -> subprocess.Popen:
-		return subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+		def args(port: int) -> list[str]:
+			# No 5 s wait before a replica's first full sync (Redis 7's repl-diskless-sync-delay).
+			args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(data), "--repl-diskless-sync-delay", "0"]
+			if replica_of:
+				args += ["--replicaof", "127.0.0.1", str(replica_of)]
+			if self.master_password:
+				args += ["--requirepass", self.master_password, "--masterauth", self.master_password]
+			return args
+
+		self.ports[name] = self.spawn_serving(name, self.ports[name], args, self.master_password, same_port=same_port)
+
+	def spawn_serving(self, name: str, port: int, args_for, password: str | None, same_port: bool = False) -> int:
+		"""Start `redis-server` as `name` and return the port it serves on.
+
+		`free_port` only probes: another socket (a client's, the proxy's) may take the port before
+		the server binds it; the server then exits, or something else answers there. So a server
+		counts as up only once the process answering on the port is ours, and it is tried again on
+		a new port unless it must keep its own (a restarted server the sentinels already know).
+		"""
+		log = self.dir / f"{name}.log"
+		for _attempt in range(5):
+			process = subprocess.Popen(["redis-server", *args_for(port), "--logfile", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+			self.processes[name] = process
+			deadline = time.monotonic() + 10
+			while process.poll() is None and time.monotonic() < deadline:
+				try:
+					if int(self.client(port, password).info("server")["process_id"]) == process.pid:
+						return port
+				except (redis.RedisError, KeyError, ValueError):
+					pass
+				time.sleep(0.05)
+			if process.poll() is None:
+				process.kill()
+				process.wait()
+			if same_port:
+				break
+			port = free_port()
+		tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+		raise RuntimeError(f"redis {name} did not start on port {port} (its log ends: {tail})")
 
 	def close(self) -> None:
 		if self.replica_proxy:
@@ -145,12 +195,13 @@ class SentinelTopology:
 
 	def restart(self, name: str) -> None:
 		"""Start a killed server again, as a replica of the current master (sentinel would reconfigure it anyway)."""
-		self.start_server(name, replica_of=self.master()[1])
+		self.start_server(name, replica_of=self.master()[1], same_port=True)
 
 	# -- helpers -------------------------------------------------------------------------
 
-	def client(self, port: int) -> redis.Redis:
-		password = self.sentinel_password if port in self.sentinel_ports else self.master_password
+	def client(self, port: int, password: str | None = None) -> redis.Redis:
+		if password is None:
+			password = self.sentinel_password if port in self.sentinel_ports else self.master_password
 		return redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, socket_connect_timeout=2)
 
 	@staticmethod
