@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import math
+import re
 import os
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +34,9 @@ ENV_PREFIX = "BTU_SCHEDULER_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 SECRET_KEYS = frozenset({"redis_url"})
+# Each name in metrics_schedules is a series set of its own: a short list, or the cardinality is the operator's to regret.
+MAX_METRICS_SCHEDULES = 100
+HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
 class ConfigError(Exception):
@@ -44,7 +49,7 @@ class Setting:
 
 	key: str
 	default: Any
-	kind: str  # bool, int, float, choice, str, url
+	kind: str  # bool, int, float, choice, str, url, address (IP or host name), names (a list, or text split at commas)
 	help: str
 	minimum: float | None = None
 	maximum: float | None = None
@@ -69,6 +74,10 @@ class Setting:
 			return f"{noun} from {format_number(self.minimum)} to {format_number(self.maximum)}"
 		if self.kind == "url":
 			return "a Redis URL such as redis://127.0.0.1:11311/0 (schemes " + ", ".join(REDIS_URL_SCHEMES) + ")"
+		if self.kind == "address":
+			return "an IP address such as 127.0.0.1, 0.0.0.0 or ::1, or a host name"
+		if self.kind == "names":
+			return f"up to {MAX_METRICS_SCHEDULES} schedule names (TS-000001), as a TOML list or text separated by commas"
 		return "a non-empty string"
 
 
@@ -105,6 +114,12 @@ SETTINGS: tuple[Setting, ...] = (
 	Setting("executor", FRAPPE_EXECUTOR, "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
 	Setting("redis_url", None, "url", "Redis of the scheduler (default: the bench's redis_queue)"),
 	Setting("bench", None, "str", "the Frappe bench directory (default: found from the current directory)"),
+	Setting(
+		"metrics_port", None, "int", "serve Prometheus metrics on this TCP port (0: any free port, logged); off when unset",
+		minimum=0, maximum=65535,
+	),
+	Setting("metrics_address", "127.0.0.1", "address", "the address the metrics port listens on (0.0.0.0 for every interface)"),
+	Setting("metrics_schedules", (), "names", "schedules whose fires get metrics labelled with their name (btu_schedule_*)"),
 )
 SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}
 
@@ -127,6 +142,9 @@ class Config:
 	executor: str = FRAPPE_EXECUTOR
 	redis_url: str | None = None
 	bench: str | None = None
+	metrics_port: int | None = None
+	metrics_address: str = "127.0.0.1"
+	metrics_schedules: tuple[str, ...] = ()
 	sources: dict[str, str] = field(default_factory=lambda: {s.key: "default" for s in SETTINGS}, compare=False)
 	config_file: str = DEFAULT_CONFIG_PATH
 	config_file_found: bool = False
@@ -214,6 +232,8 @@ def convert(setting: Setting, value: Any, source: str, from_text: bool) -> Any:
 		if not (setting.minimum <= number <= setting.maximum):
 			raise refuse(setting, value, source, "out of range")
 		return number
+	if kind == "names":
+		return convert_names(setting, value, source)
 	if not isinstance(value, str):
 		raise refuse(setting, value, source, f"a {type(value).__name__} is not a string")
 	if kind == "choice":
@@ -227,7 +247,35 @@ def convert(setting: Setting, value: Any, source: str, from_text: bool) -> Any:
 	if kind == "url":
 		if not is_redis_url(text):
 			raise refuse(setting, value, source, "not a Redis URL")
+	if kind == "address" and not is_address(text):
+		raise refuse(setting, value, source, "neither an IP address nor a host name")
 	return text
+
+
+def is_address(text: str) -> bool:
+	try:
+		ipaddress.ip_address(text)
+		return True
+	except ValueError:
+		# 999.1.1.1 fits the host name pattern but is a mistyped address, not a name.
+		return bool(HOSTNAME.match(text)) and not text.replace(".", "").isdigit()
+
+
+def convert_names(setting: Setting, value: Any, source: str) -> tuple[str, ...]:
+	"""A list of names: a TOML list of strings, or text split at commas (flags, the environment)."""
+	if isinstance(value, str):
+		items = value.split(",")
+	elif isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+		items = list(value)
+	else:
+		raise refuse(setting, value, source, "not a list of strings")
+	names = tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+	bad = next((name for name in names if len(name) > 140 or not name.isprintable()), None)
+	if bad is not None:
+		raise refuse(setting, value, source, f"{bad[:40]!r} is not a schedule name (printable, at most 140 characters)")
+	if len(names) > MAX_METRICS_SCHEDULES:
+		raise refuse(setting, value, source, f"{len(names)} names; each adds series of its own")
+	return names
 
 
 def parse_number(setting: Setting, value: Any, source: str, from_text: bool) -> int | float:
@@ -292,7 +340,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 			)
 		else:
 			metavar = "DIR" if setting.key == "bench" else setting.key.split("_")[-1].upper()
-			default = "none" if setting.default is None else setting.default
+			default = "none" if setting.default in (None, ()) else setting.default
 			group.add_argument(
 				setting.flag, dest=setting.key, default=None, metavar=metavar,
 				help=f"{setting.help} (default {default})",

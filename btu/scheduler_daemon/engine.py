@@ -41,6 +41,7 @@ from btu.scheduler_daemon.firing import FirePipeline
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.metrics import Metrics, StateCollector
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
@@ -58,6 +59,8 @@ REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS
 MAX_BACKOFF = 5.0
 RESTORED_AFTER_SECONDS = 2.0
 OUTAGE_KINDS = "outage:"  # how redis_failure names an outage (any other failure is a refusal)
+# A failure's kind (btu_redis_errors_total) -> the event it logs.
+ERROR_EVENTS = {"outage": "redis_unreachable", "refusal": "redis_refused", "error": "redis_error"}
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
@@ -70,6 +73,8 @@ HEARTBEAT_SECONDS = 5.0
 SWITCH_INTERVAL_SECONDS = 0.0005
 # A release whose queue refused the push keeps its fires prepared; it is tried again after this.
 PUSH_RETRY_SECONDS = 1.0
+# A scrape's read of the shared state (metrics.StateCollector) gives up after this: the scrape still answers.
+STATE_READ_SECONDS = 2.0
 
 
 class Clock:
@@ -96,12 +101,15 @@ class Scheduler:
 		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
-		self.state = State(self.redis, config.replica_ack_timeout_ms)
+		self.metrics = Metrics(self.process_id, config.executor, config.metrics_schedules)
+		self.metrics.registry.register(StateCollector(config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS)))
+		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
 		self.replication = Replication(self.redis, self.state, config.replica_acks)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
+		self.metrics.watch_lease(self.lease)
 		self.reconciler = Reconciler(
 			bench_path, self.state, config.executor, self.clock.now, self.publish_wake,
-			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs,
+			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs, metrics=self.metrics,
 		)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
@@ -122,7 +130,7 @@ class Scheduler:
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.next_status = 0.0
-		self.firing = FirePipeline(self.state, self.lease, config, self.clock)
+		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 
 	# -- process ----------------------------------------------------------------
 
@@ -135,7 +143,7 @@ class Scheduler:
 		for thread in threads:
 			thread.start()
 		listener_redis = self.config.redis(socket_timeout=None, socket_connect_timeout=3)
-		start_listener_thread(listener_redis, RpcDispatcher(self.reconciler), self.config, stop, process_id=self.process_id)
+		start_listener_thread(listener_redis, RpcDispatcher(self.reconciler), self.config, stop, process_id=self.process_id, metrics=self.metrics)
 		try:
 			while not stop.is_set():
 				try:
@@ -186,11 +194,14 @@ class Scheduler:
 			self.backoff = 0.1
 		if protocol.is_denied(exc):
 			# Redis answers but refuses this user (grants revoked, password changed): not an outage.
+			self.metrics.redis_error("denied")
 			self.access.denied(exc)
 		else:
 			kind = redis_failure(exc)
+			error_kind = "outage" if isinstance(exc, OUTAGES) else "refusal" if is_outage(exc) else "error"
+			self.metrics.redis_error(error_kind)
 			if kind != self.redis_error:
-				event = "redis_unreachable" if isinstance(exc, OUTAGES) else "redis_refused" if is_outage(exc) else "redis_error"
+				event = ERROR_EVENTS[error_kind]
 				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback says where.
 				log_event(
 					logger, logging.ERROR, event, exc_info=event == "redis_error", process=self.process_id,
@@ -207,6 +218,7 @@ class Scheduler:
 				self.lease.release()
 			except REDIS_ERRORS:
 				self.lease.lost()
+			self.metrics.stopped_leading("stepped_down")
 			log_event(logger, logging.INFO, "leader_stepped_down", process=self.process_id, reason=reason)
 		self.leader_since = None
 
@@ -266,12 +278,14 @@ class Scheduler:
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
 			self.next_check = 0.0
+			self.metrics.led(self.lease.epoch)
 			log_event(logger, logging.INFO, "leader_elected", process=self.process_id, epoch=self.lease.epoch)
 			self.reconcile_due.set()
 			self.heartbeat()
 			return
 		self.heartbeat()
-		_, pttl = self.lease.current()
+		lease_value, pttl = self.lease.current()
+		self.metrics.saw_lease(lease_value)
 		wait = pttl / 1000 if pttl and pttl > 0 else 0.05
 		self.wake.clear()
 		self.wake.wait(min(wait + 0.005, self.config.lease_ttl_secs))
@@ -282,7 +296,10 @@ class Scheduler:
 		if self.replication.stale and self.replication.refresh():
 			self.reconcile_due.set()
 		if time.monotonic() >= self.next_renew:
-			if not self.lease.renew():
+			kept = self.lease.renew()
+			self.metrics.renewed(kept)
+			if not kept:
+				self.metrics.stopped_leading("lease_lost")
 				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)
 				self.leader_since = None
 				return
@@ -310,6 +327,7 @@ class Scheduler:
 		due = self.state.due(self.config.batch_size, self.firing.ahead_ms)
 		self.clock.sync(due.now_us / 1000)
 		if due.moved_aside:
+			self.metrics.quarantine("key")
 			self.reconcile_due.set()
 		if due.entries:
 			prepared = self.firing.prepare(due)
@@ -331,6 +349,7 @@ class Scheduler:
 		"""Another process took the lease: stand by; always False, what `fire_due` returns then."""
 		self.lease.lost()
 		self.leader_since = None
+		self.metrics.stopped_leading("fenced")
 		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
 		return False
 
@@ -351,6 +370,7 @@ class Scheduler:
 			leader_since=self.leader_since,
 			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
 			redis=self.replication.describe(),
+			metrics=self.metrics.summary(),
 		)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS

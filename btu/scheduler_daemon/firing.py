@@ -20,6 +20,7 @@ from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.planner import CACHE_SIZE, FireItem, Plan, Planner
 from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, Acks, Due, ItemResult, Released, State, fire_record, text
 from btu.shared import protocol
@@ -45,10 +46,12 @@ class Step:
 
 
 class FirePipeline:
-	"""The leader's prepare and release, against `state` under `lease`; `clock` is Redis's time (engine.Clock)."""
+	"""The leader's prepare and release, against `state` under `lease`; `clock` is Redis's time (engine.Clock);
+	every outcome is counted in `metrics`."""
 
-	def __init__(self, state: State, lease: Lease, config: Config, clock):
+	def __init__(self, state: State, lease: Lease, config: Config, clock, metrics: Metrics | None = None):
 		self.state = state
+		self.metrics = metrics or Metrics()
 		self.lease = lease
 		self.config = config
 		self.clock = clock  # Redis's time, estimated locally (engine.Clock)
@@ -78,6 +81,7 @@ class FirePipeline:
 					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
 			if done:
+				self.metrics.released(done)
 				self.state.record_fires([(fire.entry.site, fire.record()) for fire in done if fire.outcome in RECORDED])
 				log_released(done)
 
@@ -90,11 +94,13 @@ class FirePipeline:
 			grace=timedelta(milliseconds=self.grace_ms), ahead=timedelta(milliseconds=self.ahead_ms),
 		)
 		self.set_aside(plan)
+		self.metrics.planned(plan)
 		if not plan.items:
 			return Step(resync=bool(plan.corrupt))
 		prepared = self.state.prepare(self.lease.value or "", rq_time(self.clock.now()), self.grace_ms, plan.items)
 		if prepared.fenced:
 			return Step(fenced=True)
+		self.metrics.prepared(plan.items, prepared.results)
 		self.record_duplicates(plan.items, prepared.results, prepared.now_ms)
 		log_prepared(plan.items, prepared.results)
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))

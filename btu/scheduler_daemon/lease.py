@@ -9,6 +9,8 @@ stalled former leader cannot enqueue.
 
 from __future__ import annotations
 
+import time
+
 from btu.shared import protocol
 from btu.scheduler_daemon import scripts
 
@@ -23,6 +25,7 @@ class Lease:
 		self.holder = holder
 		self.ttl_ms = max(int(ttl_secs * 1000), 100)
 		self.value: str | None = None
+		self.valid_until = 0.0  # monotonic: the lease runs out then unless renewed (measured from before the call)
 		self._acquire = scripts.register(redis_conn, "lease_acquire")
 		self._renew = scripts.register(redis_conn, "lease_renew")
 		self._release = scripts.register(redis_conn, "lease_release")
@@ -35,14 +38,23 @@ class Lease:
 	def epoch(self) -> int | None:
 		return int(self.value.split("|", 1)[0]) if self.value else None
 
+	def valid(self) -> bool:
+		"""Held, and not past the end of the last acquire or renewal: a leader cut off from Redis stops being one."""
+		return self.held and time.monotonic() < self.valid_until
+
 	def acquire(self) -> bool:
+		started = time.monotonic()
 		value = self._acquire(keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms, MAX_TTL_MS])
 		self.value = value.decode() if isinstance(value, bytes) else value
+		self.valid_until = started + self.ttl_ms / 1000 if self.held else 0.0
 		return self.held
 
 	def renew(self) -> bool:
+		started = time.monotonic()
 		if self.value and not self._renew(keys=[protocol.LEADER_KEY], args=[self.value, self.ttl_ms]):
 			self.value = None
+		if self.held:
+			self.valid_until = started + self.ttl_ms / 1000
 		return self.held
 
 	def release(self) -> None:

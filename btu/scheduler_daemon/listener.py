@@ -31,6 +31,7 @@ from btu.shared import protocol
 from btu.shared.task_args import json_type
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ class CommandListener:
 		drain_count: int = DRAIN_COUNT,
 		rejection_log_limit: int = REJECTION_LOG_LIMIT,
 		rejection_log_window: float = REJECTION_LOG_WINDOW,
+		metrics: Metrics | None = None,
 	):
 		if redis_client.connection_pool.connection_kwargs.get("decode_responses"):
 			raise ValueError("CommandListener needs a Redis client with decode_responses=False: a command may be any bytes")
@@ -184,6 +186,7 @@ class CommandListener:
 		self.redis_down = False
 		self.quarantine_script = scripts.register(redis_client, "quarantine")
 		self.rejections = RejectionLog(self.process_id, rejection_log_limit, rejection_log_window)
+		self.metrics = metrics or Metrics()
 
 	def run(self, stop: threading.Event) -> None:
 		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
@@ -211,6 +214,7 @@ class CommandListener:
 		"""Move a key holding a wrong value aside (lua/guard.lua), logged; a failure to do so is the next BRPOP's to report."""
 		try:
 			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
+			self.metrics.quarantine("command_list")
 			log_event(logger, logging.ERROR, "rpc_commands_quarantined", key=key, reason=reason, process=self.process_id)
 		except redis.RedisError as exc:
 			self.note_redis_lost(exc)
@@ -249,11 +253,17 @@ class CommandListener:
 			try:
 				outcomes.append(self.parse(raw))
 			except Exception as exc:  # a bug must cost one command, not the listener
+				self.metrics.rpc_command(None, "crashed")
 				log_event(
 					logger, logging.ERROR, "rpc_command_crashed", exc_info=True, process=self.process_id,
 					error=f"{type(exc).__name__}: {exc}",
 				)
 		outcomes = self.check(outcomes)
+		for outcome in outcomes:
+			if isinstance(outcome, Command):
+				self.metrics.rpc_command(outcome.request_type, "accepted")
+			else:
+				self.metrics.rpc_command(outcome.reply.get("request_type"), "rejected")
 		self.send_replies([outcome for outcome in outcomes if outcome.response_key is not None])
 		# A valid command already popped is carried out even if its ACK could not be written. Each site
 		# goes at the place of its last command, so whatever is executed after a command is also after it.
@@ -447,6 +457,7 @@ def start_listener_thread(
 	stop: threading.Event,
 	*,
 	process_id: str | None = None,
+	metrics: Metrics | None = None,
 ) -> threading.Thread | None:
 	"""Start a daemon thread serving RPC commands, or log why not and return None."""
 	if config.disable_redis_rpc:
@@ -456,7 +467,7 @@ def start_listener_thread(
 			source=config.sources.get("disable_redis_rpc", "default"),
 		)
 		return None
-	listener = CommandListener(redis_client, dispatcher, process_id=process_id)
+	listener = CommandListener(redis_client, dispatcher, process_id=process_id, metrics=metrics)
 	thread = threading.Thread(target=listener.run, args=(stop,), name="btu-rpc-listener", daemon=True)
 	thread.start()
 	return thread

@@ -35,6 +35,7 @@ from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_proble
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -121,8 +122,9 @@ class Reconciler:
 	`full` reconciles every site, `sync_schedules` some schedules of one site (RPC commands, resync);
 	`health` says which sites are held, unreachable or unreadable. `bench` is the bench as last loaded."""
 
-	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0):
+	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0, metrics: Metrics | None = None):
 		self.bench_path = bench_path
+		self.metrics = metrics or Metrics()
 		self.state = state
 		self.executor = executor
 		self.clock = clock  # callable returning Redis's now as an aware datetime
@@ -200,7 +202,7 @@ class Reconciler:
 
 	def full(self) -> None:
 		"""Reconcile every site of the bench; drop the state of sites that are no longer BTU sites."""
-		with self.lock:
+		with self.lock, self.metrics.reconcile_timer("full"):
 			try:
 				self.bench = Bench.load(self.bench_path)
 			except BenchError as exc:
@@ -247,6 +249,8 @@ class Reconciler:
 		firing = sorted(self.served - set(self.paused_sites))
 		members = [protocol.due_member(site, name) for site in firing for name in sorted(self.seen.get(site, {}))]
 		mended, moved = self.state.audit(members)
+		if moved:
+			self.metrics.quarantine("schedule_state", moved)
 		if mended or moved or moved_keys:
 			log_event(
 				logger, logging.WARNING, "state_mended", due_entries=mended, states_moved_aside=moved, keys_moved_aside=",".join(moved_keys),
@@ -285,7 +289,7 @@ class Reconciler:
 
 	def sync_schedules(self, site_name: str, names: list[str]) -> None:
 		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
-		with self.lock:
+		with self.lock, self.metrics.reconcile_timer("schedules"):
 			self.check_generation()
 			self.reconcile_schedules(self.bench.site(site_name), names)
 			self.wake()
@@ -334,7 +338,8 @@ class Reconciler:
 		}
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
-		"""Note the outage (logged once); True if the site has state, which keeps firing meanwhile."""
+		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile."""
+		self.metrics.database_error(site.name)
 		if site.name not in self.unreachable:
 			log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
 		self.unreachable.add(site.name)

@@ -43,7 +43,7 @@ COMMANDS = (
 	# sets
 	"sadd", "srem", "smembers", "scard", "sismember", "spop",
 	# sorted sets
-	"zadd", "zrem", "zcard", "zscore", "zrange", "zrevrange", "zrangebyscore", "zremrangebyscore", "zremrangebyrank",
+	"zadd", "zrem", "zcard", "zcount", "zscore", "zrange", "zrevrange", "zrangebyscore", "zremrangebyscore", "zremrangebyrank",
 	# lists: RPC commands and replies, recent fires, rq's queues
 	"lpush", "rpush", "rpop", "brpop", "blpop", "lrange", "ltrim",
 	# transactions and pub/sub

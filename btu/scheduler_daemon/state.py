@@ -184,6 +184,7 @@ class Due:
 
 
 # Per item of a prepare: the jobs' outcomes ("prepared", "duplicate"), or why none was written.
+WRITTEN = "prepared"  # its jobs were written (each "prepared", or "duplicate" when its id existed)
 STALE = "stale"  # its cursor moved meanwhile: edited, or fired by another leader
 CORRUPT = "corrupt"  # its state held a wrong value: moved aside, rebuilt from its row
 FAILED = "failed"  # a write was refused; the slot stays unclaimed
@@ -191,7 +192,7 @@ FAILED = "failed"  # a write was refused; the slot stays unclaimed
 
 @dataclass(frozen=True)
 class ItemResult:
-	outcome: str  # "prepared" (see jobs), STALE, CORRUPT or FAILED
+	outcome: str  # WRITTEN (see jobs), STALE, CORRUPT or FAILED
 	jobs: list[str]  # per job: "prepared" or "duplicate" (empty unless prepared)
 	error: str = ""
 
@@ -220,8 +221,10 @@ class Release:
 
 
 class State:
-	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500):
+	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500, on_quarantine=None):
+		"""`on_quarantine(what)` hears of each value this moves aside: "schedule_state" or "key" (metrics count them)."""
 		self.redis = redis_conn
+		self.on_quarantine = on_quarantine or (lambda what: None)
 		# Replicas each release waits for (`replication.Replication` sets it from those connected).
 		self.replicas_wanted = 0
 		self.replica_ack_timeout_ms = replica_ack_timeout_ms
@@ -241,6 +244,7 @@ class State:
 		"""Move `key` aside with the reason; with a schedule, also take it off the due set and rebuild it from its row."""
 		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
 		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
+		self.on_quarantine("schedule_state" if member else "key")
 
 	def guarded(self, key: str, read):
 		"""`read()`, once more after moving `key` aside if it held the wrong type."""
@@ -456,7 +460,7 @@ class State:
 		results = []
 		for result in raw[1:]:
 			if isinstance(result, list):
-				results.append(ItemResult("prepared", [text(o) for o in result]))
+				results.append(ItemResult(WRITTEN, [text(o) for o in result]))
 			else:
 				outcome, _, error = text(result).partition(": ")
 				results.append(ItemResult(outcome, [], error))

@@ -13,10 +13,9 @@ import socket
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-import redis
-
 from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
+from btu.shared.liveness import Reader, leader, processes
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
 
 if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-scheduler status` does not need
@@ -24,7 +23,6 @@ if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-sche
 
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
-MAX_PROBLEMS = 100
 
 
 def iso(ms: int | float | None) -> str | None:
@@ -34,8 +32,10 @@ def iso(ms: int | float | None) -> str | None:
 		return None
 
 
-def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None) -> None:
-	"""`redis`: the master the process writes to and its replicas (`Replication.describe`)."""
+def write_heartbeat(
+	redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None, metrics: dict | None = None,
+) -> None:
+	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`)."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -46,6 +46,7 @@ def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datet
 		"started_at": slot_text(started_at),
 		"leader_since": slot_text(leader_since) if leader_since else None,
 		"heartbeat_at": slot_text(now),
+		"metrics": metrics or {},
 	}
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
@@ -58,83 +59,6 @@ def write_heartbeat(redis_conn, process_id: str, *, role: str, started_at: datet
 	for result in results:
 		if isinstance(result, Exception) and not is_wrong_type(result):
 			raise result
-
-
-class Reader:
-	"""Reads that a wrong value in Redis cannot make fail: each wrong value is noted in `problems` instead.
-
-	Redis not answering, or refusing for want of a grant, still raises: that is not a value to report."""
-
-	def __init__(self, redis_conn):
-		self.redis = redis_conn
-		self.problems: list[str] = []
-
-	def note(self, what: str, problem) -> None:
-		if len(self.problems) < MAX_PROBLEMS:
-			self.problems.append(f"{what}: {str(problem)[:300]}")
-
-	def read(self, what: str, read, default):
-		try:
-			return read()
-		except redis.exceptions.NoPermissionError:
-			raise  # a missing grant is the caller's one-line refusal, not a wrong value
-		except redis.ResponseError as exc:
-			if protocol.is_denied(exc):  # a missing grant is not a value to report
-				raise
-			self.note(what, exc)
-			return default
-
-	def many(self, reads: list[tuple[str, str, tuple]], default) -> list:
-		"""Pipelined (key, command, args) reads; a failed one gives `default`, noted."""
-		with self.redis.pipeline(transaction=False) as pipe:
-			for key, command, args in reads:
-				getattr(pipe, command)(key, *args)
-			results = pipe.execute(raise_on_error=False)
-		out = []
-		for (key, _, _), result in zip(reads, results):
-			if isinstance(result, redis.ResponseError) and not protocol.is_denied(result):
-				self.note(key, result)
-				result = default
-			elif isinstance(result, Exception):
-				raise result
-			out.append(result)
-		return out
-
-	def json(self, what: str, raw, default=None):
-		try:
-			return json.loads(raw)
-		except (TypeError, ValueError):
-			self.note(what, f"not JSON: {_text(raw)!r:.200}")
-			return default
-
-
-def processes(redis_conn, reader: Reader | None = None) -> list[dict]:
-	reader = reader or Reader(redis_conn)
-	ids = [_text(i) for i in reader.read(protocol.PROCESSES_KEY, lambda: redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50), [])]
-	if not ids:
-		return []
-	values = reader.many([(protocol.process_key(i), "get", ()) for i in ids], None)
-	infos = [reader.json(protocol.process_key(i), v) for i, v in zip(ids, values) if v]
-	return [info for info in infos if isinstance(info, dict)]
-
-
-def leader(redis_conn, reader: Reader | None = None) -> dict | None:
-	reader = reader or Reader(redis_conn)
-	value, pttl = reader.many([(protocol.LEADER_KEY, "get", ()), (protocol.LEADER_KEY, "pttl", ())], None)
-	value = _text(value)
-	if not value:
-		return None
-	epoch, _, holder = value.partition("|")
-	if not epoch.isdigit() or not holder:
-		reader.note(protocol.LEADER_KEY, f"{value!r:.200} is not a lease (<epoch>|<holder>); the next scheduler to start moves it aside")
-		return None
-	info = {"holder": holder, "epoch": int(epoch), "token": value, "lease_ms_left": pttl}
-	[process] = reader.many([(protocol.process_key(holder), "get", ())], None)
-	process = reader.json(protocol.process_key(holder), process) if process else None
-	if isinstance(process, dict):
-		info.update({k: process.get(k) for k in ("host", "pid", "heartbeat_at")})
-		info["since"] = process.get("leader_since")
-	return info
 
 
 def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:

@@ -354,3 +354,16 @@ def invalid_rows_key(site: str) -> str:
 def counters_key(site: str) -> str:
 	"""Hash of per-site counters: fired, skipped_overlap, missed, expired, ..."""
 	return SITE_KEY_TEMPLATES["counters_key"].format(site=site)
+
+
+# -- Task outcomes (the Frappe side's) ------------------------------------------------
+
+# Hash per site: what finished runs counted, for Prometheus (btu.shared.task_outcomes). The Frappe side's task
+# runner writes it and its metrics endpoint reads it; the scheduler neither. So it is outside btu:site:* (the
+# scheduler's state, whose keys it type-checks, quarantines and purges) and outside SITE_KEY_TEMPLATES (keys
+# for the Lua scripts): a site the scheduler purges or a state it rebuilds keeps its counts.
+TASK_OUTCOMES_KEY_PREFIX = "btu:task_outcomes:"
+
+
+def task_outcomes_key(site: str) -> str:
+	return f"{TASK_OUTCOMES_KEY_PREFIX}{site}"

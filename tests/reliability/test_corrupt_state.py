@@ -52,6 +52,12 @@ def forged_member(r, site: str, victim: str) -> str:
 	return "\t".join([*fields, protocol.due_member(site, victim), "1", "1", "0", "1"])
 
 
+def look_alike_member(site: str, victim: str) -> str:
+	"""A member naming the victim's own keys whose numbers Lua's tonumber reads and Python's int refuses."""
+	fields = ["look-alike", "rq:queue:x", protocol.schedule_key(site, victim), protocol.counters_key(site), protocol.due_member(site, victim)]
+	return "\t".join([*fields, "1e3", "0x10", "0", " 5"])
+
+
 STATE = protocol.schedule_key
 # Every kind of key and member BTU owns, each made wrong in one way; the chaos benchmark uses them too.
 CASES = {
@@ -76,6 +82,9 @@ CASES = {
 	),
 	"forged prepared member naming another schedule's keys": Case(
 		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {forged_member(r, s, v): now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
+	),
+	"prepared member with numbers Lua and Python read apart": Case(
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {look_alike_member(s, v): now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"due set is a string": Case(lambda r, s, v: replace(r, protocol.DUE_KEY), lambda s, v: protocol.DUE_KEY),
 	"prepared set is a hash": Case(

@@ -40,6 +40,7 @@ def test_defaults_with_no_file(tmp_path):
 		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
 		"prepare_ahead_secs": 2.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
 		"executor": "frappe", "redis_url": None, "bench": None,
+		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (),
 	}
 	assert set(config.sources.values()) == {"default"}
 	assert config.config_file_found is False
@@ -76,7 +77,8 @@ def test_every_key_has_env_and_flag(tmp_path):
 		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "batch_size": ("10", 10),
 		"release_batch_size": ("2000", 2000), "replica_acks": ("0", 0), "replica_ack_timeout_ms": ("50", 50),
 		"log_level": ("debug", "DEBUG"), "log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
-		"bench": (str(tmp_path), str(tmp_path)),
+		"bench": (str(tmp_path), str(tmp_path)), "metrics_port": ("9464", 9464), "metrics_address": ("::1", "::1"),
+		"metrics_schedules": ("TS-000001, TS-000002,,TS-000001", ("TS-000001", "TS-000002")),
 	}
 	assert set(values) == {setting.key for setting in SETTINGS}
 	missing = ["--config", str(tmp_path / "none.toml")]
@@ -130,6 +132,15 @@ def test_unknown_environment_key_is_refused(tmp_path):
 		("redis_url = 6379", ["redis_url = 6379", "not a string"]),
 		('bench = ""', ["bench = ''", "empty"]),
 		("[scheduler]\nbatch_size = 5", ["unknown configuration key 'scheduler'"]),
+		("metrics_port = 65536", ["metrics_port = 65536", "out of range", "from 0 to 65535"]),
+		("metrics_port = -1", ["metrics_port = -1", "out of range"]),
+		('metrics_port = "9100"', ["metrics_port = '9100'", "a str is not an integer"]),
+		('metrics_address = "999.1.1.1"', ["metrics_address = '999.1.1.1'", "neither an IP address nor a host name"]),
+		('metrics_address = "http://0.0.0.0"', ["neither an IP address nor a host name", "such as 127.0.0.1, 0.0.0.0 or ::1"]),
+		('metrics_address = ""', ["metrics_address = ''", "empty"]),
+		("metrics_schedules = [1, 2]", ["metrics_schedules = [1, 2]", "not a list of strings"]),
+		('metrics_schedules = ["TS-1\\nx"]', ["is not a schedule name", "printable"]),
+		("metrics_schedules = [" + ", ".join(f'"TS-{n}"' for n in range(101)) + "]", ["101 names", "up to 100 schedule names"]),
 	],
 )
 def test_bad_value_in_file_names_key_value_source_and_allowed(toml, text, words):

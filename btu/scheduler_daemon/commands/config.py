@@ -29,6 +29,8 @@ def toml_value(value: Any) -> str:
 		return "true" if value else "false"
 	if isinstance(value, str):
 		return json.dumps(value)
+	if isinstance(value, (list, tuple)):
+		return "[" + ", ".join(toml_value(item) for item in value) + "]"
 	return str(value)
 
 

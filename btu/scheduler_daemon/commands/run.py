@@ -46,8 +46,37 @@ def run(args) -> int:
 	log_startup(args, config, bench)
 	from btu.scheduler_daemon.engine import Scheduler
 
-	Scheduler(config, bench.path).serve()
+	scheduler = Scheduler(config, bench.path)
+	try:
+		server = serve_metrics(config, scheduler.metrics)
+	except OSError as exc:
+		print(f"btu-scheduler run: {metrics_unbound(config, exc)}", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	try:
+		scheduler.serve()
+	finally:
+		if server is not None:
+			server.stop()
 	return EXIT_OK
+
+
+def serve_metrics(config, metrics):
+	"""The metrics endpoint when `metrics_port` is set (None otherwise), started and logged with the port it has."""
+	if config.metrics_port is None:
+		return None
+	from btu.scheduler_daemon.metrics import MetricsServer
+
+	server = MetricsServer(metrics.registry, config.metrics_address, config.metrics_port).start()
+	log_event(logger, logging.INFO, "metrics_listening", address=config.metrics_address, port=server.port, path="/metrics")
+	return server
+
+
+def metrics_unbound(config, exc: OSError) -> str:
+	return (
+		f"metrics_port {config.metrics_port} (from {config.sources['metrics_port']}) on metrics_address {config.metrics_address} "
+		f"(from {config.sources['metrics_address']}) cannot be bound: {exc.strerror or exc}; choose a free port, "
+		f"or an address of this host"
+	)
 
 
 def redis_origin(config, bench) -> tuple[str, str]:

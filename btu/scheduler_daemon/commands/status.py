@@ -54,6 +54,21 @@ def run(args) -> int:
 	return EXIT_OK if summary["leader"] else EXIT_FAILED
 
 
+def render_metrics(figures: dict) -> str:
+	"""A process's figures (`Metrics.summary`, as its heartbeat carries them), the ones its /metrics exports."""
+	skipped = figures.get("skipped") if isinstance(figures.get("skipped"), dict) else {}
+	lag = ", ".join(f"{q} {figures[key]} ms" for q, key in (("p50", "lag_p50_ms"), ("p99", "lag_p99_ms")) if figures.get(key) is not None)
+	parts = [
+		f"fires {figures.get('fires', 0)}" + (f" (lag {lag})" if lag else ""),
+		"skipped " + (" ".join(f"{reason}={count}" for reason, count in skipped.items()) or "0"),
+		*(f"{label} {figures.get(key, 0)}" for label, key in (
+			("returned", "returned"), ("elections", "elections"), ("redis errors", "redis_errors"),
+			("database errors", "database_errors"), ("rpc commands", "rpc_commands"),
+		)),
+	]
+	return ", ".join(parts)
+
+
 def render(summary: dict) -> str:
 	lines = [f"redis: {summary['redis']}"] if summary.get("redis") else []
 	lead = summary["leader"]
@@ -67,6 +82,8 @@ def render(summary: dict) -> str:
 	for process in summary["processes"]:
 		redis_at = f", redis {process['redis']}, replicas {process.get('replicas', '?')} (fires wait for {process.get('replica_acks', 0)})" if process.get("redis") else ""
 		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}{redis_at}")
+		if isinstance(process.get("metrics"), dict) and process["metrics"]:
+			lines.append(f"    since start: {render_metrics(process['metrics'])}")
 	for site, entry in summary["sites"].items():
 		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules")
 		for key in ("paused_reason", "database"):

@@ -16,6 +16,12 @@ local function index_key(due_member)
 	return site and prepared_index_key(site, schedule)
 end
 
+-- Digits only, as prepare.lua writes them: tonumber also takes '1e3', '0x10' and ' 5', which the
+-- scheduler's own parser (state.Prepared) refuses, and a member both do not read alike must not pass.
+local function is_digits(text)
+	return string.match(text, '^%d+$') ~= nil
+end
+
 -- Why a member cannot be one prepare.lua wrote, or nil. A member that passes
 -- names only keys of its own schedule and its site, and an rq queue.
 local function bad_member(job_id, queue, state_key, counters, due_member, slot, fire_at, overlap, prepared_ms)
@@ -31,8 +37,8 @@ local function bad_member(job_id, queue, state_key, counters, due_member, slot, 
 		return 'queue key is not an rq queue'
 	elseif state_key ~= schedule_key(site, schedule) or counters ~= counters_key(site) then
 		return 'state or counters key is not its schedule\'s'
-	elseif not (tonumber(slot) and tonumber(fire_at) and tonumber(prepared_ms)) or (overlap ~= '0' and overlap ~= '1') then
-		return 'a number field is not a number'
+	elseif not (is_digits(slot) and is_digits(fire_at) and is_digits(prepared_ms)) or (overlap ~= '0' and overlap ~= '1') then
+		return 'a number field is not digits'
 	end
 	return nil
 end
