@@ -11,6 +11,7 @@ before_install = "btu.btu_core.install.before_install"
 after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
 after_uninstall = "btu.btu_core.install.after_uninstall"
+after_migrate = ["btu.btu_core.install.ensure_roles"]
 
 # bench keeps the types block of each DocType controller current when it exports a DocType (developer_mode).
 export_python_type_annotations = True

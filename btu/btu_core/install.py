@@ -1,13 +1,15 @@
-"""Install and uninstall: the BTU Manager role, configuration defaults, and a clean removal."""
+"""Install and uninstall: BTU's roles, configuration defaults, and a clean removal."""
 
 from __future__ import annotations
 
 import frappe
 
-from btu.btu_core.roles import BTU_MANAGER_ROLE
+from btu.btu_core.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
 
 HOOKED_METHOD_PREFIX = "btu."
 BTU_MODULE = "btu_core"  # modules.txt's "BTU Core", as Frappe's module map scrubs it
+# Each role BTU makes -> its desk access: the metrics reader (Prometheus's API user) needs no Desk.
+ROLES = {BTU_MANAGER_ROLE: 1, BTU_METRICS_READER_ROLE: 0}
 
 
 def before_install() -> None:
@@ -25,11 +27,16 @@ def before_install() -> None:
 	frappe.setup_module_map()
 
 
+def ensure_roles() -> None:
+	"""Make the roles BTU lacks; also after every migrate, so a site installed before a role existed gets it."""
+	for role, desk_access in ROLES.items():
+		if not frappe.db.exists("Role", role):
+			frappe.get_doc({"doctype": "Role", "role_name": role, "desk_access": desk_access}).insert(ignore_permissions=True)
+
+
 def after_install() -> None:
-	if not frappe.db.exists("Role", BTU_MANAGER_ROLE):
-		frappe.get_doc({"doctype": "Role", "role_name": BTU_MANAGER_ROLE, "desk_access": 1}).insert(ignore_permissions=True)
-	else:
-		frappe.db.set_value("Role", BTU_MANAGER_ROLE, "desk_access", 1)
+	ensure_roles()
+	frappe.db.set_value("Role", BTU_MANAGER_ROLE, "desk_access", 1)
 	config = frappe.get_single("BTU Configuration")
 	# A Single has no row until saved: store the field defaults explicitly.
 	for field in config.meta.fields:
@@ -49,8 +56,9 @@ def before_uninstall() -> None:
 
 
 def after_uninstall() -> None:
-	frappe.db.delete("Has Role", {"role": BTU_MANAGER_ROLE})
-	if frappe.db.exists("Role", BTU_MANAGER_ROLE):
-		frappe.delete_doc("Role", BTU_MANAGER_ROLE, ignore_permissions=True, force=True)
+	for role in ROLES:
+		frappe.db.delete("Has Role", {"role": role})
+		if frappe.db.exists("Role", role):
+			frappe.delete_doc("Role", role, ignore_permissions=True, force=True)
 	frappe.db.delete("Singles", {"doctype": "BTU Configuration"})
 	frappe.db.commit()

@@ -1,4 +1,4 @@
-"""Who may drive BTU: System Manager, or the BTU Manager role the app creates."""
+"""Who may drive BTU (System Manager, or the BTU Manager role the app creates) and who may read its metrics."""
 
 from __future__ import annotations
 
@@ -6,24 +6,32 @@ import frappe
 from frappe import _
 
 BTU_MANAGER_ROLE = "BTU Manager"
+# Least privilege for Prometheus: reads the metrics endpoint (btu.btu_core.metrics.scrape), nothing else.
+BTU_METRICS_READER_ROLE = "BTU Metrics Reader"
 BTU_ROLES = ("System Manager", BTU_MANAGER_ROLE)
+METRICS_ROLES = (*BTU_ROLES, BTU_METRICS_READER_ROLE)
 
 
 def require_btu_manager() -> None:
-	"""Raise frappe.PermissionError unless the session user holds a BTU role.
+	"""Raise frappe.PermissionError unless the session user holds a BTU role."""
+	require_any_role(
+		BTU_ROLES,
+		_("User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"),
+	)
 
-	Not `frappe.only_for`: that one returns early whenever `flags.in_test` is
-	set, so the tests could never prove the check.
+
+def require_any_role(roles: tuple[str, ...], refusal: str) -> None:
+	"""Raise frappe.PermissionError with `refusal` unless the session user (Administrator always) holds one of `roles`.
+
+	`refusal` is a whole translated sentence, so translators can order it: {0} is the user, {1} the roles that would do.
+	Not `frappe.only_for`: that one returns early whenever `flags.in_test` is set, so the tests could never prove the check.
 	"""
 	user = frappe.session.user
 	if user == "Administrator":
 		return
-	if set(BTU_ROLES).isdisjoint(frappe.get_roles(user)):
-		raise frappe.PermissionError(
-			_("user {0} may not use BTU: this needs the role {1} or {2} (ask a System Manager to add it in the user's Roles)").format(
-				user, *(_(role) for role in BTU_ROLES)
-			)
-		)
+	if set(roles).isdisjoint(frappe.get_roles(user)):
+		# frappe.throw, not a bare raise: the message reaches the HTTP reply (_server_messages), not only the log.
+		frappe.throw(refusal.format(user, ", ".join(_(role) for role in roles)), frappe.PermissionError, title=_("Not permitted"))
 
 
 def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:

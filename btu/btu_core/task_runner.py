@@ -9,7 +9,8 @@ its dequeue in a failover) finds that Log and does not run: the look and the
 insert happen under a database lock per (schedule, slot)
 (`btu.shared.slot_claim`). On failure it rolls the function's own writes
 back first, writes the Log in its own transaction, commits it and re-raises
-so RQ marks the job failed.
+so RQ marks the job failed. A finished run's outcome is added to the site's
+counts for Prometheus and to the job's monitor entry (`btu.btu_core.metrics`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rq.timeouts import JobTimeoutException
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
 from btu.btu_core.instants import to_system_naive, utc_now
+from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
 
@@ -195,6 +197,7 @@ class TaskRun:
 		self.slot = slot
 		self.enqueued_at = enqueued_at
 		self.fire_lag_ms = fire_lag_ms
+		self.start_lag_s = None
 		self.job = get_current_job()
 		self.logger = frappe.logger("btu")
 
@@ -284,7 +287,10 @@ class TaskRun:
 		return {"worker": worker, "rq_job_id": job_id, "site": frappe.local.site}
 
 	def write_started(self, task, schedule):
-		now = system_now()
+		started = utc_now()
+		now = to_system_naive(started)
+		if self.slot:
+			self.start_lag_s = (started - self.slot).total_seconds()
 		values = {
 			"task": task.name,
 			"schedule": self.schedule_name,
@@ -313,7 +319,11 @@ class TaskRun:
 		return log, notes
 
 	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace):
-		log = frappe.get_doc("BTU Task Log", name)
+		# Read locked (its latest version, whatever the function read before) until the commit below, so the
+		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
+		# still gets the true end, but its outcome is counted once.
+		log = frappe.get_doc("BTU Task Log", name, for_update=True)
+		was = log.status
 		logging_text = log_output.getvalue()
 		log.update(
 			{
@@ -330,7 +340,8 @@ class TaskRun:
 		log.logging_output = "\n".join([logging_text, *notes, *([mail_note] if mail_note else [])]).strip("\n")
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
-		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s")
+		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
+		self.tell(log, elapsed, counted=was != "Started")
 		if task.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
@@ -358,7 +369,22 @@ class TaskRun:
 		log.insert(ignore_permissions=True)
 		frappe.db.commit()
 		self.event(f"log={log.name} skipped: {reason}")
+		self.tell(log, None)
 		return log
+
+	def tell(self, log, elapsed: float | None, counted: bool = False) -> None:
+		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or request's) monitor entry."""
+		if not counted:
+			record_outcome(log.task, log.status, elapsed, self.start_lag_s)
+		add_to_monitor(
+			task=log.task,
+			log=log.name,
+			status=log.status,
+			schedule=self.schedule_name,
+			slot=format_utc_iso(self.slot) if self.slot else None,
+			fire_lag_ms=self.fire_lag_ms,
+			start_lag_ms=round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None,
+		)
 
 	def event(self, text: str) -> None:
 		slot = format_utc_iso(self.slot) if self.slot else "-"
@@ -386,7 +412,11 @@ def mark_lost_runs_timed_out() -> list[str]:
 		limit = max_duration(row)
 		if not row.date_time_started or frappe.utils.get_datetime(row.date_time_started) > now - timedelta(seconds=limit + LOST_RUN_MARGIN_SECS):
 			continue
-		log = frappe.get_doc("BTU Task Log", row.name)
+		# Read again, locked until the commit below: a run that ended meanwhile is not lost (nor counted twice).
+		log = frappe.get_doc("BTU Task Log", row.name, for_update=True)
+		if log.status != "Started":
+			frappe.db.rollback()
+			continue
 		log.status = "Timed Out"
 		log.date_time_ended = now
 		log.result_message = frappe._(
@@ -399,6 +429,7 @@ def mark_lost_runs_timed_out() -> list[str]:
 			log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
+		record_outcome(row.task, log.status)
 		lost.append(log.name)
 		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} task={row.task} schedule={log.schedule or '-'} marked Timed Out (lost run)")
 	return lost

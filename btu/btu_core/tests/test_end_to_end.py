@@ -15,10 +15,12 @@ from frappe.utils import get_bench_path
 from frappe.utils.background_jobs import create_job_id
 
 from btu.shared import protocol
-from btu.btu_core import scheduler_link
+from btu.btu_core import api, scheduler_link
 from btu.btu_core.tests.utils import delete_committed, make_task
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
+from btu.scheduler_daemon.config import Config
+from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -28,6 +30,7 @@ except ImportError:
 QUEUE = "short"
 EVERY_SECS = 2
 RUN_FOR_SECS = 9
+STATUS_REFRESH_SECS = 10  # btu_configuration.js: BTU_STATUS_REFRESH_SECS
 STARTUP_SECS = 30
 
 
@@ -83,6 +86,27 @@ class TestEndToEnd(IntegrationTestCase):
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
 
+	def watch_status_panel(self, until: datetime) -> list[float]:
+		"""The leader's heartbeat age as the Desk's status panel reads it, once a second until `until`."""
+		ages = []
+		while datetime.now(timezone.utc) < until:
+			ages.append(api.status()["heartbeat_age_secs"])
+			time.sleep(1)
+		return ages
+
+	def check_log(self, log, schedule: str) -> None:
+		self.assertEqual(log.status, "Succeeded", log)
+		self.assertEqual(log.stdout, "hello end to end!\n")
+		self.assertEqual(log.stderr, "warning for end to end\n")
+		self.assertIn("greeted end to end", log.logging_output)
+		self.assertEqual(log.site, frappe.local.site)
+		# The id Frappe's installed version makes of BTU's key ("<site>::" on v15, "<site>||" on v16),
+		# so Frappe's get_job and RQ Job list find the job.
+		slot = datetime.strptime(log.slot_utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+		self.assertEqual(log.rq_job_id, create_job_id(f"btu|{schedule}|{jobs.compact_slot(slot)}"))
+		self.assertEqual(jobs.parse_job_id(log.rq_job_id), (frappe.local.site, schedule, slot))
+		self.assertIsNotNone(log.fire_lag_ms)
+
 	def test_two_second_schedule_fires_runs_and_logs(self):
 		self.start_scheduler()
 		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
@@ -102,7 +126,14 @@ class TestEndToEnd(IntegrationTestCase):
 		).insert()
 		frappe.db.commit()  # the scheduler reads committed rows; the RPC follows the commit
 
-		time.sleep((start - datetime.now(timezone.utc)).total_seconds() + RUN_FOR_SECS)
+		ages = self.watch_status_panel(until=start + timedelta(seconds=RUN_FOR_SECS))
+		# The panel reads heartbeats live: a leader writes one every HEARTBEAT_SECONDS at its next lease renewal (a
+		# third of the TTL), 6.7 s apart at most, so none it shows is older than its 10 s refresh (the published status
+		# it read before could be 35 s old).
+		self.assertLess(HEARTBEAT_SECONDS + Config().lease_ttl_secs / 3, STATUS_REFRESH_SECS)
+		self.assertLessEqual(max(ages), STATUS_REFRESH_SECS, ages)
+		[figures] = [p["metrics"] for p in api.status()["processes"] if p["role"] == "leader"]
+		self.assertGreater(figures["fires"], 0, figures)
 		schedule.reload()
 		schedule.enabled = 0
 		schedule.save()
@@ -126,17 +157,7 @@ class TestEndToEnd(IntegrationTestCase):
 			"slots are consecutive, one per 2 seconds, none twice",
 		)
 		for log in logs:
-			self.assertEqual(log.status, "Succeeded", log)
-			self.assertEqual(log.stdout, "hello end to end!\n")
-			self.assertEqual(log.stderr, "warning for end to end\n")
-			self.assertIn("greeted end to end", log.logging_output)
-			self.assertEqual(log.site, frappe.local.site)
-			# The id Frappe's installed version makes of BTU's key ("<site>::" on v15, "<site>||" on v16),
-			# so Frappe's get_job and RQ Job list find the job.
-			slot = datetime.strptime(log.slot_utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-			self.assertEqual(log.rq_job_id, create_job_id(f"btu|{schedule.name}|{jobs.compact_slot(slot)}"))
-			self.assertEqual(jobs.parse_job_id(log.rq_job_id), (frappe.local.site, schedule.name, slot))
-			self.assertIsNotNone(log.fire_lag_ms)
+			self.check_log(log, schedule.name)
 		lags = sorted(log.fire_lag_ms for log in logs)
 		sys.stdout.write(
 			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, fire lag ms median {lags[len(lags) // 2]:.1f}"

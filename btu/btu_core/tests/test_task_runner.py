@@ -8,7 +8,7 @@ import frappe
 from rq.timeouts import JobTimeoutException
 
 from btu.btu_core.task_runner import OUTPUT_CAP_CHARS, TaskRun, run_in_this_process, run_scheduled_task
-from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task
+from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, other_connection
 from btu.shared.slot_claim import lock_key
 
 try:
@@ -110,7 +110,7 @@ class TestTaskRunner(IntegrationTestCase):
 		schedule = make_schedule(task.name)
 		slot = "2026-11-22T04:00:00Z"
 		frappe.db.commit()
-		other = self.other_connection()
+		other = other_connection(self)
 		key = lock_key(frappe.conf.db_name, schedule.name, slot)
 		with other.cursor() as cur:
 			cur.execute("select get_lock(%s, 10)", (key,))
@@ -143,18 +143,6 @@ class TestTaskRunner(IntegrationTestCase):
 		).insert(ignore_permissions=True)
 		frappe.db.commit()
 		return log.name
-
-	def other_connection(self):
-		"""A second session on the site's database, as another worker would have."""
-		import pymysql
-
-		conf = frappe.conf
-		if (conf.db_type or "mariadb") != "mariadb":
-			self.skipTest("the second session is opened with PyMySQL: MariaDB only")
-		return pymysql.connect(
-			host=conf.db_host or "127.0.0.1", port=int(conf.db_port or 3306), user=conf.db_user or conf.db_name,
-			password=conf.db_password, database=conf.db_name,
-		)
 
 	def test_bad_slot_is_refused_with_the_expected_format(self):
 		task = self.task()

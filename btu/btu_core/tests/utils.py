@@ -56,3 +56,16 @@ def delete_committed(task: str) -> None:
 		frappe.delete_doc("BTU Task Schedule", name, force=True, ignore_permissions=True)
 	frappe.delete_doc("BTU Task", task, force=True, ignore_permissions=True)
 	frappe.db.commit()
+
+
+def other_connection(case):
+	"""A second session on the site's database, as another worker would have (PyMySQL: MariaDB only, else the test is skipped)."""
+	import pymysql
+
+	conf = frappe.conf
+	if (conf.db_type or "mariadb") != "mariadb":
+		case.skipTest("the second session is opened with PyMySQL: MariaDB only")
+	return pymysql.connect(
+		host=conf.db_host or "127.0.0.1", port=int(conf.db_port or 3306), user=conf.db_user or conf.db_name,
+		password=conf.db_password, database=conf.db_name,
+	)

@@ -6,6 +6,7 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
+from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 
@@ -48,6 +49,9 @@ class BTUTask(Document):
 			check_queue(self.queue_name, "queue_name")
 		except TaskInputError as exc:
 			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
+
+	def on_trash(self):
+		forget_task(self.name)
 
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).
