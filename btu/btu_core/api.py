@@ -51,7 +51,7 @@ def ping() -> dict:
 
 @frappe.whitelist()
 def status() -> dict:
-	"""The scheduler's published status, this site's part, and the heartbeat's age."""
+	"""The scheduler's status: the leader and processes live (their heartbeats), this site's part as last published."""
 	require_btu_manager()
 	published = scheduler_link.read_status()
 	site = frappe.local.site

@@ -18,7 +18,7 @@ import frappe
 from frappe import _
 from redis.exceptions import RedisError
 
-from btu.shared import protocol
+from btu.shared import liveness, protocol
 from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 
 SYNC_EVENT = "btu_scheduler_sync"
@@ -118,17 +118,21 @@ def _send_and_tell(request_type: str, schedule: str, user: str) -> None:
 
 
 def read_status() -> dict:
-	"""The scheduler's published status (STATUS_KEY), or {} when there is none."""
+	"""The scheduler's published status (STATUS_KEY, every 30 s) with the leader and the processes read live,
+	so a heartbeat shown is as fresh as the process wrote it; {} when no scheduler ever ran against this Redis."""
 	try:
-		raw = queue_redis().get(protocol.STATUS_KEY)
+		conn = queue_redis()
+		raw = conn.get(protocol.STATUS_KEY)
+		reader = liveness.Reader(conn)
+		live = {"leader": liveness.leader(conn, reader), "processes": liveness.processes(conn, reader)}
 	except RedisError as exc:
 		if protocol.is_denied(exc):
 			return {"error": redis_denied(exc), "outcome": "denied"}
 		return {"error": _("Redis at {0} failed: {1}").format(redis_queue_shown(), exc), "outcome": "unreachable"}
-	if not raw:
+	if not raw and not live["leader"] and not live["processes"]:
 		return {}
 	try:
-		status = json.loads(raw)
+		status = json.loads(raw) if raw else {}
 	except ValueError:
 		return {"error": _("{0} holds something that is not JSON").format(protocol.STATUS_KEY)}
-	return status if isinstance(status, dict) else {}
+	return {**(status if isinstance(status, dict) else {}), **live}

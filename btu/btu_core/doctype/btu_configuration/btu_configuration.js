@@ -2,10 +2,20 @@
 
 // The leader's heartbeat is older than this when no scheduler is alive.
 const BTU_HEARTBEAT_STALE_SECS = 60;
+// The panel reads the heartbeats live (a scheduler writes one every 5 s) this often while the form is open.
+const BTU_STATUS_REFRESH_SECS = 10;
 
 frappe.ui.form.on("BTU Configuration", {
 	refresh(frm) {
 		btu_render_status(frm);
+		clearInterval(frm.btu_status_timer);
+		frm.btu_status_timer = setInterval(() => {
+			if (cur_frm !== frm || !frm.get_field("status_html").$wrapper.is(":visible")) {
+				clearInterval(frm.btu_status_timer);
+				return;
+			}
+			btu_render_status(frm);
+		}, BTU_STATUS_REFRESH_SECS * 1000);
 		frm.add_custom_button(__("Refresh Status"), () => btu_render_status(frm));
 		frm.add_custom_button(__("Ping Scheduler"), () =>
 			frappe.call({ method: "btu.btu_core.api.ping" }).then((r) => {
@@ -71,11 +81,19 @@ function btu_render_status(frm) {
 			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
 		);
 		html += `<h5>${__("Processes")}</h5>` + btu_table(
-			[__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat"), __("Redis master"), __("Replicas (fires wait for)")],
-			(s.processes || []).map((p) => [
-				p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at, p.redis || "",
-				p.replicas == null ? "" : `${p.replicas} (${p.replica_acks || 0})`,
-			])
+			[
+				__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat"), __("Redis master"), __("Replicas (fires wait for)"),
+				__("Fires since start"), __("Fire lag p50 / p99 (ms)"), __("Skipped"),
+			],
+			(s.processes || []).map((p) => {
+				const m = p.metrics || {};
+				const skipped = Object.entries(m.skipped || {}).map(([reason, count]) => `${reason} ${count}`).join(", ");
+				return [
+					p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at, p.redis || "",
+					p.replicas == null ? "" : `${p.replicas} (${p.replica_acks || 0})`,
+					m.fires == null ? "" : m.fires, m.lag_p50_ms == null ? "" : `${m.lag_p50_ms} / ${m.lag_p99_ms}`, skipped,
+				];
+			})
 		);
 		html += `<h5>${__("This site")} (${btu_esc(s.site)})</h5>`;
 		if (site.database) html += `<p class="text-danger">${__("Database")}: ${btu_esc(site.database)}</p>`;

@@ -1,44 +1,37 @@
-"""Task Duration Averages: min, average, 95th percentile and max run time per Task."""
+"""Task Duration Averages: min, average, 95th percentile and max run time per Task.
+
+Summed up in SQL (btu.btu_core.run_stats): min, average, max and the count exact, the 95th percentile within run_stats.RELATIVE_ERROR.
+"""
 
 from __future__ import annotations
-
-import math
 
 import frappe
 from frappe import _
 from frappe.utils import add_days, getdate, nowdate
+
+from btu.btu_core.run_stats import days, durations_per_task, plain_label
 
 
 def execute(filters=None):
 	filters = frappe._dict(filters or {})
 	from_date = getdate(filters.get("from_date") or add_days(nowdate(), -30))
 	to_date = getdate(filters.get("to_date") or nowdate())
-	log_filters = {
-		"status": filters.get("status") or "Succeeded",
-		"date_time_started": ("between", [from_date, add_days(to_date, 1)]),
-		"execution_time": ("is", "set"),
-	}
-	if filters.get("task"):
-		log_filters["task"] = filters.task
-	durations: dict[str, list[float]] = {}
-	for log in frappe.get_all("BTU Task Log", filters=log_filters, fields=["task", "execution_time"]):
-		durations.setdefault(log.task, []).append(float(log.execution_time))
+	per_task = durations_per_task(days(from_date, to_date), filters.get("status") or "Succeeded", filters.get("task"))
 	data = []
-	for task, values in sorted(durations.items()):
-		values.sort()
+	for task, durations in sorted(per_task.items()):
 		limit = frappe.db.get_value("BTU Task", task, ["desc_short", "max_task_duration"], as_dict=True) or frappe._dict()
-		p95 = values[max(0, math.ceil(0.95 * len(values)) - 1)]
+		longest = durations.greatest()
 		data.append(
 			{
 				"task": task,
 				"task_description": limit.desc_short,
-				"runs": len(values),
-				"min": values[0],
-				"avg": sum(values) / len(values),
-				"p95": p95,
-				"max": values[-1],
+				"runs": durations.count,
+				"min": durations.least(),
+				"avg": durations.mean(),
+				"p95": durations.percentile(0.95),
+				"max": longest,
 				"max_task_duration": limit.max_task_duration,
-				"max_share_of_limit": (100 * values[-1] / limit.max_task_duration) if limit.max_task_duration else None,
+				"max_share_of_limit": (100 * longest / limit.max_task_duration) if limit.max_task_duration else None,
 			}
 		)
 	return columns(), data, None, chart(data)
@@ -60,7 +53,7 @@ def chart(data):
 		return None
 	return {
 		"data": {
-			"labels": [row["task_description"] or row["task"] for row in data],
+			"labels": [plain_label(row["task_description"]) or row["task"] for row in data],
 			"datasets": [{"name": _("Average (s)"), "values": [round(row["avg"], 3) for row in data]}, {"name": _("95th pct (s)"), "values": [round(row["p95"], 3) for row in data]}],
 		},
 		"type": "bar",
