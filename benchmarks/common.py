@@ -14,7 +14,9 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -41,6 +43,67 @@ JOB_FUNCTION = "benchmarks.jobs.record"
 def add_systems_argument(parser, systems) -> None:
 	"""`--systems a,b`: which of a benchmark's systems to run (default all)."""
 	parser.add_argument("--systems", default=",".join(systems), help=f"comma-separated, from {', '.join(systems)}")
+
+
+# "on": BTU serves /metrics and a scraper reads it this often, 15 times Prometheus's default interval.
+SCRAPE_SECONDS = 1.0
+
+
+def add_metrics_argument(parser) -> None:
+	"""`--metrics off|on|both`: BTU with its /metrics endpoint off, on and scraped every SCRAPE_SECONDS, or both side by side."""
+	parser.add_argument(
+		"--metrics", choices=("off", "on", "both"), default="off",
+		help=f"run BTU with its metrics endpoint off, on (scraped every {SCRAPE_SECONDS:g} s), or both, side by side",
+	)
+
+
+def metrics_modes(choice: str) -> list[bool]:
+	return {"off": [False], "on": [True], "both": [False, True]}[choice]
+
+
+def free_port() -> int:
+	from tests.support.redis_server import free_port as port
+
+	return port()
+
+
+class Scraper:
+	"""Reads a scheduler's /metrics every `every` seconds on a thread, as Prometheus would; `scrapes` counts the answers."""
+
+	def __init__(self, port: int, every: float = SCRAPE_SECONDS):
+		self.url = f"http://127.0.0.1:{port}/metrics"
+		self.every = every
+		self.scrapes = self.failures = 0
+		self.stopped = threading.Event()
+		self.thread = threading.Thread(target=self.run, daemon=True)
+
+	def start(self) -> "Scraper":
+		self.thread.start()
+		return self
+
+	def run(self) -> None:
+		while not self.stopped.wait(self.every):
+			try:
+				with urllib.request.urlopen(self.url, timeout=5) as response:
+					response.read()
+				self.scrapes += 1
+			except OSError:
+				self.failures += 1  # the scheduler is starting or stopping
+
+	def stop(self) -> None:
+		self.stopped.set()
+		self.thread.join()
+
+
+def start_btu(bench: "DevBench", redis_url: str | None, executor: str, metrics: bool, log=None) -> tuple[subprocess.Popen, Scraper | None]:
+	"""BTU's scheduler, with its metrics endpoint served and scraped when `metrics`."""
+	port = free_port() if metrics else None
+	scheduler = start_scheduler(bench, redis_url, executor, ["--metrics-port", str(port)] if port else None, log=log)
+	return scheduler, Scraper(port).start() if port else None
+
+
+def metrics_setting(metrics: bool) -> str:
+	return f"metrics on, scraped every {SCRAPE_SECONDS:g} s" if metrics else "metrics off"
 
 
 def machine() -> dict:

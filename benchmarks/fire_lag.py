@@ -17,7 +17,9 @@ slot on (fewer fires than slots: the system coalesced or dropped slots).
 The defaults keep the whole run (7 systems, 2 scenarios) within 10 minutes on 2 cores;
 `--systems btu --seconds 300` is the 5-minute run for BTU alone.
 
-    scripts/benchmark fire_lag [--seconds 25] [--seconds-10k 12] [--systems btu,aps]
+`--metrics both` runs BTU twice, its metrics endpoint off and on (scraped every second), side by side.
+
+    scripts/benchmark fire_lag [--seconds 25] [--seconds-10k 12] [--systems btu,aps] [--metrics off|on|both]
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def summarise(system: str, settings: str, scenario_name: str, schedules, enq, st
 	return row
 
 
-def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds: float, log_dir: Path) -> dict:
+def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds: float, log_dir: Path, metrics: bool = False) -> dict:
 	count, period, stagger = scenario["count"], scenario["period"], scenario["stagger"]
 	with bench.data.conn.cursor() as cur:
 		cur.execute("DELETE FROM `tabBTU Task Schedule`")
@@ -78,7 +80,7 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": cron(i), "argument_overrides": {"i": i}} for i in range(count)])
 	server = common.start_redis()
 	r = server.client()
-	scheduler = common.start_scheduler(bench, server.url, "rq", log=open(log_dir / "btu.log", "w"))
+	scheduler, scraper = common.start_btu(bench, server.url, "rq", metrics, log=open(log_dir / "btu.log", "w"))
 	worker = observer = None
 	try:
 		common.wait_for_schedules(r, count)
@@ -93,8 +95,11 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 		common.stop(scheduler)
 		schedules = schedules_for(scenario, t0)
 		enq, started, seen = collect(r, observer if not worker else None)
-		return summarise("BTU", "defaults (executor rq)", scenario_name, schedules, enq, started, t0, end, seen=seen)
+		settings = "defaults (executor rq)" + (f", {common.metrics_setting(True)}" if metrics else "")
+		return summarise("BTU", settings, scenario_name, schedules, enq, started, t0, end, seen=seen)
 	finally:
+		if scraper:
+			scraper.stop()
 		common.stop(scheduler)
 		if worker:
 			common.stop(worker)
@@ -195,6 +200,7 @@ def main() -> None:
 	parser.add_argument("--seconds-10k", type=float, default=12, help="duration of the 10kx10s scenario per system (default 12)")
 	common.add_systems_argument(parser, SYSTEMS)
 	parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}")
+	common.add_metrics_argument(parser)
 	args = parser.parse_args()
 	systems = [s for s in args.systems.split(",") if s]
 	log_dir = new_log_dir("fire-lag")
@@ -206,15 +212,16 @@ def main() -> None:
 			seconds = args.seconds if name == "100x1s" else args.seconds_10k
 			for system in systems:
 				print(f"-- {name} {system} ({seconds:g} s)", file=sys.stderr, flush=True)
-				try:
-					if system == "btu":
-						row = run_btu(bench, name, scenario, seconds, log_dir)
-					else:
-						row = run_peer(system, name, scenario, seconds, log_dir)
-				except Exception as exc:  # one system failing must not lose the others' figures
-					row = {"system": system, "settings": "", "scenario": name, "note": f"failed: {type(exc).__name__}: {exc}"}
-				row["seconds"] = seconds
-				rows.append(row)
+				for metrics in common.metrics_modes(args.metrics) if system == "btu" else [False]:
+					try:
+						if system == "btu":
+							row = run_btu(bench, name, scenario, seconds, log_dir, metrics)
+						else:
+							row = run_peer(system, name, scenario, seconds, log_dir)
+					except Exception as exc:  # one system failing must not lose the others' figures
+						row = {"system": system, "settings": "", "scenario": name, "note": f"failed: {type(exc).__name__}: {exc}"}
+					row["seconds"] = seconds
+					rows.append(row)
 	finally:
 		bench.close()
 	png = common.RESULTS / "fire_lag.png"

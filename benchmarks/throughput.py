@@ -9,7 +9,9 @@ scheduler process from /proc at the end.
 With --replica both (or yes) a replica of the Redis is started too: every prepare and release then
 WAITs for it (replica_acks), which is what a Sentinel deployment pays.
 
-    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000] [--replica no|yes|both]
+With --metrics both (or on) the scheduler also serves /metrics, scraped every second.
+
+    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000] [--replica no|yes|both] [--metrics off|on|both]
 """
 
 from __future__ import annotations
@@ -36,14 +38,14 @@ def start_replica(server) -> common.RedisServer:
 	return replica
 
 
-def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, replica: bool) -> dict:
+def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, replica: bool, metrics: bool) -> dict:
 	with bench.data.conn.cursor() as cur:
 		cur.execute("DELETE FROM `tabBTU Task Schedule`")
 	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "skip"} for _ in range(count)])
 	server = common.start_redis()
 	replica_server = start_replica(server) if replica else None
 	r = server.client()
-	scheduler = common.start_scheduler(bench, server.url, "frappe")
+	scheduler, scraper = common.start_btu(bench, server.url, "frappe", metrics)
 	try:
 		load_secs = common.wait_for_schedules(r, count, timeout=480)
 		rss_loaded = common.rss_mb(scheduler.pid)
@@ -64,12 +66,14 @@ def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, r
 		sample_id = r.lindex(bench.queue, -1)
 		sample = {k.decode(): v.decode(errors="replace")[:120] for k, v in r.hgetall(b"rq:job:" + sample_id).items()} if sample_id else {}
 		return {
-			"schedules": count, "replica": replica, "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "seconds": elapsed,
+			"schedules": count, "replica": replica, "metrics": common.metrics_setting(metrics), "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "seconds": elapsed,
 			"scheduler_cpu_percent": 100 * cpu / elapsed, "load_secs": load_secs, "rss_loaded_mb": rss_loaded,
 			"rss_peak_mb": rss_peak, "redis_used_memory_mb": r.info("memory")["used_memory"] / 2**20,
-			"counters": counters, "sample_job": sample,
+			"counters": counters, "sample_job": sample, "scrapes": scraper.scrapes if scraper else 0,
 		}
 	finally:
+		if scraper:
+			scraper.stop()
 		common.stop(scheduler)
 		server.close()
 		if replica_server:
@@ -82,6 +86,7 @@ def main() -> None:
 	parser.add_argument("--warmup", type=float, default=5)
 	parser.add_argument("--sizes", default="10000,100000")
 	parser.add_argument("--replica", choices=("no", "yes", "both"), default="no", help="measure with a replica that each fire write WAITs for")
+	common.add_metrics_argument(parser)
 	args = parser.parse_args()
 	replicas = {"no": [False], "yes": [True], "both": [False, True]}[args.replica]
 	bench = common.DevBench("redis://127.0.0.1:1/0")
@@ -90,12 +95,13 @@ def main() -> None:
 		for size in [int(s) for s in args.sizes.split(",")]:
 			print(f"-- {size} schedules", file=sys.stderr, flush=True)
 			for replica in replicas:
-				rows.append(measure(bench, size, args.seconds, args.warmup, replica))
+				for metrics in common.metrics_modes(args.metrics):
+					rows.append(measure(bench, size, args.seconds, args.warmup, replica, metrics))
 	finally:
 		bench.close()
 	text = common.table(
-		["schedules", "replica", "offered fires/s", "fires/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
-		[[r["schedules"], "yes" if r["replica"] else "no", r["offered_fires_per_s"], r["fires_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
+		["schedules", "replica", "metrics", "offered fires/s", "fires/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
+		[[r["schedules"], "yes" if r["replica"] else "no", r["metrics"], r["offered_fires_per_s"], r["fires_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
 	)
 	print(text)
 	path = common.write_result("throughput", {"args": vars(args), "rows": rows, "table": text, "targets": {"fires_per_s": 10000, "rss_mb": 150}})
