@@ -7,7 +7,7 @@ their columns from here.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import date, datetime, timezone
 from typing import Any, Mapping
 
 from btu.shared.instants import parse_iso
@@ -20,8 +20,12 @@ from btu.shared.schedule.zones import zone_name as canonical_zone_name
 SPEC_FIELDS = (
 	"name", "creation", "run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month",
 	"cron_string", "every", "every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit",
-	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
+	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy", "calendar", "calendar_policy",
 )  # fmt: skip
+# Not columns: what a row's readers attach from its child tables and its calendar (row_with_exclusions).
+SKIPPED_KEY = "skipped_slots"
+EXCLUDED_KEY = "excluded_dates"
+CALENDAR_POLICIES = {"Skip excluded days": "skip", "Move to next working day": "move"}
 # The columns the scheduler reads: the spec's, and whether and what to fire.
 SCHEDULER_FIELDS = SPEC_FIELDS + ("task", "enabled", "paused", "modified", "queue_name", "argument_overrides")
 FREQUENCIES = HELPERS + ("Cron Style", "Interval", "Once")
@@ -70,8 +74,41 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 		catch_up_window=whole_number("catch_up_window", _get(row, "catch_up_window"), 86400, 0),
 		catch_up_max=whole_number("catch_up_max", _get(row, "catch_up_max"), 10, 0),
 		overlap_policy=_get(row, "overlap_policy", "allow"),
+		skipped=[skipped_instant(value) for value in row.get(SKIPPED_KEY) or ()],
+		calendar_policy=_calendar_policy(row),
+		excluded_dates=row.get(EXCLUDED_KEY) or () if _get(row, "calendar") else (),
 		**slots,
 	)
+
+
+def calendar_window(today: date) -> tuple[date, date]:
+	"""The excluded dates a spec carries: from January 1 of last year to December 31 five years ahead.
+
+	Whole calendar years, so the spec (and its fingerprint) changes only at New Year, not daily: a
+	recompile (a scheduler restart) finds the same spec and keeps the schedule's cursor. A year back
+	covers any catch-up window in use; five ahead outlast any plan. At most 7 * 366 dates.
+	"""
+	return date(today.year - 1, 1, 1), date(min(today.year + 5, 9999), 12, 31)
+
+
+def skipped_instant(value: Any) -> int:
+	"""A skipped slot (its UTC text, as the child table stores it, or an aware datetime) as epoch seconds."""
+	if isinstance(value, str):
+		try:
+			value = parse_iso(value.strip(), SKIPPED_KEY)
+		except ValueError:
+			value = None
+	if not isinstance(value, datetime):
+		raise ScheduleError(SKIPPED_KEY, value, "is not a UTC instant; use e.g. 2026-11-22T02:30:00Z")
+	if value.tzinfo is None:
+		value = value.replace(tzinfo=timezone.utc)
+	return math.floor(value.timestamp())
+
+
+def _calendar_policy(row: Mapping[str, Any]) -> str:
+	label = _get(row, "calendar_policy", "Skip excluded days")
+	check_one_of("calendar_policy", label, CALENDAR_POLICIES)
+	return CALENDAR_POLICIES[label]
 
 
 def _get(row: Mapping[str, Any], key: str, default: Any = None) -> Any:

@@ -163,3 +163,112 @@ class OnceRule(Rule):
 
 	def first(self, t: int) -> int | None:
 		return self.at if self.at >= t else None
+
+
+class ExcludingRule(Rule):
+	"""A rule's slots less the exclusions: slots skipped on request, and slots on a calendar's excluded dates.
+
+	Excluded dates are local days of the schedule's zone (whole days since
+	1970-01-01 on its wall clock). Under "skip" their slots are dropped; under
+	"move" each fires at its wall time on the next day not excluded, through
+	the zone's clock (a wall time a DST gap skips there fires at the
+	transition, a repeated one at its first occurrence), and a moved slot that
+	meets a regular one, or another moved one, is one slot. Skipped slots are
+	instants of the result: a moved slot can be skipped too. Tallies enumerate
+	first(), within their budget.
+	"""
+
+	__slots__ = ("base", "skipped", "excluded", "move", "clock")
+
+	def __init__(self, base: Rule, clock: ZoneClock, skipped: frozenset[int], excluded: frozenset[int], move: bool) -> None:
+		self.base = base
+		self.clock = clock
+		self.skipped = skipped
+		self.excluded = excluded
+		self.move = move
+
+	def first(self, t: int) -> int | None:
+		while True:
+			slot = self.calendar_first(t)
+			if slot is None or slot not in self.skipped:
+				return slot
+			t = slot + 1
+
+	def calendar_first(self, t: int) -> int | None:
+		"""The first slot at or after t with the calendar applied, skipped slots included."""
+		if not self.excluded:
+			return self.base.first(t)
+		if self.move:
+			return self._moved_first(t)
+		clock, base = self.clock, self.base
+		while True:
+			slot = base.first(t)
+			if slot is None:
+				return None
+			day = clock.wall(slot) // DAY
+			if day not in self.excluded:
+				return slot
+			# max(): a fall-back across midnight repeats the day's last wall times after the next one began.
+			t = max(slot + 1, clock.instant((day + 1) * DAY))
+
+	def day_of(self, slot: int) -> int:
+		"""The local day of an instant."""
+		return self.clock.wall(slot) // DAY
+
+	def _moved_first(self, t: int) -> int | None:
+		clock, base, excluded = self.clock, self.base, self.excluded
+		day = clock.wall(t) // DAY
+		while True:
+			while day in excluded:
+				day += 1
+			best = self._regular_on(day, t)
+			source = day - 1
+			while source in excluded:
+				moved = self._moved_from(source, day, t)
+				if moved is not None and (best is None or moved < best):
+					best = moved
+				source -= 1
+			if best is not None:
+				return best
+			# Nothing at or after t lands on `day`: go to the day of the next slot (days without slots receive none).
+			following = base.first(max(t, clock.instant((day + 1) * DAY)))
+			if following is None:
+				return None
+			day = max(day + 1, clock.wall(following) // DAY)
+
+	def _regular_on(self, day: int, t: int) -> int | None:
+		"""The first slot of the rule at or after t on local day `day`."""
+		slot = self.base.first(max(t, self.clock.instant(day * DAY)))
+		while slot is not None and self.clock.wall(slot) // DAY < day:
+			slot = self.base.first(slot + 1)
+		return slot if slot is not None and self.clock.wall(slot) // DAY == day else None
+
+	def _moved_from(self, source: int, day: int, t: int) -> int | None:
+		"""The first slot of excluded day `source`, at its wall time on `day`, that lands at or after t."""
+		clock = self.clock
+		# Wall times of `day` whose instant may be >= t: from just after t - 1's wall time (this keeps the wall times
+		# a spring-forward gap skips, which land on the transition instant t).
+		low = max(0, clock.wall(t - 1) + 1 - day * DAY)
+		if low >= DAY:
+			return None
+		slot = self.base.first(clock.instant(source * DAY + low))
+		while slot is not None and clock.wall(slot) // DAY == source:
+			moved = clock.instant(day * DAY + clock.wall(slot) - source * DAY)
+			if moved >= t:
+				return moved
+			slot = self.base.first(slot + 1)
+		return None
+
+	def moved_from(self, slot: int) -> int | None:
+		"""The local day a slot was moved from (the nearest excluded day with a slot at its wall time); None for a regular slot."""
+		if not self.move or not self.excluded:
+			return None
+		day = self.day_of(slot)
+		if self._regular_on(day, slot) == slot:
+			return None
+		source = day - 1
+		while source in self.excluded:
+			if self._moved_from(source, day, slot) == slot:
+				return source
+			source -= 1
+		return None

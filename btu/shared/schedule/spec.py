@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Mapping
 
 from btu.shared.schedule import catch_up
@@ -17,14 +17,20 @@ from btu.shared.schedule.catch_up import MAX_CATCH_UP, FirePlan
 from btu.shared.schedule.cron import CronExpression, compile_cron
 from btu.shared.schedule.errors import ScheduleError, check_one_of
 from btu.shared.schedule.row import spec_arguments
-from btu.shared.schedule.rules import CronRule, IntervalRule, OnceRule, Rule
+from btu.shared.schedule.rules import CronRule, ExcludingRule, IntervalRule, OnceRule, Rule
 from btu.shared.schedule.zones import clock_for, parse_zone, posix_seconds, utc
 from btu.shared.schedule.zones import zone_name as canonical_zone_name
 
 KINDS = ("cron", "interval", "once")
 CATCH_UP_POLICIES = ("fire_once", "skip", "fire_all")
 OVERLAP_POLICIES = ("allow", "skip")
+CALENDAR_POLICIES = ("skip", "move")
 FORMAT_VERSION = 1
+# Skipped slots a spec may hold: "skip next runs" asks for a few; past ones are pruned when the row is saved.
+MAX_SKIPPED = 1000
+# Excluded dates a spec may hold: the readers keep those of row.calendar_window (7 calendar years).
+MAX_EXCLUDED_DATES = 7 * 366
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
 
 
 class ScheduleSpec:
@@ -33,7 +39,7 @@ class ScheduleSpec:
 	__slots__ = (
 		"name", "zone_name", "kind", "cron", "every", "origin", "at", "start", "end",
 		"run_limit", "jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max",
-		"overlap_policy", "zone", "rule", "_expr",
+		"overlap_policy", "skipped", "calendar_policy", "excluded_dates", "zone", "rule", "_expr",
 	)
 
 	def __init__(
@@ -54,8 +60,12 @@ class ScheduleSpec:
 		catch_up_window: int = 86400,
 		catch_up_max: int = 10,
 		overlap_policy: str = "allow",
+		skipped: tuple[int, ...] | list[int] = (),
+		calendar_policy: str = "skip",
+		excluded_dates: tuple[str, ...] | list[str] = (),
 	) -> None:
 		check_one_of("kind", kind, KINDS)
+		check_one_of("calendar_policy", calendar_policy, CALENDAR_POLICIES)
 		check_one_of("catch_up_policy", catch_up_policy, CATCH_UP_POLICIES)
 		check_one_of("overlap_policy", overlap_policy, OVERLAP_POLICIES)
 		if not 0 <= catch_up_max <= MAX_CATCH_UP:
@@ -81,19 +91,30 @@ class ScheduleSpec:
 		self.catch_up_window = timedelta(seconds=catch_up_window)
 		self.catch_up_max = catch_up_max
 		self.overlap_policy = overlap_policy
+		self.skipped = _skipped(skipped)
+		self.calendar_policy = calendar_policy
+		self.excluded_dates = _excluded_dates(excluded_dates)
 		self._expr: CronExpression | None = None
-		self.rule: Rule
-		if kind == "cron":
-			self._expr = compile_cron(cron or "")
-			self.rule = CronRule(self._expr, clock_for(self.zone))
-		elif kind == "interval":
-			if not every or every < 1 or origin is None:
-				raise ScheduleError("every", every, "an interval needs every >= 1 and an anchor (start_time or creation)")
-			self.rule = IntervalRule(origin, every)
+		self.rule = self._make_rule()
+
+	def _make_rule(self) -> Rule:
+		"""The rule of the schedule's kind, its exclusions applied when it has any."""
+		rule: Rule
+		if self.kind == "cron":
+			self._expr = compile_cron(self.cron or "")
+			rule = CronRule(self._expr, clock_for(self.zone))
+		elif self.kind == "interval":
+			if not self.every or self.every < 1 or self.origin is None:
+				raise ScheduleError("every", self.every, "an interval needs every >= 1 and an anchor (start_time or creation)")
+			rule = IntervalRule(self.origin, self.every)
 		else:
-			if at is None:
-				raise ScheduleError("run_at", at, "is required for a Once schedule")
-			self.rule = OnceRule(at)
+			if self.at is None:
+				raise ScheduleError("run_at", self.at, "is required for a Once schedule")
+			rule = OnceRule(self.at)
+		if self.skipped or self.excluded_dates:
+			days = frozenset(date.fromisoformat(text).toordinal() - _EPOCH_DAY for text in self.excluded_dates)
+			rule = ExcludingRule(rule, clock_for(self.zone), frozenset(self.skipped), days, self.calendar_policy == "move")
+		return rule
 
 	# -- construction ---------------------------------------------------------
 
@@ -104,7 +125,7 @@ class ScheduleSpec:
 
 	def to_dict(self) -> dict[str, Any]:
 		"""The spec as JSON-ready data, as Redis stores it; from_dict() reads it back."""
-		return {
+		d = {
 			"v": FORMAT_VERSION,
 			"name": self.name,
 			"zone": self.zone_name,
@@ -122,6 +143,12 @@ class ScheduleSpec:
 			"catch_up_max": self.catch_up_max,
 			"overlap_policy": self.overlap_policy,
 		}
+		# Only when set, so that a spec without them keeps the fingerprint it had before they existed.
+		if self.skipped:
+			d["skip"] = list(self.skipped)
+		if self.excluded_dates:
+			d["calendar"] = {"policy": self.calendar_policy, "dates": list(self.excluded_dates)}
+		return d
 
 	@classmethod
 	def from_dict(cls, d: Mapping[str, Any]) -> ScheduleSpec:
@@ -130,6 +157,13 @@ class ScheduleSpec:
 			raise ScheduleError("v", d.get("v"), f"unknown spec format; this code reads version {FORMAT_VERSION}")
 		args = {k: v for k, v in d.items() if k != "v"}
 		args["zone_name"] = args.pop("zone")
+		if "skip" in args:
+			args["skipped"] = args.pop("skip")
+		if "calendar" in args:
+			calendar = args.pop("calendar")
+			if not isinstance(calendar, Mapping):
+				raise ScheduleError("calendar", calendar, "is not an object of policy and dates")
+			args["calendar_policy"], args["excluded_dates"] = calendar.get("policy"), calendar.get("dates") or ()
 		return cls(**args)
 
 	@property
@@ -189,6 +223,45 @@ class ScheduleSpec:
 			slot = self.first(slot + 1)
 		return out
 
+	def preview_marked(self, n: int, after: datetime) -> list[dict[str, Any]]:
+		"""The next n fires after `after` and, among them, the slots exclusions removed (at most n of those).
+
+		Each entry: "at" (UTC; a fire's jitter applied), "mark" ("" a fire, "moved" a fire moved off an
+		excluded day, "skipped" a slot skipped on request, "excluded" a slot on an excluded day, dropped or moved by the policy) and
+		"moved_from" (the local date a moved fire came from, else None).
+		"""
+		t = posix_seconds(after, "after") + 1
+		slots: list[int] = []
+		slot = self.first(t)
+		while slot is not None and len(slots) < n:
+			slots.append(slot)
+			slot = self.first(slot + 1)
+		rule = self.rule
+		if not isinstance(rule, ExcludingRule):
+			return [{"at": utc(s + self.jitter_of(s)), "mark": "", "moved_from": None} for s in slots]
+		entries = []
+		for s in slots:
+			source = rule.moved_from(s)
+			entries.append({
+				"at": utc(s + self.jitter_of(s)), "mark": "moved" if source is not None else "",
+				"moved_from": None if source is None else date.fromordinal(source + _EPOCH_DAY),
+			})
+		# Removed slots up to the last fire shown (or the end), found within a walk of bounded length.
+		stop = slots[-1] if len(slots) == n else self.end
+		low = t if self.start is None else max(t, self.start)
+		removed: list[tuple[int, str]] = []
+		for mark, step in (("skipped", rule.calendar_first), ("excluded", rule.base.first)):
+			slot, walked = step(low), 0
+			while slot is not None and (stop is None or slot <= stop) and len(removed) < n and walked < 100 * n:
+				walked += 1
+				if mark == "skipped" and slot in rule.skipped:
+					removed.append((slot, mark))
+				elif mark == "excluded" and rule.day_of(slot) in rule.excluded:
+					removed.append((slot, mark))
+				slot = step(slot + 1)
+		entries += [{"at": utc(s), "mark": mark, "moved_from": None} for s, mark in removed[:n]]
+		return sorted(entries, key=lambda entry: entry["at"])
+
 	def describe(self) -> str:
 		"""Readable English with the zone, e.g. "At 09:00 AM, Monday through Friday (America/New_York)"."""
 		if self.kind == "cron":
@@ -209,6 +282,37 @@ class ScheduleSpec:
 	) -> FirePlan:
 		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
+
+
+def _skipped(values) -> tuple[int, ...]:
+	"""Skipped slot instants, sorted and unique (ScheduleError for too many or one not a whole second)."""
+	if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+		raise ScheduleError("skipped_slots", values, "is not a list of slot instants")
+	out = set()
+	for value in values:
+		if isinstance(value, bool) or not isinstance(value, int):
+			raise ScheduleError("skipped_slots", value, "is not a slot instant (whole seconds since the epoch)")
+		out.add(value)
+	if len(out) > MAX_SKIPPED:
+		raise ScheduleError("skipped_slots", len(out), f"slots are skipped, more than {MAX_SKIPPED}; unskip some, or pause or disable the schedule")
+	return tuple(sorted(out))
+
+
+def _excluded_dates(values) -> tuple[str, ...]:
+	"""Excluded dates as sorted unique YYYY-MM-DD texts (ScheduleError for too many or one not a date)."""
+	if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+		raise ScheduleError("excluded_dates", values, "is not a list of dates")
+	out = set()
+	for value in values:
+		if isinstance(value, datetime) or not isinstance(value, (str, date)):
+			raise ScheduleError("excluded_dates", value, "is not a date; use YYYY-MM-DD")
+		try:
+			out.add((value if isinstance(value, date) else date.fromisoformat(value)).isoformat())
+		except ValueError:
+			raise ScheduleError("excluded_dates", value, "is not a date; use YYYY-MM-DD") from None
+	if len(out) > MAX_EXCLUDED_DATES:
+		raise ScheduleError("excluded_dates", len(out), f"dates are excluded, more than {MAX_EXCLUDED_DATES} (7 years of days)")
+	return tuple(sorted(out))
 
 
 def _duration(seconds: int) -> str:
