@@ -23,5 +23,8 @@ scheduler_events = {
 	},
 }
 
+# ERPNext/HRMS's Holiday List (when installed): a BTU Calendar that includes one is saved again, so its schedules recompile.
+doc_events = {"Holiday List": {"on_update": "btu.btu_core.doctype.btu_calendar.btu_calendar.holiday_list_changed"}}
+
 # Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
 btu_tasks = ["btu.devbench.demo_tasks.*"]

@@ -12,6 +12,7 @@ from frappe.utils import cint, get_datetime
 from btu.shared import protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import scheduler_link
+from btu.btu_core import exclusions
 from btu.btu_core.instants import utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
@@ -136,6 +137,26 @@ def resume(schedule: str) -> dict:
 	doc.paused = 0
 	doc.save()
 	return {"schedule": doc.name, "paused": False}
+
+
+@frappe.whitelist(methods=["POST"])
+def skip_next_runs(schedule: str, count: int = 1) -> dict:
+	"""Skip the schedule's next `count` runs (1 to 100; runs skipped already are not counted): they never fire."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.check_permission("write")
+	skipped = exclusions.skip_next(doc, cint(count))
+	return {"schedule": doc.name, "skipped": skipped, "skipped_slots": [row.slot_utc for row in doc.skipped_slots]}
+
+
+@frappe.whitelist(methods=["POST"])
+def unskip(schedule: str, slot: str) -> dict:
+	"""Undo a skip: the run at `slot` (UTC, e.g. 2026-12-05T08:00:00Z) fires again."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.check_permission("write")
+	restored = exclusions.unskip(doc, slot)
+	return {"schedule": doc.name, "unskipped": restored, "skipped_slots": [row.slot_utc for row in doc.skipped_slots]}
 
 
 @frappe.whitelist()

@@ -11,12 +11,16 @@ from frappe.utils import escape_html, get_system_timezone
 from btu.btu_core.instants import user_time_zone, utc_now
 from btu.shared.instants import format_utc_iso
 from btu.shared.schedule import ScheduleSpec, parse_zone
-from btu.shared.schedule.row import SPEC_FIELDS
+from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, SPEC_FIELDS
+from btu.btu_core.exclusions import calendar_dates
 
 
-def spec_of(doc) -> ScheduleSpec:
-	"""The validated semantics of a schedule document (raises ScheduleError)."""
+def spec_of(doc, skipped: bool = True) -> ScheduleSpec:
+	"""The validated semantics of a schedule document, with its calendar and (unless not `skipped`) its
+	skipped runs (raises ScheduleError)."""
 	row = {field: doc.get(field) for field in SPEC_FIELDS}
+	row[SKIPPED_KEY] = [r.slot_utc for r in doc.get("skipped_slots") or []] if skipped else []
+	row[EXCLUDED_KEY] = calendar_dates(doc.get("calendar"))
 	if not row["creation"]:
 		# An unsaved form: an Interval without a start anchors on "now", as saving would.
 		row["creation"] = frappe.utils.now()
@@ -29,12 +33,16 @@ def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
 	user_zone_name = user_time_zone()
 	user_zone = parse_zone(user_zone_name)
 	fires = []
-	for instant in spec.preview(max(1, min(int(n), 100)), after or utc_now()):
+	for entry in spec.preview_marked(max(1, min(int(n), 100)), after or utc_now()):
+		instant = entry["at"]
 		fires.append(
 			{
 				"utc": format_utc_iso(instant),
 				"schedule_zone": instant.astimezone(spec.zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
 				"user_zone": instant.astimezone(user_zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
+				# "" a fire; "skipped", "excluded": a run that will not happen there; "moved": a fire moved off an excluded day.
+				"mark": entry["mark"],
+				"note": _note(entry),
 			}
 		)
 	return {
@@ -48,6 +56,16 @@ def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
 	}
 
 
+def _note(entry: dict) -> str:
+	if entry["mark"] == "skipped":
+		return _("skipped")
+	if entry["mark"] == "excluded":
+		return _("excluded (calendar)")
+	if entry["mark"] == "moved":
+		return _("moved from {0}").format(entry["moved_from"].strftime("%a %Y-%m-%d"))
+	return ""
+
+
 def render_html(preview: dict) -> str:
 	"""The preview as the table shown in the form's next_fires_html field."""
 	notes = []
@@ -57,12 +75,19 @@ def render_html(preview: dict) -> str:
 		notes.append(_("This schedule is paused: these fires will not happen until it is resumed."))
 	if not preview["fires"]:
 		notes.append(_("No fire is left (the schedule has ended, or its only run has passed)."))
-	rows = "".join(
-		f"<tr><td>{i}</td><td>{escape_html(f['schedule_zone'])}</td><td>{escape_html(f['user_zone'])}</td>"
-		f"<td class='text-muted'>{escape_html(f['utc'])}</td></tr>"
-		for i, f in enumerate(preview["fires"], 1)
-	)
-	columns = ("#", _("{0} (schedule)").format(preview["time_zone"]), _("{0} (you)").format(preview["user_time_zone"]), _("UTC"))
+	rows, number = [], 0
+	for f in preview["fires"]:
+		removed = f.get("mark") in ("skipped", "excluded")
+		if not removed:
+			number += 1
+		style = " style='text-decoration: line-through' class='text-muted'" if removed else ""
+		rows.append(
+			f"<tr data-mark='{escape_html(f.get('mark') or '')}'><td>{'' if removed else number}</td>"
+			f"<td{style}>{escape_html(f['schedule_zone'])}</td><td{style}>{escape_html(f['user_zone'])}</td>"
+			f"<td class='text-muted'>{escape_html(f['utc'])}</td><td>{escape_html(f.get('note') or '')}</td></tr>"
+		)
+	rows = "".join(rows)
+	columns = ("#", _("{0} (schedule)").format(preview["time_zone"]), _("{0} (you)").format(preview["user_time_zone"]), _("UTC"), "")
 	head = "<tr>" + "".join(f"<th>{escape_html(column)}</th>" for column in columns) + "</tr>"
 	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
 	return (

@@ -10,6 +10,7 @@ named method. MariaDB goes through PyMySQL, PostgreSQL
 from __future__ import annotations
 
 import threading
+from datetime import date
 from typing import Any
 
 from btu.scheduler_daemon.bench import Site
@@ -18,12 +19,18 @@ from btu.shared.schedule.row import SCHEDULER_FIELDS
 SCHEDULE_TABLE = "tabBTU Task Schedule"
 TASK_TABLE = "tabBTU Task"
 LOG_TABLE = "tabBTU Task Log"
+SKIPPED_TABLE = "tabBTU Skipped Slot"
+CALENDAR_TABLE = "tabBTU Calendar"
+CALENDAR_DATE_TABLE = "tabBTU Calendar Date"
+# ERPNext/HRMS's, when installed: a BTU Calendar may also exclude the dates of one Holiday List.
+HOLIDAY_TABLE = "tabHoliday"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
-# (an UPDATE by SQL may change those without the stamp) and its task's stamp.
-VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"))
+# (an UPDATE by SQL may change those without the stamp), its task's stamp and its calendar's.
+VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"), ("c", "modified"))
+VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
 def _in(values) -> str:
@@ -143,29 +150,35 @@ class SiteDatabase:
 
 	def _select_schedules(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
 		"""`SELECT columns` over the schedule rows named (every row when `names` is None), each joined
-		with its task as `t` (its columns NULL when the task is gone)."""
+		with its task as `t` and its calendar as `c` (their columns NULL when gone or unset)."""
 		if names == []:
 			return []
 		q = self._quote
-		sql = f"SELECT {columns} FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')}"
+		sql = (
+			f"SELECT {columns} FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')} "
+			f"LEFT JOIN {q(CALENDAR_TABLE)} c ON c.{q('name')} = s.{q('calendar')}"
+		)
 		if names is None:
 			return self.query(sql)
 		return self.query(f"{sql} WHERE s.{q('name')} {_in(names)}", tuple(names))
 
-	def _chunked(self, names: list[str], sql) -> list[dict[str, Any]]:
-		"""The rows of `sql(chunk)` (SQL whose only parameters are the chunk's names) for 1,000 names at a time."""
+	def _chunked(self, names: list[str], sql, extra: tuple = ()) -> list[dict[str, Any]]:
+		"""The rows of `sql(chunk)` (SQL whose parameters are the chunk's names, then `extra`) for 1,000 names at a time."""
 		rows: list[dict[str, Any]] = []
 		for start in range(0, len(names), 1000):
 			chunk = names[start : start + 1000]
-			rows += self.query(sql(chunk), tuple(chunk))
+			rows += self.query(sql(chunk), (*chunk, *extra))
 		return rows
 
-	def has_btu_tables(self) -> bool:
+	def has_table(self, table: str) -> bool:
 		if self.postgres:
 			sql = "SELECT table_name FROM information_schema.tables WHERE table_name = %s"
 		else:
 			sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s"
-		return bool(self.query(sql, (SCHEDULE_TABLE,)))
+		return bool(self.query(sql, (table,)))
+
+	def has_btu_tables(self) -> bool:
+		return self.has_table(SCHEDULE_TABLE)
 
 	def single_value(self, doctype: str, field: str) -> str | None:
 		"""`frappe.db.get_single_value` as stored: the text in `tabSingles`, None when never saved."""
@@ -195,9 +208,9 @@ class SiteDatabase:
 
 	def row_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
-		`name`, `modified`, `enabled`, `paused` and its task's `task_modified`."""
+		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`."""
 		q = self._quote
-		columns = ", ".join(f"{table}.{q(column)} AS {q(column if table == 's' else 'task_' + column)}" for table, column in VERSION_COLUMNS)
+		columns = ", ".join(f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS)
 		return self._select_schedules(columns, names)
 
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
@@ -224,3 +237,49 @@ class SiteDatabase:
 			),
 		)
 		return {row["schedule"]: row["slot"] for row in rows if row["slot"]}
+
+	def skipped_slots(self, names: list[str]) -> dict[str, list[str]]:
+		"""Schedule -> the slots skipped on request (UTC texts, as stored; absent when none)."""
+		q = self._quote
+		rows = self._chunked(
+			names,
+			lambda chunk: (
+				f"SELECT {q('parent')} AS parent, {q('slot_utc')} AS slot FROM {q(SKIPPED_TABLE)} "
+				f"WHERE {q('parenttype')} = 'BTU Task Schedule' AND {q('parent')} {_in(chunk)}"
+			),
+		)
+		out: dict[str, list[str]] = {}
+		for row in rows:
+			out.setdefault(row["parent"], []).append(row["slot"])
+		return out
+
+	def calendar_dates(self, calendars: list[str], low: date, high: date) -> dict[str, set[date]]:
+		"""Calendar -> its excluded dates from `low` to `high`: its own, and those of its Holiday List when
+		the site has that table (ERPNext/HRMS); absent when none."""
+		if not calendars:
+			return {}
+		q = self._quote
+		out: dict[str, set[date]] = {}
+		rows = self._chunked(
+			calendars,
+			lambda chunk: (
+				f"SELECT {q('parent')} AS calendar, {q('date')} AS day FROM {q(CALENDAR_DATE_TABLE)} "
+				f"WHERE {q('parenttype')} = 'BTU Calendar' AND {q('parent')} {_in(chunk)} AND {q('date')} BETWEEN %s AND %s"
+			),
+			(low, high),
+		)
+		if self.has_table(HOLIDAY_TABLE):
+			rows += self._chunked(
+				calendars,
+				lambda chunk: (
+					f"SELECT c.{q('name')} AS calendar, h.{q('holiday_date')} AS day FROM {q(CALENDAR_TABLE)} c "
+					f"JOIN {q(HOLIDAY_TABLE)} h ON h.{q('parent')} = c.{q('holiday_list')} "
+					f"WHERE c.{q('name')} {_in(chunk)} AND h.{q('holiday_date')} BETWEEN %s AND %s"
+				),
+				(low, high),
+			)
+		for row in rows:
+			if isinstance(row["day"], date):
+				out.setdefault(row["calendar"], set()).add(row["day"] if type(row["day"]) is date else row["day"].date())
+		return out
+

@@ -161,6 +161,8 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 					logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
 					job_id=job.job_id, reason="a job of this id exists already",
 				)
+		for slot_ms in item.skipped_by_request:
+			log_event(logger, logging.INFO, "skipped_by_request", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(slot_ms)))
 		if item.skipped or item.expired:
 			extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
 			log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired, **extra)

@@ -9,6 +9,7 @@ by reason, what could not be planned. A unit test drives it with plain values.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from typing import NamedTuple
 from btu.scheduler_daemon.jobs import JobShape, job_id
 from btu.shared.instants import from_ms, to_ms
 from btu.shared.schedule import ScheduleSpec
+from btu.shared.schedule.zones import posix_seconds
 
 # Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
 # flat however many schedules there are; a miss costs one JSON parse.
@@ -58,6 +60,7 @@ class FireItem:
 	expired: int
 	jobs: list[FireJob]
 	count_truncated: bool = False  # skipped and expired are lower bounds: counting stopped at its budget
+	skipped_by_request: list[int] = field(default_factory=list)  # slots (ms) passed over because they were skipped on request
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class Planner:
 			description, data = shape.fire_fields(entry.schedule, slot, fire_at)
 			jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(entry.site, entry.schedule, slot), shape, description, data))
 		finished = plan.finished or plan.next_cursor is None
+		# The rule never yields a skipped slot: those this plan passed over, for the log and metrics.
+		passed_until = math.floor((now + ahead).timestamp()) + 1 if finished else posix_seconds(plan.next_cursor, "next_cursor")
+		since = math.ceil(cursor.timestamp())
+		passed = [slot * 1000 for slot in spec.skipped if since <= slot < passed_until]
 		return FireItem(
 			site=entry.site,
 			schedule=entry.schedule,
@@ -153,4 +160,5 @@ class Planner:
 			expired=plan.expired,
 			jobs=jobs,
 			count_truncated=plan.count_truncated,
+			skipped_by_request=passed,
 		)

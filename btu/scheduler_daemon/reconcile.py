@@ -28,7 +28,7 @@ from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.row import row_instant
+from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, row_instant
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
@@ -332,7 +332,7 @@ class Reconciler:
 	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, str]:
 		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task."""
 		return {
-			row["name"]: f"{row['modified']}|{row['task_modified']}|{row['paused']}"
+			row["name"]: f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
 			for row in db.row_versions(names)
 			if int(row["enabled"] or 0)
 		}
@@ -367,7 +367,7 @@ class Reconciler:
 		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			rows = read.db.schedule_rows(names[start : start + APPLY_CHUNK])
+			rows = with_exclusions(read.db, read.db.schedule_rows(names[start : start + APPLY_CHUNK]), self.clock())
 			logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
 			self.apply_rows(site, read, rows, logged, versions)
 		self.wake()
@@ -405,6 +405,17 @@ class Reconciler:
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
+
+
+def with_exclusions(db: SiteDatabase, rows: list[dict], now: datetime) -> list[dict]:
+	"""The rows with what their specs exclude: their skipped slots, their calendar's dates in calendar_window."""
+	skipped = db.skipped_slots([row["name"] for row in rows])
+	low, high = calendar_window(now.date())
+	dates = db.calendar_dates(sorted({row["calendar"] for row in rows if row.get("calendar")}), low, high)
+	for row in rows:
+		row[SKIPPED_KEY] = skipped.get(row["name"], [])
+		row[EXCLUDED_KEY] = sorted(dates.get(row.get("calendar"), ()))
+	return rows
 
 
 def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new: datetime | None, cursor_if_changed: datetime | None, *, active: bool) -> CompiledSchedule:

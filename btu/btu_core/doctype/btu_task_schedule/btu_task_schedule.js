@@ -5,6 +5,7 @@
 const BTU_PREVIEW_FIELDS = [
 	"run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month", "cron_string", "every",
 	"every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit", "jitter_secs", "enabled", "paused",
+	"calendar", "calendar_policy",
 ];
 
 frappe.ui.form.on("BTU Task Schedule", {
@@ -51,6 +52,10 @@ frappe.ui.form.on("BTU Task Schedule", {
 				.then((r) => frappe.show_alert({ message: __("Queued on {0} as job {1}", [btu_esc(r.message.queue), btu_esc(r.message.job_id)]), indicator: "blue" }, 8)),
 			__("Actions")
 		);
+		frm.add_custom_button(__("Skip Next Run"), () => btu_skip_next(frm), __("Skip"));
+		for (const row of frm.doc.skipped_slots || []) {
+			frm.add_custom_button(__("Undo skip of {0}", [btu_esc(row.slot_local || row.slot_utc)]), () => btu_unskip(frm, row.slot_utc), __("Skip"));
+		}
 		frm.add_custom_button(__("Ping Scheduler"), () => btu_ping(), __("Actions"));
 		frm.add_custom_button(__("Next Fires"), () => btu_next_fires_dialog(frm), __("Actions"));
 		frm.add_custom_button(__("Recent Runs"), () => btu_recent_runs(frm), __("Actions"));
@@ -77,6 +82,22 @@ function btu_render_preview(frm) {
 	});
 }
 
+function btu_skip_next(frm) {
+	frappe.prompt(
+		[{ fieldname: "count", fieldtype: "Int", label: __("How many runs"), default: 1, reqd: 1 }],
+		(values) =>
+			frappe
+				.call({ method: "btu.btu_core.api.skip_next_runs", args: { schedule: frm.doc.name, count: values.count } })
+				.then(() => frm.reload_doc()),
+		__("Skip the next runs of {0}", [btu_esc(frm.doc.name)]),
+		__("Skip")
+	);
+}
+
+function btu_unskip(frm, slot) {
+	frappe.call({ method: "btu.btu_core.api.unskip", args: { schedule: frm.doc.name, slot: slot } }).then(() => frm.reload_doc());
+}
+
 function btu_pause(frm) {
 	frappe.prompt(
 		[{ fieldname: "note", fieldtype: "Small Text", label: __("Why (shown on the schedule)") }],
@@ -100,7 +121,7 @@ function btu_next_fires_dialog(frm) {
 	frappe.call({ method: "btu.btu_core.api.next_fires", args: { schedule: frm.doc.name, n: 25 } }).then((r) => {
 		const p = r.message;
 		const rows = p.fires
-			.map((f, i) => `<tr><td>${i + 1}</td><td>${btu_esc(f.schedule_zone)}</td><td>${btu_esc(f.user_zone)}</td><td class="text-muted">${btu_esc(f.utc)}</td></tr>`)
+			.map((f, i) => `<tr><td>${i + 1}</td><td>${btu_esc(f.schedule_zone)}</td><td>${btu_esc(f.user_zone)}</td><td class="text-muted">${btu_esc(f.utc)}</td><td>${btu_esc(f.note)}</td></tr>`)
 			.join("");
 		frappe.msgprint({
 			title: __("Next fires of {0}", [btu_esc(frm.doc.name)]),

@@ -12,6 +12,7 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
+from btu.btu_core.exclusions import tidy_skipped
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
@@ -28,9 +29,12 @@ class BTUTaskSchedule(Document):
 
 	if TYPE_CHECKING:
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from btu.btu_core.doctype.btu_skipped_slot.btu_skipped_slot import BTUSkippedSlot
 		from frappe.types import DF
 
 		argument_overrides: DF.Code | None
+		calendar: DF.Link | None
+		calendar_policy: DF.Literal["Skip excluded days", "Move to next working day"]
 		catch_up_max: DF.Int
 		catch_up_policy: DF.Literal["fire_once", "skip", "fire_all"]
 		catch_up_window: DF.Int
@@ -54,6 +58,7 @@ class BTUTaskSchedule(Document):
 		run_frequency: DF.Literal["Hourly", "Daily", "Weekly", "Monthly", "Yearly", "Cron Style", "Interval", "Once"]
 		run_limit: DF.Int
 		schedule_description: DF.SmallText | None
+		skipped_slots: DF.Table[BTUSkippedSlot]
 		start_time: DF.Datetime | None
 		task: DF.Link
 		task_description: DF.Data | None
@@ -77,9 +82,15 @@ class BTUTaskSchedule(Document):
 				self.cron_string = frequency_to_cron(
 					self.run_frequency, self.minute, self.hour, self.day_of_week, self.day_of_month, self.month
 				)
+			dropped = tidy_skipped(self, spec_of(self, skipped=False))
 			spec = spec_of(self)
 		except ScheduleError as exc:
 			frappe.throw(str(exc), title=_("Invalid schedule"))
+		if dropped:
+			frappe.msgprint(
+				_("Removed skipped runs that are no runs of this schedule (its timing changed?): {0}").format(", ".join(dropped)),
+				title=_("Skipped runs"), indicator="orange",
+			)
 		self.schedule_description = spec.describe()
 		try:
 			if self.queue_name:

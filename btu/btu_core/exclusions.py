@@ -1,0 +1,136 @@
+"""A schedule's exclusions on Frappe's side: its skipped runs and its calendar's dates.
+
+The semantics are btu.shared.schedule's (a skipped slot never fires; a
+calendar's dates are skipped or their runs moved); this module reads what a
+spec needs from the documents, keeps a schedule's skipped runs tidy on save,
+and tells the scheduler when a calendar changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import frappe
+from frappe import _
+
+from btu.shared import protocol
+from btu.shared.instants import slot_text
+from btu.shared.schedule import ScheduleError
+from btu.shared.schedule.row import calendar_window, skipped_instant
+from btu.shared.schedule.zones import utc
+from btu.btu_core.instants import utc_now
+from btu.btu_core.scheduler_link import announce_after_commit
+
+# A calendar's own dates; beyond it a Holiday List (or a second calendar) is the tool.
+MAX_CALENDAR_DATES = 10_000
+# How many runs one "skip next runs" may skip.
+MAX_SKIP_AT_ONCE = 100
+
+
+def holiday_lists_installed() -> bool:
+	"""Whether the site has ERPNext/HRMS's Holiday List (its dates live in tabHoliday)."""
+	return bool(frappe.db.exists("DocType", "Holiday List")) and frappe.db.table_exists("Holiday")
+
+
+def calendar_dates(calendar: str | None, now: datetime | None = None) -> list:
+	"""The excluded dates of a calendar in calendar_window: its own and its Holiday List's, sorted, unique."""
+	if not calendar:
+		return []
+	low, high = calendar_window((now or utc_now()).date())
+	days = set(
+		frappe.get_all("BTU Calendar Date", filters={"parent": calendar, "parenttype": "BTU Calendar", "date": ["between", [low, high]]}, pluck="date")
+	)
+	holiday_list = frappe.db.get_value("BTU Calendar", calendar, "holiday_list")
+	if holiday_list and holiday_lists_installed():
+		days |= set(
+			frappe.db.sql(
+				"SELECT holiday_date FROM `tabHoliday` WHERE parent = %s AND holiday_date BETWEEN %s AND %s",
+				(holiday_list, low, high),
+				pluck=True,
+			)
+		)
+	return sorted(days)
+
+
+def announce_users_of(calendar: str) -> None:
+	"""Tell the scheduler about every enabled schedule that uses `calendar`, after commit."""
+	for name in frappe.get_all("BTU Task Schedule", filters={"calendar": calendar, "enabled": 1}, pluck="name", order_by="name"):
+		announce_after_commit(protocol.CREATE_TASK_SCHEDULE, name)
+
+
+def tidy_skipped(doc, base_spec) -> list[str]:
+	"""Normalise a schedule's skipped runs before it is saved: each its canonical UTC text and local time; past
+	ones, repeats, and those that are no run of the schedule (its cron changed, a hand-made row) removed.
+	`base_spec` is the schedule without its skipped runs. Returns what was removed and why, for the user."""
+	now = utc_now().timestamp()
+	kept, dropped, seen = [], [], set()
+	for row in doc.get("skipped_slots") or []:
+		try:
+			instant = skipped_instant(row.slot_utc)
+		except ScheduleError as exc:
+			frappe.throw(_("Skipped run {0}: {1}").format(row.idx, exc), title=_("Invalid schedule"))
+		if instant in seen:
+			continue
+		seen.add(instant)
+		if instant < now:
+			continue  # passed: nothing left to skip
+		if base_spec.first(instant) != instant:
+			dropped.append(slot_text(utc(instant)))
+			continue
+		row.slot_utc = slot_text(utc(instant))
+		row.slot_local = utc(instant).astimezone(base_spec.zone).strftime("%a %Y-%m-%d %H:%M:%S %Z")
+		row.skipped_by = row.skipped_by or frappe.session.user
+		kept.append(row)
+	if len(kept) != len(doc.get("skipped_slots") or []):
+		doc.set("skipped_slots", kept)
+	return dropped
+
+
+def next_slots(spec, count: int) -> list[int]:
+	"""The next `count` slots of a spec (exclusions applied) after now, as epoch seconds."""
+	slots = []
+	slot = spec.first(int(utc_now().timestamp()) + 1)
+	while slot is not None and len(slots) < count:
+		slots.append(slot)
+		slot = spec.first(slot + 1)
+	return slots
+
+
+def skip_next(doc, count: int) -> list[str]:
+	"""Skip the schedule's next `count` runs (those not skipped yet); save; the slots skipped, as UTC texts."""
+	from btu.btu_core.preview import spec_of
+
+	if not 1 <= count <= MAX_SKIP_AT_ONCE:
+		frappe.throw(_("count {0}: skip from 1 to {1} runs at once").format(count, MAX_SKIP_AT_ONCE))
+	try:
+		slots = next_slots(spec_of(doc), count)
+	except ScheduleError as exc:
+		frappe.throw(str(exc), title=_("Invalid schedule"))
+	if not slots:
+		frappe.throw(_("{0} has no run left to skip").format(doc.name))
+	texts = [slot_text(utc(slot)) for slot in slots]
+	for text in texts:
+		doc.append("skipped_slots", {"slot_utc": text, "skipped_by": frappe.session.user})
+	doc.save()
+	return texts
+
+
+def unskip(doc, slot: str) -> str:
+	"""Run a skipped slot again; save; its UTC text."""
+	try:
+		instant = skipped_instant(slot)
+	except ScheduleError as exc:
+		frappe.throw(str(exc))
+	rows = [row for row in doc.get("skipped_slots") or [] if _instant_or_none(row.slot_utc) == instant]
+	if not rows:
+		frappe.throw(_("{0}: the run at {1} is not skipped").format(doc.name, slot_text(utc(instant))))
+	doc.set("skipped_slots", [row for row in doc.skipped_slots if row not in rows])
+	doc.save()
+	return slot_text(utc(instant))
+
+
+def _instant_or_none(text) -> int | None:
+	try:
+		return skipped_instant(text)
+	except ScheduleError:
+		return None
