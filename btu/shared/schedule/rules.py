@@ -223,7 +223,8 @@ class ExcludingRule(Rule):
 				day += 1
 			best = self._regular_on(day, t)
 			source = day - 1
-			while source in excluded:
+			# Nothing lands before t: a slot at t ends the walk back over a long run of excluded days.
+			while source in excluded and best != t:
 				moved = self._moved_from(source, day, t)
 				if moved is not None and (best is None or moved < best):
 					best = moved
