@@ -16,10 +16,15 @@ after_migrate = ["btu.btu_core.install.ensure_roles"]
 # bench keeps the types block of each DocType controller current when it exports a DocType (developer_mode).
 export_python_type_annotations = True
 
+# Incidents are history: they never keep a Task or Schedule from being deleted.
+ignore_links_on_delete = ["BTU Alert Incident"]
+
 scheduler_events = {
 	"daily": ["btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs"],
 	"cron": {
 		"*/5 * * * *": ["btu.btu_core.task_runner.mark_lost_runs_timed_out"],
+		# Missed fires, stuck runs, no scheduler alive (btu.btu_core.alerts); issue 18 moves these onto BTU schedules.
+		"* * * * *": ["btu.btu_core.alerts.check"],
 	},
 }
 

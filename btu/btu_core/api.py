@@ -11,7 +11,7 @@ from frappe.utils import cint, get_datetime
 
 from btu.shared import protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.btu_core import scheduler_link
+from btu.btu_core import alerts, scheduler_link
 from btu.btu_core import exclusions
 from btu.btu_core.instants import utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
@@ -209,3 +209,42 @@ def recent_runs(schedule: str | None = None, task: str | None = None, limit: int
 		order_by="creation desc",
 		limit_page_length=max(1, min(cint(limit) or 20, 200)),
 	)
+
+
+INCIDENT_FIELDS = ["name", "status", "kind", "task", "schedule", "opened_at", "resolved_at", "occurrences", "last_message", "log", "delivery_errors"]
+
+
+@frappe.whitelist()
+def open_incidents(task: str | None = None, schedule: str | None = None, limit: int = 50) -> list[dict]:
+	"""Open alert incidents, newest first, of a task or schedule or all."""
+	require_btu_manager()
+	filters = {"status": "Open"}
+	if task:
+		filters["task"] = task
+	if schedule:
+		filters["schedule"] = schedule
+	return frappe.get_list(
+		"BTU Alert Incident", filters=filters, fields=INCIDENT_FIELDS, order_by="opened_at desc", limit_page_length=max(1, min(cint(limit) or 50, 500))
+	)
+
+
+@frappe.whitelist(methods=["POST"])
+def resolve_incident(incident: str, note: str | None = None) -> dict:
+	"""Resolve an open incident by hand (no recovery message); its problem happening again opens a new one."""
+	require_btu_manager()
+	frappe.get_doc("BTU Alert Incident", incident).check_permission("write")
+	return alerts.resolve_by_hand(incident, note)
+
+
+@frappe.whitelist(methods=["POST"])
+def test_alert(doctype: str, name: str, rule: str) -> dict:
+	"""Send a test message on one alert rule's channels now (a Task's or a Schedule's); returns who and what failed."""
+	require_btu_manager()
+	if doctype not in ("BTU Task", "BTU Task Schedule"):
+		frappe.throw(_("doctype '{0}': alert rules are on a BTU Task or a BTU Task Schedule").format(doctype))
+	parent = frappe.get_doc(doctype, name)
+	parent.check_permission("read")
+	row = next((row for row in parent.get("alert_rules") or [] if row.name == rule), None)
+	if row is None:
+		frappe.throw(_("{0} {1} has no alert rule {2}").format(_(doctype), name, rule))
+	return alerts.test_fire(row, parent)

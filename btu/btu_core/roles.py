@@ -55,3 +55,25 @@ def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
 					"user {3} lacks that role (ask a System Manager to make the change)"
 				).format(_(doc.doctype), doc.name or _("(new)"), fieldname, user)
 			)
+
+
+def require_system_manager_for_rows(doc, table: str, fieldnames: tuple[str, ...]) -> None:
+	"""`require_system_manager_for` for the rows of a child table: setting or changing one of `fieldnames` on any row.
+
+	Removing a row, or leaving its value as it was, needs no role beyond the document's own permissions.
+	"""
+	user = frappe.session.user
+	if user == "Administrator" or "System Manager" in frappe.get_roles(user):
+		return
+	before = doc.get_doc_before_save()
+	earlier = {row.name: row for row in (before.get(table) or [])} if before is not None else {}
+	for row in doc.get(table) or []:
+		prior = earlier.get(row.name)
+		for fieldname in fieldnames:
+			value = row.get(fieldname) or None
+			if value and value != ((prior.get(fieldname) or None) if prior is not None else None):
+				raise frappe.PermissionError(
+					_("{0} {1}: only a System Manager may set {2} (row {3}); user {4} lacks that role (ask a System Manager to make the change)").format(
+						_(doc.doctype), doc.name or _("(new)"), fieldname, row.idx, user
+					)
+				)

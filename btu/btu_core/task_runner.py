@@ -34,6 +34,7 @@ from rq.timeouts import JobTimeoutException
 
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
+from btu.btu_core import alerts
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
@@ -316,6 +317,7 @@ class TaskRun:
 		notes = [note for note in [notify(log, task, schedule)] if note]
 		frappe.db.commit()
 		self.event(f"log={log.name} started worker={log.worker} job={log.rq_job_id or '-'}")
+		alerts.run_started(log, task, schedule, self.start_lag_s)
 		return log, notes
 
 	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace):
@@ -342,6 +344,9 @@ class TaskRun:
 		frappe.db.commit()
 		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
 		self.tell(log, elapsed, counted=was != "Started")
+		if was == "Started":
+			# Retries (to come) pass final=False for an attempt that will be retried.
+			alerts.run_finished(log, task, schedule, final=True)
 		if task.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
@@ -430,6 +435,7 @@ def mark_lost_runs_timed_out() -> list[str]:
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
 		record_outcome(row.task, log.status)
+		alerts.run_finished(log, task, schedule, final=True)
 		lost.append(log.name)
 		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} task={row.task} schedule={log.schedule or '-'} marked Timed Out (lost run)")
 	return lost

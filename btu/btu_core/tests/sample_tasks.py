@@ -32,6 +32,13 @@ def insert_then_fail(marker: str) -> None:
 
 
 @runnable
+def maybe_fail(fail: bool = True) -> str:
+	if fail:
+		raise RuntimeError("failing as asked")
+	return "ok"
+
+
+@runnable
 def sleep_for(seconds: float) -> None:
 	print("going to sleep")
 	time.sleep(seconds)

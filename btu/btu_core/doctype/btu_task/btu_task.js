@@ -12,8 +12,33 @@ frappe.ui.form.on("BTU Task", {
 		frm.add_custom_button(__("Run Once At..."), () => btu_run_once_at(frm), run);
 		frm.add_custom_button(__("New Schedule"), () => frappe.new_doc("BTU Task Schedule", { task: frm.doc.name }));
 		frm.add_custom_button(__("View Logs"), () => frappe.set_route("List", "BTU Task Log", { task: frm.doc.name }));
+		btu_alert_buttons(frm, { task: frm.doc.name });
 	},
 });
+
+// Alerts: the open incidents, and a test message on one rule's channels (email, Desk notification, webhook).
+function btu_alert_buttons(frm, filters) {
+	const group = __("Alerts");
+	frm.add_custom_button(__("Incidents"), () => frappe.set_route("List", "BTU Alert Incident", filters), group);
+	if (!(frm.doc.alert_rules || []).length) return;
+	frm.add_custom_button(__("Test an Alert Rule..."), () => {
+		const rows = frm.doc.alert_rules.map((row) => ({ value: row.name, label: `${row.idx}: ${__(row.event)}` }));
+		frappe.prompt(
+			{ fieldname: "rule", fieldtype: "Select", label: __("Rule"), options: rows, reqd: 1, default: rows[0].value },
+			({ rule }) =>
+				frappe
+					.call({ method: "btu.btu_core.api.test_alert", args: { doctype: frm.doctype, name: frm.doc.name, rule } })
+					.then(({ message }) => {
+						const sent = [...message.emails, ...message.users, ...(message.webhook ? [message.webhook] : [])];
+						const lines = [__("Sent to: {0}", [frappe.utils.escape_html(sent.join(", ") || __("nobody"))])];
+						lines.push(...message.errors.map((error) => frappe.utils.escape_html(error)));
+						frappe.msgprint(lines.join("<br>"), message.errors.length ? __("Test alert: some failed") : __("Test alert sent"));
+					}),
+			__("Test an Alert Rule"),
+			__("Send")
+		);
+	}, group);
+}
 
 function btu_log_link(name) {
 	return `<a href="/app/btu-task-log/${encodeURIComponent(name)}">${frappe.utils.escape_html(name)}</a>`;

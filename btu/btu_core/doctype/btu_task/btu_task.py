@@ -6,6 +6,7 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
+from btu.btu_core import alerts
 from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
@@ -18,9 +19,11 @@ class BTUTask(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
+		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from frappe.types import DF
 
+		alert_rules: DF.Table[BTUAlertRule]
 		arguments: DF.Code | None
 		desc_long: DF.SmallText | None
 		desc_short: DF.Data
@@ -41,6 +44,7 @@ class BTUTask(Document):
 
 	def validate(self):
 		require_system_manager_for(self, CODE_FIELDS)
+		alerts.validate_rules(self)
 		try:
 			arguments = parse_arguments(self.arguments, "arguments")
 			function = resolve_function(self.function_string)

@@ -52,6 +52,7 @@ frappe.ui.form.on("BTU Task Schedule", {
 				.then((r) => frappe.show_alert({ message: __("Queued on {0} as job {1}", [btu_esc(r.message.queue), btu_esc(r.message.job_id)]), indicator: "blue" }, 8)),
 			__("Actions")
 		);
+		frm.add_custom_button(__("Incidents"), () => frappe.set_route("List", "BTU Alert Incident", { schedule: frm.doc.name }), __("Alerts"));
 		frm.add_custom_button(__("Skip Next Run"), () => btu_skip_next(frm), __("Skip"));
 		for (const row of frm.doc.skipped_slots || []) {
 			frm.add_custom_button(__("Undo skip of {0}", [btu_esc(row.slot_local || row.slot_utc)]), () => btu_unskip(frm, row.slot_utc), __("Skip"));

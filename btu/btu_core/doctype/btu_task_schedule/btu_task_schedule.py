@@ -12,6 +12,7 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
+from btu.btu_core import alerts
 from btu.btu_core.exclusions import tidy_skipped
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
@@ -28,10 +29,12 @@ class BTUTaskSchedule(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
+		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from btu.btu_core.doctype.btu_skipped_slot.btu_skipped_slot import BTUSkippedSlot
 		from frappe.types import DF
 
+		alert_rules: DF.Table[BTUAlertRule]
 		argument_overrides: DF.Code | None
 		calendar: DF.Link | None
 		calendar_policy: DF.Literal["Skip excluded days", "Move to next working day"]
@@ -43,6 +46,7 @@ class BTUTaskSchedule(Document):
 		day_of_week: DF.Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 		email_recipients: DF.Table[BTUEmailRecipient]
 		enabled: DF.Check
+		failure_streak: DF.Int
 		end_time: DF.Datetime | None
 		every: DF.Int
 		every_unit: DF.Literal["Seconds", "Minutes", "Hours", "Days"]
@@ -51,6 +55,7 @@ class BTUTaskSchedule(Document):
 		minute: DF.Int
 		month: DF.Literal["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 		overlap_policy: DF.Literal["allow", "skip"]
+		pause_after_failures: DF.Int
 		pause_note: DF.SmallText | None
 		paused: DF.Check
 		queue_name: DF.Data | None
@@ -73,10 +78,12 @@ class BTUTaskSchedule(Document):
 			self.task_description = frappe.db.get_value("BTU Task", self.task, "desc_short")
 		if not self.paused:
 			self.pause_note = None
+		alerts.before_schedule_save(self)
 
 	def validate(self):
 		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
 		require_system_manager_for(self, ("argument_overrides",))
+		alerts.validate_rules(self)
 		try:
 			if self.run_frequency in HELPERS:
 				self.cron_string = frequency_to_cron(
@@ -104,6 +111,7 @@ class BTUTaskSchedule(Document):
 			frappe.throw(str(exc), title=_("Invalid schedule"))
 
 	def on_update(self):
+		alerts.after_schedule_save(self)
 		before = self.get_doc_before_save()
 		if self.enabled:
 			announce_after_commit(protocol.CREATE_TASK_SCHEDULE, self.name)
