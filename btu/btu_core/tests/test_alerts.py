@@ -13,7 +13,7 @@ import frappe
 import btu.btu_core.api as api
 from btu.btu_core import alerts
 from btu.btu_core.instants import to_system_naive, utc_now
-from btu.btu_core.task_runner import run_in_this_process, run_scheduled_task
+from btu.btu_core.task_runner import mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user
 from btu.shared import protocol
 from btu.shared.instants import format_utc_iso
@@ -246,6 +246,26 @@ class TestAlerts(IntegrationTestCase):
 		frappe.db.set_value("BTU Task Log", log.name, "status", "Succeeded")
 		alerts.check_stuck(utc_now() + timedelta(seconds=20))
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
+
+	def test_a_lost_run_the_sweep_times_out_is_a_failure(self):
+		task = self.task([rule("Failure", by_email=0)], max_task_duration=60)
+		log = frappe.get_doc(
+			{"doctype": "BTU Task Log", "task": task.name, "status": "Started", "date_time_started": to_system_naive(utc_now() - timedelta(hours=1))}
+		).insert()
+		frappe.db.commit()
+		self.assertIn(log.name, mark_lost_runs_timed_out())
+		[incident] = self.incidents(task.name)
+		self.assertEqual((incident.kind, incident.log, self.bells(incident.name)), ("Failure", log.name, 1))
+
+	def test_the_minute_check_runs_each_part_whatever_one_raises(self):
+		ran = []
+
+		def check_missed(now):
+			raise RuntimeError("broken")
+
+		with mock.patch.object(alerts, "check_missed", check_missed), mock.patch.object(alerts, "check_stuck", ran.append):
+			alerts.check()
+		self.assertEqual(len(ran), 1)
 
 	def test_no_scheduler_for_the_threshold_alerts_and_one_coming_back_recovers(self):
 		task = self.task([rule("Scheduler Down", threshold=120, by_email=0)])
