@@ -84,6 +84,11 @@ def validate_rules(doc) -> None:
 		problem = row.webhook_url and check_webhook_url(row.webhook_url)
 		if problem:
 			frappe.throw(_("Alert rule {0}: {1}").format(row.idx, problem), title=_("Invalid webhook"))
+		unknown = [name for name in recipient_names(row) if not validate_email_address(name) and not frappe.db.exists("User", name)]
+		if unknown:
+			frappe.throw(
+				_("Alert rule {0}: {1} is neither an email address nor a user").format(row.idx, ", ".join(unknown)), title=_("Invalid recipients")
+			)
 
 
 # -- rules and incidents --------------------------------------------------------------
@@ -237,7 +242,7 @@ def render(body: dict) -> tuple[str, str]:
 
 def audience(rule) -> tuple[list[str], list[str]]:
 	"""(email addresses, Desk users) of a rule: its recipients, and the enabled users holding its role."""
-	names = [part.strip() for part in re.split(r"[,;\s]+", rule.recipients or "") if part.strip()]
+	names = recipient_names(rule)
 	users = [name for name in names if frappe.db.exists("User", {"name": name, "enabled": 1})]
 	if rule.role:
 		holders = frappe.get_all("Has Role", filters={"role": rule.role, "parenttype": "User"}, pluck="parent", limit=MAX_ROLE_USERS)
@@ -246,6 +251,10 @@ def audience(rule) -> tuple[list[str], list[str]]:
 	emails = [name for name in names if validate_email_address(name)]
 	emails += [email for email in (frappe.db.get_value("User", user, "email") for user in users) if email]
 	return list(dict.fromkeys(emails)), list(dict.fromkeys(users))
+
+
+def recipient_names(rule) -> list[str]:
+	return [part.strip() for part in re.split(r"[,;\s]+", rule.recipients or "") if part.strip()]
 
 
 def queue_webhook(url: str, body: dict, incident: str) -> None:

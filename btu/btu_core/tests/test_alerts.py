@@ -353,6 +353,10 @@ class TestAlerts(IntegrationTestCase):
 			with self.subTest(url=hostile), self.assertRaises(frappe.ValidationError):
 				doc.save()
 		doc = frappe.get_doc("BTU Task", task.name)
+		doc.alert_rules[0].recipients = "oncall@example.com, nobody-by-that-name"
+		with self.assertRaises(frappe.ValidationError):
+			doc.save()
+		doc = frappe.get_doc("BTU Task", task.name)
 		doc.alert_rules[0].webhook_url = "https://hooks.example.com/btu"
 		doc.save()
 		self.assertIsNone(alerts.check_webhook_url("https://hooks.example.com/btu"))
