@@ -45,7 +45,7 @@ def rule(event="Failure", **values):
 	return {"event": event, "by_email": 1, "by_bell": 1, "recipients": "oncall@example.com\nAdministrator", **values}
 
 
-class TestAlerts(IntegrationTestCase):
+class AlertCase(IntegrationTestCase):
 	"""The runner and the alerts commit, so each test removes what it made."""
 
 	@classmethod
@@ -99,7 +99,9 @@ class TestAlerts(IntegrationTestCase):
 		noted = sum(" email to " in line for line in errors.splitlines())
 		return frappe.db.count("Email Queue", {"reference_doctype": INCIDENT, "reference_name": incident}) + noted
 
-	# -- failure, recovery ----------------------------------------------------------------
+
+class TestRunAlerts(AlertCase):
+	"""Failure, recovery, consecutive failures, pause on failure, late start: what a run reports."""
 
 	def test_a_failure_opens_one_incident_with_one_message_repeats_are_counted_and_recovery_tells_once(self):
 		task = self.task([rule("Failure")])
@@ -144,8 +146,6 @@ class TestAlerts(IntegrationTestCase):
 		alerts.run_finished(log, task, schedule, final=True)
 		self.assertEqual(len(self.incidents(task.name)), 1)
 
-	# -- pause on failure ---------------------------------------------------------------------
-
 	def test_pause_after_n_failures_pauses_tells_the_scheduler_alerts_and_resuming_clears_the_streak(self):
 		task = self.task()
 		schedule = make_schedule(
@@ -181,8 +181,6 @@ class TestAlerts(IntegrationTestCase):
 		schedule.save()
 		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 5)
 
-	# -- late start, missed fire, stuck run, scheduler down -------------------------------------
-
 	def test_a_late_start_alerts_and_an_on_time_one_recovers(self):
 		task = self.task(fail=False)
 		schedule = make_schedule(task.name, alert_rules=[rule("Late Start", threshold=60, by_email=0)])
@@ -195,6 +193,10 @@ class TestAlerts(IntegrationTestCase):
 		on_time = format_utc_iso(utc_now())
 		run_scheduled_task(task.name, schedule.name, on_time, enqueued_at=on_time, fire_lag_ms=0)
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
+
+
+class TestCheckedAlerts(AlertCase):
+	"""Missed fires, stuck runs, lost runs, no scheduler: what the minute check finds."""
 
 	def test_missed_slots_alert_once_and_a_logged_slot_recovers(self):
 		task = self.task(fail=False)
@@ -283,7 +285,9 @@ class TestAlerts(IntegrationTestCase):
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
 		frappe.cache().delete_value(alerts.ALIVE_KEY)
 
-	# -- webhooks -----------------------------------------------------------------------------
+
+class TestAlertDelivery(AlertCase):
+	"""Webhooks to a real HTTP server, who may set them and use the incident API, and what is refused."""
 
 	def serve(self):
 		server = HTTPServer(("127.0.0.1", 0), Receiver)
@@ -328,8 +332,6 @@ class TestAlerts(IntegrationTestCase):
 		[incident] = self.incidents(task.name)
 		self.assertIn(f"webhook http://127.0.0.1:{closed}/hook: ConnectionError", incident.delivery_errors)
 		self.assertIn("ConnectionError", api.test_alert("BTU Task", task.name, task.alert_rules[0].name)["errors"][0])
-
-	# -- who may, and what is refused ---------------------------------------------------------
 
 	def test_only_a_system_manager_sets_a_webhook_and_only_to_an_http_url(self):
 		task = self.task([rule("Failure")])
