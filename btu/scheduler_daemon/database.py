@@ -26,7 +26,7 @@ CALENDAR_DATE_TABLE = "tabBTU Calendar Date"
 HOLIDAY_TABLE = "tabHoliday"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
-TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short")
+TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short", "max_concurrent_runs")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
 # (an UPDATE by SQL may change those without the stamp), its task's stamp and its calendar's.
 VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"), ("c", "modified"))

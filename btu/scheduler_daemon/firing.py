@@ -32,7 +32,7 @@ RELEASE_REASONS = {
 	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
 }
 # Released outcomes kept in a site's recent fires.
-RECORDED = ("enqueued", "skipped_overlap")
+RECORDED = ("enqueued", "skipped_overlap", "skipped_concurrency")
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 
 
 def log_released(released: list[Released]) -> None:
-	"""One line per released fire: fire, skipped_overlap, returned, quarantined or push_refused."""
+	"""One line per released fire: fire, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused."""
 	for fire in released:
 		if fire.outcome in ("quarantined", "push_refused"):
 			# Never parsed: a quarantined member may be anything.
@@ -184,6 +184,8 @@ def log_released(released: list[Released]) -> None:
 			continue
 		entry = fire.entry
 		extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
+		if fire.outcome == "skipped_concurrency":
+			extra = {"task": entry.task, "limit": entry.max_concurrent, "reason": "the task has that many jobs queued or started"}
 		log_event(
 			logger, logging.INFO, "fire" if fire.outcome == "enqueued" else fire.outcome, site=entry.site, schedule=entry.schedule,
 			slot=slot_text(from_ms(entry.slot_ms)), lag_ms=fire.lag_ms, job_id=entry.job_id, **extra,

@@ -54,6 +54,8 @@ class JobTemplate:
 	kwargs: dict = field(default_factory=dict)  # rq executor: the merged arguments
 	result_ttl: int = RESULT_TTL
 	failure_ttl: int = FAILURE_TTL
+	# The Task's concurrency limit across its schedules (0: none): not part of the job, applied at release.
+	max_concurrent: int = 0
 
 	def to_dict(self) -> dict:
 		return asdict(self)

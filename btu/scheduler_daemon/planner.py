@@ -61,6 +61,8 @@ class FireItem:
 	jobs: list[FireJob]
 	count_truncated: bool = False  # skipped and expired are lower bounds: counting stopped at its budget
 	skipped_by_request: list[int] = field(default_factory=list)  # slots (ms) passed over because they were skipped on request
+	task: str = ""
+	max_concurrent: int = 0  # the task's concurrency limit, applied at release (0: none)
 
 
 @dataclass(frozen=True)
@@ -161,4 +163,6 @@ class Planner:
 			jobs=jobs,
 			count_truncated=plan.count_truncated,
 			skipped_by_request=passed,
+			task=shape.template.task,
+			max_concurrent=shape.template.max_concurrent,
 		)

@@ -66,6 +66,7 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 			f"{owner}queue_name {queue_type!r}: not a queue of this bench; use one of {', '.join(timeouts)} "
 			"(custom queues come from the workers key of common_site_config.json)"
 		)
+	max_concurrent = concurrency_limit(row)
 	arguments = parse_json_object("arguments", row.get("task_arguments"), f"task {row['task']}")
 	overrides = parse_json_object("argument_overrides", row.get("argument_overrides"), f"schedule {row['name']}")
 	template = JobTemplate(
@@ -76,6 +77,7 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 		description=row.get("task_desc_short") or row["task"],
 		function=(row.get("task_function_string") or "") if executor == RQ_EXECUTOR else "",
 		kwargs={**arguments, **overrides} if executor == RQ_EXECUTOR else {},
+		max_concurrent=max_concurrent,
 	)
 	if executor == RQ_EXECUTOR and not template.function:
 		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
@@ -86,6 +88,17 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 		except NotRunnable as exc:
 			raise RowError(f"task {row['task']}: {exc}") from None
 	return spec, template
+
+
+def concurrency_limit(row: dict) -> int:
+	"""The task's max_concurrent_runs (0: no limit); a RowError for one release.lua cannot apply."""
+	value = row.get("task_max_concurrent_runs") or 0
+	if not isinstance(value, int) or not 0 <= value <= protocol.MAX_CONCURRENT_RUNS:
+		raise RowError(f"task {row['task']}: max_concurrent_runs {value!r}: give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}")
+	if value and not str(row["task"]).isprintable():
+		# Tabs separate the fields of the prepared members that carry it.
+		raise RowError(f"task {row['task']!r}: its name holds control characters (tab, newline, ...), so its concurrency limit cannot apply; rename the task")
+	return value
 
 
 def parse_json_object(field: str, text, owner: str) -> dict:

@@ -83,6 +83,8 @@ class Prepared:
 	fire_at_ms: int
 	overlap_skip: bool
 	prepared_ms: int
+	task: str = ""  # with a concurrency limit only (members of a Task without one have nine fields)
+	max_concurrent: int = 0
 
 	@classmethod
 	def parse(cls, member: str | bytes) -> "Prepared":
@@ -90,9 +92,10 @@ class Prepared:
 		if isinstance(member, bytes):
 			member = member.decode("utf-8", "replace")
 		f = member.split("\t")
-		if len(f) != 9 or "|" not in f[4]:
-			raise ValueError(f"prepared member {member[:200]!r} is not nine tab-separated fields with a <site>|<schedule>")
-		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]))
+		if len(f) not in (9, 11) or "|" not in f[4]:
+			raise ValueError(f"prepared member {member[:200]!r} is not nine or eleven tab-separated fields with a <site>|<schedule>")
+		limit = (f[9], int(f[10])) if len(f) == 11 else ()
+		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]), *limit)
 
 	@cached_property
 	def target(self) -> tuple[str, str]:
@@ -113,7 +116,7 @@ class Released:
 	"""One prepared fire whose moment came, and what the release script did with it."""
 
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap, returned, quarantined or push_refused (its queue refused the push: kept prepared)
+	outcome: str  # enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push: kept prepared)
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or its push refused
 
@@ -147,6 +150,8 @@ def prepare_args(lease_value: str, stamp: str, grace_ms: int, items: list[FireIt
 			"1" if item.overlap_skip else "0",
 			item.skipped,
 			item.expired,
+			item.task,
+			item.max_concurrent,
 			len(item.jobs),
 		]
 		for job in item.jobs:

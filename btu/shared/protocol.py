@@ -323,6 +323,7 @@ SITE_KEY_TEMPLATES = {
 	"recent_fires_key": "btu:site:{site}:fires",
 	"invalid_rows_key": "btu:site:{site}:invalid",
 	"counters_key": "btu:site:{site}:counters",
+	"task_running_key": "btu:site:{site}:running:{task}",
 }
 
 
@@ -354,6 +355,17 @@ def invalid_rows_key(site: str) -> str:
 def counters_key(site: str) -> str:
 	"""Hash of per-site counters: fired, skipped_overlap, missed, expired, ..."""
 	return SITE_KEY_TEMPLATES["counters_key"].format(site=site)
+
+
+# The highest BTU Task.max_concurrent_runs: a release script reads the status of every job in a limited
+# Task's running set (once per script).
+MAX_CONCURRENT_RUNS = 100
+
+
+def task_running_key(site: str, task: str) -> str:
+	"""Set of the job ids release.lua queued for a Task with a concurrency limit, while they may be queued or
+	started: each check drops those that are not (lua/release.lua)."""
+	return SITE_KEY_TEMPLATES["task_running_key"].format(site=site, task=task)
 
 
 # -- Task outcomes (the Frappe side's) ------------------------------------------------

@@ -117,13 +117,16 @@ def test_status_ping_resync_refused_in_one_line(acl_bench):
 @pytest.mark.parametrize("frappe", [True, False], ids=["frappe-user-plus-grants", "only-the-printed-grants"])
 def test_printed_grants_let_it_fire_end_to_end(acl_bench, processes, r, redis_url, frappe):
 	"""With Frappe's user plus the printed line (or the printed line alone), a schedule fires and a worker runs it;
-	RPC ping, status and resync work."""
-	bench, _, user = acl_bench(frappe=frappe)
+	RPC ping, status and resync work; so does the release of a Task with a concurrency limit (its running set)."""
+	bench, data, user = acl_bench(frappe=frappe)
+	limited = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:limited-runs"}, max_concurrent_runs=1)
+	data.insert_schedule(limited, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	r.execute_command("ACL", "SETUSER", user, *printed_grants(bench, user))
 	r.execute_command("ACL", "LOG", "RESET")  # the log is the server's: earlier tests' refusals are in it
 	scheduler = processes.scheduler(bench.path)
 	processes.worker(redis_url, bench.queue_name("default"))  # the worker is Frappe's business: the admin user
-	wait_until(lambda: r.llen("test:runs") >= 2, 30, f"two fires run by the worker\n{scheduler.tail()}")
+	wait_until(lambda: r.llen("test:runs") >= 2 and r.llen("test:limited-runs") >= 2, 30, f"two fires of each run by the worker\n{scheduler.tail()}")
+	assert r.exists(protocol.task_running_key(data.site.name, limited))
 	for command in ("ping", "status", "resync"):
 		done = cli(bench.path, command)
 		assert done.returncode == 0, (command, done.stdout, done.stderr)

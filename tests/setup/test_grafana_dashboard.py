@@ -291,7 +291,7 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	metrics.stopped_leading("lease_lost")
 	metrics.renewed(True)
 	metrics.renewed(False)
-	outcomes = ("enqueued", "skipped_overlap", "returned", "push_refused")
+	outcomes = ("enqueued", "skipped_overlap", "skipped_concurrency", "returned", "push_refused")
 	metrics.released([released(SITE, NAMED_SCHEDULE, 3, outcome) for outcome in outcomes] + [Released(b"not a member", "quarantined", 0)])
 	metrics.planned(Plan(failed=[Unplanned(SITE, "TS-2", "its spec raised")]))
 	item = FireItem(SITE, NAMED_SCHEDULE, "", "", "", False, skipped=1, expired=1, jobs=[])

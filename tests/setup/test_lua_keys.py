@@ -32,9 +32,10 @@ def test_generated_key_functions_build_protocol_s_keys(r):
 		"recent_fires_key": (site,),
 		"invalid_rows_key": (site,),
 		"counters_key": (site,),
+		"task_running_key": (site, "BTU-0001 |y"),
 	}
 	assert set(calls) == set(protocol.SITE_KEY_TEMPLATES)
-	returned = "return {" + ", ".join(f"{name}(ARGV[1], ARGV[2])" for name in calls) + ", QUARANTINE, QUARANTINED, RESYNC, RQ_QUEUE_PREFIX}"
-	got = [value.decode() for value in r.eval(scripts.key_names() + returned, 0, site, schedule)]
+	returned = "return {" + ", ".join(f"{name}(ARGV[1], ARGV[{3 if name == 'task_running_key' else 2}])" for name in calls) + ", QUARANTINE, QUARANTINED, RESYNC, RQ_QUEUE_PREFIX}"
+	got = [value.decode() for value in r.eval(scripts.key_names() + returned, 0, site, schedule, calls["task_running_key"][1])]
 	expected = [getattr(protocol, name)(*args) for name, args in calls.items()]
 	assert got == [*expected, protocol.QUARANTINE_KEY, protocol.QUARANTINED_PREFIX, protocol.RESYNC_KEY, Queue.redis_queue_namespace_prefix]

@@ -17,7 +17,8 @@
 --   then item count, then per item:
 --     due member, state key, counters key,
 --     expected cursor, next cursor ('' = finished), next fire_at ms,
---     overlap skip ('1'/'0'), skipped count, expired count, job count,
+--     overlap skip ('1'/'0'), skipped count, expired count, task name,
+--     its concurrency limit ('0' = none), job count,
 --     then per job: slot ms, fire_at ms, job id, shape number (1-based),
 --     description, data
 -- Returns {'not_leader'} or {now_ms, item results...}; an item result is
@@ -63,9 +64,11 @@ for _ = 1, item_count do
 	local member, state_key, counters_key = ARGV[i], ARGV[i + 1], ARGV[i + 2]
 	local expected, next_cursor, next_fire_at = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
 	local overlap, skipped, expired = ARGV[i + 6], tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
-	local job_count = tonumber(ARGV[i + 9])
+	-- A limited Task's name and limit go last in its members, for release.lua (prepared.lua).
+	local limited = ARGV[i + 10] ~= '0' and '\t' .. ARGV[i + 9] .. '\t' .. ARGV[i + 10] or nil
+	local job_count = tonumber(ARGV[i + 11])
 	local index = index_key(member)
-	i = i + 10
+	i = i + 12
 	local cursor, err = try('HGET', state_key, 'cursor')
 	if err then
 		move_aside(state_key, err, now_ms)
@@ -93,6 +96,9 @@ for _ = 1, item_count do
 				hset[2], hset[8], hset[10] = job_key, ARGV[i + 4], ARGV[i + 5]
 				-- The member carries all release.lua needs, in prepared.lua's order.
 				local entry = table.concat({job_id, shape.queue, state_key, counters_key, member, slot_ms, fire_at_ms, overlap, now_ms}, '\t')
+				if limited then
+					entry = entry .. limited
+				end
 				local _, e1 = try(unpack(hset))
 				local _, e2 = try('ZADD', KEYS[3], fire_at_ms, entry)
 				local _, e3 = try('ZADD', index, math.max(tonumber(fire_at_ms), now_ms), entry)

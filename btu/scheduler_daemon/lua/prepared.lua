@@ -1,12 +1,21 @@
 -- uses guard.lua
 -- The prepared set's members, shared by the scripts that read them.
 -- A member: job id, queue key, state key, counters key, due member, slot ms,
--- fire_at ms, overlap skip ('1'/'0'), prepared ms; tab-separated (state.Prepared).
--- One match returning the nine fields, not a loop building a table: release.lua
--- parses every member it queues.
-local PREPARED_FIELDS = '^' .. string.rep('([^\t]*)\t', 8) .. '([^\t]*)$'
+-- fire_at ms, overlap skip ('1'/'0'), prepared ms, and for a Task with a
+-- concurrency limit two more: its name and the limit; tab-separated
+-- (state.Prepared). A Task without a limit adds none, so its members read the
+-- same to a scheduler of the version before limits.
+-- One match returning the nine fields and the rest, not a loop building a table:
+-- release.lua parses every member it queues.
+local PREPARED_FIELDS = '^' .. string.rep('([^\t]*)\t', 8) .. '([^\t]*)(.*)$'
 local function prepared_fields(member)
 	return string.match(member, PREPARED_FIELDS)
+end
+
+-- The Task and its concurrency limit in the rest of a member (after its ninth field), or nil.
+local function task_limit(rest)
+	local task, limit = string.match(rest, '^\t([^\t]+)\t([1-9]%d*)$')
+	return task, tonumber(limit)
 end
 
 -- Per schedule, the index of its prepared members (score: the moment after
@@ -24,9 +33,12 @@ end
 
 -- Why a member cannot be one prepare.lua wrote, or nil. A member that passes
 -- names only keys of its own schedule and its site, and an rq queue.
-local function bad_member(job_id, queue, state_key, counters, due_member, slot, fire_at, overlap, prepared_ms)
+local function bad_member(job_id, queue, state_key, counters, due_member, slot, fire_at, overlap, prepared_ms, rest)
 	if not prepared_ms then
 		return 'not nine tab-separated fields'
+	end
+	if rest ~= '' and not task_limit(rest) then
+		return 'the fields after the ninth are not a task and a limit of 1 or more'
 	end
 	local site, schedule = string.match(due_member, '^([^|]+)|(.+)$')
 	if not site then
@@ -53,9 +65,9 @@ local function withdraw(index, prepared_key, job_prefix, now_ms)
 		return out
 	end
 	for _, member in ipairs(members) do
-		local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms = prepared_fields(member)
+		local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms, rest = prepared_fields(member)
 		-- Only a member of this schedule: the index is state too, and may hold anything.
-		if job_id and not bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+		if job_id and not bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms, rest)
 			and index_key(due_member) == index and try('ZREM', prepared_key, member) == 1 then
 			try('DEL', job_prefix .. job_id)
 			if try('EXISTS', state_key) == 1 then

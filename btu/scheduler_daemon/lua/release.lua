@@ -2,7 +2,15 @@
 -- Release the prepared fires whose moment has come: stamp each job's
 -- enqueued_at, set it queued and push it on its queue, so a worker takes it,
 -- unless, under the overlap policy 'skip', the schedule's previous job is
--- still queued or started ('skipped_overlap'). A released entry leaves the
+-- still queued or started ('skipped_overlap'), or its Task has a concurrency
+-- limit and that many of its jobs are queued or started ('skipped_concurrency':
+-- the Task's running set, task_running_key, holds the ids of the jobs this
+-- script queued for it; each check drops those no longer queued or started,
+-- and a set holding another type or more ids than any limit keeps is moved
+-- aside, its jobs no longer counted). A Task's set is checked once per
+-- script, then counted on as its fires are queued: nothing else runs meanwhile,
+-- so several schedules of one Task in one batch see each other's jobs.
+-- A released entry leaves the
 -- prepared set in the same step, so it is released once whichever leader
 -- does it. (A schedule paused, edited or removed meanwhile had its prepared
 -- fires withdrawn by upsert.lua or remove.lua.)
@@ -24,7 +32,8 @@
 -- queues, KEYS[4] due sorted set.
 -- ARGV: lease value, batch size, rq job key prefix, grace ms.
 -- Returns {'not_leader'} or, per entry: member, outcome ('enqueued',
--- 'skipped_overlap', 'returned', 'quarantined: <why>' or 'push_refused: <why>'), lag ms.
+-- 'skipped_overlap', 'skipped_concurrency', 'returned', 'quarantined: <why>' or
+-- 'push_refused: <why>'), lag ms.
 -- (pcall: a lease key of another type is not our lease)
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
 	return {'not_leader'}
@@ -33,6 +42,10 @@ local t = redis.call('TIME')
 local seconds, micros = tonumber(t[1]), tonumber(t[2])
 local now_ms = seconds * 1000 + math.floor(micros / 1000)
 local prefix, grace = ARGV[3], tonumber(ARGV[4])
+-- A running set holds at most its Task's limit of ids (limits are at most 100, reconcile.py): one
+-- holding more is not one this script kept. It outlives its last release by a week: a job queued or
+-- running longer is no longer counted.
+local MAX_RUNNING_IDS, RUNNING_TTL_MS = 1000, 7 * 24 * 3600 * 1000
 
 -- enqueued_at as rq writes it (rq.utils.utcformat): the civil date of the
 -- day count (H. Hinnant's days_from_civil, inverted).
@@ -66,6 +79,7 @@ local results = {}
 local queues, queue_order = {}, {}
 local counts = {}
 local returned, returned_any = {}, false
+local active = {} -- per running set checked: its jobs queued or started, this script's included
 local n = 0
 
 local function quarantined(member, reason)
@@ -73,10 +87,33 @@ local function quarantined(member, reason)
 	return 'quarantined: ' .. reason
 end
 
+-- How many of the ids in a Task's running set are jobs queued or started; the others leave it.
+local function running(key)
+	local size, err = try('SCARD', key)
+	if not err and size > MAX_RUNNING_IDS then
+		err = 'holds ' .. size .. ' job ids, more than any concurrency limit keeps'
+	end
+	if err then
+		move_aside(key, err, now_ms)
+		return 0
+	end
+	local found = 0
+	for _, id in ipairs(try('SMEMBERS', key) or {}) do
+		local status = try('HGET', prefix .. id, 'status')
+		if status == 'queued' or status == 'started' then
+			found = found + 1
+		else
+			try('SREM', key, id)
+		end
+	end
+	return found
+end
+
 for _, member in ipairs(due) do
-	local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms = prepared_fields(member)
+	local job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms, rest = prepared_fields(member)
 	local outcome = 'enqueued'
-	local bad = bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms)
+	local bad = bad_member(job_id, queue, state_key, counters_key, due_member, slot, fire_at, overlap, prepared_ms, rest)
+	local running_key
 	local job_key = bad == nil and prefix .. job_id
 	fire_at = tonumber(fire_at) or now_ms
 	if bad then
@@ -97,17 +134,31 @@ for _, member in ipairs(due) do
 		end
 		returned[state_key] = due_member
 		returned_any = true
-	elseif overlap == '1' then
-		local last, err = try('HGET', state_key, 'last_job_id')
-		local previous = last and try('HGET', prefix .. last, 'status')
-		if err then
-			move_aside(state_key, err, now_ms)
-			resync(due_member)
-		elseif previous == 'queued' or previous == 'started' then
-			outcome = 'skipped_overlap'
+	else
+		local last_job = overlap == '1'
+		if last_job then
+			local last, err = try('HGET', state_key, 'last_job_id')
+			local previous = last and try('HGET', prefix .. last, 'status')
+			if err then
+				move_aside(state_key, err, now_ms)
+				resync(due_member)
+				last_job = false
+			elseif previous == 'queued' or previous == 'started' then
+				outcome = 'skipped_overlap'
+			end
+		end
+		if outcome == 'enqueued' and rest ~= '' then
+			local task, limit = task_limit(rest)
+			running_key = task_running_key(string.match(due_member, '^([^|]+)|'), task)
+			active[running_key] = active[running_key] or running(running_key)
+			if active[running_key] >= limit then
+				outcome = 'skipped_concurrency'
+			end
+		end
+		if outcome ~= 'enqueued' then
 			try('DEL', job_key)
 			count(state_key, 'runs', -1, now_ms)
-		else
+		elseif last_job then
 			try('HSET', state_key, 'last_job_id', job_id)
 		end
 	end
@@ -129,9 +180,15 @@ for _, member in ipairs(due) do
 			end
 			ids[#ids + 1] = job_id
 			ids[#ids + 1] = n + 2 -- where its outcome stands in results, should the push fail
+			if running_key then
+				-- A refused push leaves it 'scheduled': the next check drops it.
+				try('SADD', running_key, job_id)
+				try('PEXPIRE', running_key, RUNNING_TTL_MS)
+				active[running_key] = active[running_key] + 1
+			end
 		end
 	end
-	if outcome == 'enqueued' or outcome == 'skipped_overlap' then
+	if outcome == 'enqueued' or outcome == 'skipped_overlap' or outcome == 'skipped_concurrency' then
 		local site = counts[counters_key]
 		if not site then
 			site = {}

@@ -9,7 +9,9 @@ from frappe.model.document import Document
 from btu.btu_core import alerts
 from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
+from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
+from btu.shared import protocol
 
 
 class BTUTask(Document):
@@ -30,6 +32,7 @@ class BTUTask(Document):
 		email_recipients: DF.Table[BTUEmailRecipient]
 		function_string: DF.Data
 		last_runtime: DF.Datetime | None
+		max_concurrent_runs: DF.Int
 		max_task_duration: DF.Int
 		queue_name: DF.Data
 		repeat_log_in_stdout: DF.Check
@@ -53,6 +56,21 @@ class BTUTask(Document):
 			check_queue(self.queue_name, "queue_name")
 		except TaskInputError as exc:
 			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
+		if not 0 <= (self.max_concurrent_runs or 0) <= protocol.MAX_CONCURRENT_RUNS:
+			frappe.throw(
+				_("Max Concurrent Runs {0}: give a whole number from 0 (no limit) to {1}").format(self.max_concurrent_runs, protocol.MAX_CONCURRENT_RUNS),
+				title=_("BTU Task {0}: invalid input").format(self.name or ""),
+			)
+
+	def on_update(self):
+		# The scheduler reads the limit with each schedule row: its full refresh would find the change within a
+		# minute; telling it about the first schedules applies the limit to them at once.
+		if self.has_value_changed("max_concurrent_runs"):
+			schedules = frappe.get_all(
+				"BTU Task Schedule", filters={"task": self.name, "enabled": 1}, pluck="name", order_by="name", limit=ANNOUNCED_SCHEDULES
+			)
+			for schedule in schedules:
+				announce_after_commit(protocol.CREATE_TASK_SCHEDULE, schedule)
 
 	def on_trash(self):
 		forget_task(self.name)
@@ -60,4 +78,6 @@ class BTUTask(Document):
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).
 CODE_FIELDS = ("function_string", "arguments")
+# Schedules told of a changed concurrency limit on save; each is one RPC of up to 5 s when the scheduler is down.
+ANNOUNCED_SCHEDULES = 10
 RECIPIENT_FIELDS = ("email_address", "email_on_start", "email_on_success", "email_on_error", "email_on_timeout")

@@ -1,6 +1,9 @@
+from unittest.mock import patch
+
 import frappe
 
-from btu.btu_core.tests.utils import SAMPLES, make_task
+from btu.btu_core.tests.utils import SAMPLES, make_schedule, make_task
+from btu.shared import protocol
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -65,3 +68,25 @@ class TestBTUTask(IntegrationTestCase):
 		config.save()
 		task = make_task()
 		self.assertEqual([(r.email_address, r.email_on_error, r.email_on_timeout) for r in task.email_recipients], [("ops@example.com", 1, 1)])
+
+	def test_max_concurrent_runs_is_on_the_form_and_bounded(self):
+		field = frappe.get_meta("BTU Task").get_field("max_concurrent_runs")
+		self.assertEqual((field.fieldtype, field.default), ("Int", "0"))
+		self.assertIn("Run Now jobs are not counted", field.description)
+		self.assertEqual(make_task().max_concurrent_runs, 0)
+		self.assertEqual(make_task(max_concurrent_runs=2).max_concurrent_runs, 2)
+		with self.assertRaises(frappe.ValidationError) as caught:
+			make_task(max_concurrent_runs=protocol.MAX_CONCURRENT_RUNS + 1)
+		self.assertIn("Max Concurrent Runs", str(caught.exception))
+
+	def test_a_changed_limit_tells_the_scheduler_about_the_enabled_schedules(self):
+		task = make_task()
+		enabled = make_schedule(task.name, enabled=1)
+		make_schedule(task.name, enabled=0)
+		with patch("btu.btu_core.doctype.btu_task.btu_task.announce_after_commit") as announce:
+			task.desc_short = "renamed"
+			task.save()
+			announce.assert_not_called()
+			task.max_concurrent_runs = 1
+			task.save()
+		announce.assert_called_once_with(protocol.CREATE_TASK_SCHEDULE, enabled.name)
