@@ -123,9 +123,8 @@ def own_scope(rule, schedule: str | None) -> str | None:
 def open_incident(rule, task: str, schedule: str | None, message: str, key: str, log: str | None = None) -> str | None:
 	"""Open `rule`'s incident for `schedule` and send its message; one already open counts the occurrence
 	(once per `key`) instead. Returns the incident opened, None when one was open."""
-	# Serialises the rule's incidents: two workers failing at once open one.
-	frappe.db.sql("select name from `tabBTU Alert Rule` where name = %s for update", rule.name)
-	open_one = frappe.db.get_value(INCIDENT, incident_filters(rule, schedule), ["name", "last_key", "occurrences"], as_dict=True)
+	lock(rule)
+	open_one = frappe.db.get_value(INCIDENT, incident_filters(rule, schedule), ["name", "last_key", "occurrences"], as_dict=True, for_update=True)
 	if open_one:
 		if open_one.last_key != key:
 			frappe.db.set_value(
@@ -146,12 +145,20 @@ def open_incident(rule, task: str, schedule: str | None, message: str, key: str,
 
 def resolve(rule, schedule: str | None, resolution: str) -> list[str]:
 	"""Resolve `rule`'s open incident for `schedule`, with its recovery message if the rule asks for one."""
-	names = frappe.get_all(INCIDENT, filters=incident_filters(rule, schedule), pluck="name")
+	lock(rule)
+	names = frappe.db.get_values(INCIDENT, incident_filters(rule, schedule), "name", pluck=True, for_update=True)
 	for name in names:
 		incident = close(name, resolution)
 		if incident and cint(rule.notify_recovery):
 			deliver(rule, incident, "resolved")
 	return names
+
+
+def lock(rule) -> None:
+	"""Serialise `rule`'s incidents: two workers failing at once open one, and a success resolves what a failure
+	committed just before. The reads after it lock too: under REPEATABLE READ a plain read sees the snapshot of
+	the transaction's first read, from before the other worker committed."""
+	frappe.db.sql("select name from `tabBTU Alert Rule` where name = %s for update", rule.name)
 
 
 def close(name: str, resolution: str):
@@ -236,7 +243,9 @@ def render(body: dict) -> tuple[str, str]:
 	heading = {"opened": _("BTU alert"), "resolved": _("BTU resolved"), "test": _("BTU test alert")}[body["event"]]
 	where = " ".join(filter(None, [body.get("task"), f"({body['schedule']})" if body.get("schedule") else None]))
 	subject = f"{prefix}{heading}: {_(body['kind'])} {where}".strip()
-	text = frappe.utils.escape_html(body.get("message") or "") + (f"<p><a href='{body['url']}'>{body['incident']}</a></p>" if body.get("incident") else "")
+	escape = frappe.utils.escape_html
+	link = f"<p><a href=\"{escape(body['url'])}\">{escape(body['incident'])}</a></p>" if body.get("incident") else ""
+	text = escape(body.get("message") or "") + link
 	return subject, text
 
 

@@ -286,6 +286,45 @@ class TestCheckedAlerts(AlertCase):
 		frappe.cache().delete_value(alerts.ALIVE_KEY)
 
 
+class TestIncidentRace(AlertCase):
+	"""Two workers whose runs fail at once: one incident, whichever locks the rule second counts on it; what a message quotes."""
+
+	def other_connection(self):
+		from frappe.database import get_db
+
+		conf = frappe.conf
+		other = get_db(
+			host=conf.db_host, port=conf.db_port, socket=conf.db_socket, user=conf.db_user or conf.db_name,
+			password=conf.db_password, cur_db_name=conf.db_name,
+		)
+		other.connect()
+		self.addCleanup(other.close)
+		return other
+
+	def test_a_second_worker_that_read_before_the_first_committed_counts_on_its_incident(self):
+		task = self.task([rule("Failure", by_email=0)])
+		[failure] = alerts.rules_for(("Failure",), task.name)
+		frappe.db.commit()
+		# This worker has read (bump_streak, rules_for) before the other commits: REPEATABLE READ keeps that view.
+		alerts.rules_for(("Failure",), task.name)
+		mine, other = frappe.local.db, self.other_connection()
+		frappe.local.db = other
+		try:
+			first = alerts.open_incident(failure, task.name, None, "first", key="log-1")
+			other.commit()
+		finally:
+			frappe.local.db = mine
+		self.assertIsNone(alerts.open_incident(failure, task.name, None, "second", key="log-2"))
+		frappe.db.commit()
+		[incident] = self.incidents(task.name)
+		self.assertEqual((incident.name, incident.occurrences, incident.last_key, self.bells(incident.name)), (first, 2, "log-2", 1))
+
+	def test_a_message_escapes_what_it_quotes_in_html(self):
+		body = {"event": "opened", "kind": "Failure", "task": "T", "incident": "INC-<1>", "message": "<b>x</b>", "url": "https://h/app/x' onclick='y"}
+		_, text = alerts.render(body)
+		self.assertEqual(text, '&lt;b&gt;x&lt;/b&gt;<p><a href="https://h/app/x&apos; onclick=&apos;y">INC-&lt;1&gt;</a></p>')
+
+
 class TestAlertDelivery(AlertCase):
 	"""Webhooks to a real HTTP server, who may set them and use the incident API, and what is refused."""
 
