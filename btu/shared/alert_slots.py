@@ -20,14 +20,27 @@ MAX_STEPS = 20_000
 
 
 def overdue_slots(spec: ScheduleSpec, since: datetime, now: datetime, grace_secs: int, limit: int = MAX_SLOTS) -> list[datetime]:
-	"""The newest `limit` slots s > `since` whose fire time (jitter included) + `grace_secs` <= `now`, oldest first (aware UTC)."""
-	until = posix_seconds(now, "now") - max(0, int(grace_secs))
-	newest: deque[int] = deque(maxlen=max(1, limit))
-	slot = spec.first(posix_seconds(since, "since") + 1)
-	for _ in range(MAX_STEPS):
-		if slot is None or slot > until or slot + spec.jitter_of(slot) > until:
-			break
-		newest.append(slot)
-		slot = spec.first(slot + 1)
-	return [utc(s) for s in newest]
+	"""The newest `limit` slots s > `since` whose fire time (jitter included) + `grace_secs` <= `now`, oldest first (aware UTC).
 
+	A walk the step cap cuts short starts again later (each time at least halving what is left), so the slots
+	kept are the newest even then; only the older ones a dense schedule has beyond the cap go unseen."""
+	until = posix_seconds(now, "now") - max(0, int(grace_secs))
+	low = posix_seconds(since, "since") + 1
+	while True:
+		newest, cut_at = _walk(spec, low, until, limit)
+		if cut_at is None:
+			return [utc(s) for s in newest]
+		low = max(low + 1, until - (cut_at - low) // 2)
+
+
+def _walk(spec: ScheduleSpec, low: int, until: int, limit: int) -> tuple[deque[int], int | None]:
+	"""The newest `limit` due slots from `low`, and where the step cap stopped the walk (None: it reached `until`)."""
+	newest: deque[int] = deque(maxlen=max(1, limit))
+	slot, steps = spec.first(low), 0
+	while slot is not None and slot <= until and slot + spec.jitter_of(slot) <= until:
+		if steps == MAX_STEPS:
+			return newest, slot
+		newest.append(slot)
+		steps += 1
+		slot = spec.first(slot + 1)
+	return newest, None

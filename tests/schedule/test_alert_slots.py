@@ -36,9 +36,10 @@ def test_jitter_moves_the_deadline():
 def test_only_the_newest_are_kept_and_a_dense_schedule_stays_bounded():
 	every_second = spec(run_frequency="Interval", every=1, every_unit="Seconds", start_time="2026-11-22 00:00:00")
 	now = T0 + timedelta(hours=6)
+	# 6 hours is 21,600 slots, more than one walk's step cap: the newest are still the ones kept.
 	got = overdue_slots(every_second, since=T0, now=now, grace_secs=0, limit=3)
-	# 6 hours is 21,600 slots: the walk stops at its step cap, so the newest kept are within it, in order.
-	assert len(got) == 3 and got == sorted(got) and got[-1] <= now
+	assert got == [now - timedelta(seconds=2), now - timedelta(seconds=1), now]
+	assert overdue_slots(every_second, since=T0, now=now, grace_secs=60, limit=1) == [now - timedelta(seconds=60)]
 
 
 def test_a_once_schedule_and_an_ended_one():
