@@ -159,6 +159,21 @@ def unskip(schedule: str, slot: str) -> dict:
 	return {"schedule": doc.name, "unskipped": restored, "skipped_slots": [row.slot_utc for row in doc.skipped_slots]}
 
 
+@frappe.whitelist(methods=["POST"])
+def set_max_concurrent_runs(task: str, limit: int) -> dict:
+	"""At most `limit` (0: no limit, up to 100) jobs of the Task queued or started at once across its schedules;
+	a scheduled fire that finds that many is skipped (skipped_concurrency). Run Now jobs are not counted."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task", task)
+	doc.check_permission("write")
+	try:
+		doc.max_concurrent_runs = int(limit)
+	except (TypeError, ValueError):
+		frappe.throw(_("limit {0}: give a whole number from 0 (no limit) to {1}").format(repr(limit), protocol.MAX_CONCURRENT_RUNS))
+	doc.save()
+	return {"task": doc.name, "max_concurrent_runs": doc.max_concurrent_runs}
+
+
 @frappe.whitelist()
 def next_fires(schedule: str, n: int = 10) -> dict:
 	"""The next `n` fires of a saved schedule, in UTC, its zone and the user's zone."""

@@ -2,6 +2,7 @@ from unittest.mock import patch
 
 import frappe
 
+from btu.btu_core import api
 from btu.btu_core.tests.utils import SAMPLES, make_schedule, make_task
 from btu.shared import protocol
 
@@ -90,3 +91,11 @@ class TestBTUTask(IntegrationTestCase):
 			task.max_concurrent_runs = 1
 			task.save()
 		announce.assert_called_once_with(protocol.CREATE_TASK_SCHEDULE, enabled.name)
+
+	def test_the_api_sets_the_limit(self):
+		task = make_task()
+		self.assertEqual(api.set_max_concurrent_runs(task.name, "2"), {"task": task.name, "max_concurrent_runs": 2})
+		self.assertEqual(frappe.db.get_value("BTU Task", task.name, "max_concurrent_runs"), 2)
+		for wrong in ("two", "-1", str(protocol.MAX_CONCURRENT_RUNS + 1)):
+			with self.subTest(limit=wrong), self.assertRaises(frappe.ValidationError):
+				api.set_max_concurrent_runs(task.name, wrong)
