@@ -115,9 +115,9 @@ def all_rules(event: str) -> list:
 	)
 
 
-def own_scope(rule, schedule: str | None) -> str | None:
-	"""The schedule an incident of `rule` is about: a Schedule's rule, its own; a Task's rule watches the whole Task."""
-	return rule.parent if rule.parenttype == SCHEDULE else schedule
+def own_scope(rule) -> str | None:
+	"""The schedule an incident of `rule` is about: a Schedule's rule, its own; a Task's rule watches the whole Task (None)."""
+	return rule.parent if rule.parenttype == SCHEDULE else None
 
 
 def open_incident(rule, task: str, schedule: str | None, message: str, key: str, log: str | None = None) -> str | None:
@@ -352,7 +352,7 @@ def late_start(log, task, schedule, start_lag_secs: float) -> None:
 	slot = parse_utc_iso(log.slot_utc, "slot_utc")
 	lag = start_lag_secs - (spec_of(schedule).fire_time(slot) - slot).total_seconds()
 	for rule in rules:
-		scope = own_scope(rule, None)
+		scope = own_scope(rule)
 		if lag > threshold(rule):
 			message = _("Run {0} of {1} slot {2} started {3:.1f} s after its fire time (threshold {4} s).").format(
 				log.name, schedule.name, log.slot_utc, lag, threshold(rule)
@@ -376,7 +376,7 @@ def finished(log, task, schedule) -> None:
 	failed = log.status in FAILED
 	streak = bump_streak(schedule.name, failed) if schedule else 0
 	for rule in rules_for(("Failure", "Consecutive Failures"), task.name, schedule.name if schedule else None):
-		scope = own_scope(rule, None)
+		scope = own_scope(rule)
 		if not failed:
 			resolve(rule, scope, _("Run {0} succeeded.").format(log.name))
 			continue
@@ -507,7 +507,7 @@ def check_stuck(now: datetime) -> None:
 	now_system = to_system_naive(now)
 	for rule in rules:
 		task = rule.parent if rule.parenttype == TASK else frappe.db.get_value(SCHEDULE, rule.parent, "task")
-		scope = own_scope(rule, None)
+		scope = own_scope(rule)
 		limit = threshold(rule)
 		stuck = [
 			row for row in started
@@ -540,7 +540,7 @@ def check_scheduler(now: datetime) -> None:
 	if scheduler_alive():
 		cache.set_value(ALIVE_KEY, now.timestamp())
 		for rule in rules:
-			resolve(rule, own_scope(rule, None), _("A BTU scheduler holds the lease again."))
+			resolve(rule, own_scope(rule), _("A BTU scheduler holds the lease again."))
 		return
 	seen = cache.get_value(ALIVE_KEY)
 	if seen is None:
@@ -551,4 +551,4 @@ def check_scheduler(now: datetime) -> None:
 		if down_secs >= threshold(rule):
 			task = rule.parent if rule.parenttype == TASK else frappe.db.get_value(SCHEDULE, rule.parent, "task")
 			message = _("No BTU scheduler has held the leader lease for {0} s (bench btu-scheduler run; btu-scheduler status).").format(round(down_secs))
-			open_incident(rule, task, own_scope(rule, None), message, key="down")
+			open_incident(rule, task, own_scope(rule), message, key="down")
