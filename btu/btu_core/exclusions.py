@@ -59,10 +59,12 @@ def announce_users_of(calendar: str) -> None:
 
 
 def tidy_skipped(doc, base_spec) -> list[str]:
-	"""Normalise a schedule's skipped runs before it is saved: each its canonical UTC text and local time; past
-	ones, repeats, and those that are no run of the schedule (its cron changed, a hand-made row) removed.
-	`base_spec` is the schedule without its skipped runs. Returns what was removed and why, for the user."""
-	now = utc_now().timestamp()
+	"""Normalise a schedule's skipped runs before it is saved: each its canonical UTC text and local time; those
+	past the catch-up window, repeats, and those that are no run of the schedule (its cron changed, a hand-made row)
+	removed. A skipped run passed less than the catch-up window ago stays: a scheduler behind (down, failing over)
+	would still catch it up. `base_spec` is the schedule without its skipped runs. Returns the runs removed as no
+	runs of the schedule, for the user."""
+	horizon = utc_now().timestamp() - base_spec.catch_up_window.total_seconds()
 	kept, dropped, seen = [], [], set()
 	for row in doc.get("skipped_slots") or []:
 		try:
@@ -72,8 +74,8 @@ def tidy_skipped(doc, base_spec) -> list[str]:
 		if instant in seen:
 			continue
 		seen.add(instant)
-		if instant < now:
-			continue  # passed: nothing left to skip
+		if instant < horizon:
+			continue  # no scheduler catches it up any more: nothing left to skip
 		if base_spec.first(instant) != instant:
 			dropped.append(slot_text(utc(instant)))
 			continue

@@ -73,6 +73,15 @@ class TestSkipNextRuns(IntegrationTestCase):
 			self.schedule.save()
 		self.assertIn("skipped_slots", str(caught.exception))
 
+	def test_a_skipped_run_a_catch_up_may_still_fire_is_kept_on_save(self):
+		daily = make_schedule(self.task.name, run_frequency="Daily", hour=9, minute=0, time_zone="UTC", catch_up_window=86400)
+		upcoming = datetime.fromisoformat(next_fires(daily, 1)["fires"][0]["utc"].replace("Z", "+00:00"))
+		last, older = (upcoming - timedelta(days=days) for days in (1, 2))
+		for slot in (older, last):
+			daily.append("skipped_slots", {"slot_utc": slot.strftime("%Y-%m-%dT%H:%M:%SZ")})
+		daily.save()
+		self.assertEqual([row.slot_utc for row in daily.skipped_slots], [last.strftime("%Y-%m-%dT%H:%M:%SZ")])
+
 	def test_ten_thousand_skips_are_refused(self):
 		start = datetime(2030, 1, 1, 8, tzinfo=timezone.utc)
 		for i in range(10_000):
