@@ -65,6 +65,8 @@ def test_a_prepared_skipped_slot_is_withdrawn_and_never_fires(site, r, caplog):
 	passed = [record.btu_fields for record in caplog.records if record.getMessage() == "skipped_by_request"]
 	slot = slot_text(datetime.fromtimestamp(ahead / 1000, timezone.utc))
 	assert passed == [{"site": data.site.name, "schedule": name, "slot": slot}], "one line when the planner passes a skipped slot"
+	counted = scheduler.metrics.registry.get_sample_value("btu_fires_skipped_total", {"site": data.site.name, "reason": "requested"})
+	assert counted == 1, "counted once, as btu_fires_skipped_total{reason=requested}"
 
 
 def test_calendar_exclusion_holds_and_an_edit_of_the_calendar_takes_effect(site, r, processes):

@@ -294,7 +294,7 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	outcomes = ("enqueued", "skipped_overlap", "skipped_concurrency", "returned", "push_refused")
 	metrics.released([released(SITE, NAMED_SCHEDULE, 3, outcome) for outcome in outcomes] + [Released(b"not a member", "quarantined", 0)])
 	metrics.planned(Plan(failed=[Unplanned(SITE, "TS-2", "its spec raised")]))
-	item = FireItem(SITE, NAMED_SCHEDULE, "", "", "", False, skipped=1, expired=1, jobs=[])
+	item = FireItem(SITE, NAMED_SCHEDULE, "", "", "", False, skipped=1, expired=1, jobs=[], skipped_by_request=[0])
 	metrics.prepared([item, item], [ItemResult(WRITTEN, ["duplicate"]), ItemResult(FAILED, [])])
 	metrics.database_error(SITE)
 	metrics.rpc_command(protocol.REQUEST_TYPES[0], "accepted")
