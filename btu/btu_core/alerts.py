@@ -52,6 +52,10 @@ MAX_ROLE_USERS = 100
 DELIVERY_ERRORS_CHARS = 10_000
 # frappe.cache: when a scheduler was last seen alive (or, never seen, when the check first found none).
 ALIVE_KEY = "btu_alerts_scheduler_seen_at"
+# frappe.cache: where in the (rule, schedule) pairs the next missed-fire check starts.
+MISSED_CURSOR_KEY = "btu_alerts_missed_cursor"
+# Missed Fire rules listed per check (their pairs are names only; MAX_CHECKED of them are checked).
+MAX_MISSED_RULES = 10_000
 RULE_FIELDS = "name, parent, parenttype, event, threshold, notify_recovery, by_email, by_bell, recipients, role, webhook_url"
 
 
@@ -106,11 +110,11 @@ def rules_for(events: tuple[str, ...], task: str, schedule: str | None = None) -
 	)
 
 
-def all_rules(event: str) -> list:
+def all_rules(event: str, limit: int = MAX_CHECKED) -> list:
 	return frappe.db.sql(
 		f"select {RULE_FIELDS} from `tabBTU Alert Rule` where event = %s and parenttype in ('BTU Task', 'BTU Task Schedule') "
 		"order by parenttype, parent, idx limit %s",
-		(event, MAX_CHECKED),
+		(event, limit),
 		as_dict=True,
 	)
 
@@ -450,19 +454,25 @@ def check() -> None:
 
 
 def check_missed(now: datetime) -> None:
-	"""Slots of enabled, unpaused schedules with no Task Log `threshold` seconds after their fire time."""
-	checked = 0
-	for rule in all_rules("Missed Fire"):
-		if checked >= MAX_CHECKED:
-			break
+	"""Slots of enabled, unpaused schedules with no Task Log `threshold` seconds after their fire time. At most
+	MAX_CHECKED (rule, schedule) pairs a minute, from where the last check stopped: on a site with more, each
+	pair's turn comes every few minutes instead of the same ones being checked every minute and the rest never."""
+	pairs = []
+	for rule in all_rules("Missed Fire", limit=MAX_MISSED_RULES):
 		watched = {"name": rule.parent} if rule.parenttype == SCHEDULE else {"task": rule.parent}
-		for name in frappe.get_all(SCHEDULE, filters={**watched, "enabled": 1, "paused": 0}, pluck="name", limit=MAX_CHECKED - checked):
-			checked += 1
-			try:
-				missed_slots(rule, frappe.get_doc(SCHEDULE, name), now)
-			except ScheduleError as exc:
-				# The form refuses such a row; one saved before a rule changed must not stop the other checks.
-				frappe.logger("btu").warning(f"site={frappe.local.site} schedule={name} missed-fire check skipped: {exc}")
+		pairs += [(rule, name) for name in frappe.get_all(SCHEDULE, filters={**watched, "enabled": 1, "paused": 0}, pluck="name", order_by="name")]
+	if not pairs:
+		return
+	cache = frappe.cache()
+	start = cint(cache.get_value(MISSED_CURSOR_KEY)) % len(pairs)
+	turn = (pairs[start:] + pairs[:start])[:MAX_CHECKED]
+	cache.set_value(MISSED_CURSOR_KEY, (start + len(turn)) % len(pairs))
+	for rule, name in turn:
+		try:
+			missed_slots(rule, frappe.get_doc(SCHEDULE, name), now)
+		except ScheduleError as exc:
+			# The form refuses such a row; one saved before a rule changed must not stop the other checks.
+			frappe.logger("btu").warning(f"site={frappe.local.site} schedule={name} missed-fire check skipped: {exc}")
 
 
 def missed_slots(rule, schedule, now: datetime) -> None:

@@ -225,6 +225,22 @@ class TestCheckedAlerts(AlertCase):
 		alerts.check_missed(utc_now() + timedelta(seconds=30))
 		self.assertEqual(len(self.incidents(task.name)), 1)
 
+	def test_more_schedules_than_one_check_reads_each_get_their_turn(self):
+		task = self.task([rule("Missed Fire", by_email=0)], fail=False)
+		names = sorted(make_schedule(task.name, enabled=1, run_frequency="Cron Style", cron_string="* * * * *").name for _ in range(3))
+		frappe.db.commit()
+		frappe.cache().delete_value(alerts.MISSED_CURSOR_KEY)
+		self.addCleanup(frappe.cache().delete_value, alerts.MISSED_CURSOR_KEY)
+		seen, mine = [], alerts.rules_for(("Missed Fire",), task.name)
+		with (
+			mock.patch.object(alerts, "MAX_CHECKED", 2),
+			mock.patch.object(alerts, "all_rules", lambda event, limit: mine),
+			mock.patch.object(alerts, "missed_slots", lambda rule, schedule, now: seen.append(schedule.name)),
+		):
+			alerts.check_missed(utc_now())
+			alerts.check_missed(utc_now())
+		self.assertEqual(seen, [*names[:2], names[2], names[0]])
+
 	def test_a_paused_or_disabled_schedule_misses_nothing(self):
 		task = self.task(fail=False)
 		make_schedule(task.name, enabled=1, paused=1, cron_string="* * * * *", run_frequency="Cron Style", alert_rules=[rule("Missed Fire", by_email=0)])
