@@ -45,6 +45,8 @@ class BTUTaskLog(Document):
 def on_doctype_update():
 	frappe.db.add_index("BTU Task Log", ["schedule", "slot_utc"])
 	frappe.db.add_index("BTU Task Log", ["status", "date_time_started"])
+	# A Task's newest Logs: the failure streak of a Task-level Consecutive Failures rule (alerts.py).
+	frappe.db.add_index("BTU Task Log", ["task", "creation"])
 
 
 def delete_expired_logs() -> int:
