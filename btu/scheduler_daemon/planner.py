@@ -148,9 +148,11 @@ class Planner:
 			jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(entry.site, entry.schedule, slot), shape, description, data))
 		finished = plan.finished or plan.next_cursor is None
 		# The rule never yields a skipped slot: those this plan passed over, for the log and metrics.
-		passed_until = math.floor((now + ahead).timestamp()) + 1 if finished else posix_seconds(plan.next_cursor, "next_cursor")
-		since = math.ceil(cursor.timestamp())
-		passed = [slot * 1000 for slot in spec.skipped if since <= slot < passed_until]
+		passed = []
+		if spec.skipped:
+			passed_until = math.floor((now + ahead).timestamp()) + 1 if finished else posix_seconds(plan.next_cursor, "next_cursor")
+			since = math.ceil(cursor.timestamp())
+			passed = [slot * 1000 for slot in spec.skipped if since <= slot < passed_until]
 		return FireItem(
 			site=entry.site,
 			schedule=entry.schedule,
