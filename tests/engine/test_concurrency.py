@@ -115,6 +115,18 @@ def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_be
 	assert scheduler.metrics.skips["concurrency"] == 1
 
 
+def fire_once(scheduler, data, task: str) -> str:
+	"""A Once schedule of `task` at the next whole second, synced, prepared and released by `scheduler`; its name."""
+	instant = next_instant()
+	name = once_at(data, task, instant)
+	scheduler.reconciler.sync_schedules(data.site.name, [name])
+	assert scheduler.lease.renew()
+	prepare_due(scheduler)
+	sleep_until_ms(instant * 1000)
+	assert release(scheduler)
+	return name
+
+
 def test_finished_or_gone_jobs_stop_counting(engine_bench, r):
 	bench, data = engine_bench()
 	site = data.site.name
@@ -122,26 +134,14 @@ def test_finished_or_gone_jobs_stop_counting(engine_bench, r):
 	key = protocol.task_running_key(site, task)
 	scheduler = leader(bench)
 	for status in ("finished", "failed", None):
-		instant = next_instant()
-		name = once_at(data, task, instant)
-		scheduler.reconciler.sync_schedules(site, [name])
-		assert scheduler.lease.renew()
-		prepare_due(scheduler)
-		sleep_until_ms(instant * 1000)
-		assert release(scheduler)
+		name = fire_once(scheduler, data, task)
 		[job_id] = [text(m) for m in r.smembers(key)]
 		assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == "enqueued", f"after a job {status}"
 		if status is None:
 			r.delete(f"rq:job:{job_id}")
 		else:
 			r.hset(f"rq:job:{job_id}", "status", status)
-	instant = next_instant()
-	name = once_at(data, task, instant)
-	scheduler.reconciler.sync_schedules(site, [name])
-	assert scheduler.lease.renew()
-	prepare_due(scheduler)
-	sleep_until_ms(instant * 1000)
-	assert release(scheduler)
+	name = fire_once(scheduler, data, task)
 	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == "enqueued"
 	assert r.scard(key) == 1, "ids of jobs no longer queued or started left the set"
 
