@@ -179,3 +179,23 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 				assert missing == [], f"{site} {schedule_name}: slots missing {missing}"
 	assert not r.exists("rq:queue:x"), "a forged member's id was pushed on the queue it named"
 	assert "Traceback" not in first.log() + second.log()
+
+
+def test_a_wrong_resync_set_does_not_lose_the_schedule_moved_aside(engine_bench, r):
+	"""The race the case above can lose: a state moved aside while the resync set holds a wrong value, before any
+	reconcile moved that value aside. The member must reach a new resync set, or the schedule is never rebuilt."""
+	from tests.engine.test_prepare_release import leader, prepare_due
+
+	bench, data = engine_bench(S1)
+	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	victim = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
+	scheduler = leader(bench)
+	replace(r, protocol.RESYNC_KEY, ("set", "a string"))
+	r.hset(STATE(S1, victim), "cursor", "abc")
+	prepare_due(scheduler)  # finds the wrong cursor first: the state goes aside and is to be resynced
+	assert not r.exists(STATE(S1, victim))
+	assert r.smembers(protocol.RESYNC_KEY) == {protocol.due_member(S1, victim).encode()}
+	assert r.exists(protocol.QUARANTINED_PREFIX + protocol.RESYNC_KEY), "the string was moved aside, not overwritten"
+	scheduler.reconciler.full()
+	assert r.hget(STATE(S1, victim), "cursor").decode().isdigit(), "rebuilt from its row"
+	assert r.zscore(protocol.DUE_KEY, protocol.due_member(S1, victim)) is not None

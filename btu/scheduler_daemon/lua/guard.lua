@@ -53,9 +53,15 @@ local function move_aside(key, reason, now_ms)
 	note(key, reason, now_ms, target and ('moved to ' .. target) or 'deleted')
 end
 
--- A schedule whose state was wrong: rebuilt from its database row by the next reconcile.
+-- A schedule whose state was wrong: rebuilt from its database row by the next reconcile. A resync set that
+-- holds a wrong value goes aside first: the member would be lost with it, and the schedule never rebuilt.
 local function resync(due_member)
-	try('SADD', RESYNC, due_member)
+	local _, err = try('SADD', RESYNC, due_member)
+	if err then
+		local t = redis.call('TIME')
+		move_aside(RESYNC, err, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+		try('SADD', RESYNC, due_member)
+	end
 end
 
 -- Add to a counter; a wrong value there is noted and the counter starts again.
