@@ -162,7 +162,8 @@ def test_grants_revoked_while_running(acl_bench, processes, r):
 	r.execute_command("ACL", "SETUSER", user, *grants)
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
 	wait_until(lambda: site_job_ids(r, bench, "site1.localhost"), 20, f"a fire\n{scheduler.tail()}")
-	r.acl_setuser(user, **frappe_rules(bench.bench_id))  # ~btu:* gone
+	# enabled=True: redis-py sends "off" otherwise, and a disabled user could never log in again when a connection is remade
+	r.acl_setuser(user, enabled=True, **frappe_rules(bench.bench_id))  # ~btu:* gone
 	wait_until(lambda: " redis_permission_denied " in scheduler.log(), 15, f"the refusal is logged\n{scheduler.tail()}")
 	# The RPC listener learns of it when its BRPOP, blocked for up to 5 s before the revoke, next asks.
 	wait_until(lambda: " rpc_redis_lost " in scheduler.log(), 15, f"the listener's refusal is logged\n{scheduler.tail()}")
