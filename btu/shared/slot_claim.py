@@ -1,4 +1,4 @@
-"""One run per (schedule, slot), decided by the site's database.
+"""One run per (schedule, slot, attempt), decided by the site's database.
 
 Redis can lose its last writes when a master fails over, and a job released or
 dequeued just before may then be delivered again. The site database is the
@@ -27,8 +27,10 @@ from typing import Callable
 LOCK_WAIT_SECS = 30
 POLL_SECS = 0.05
 
+# Parameters: schedule, slot_utc, attempt. Logs written before retries existed have attempt 0 or NULL: the first.
 LOG_FOR_SLOT_SQL = (
-	"select name, status from `tabBTU Task Log` where schedule = %s and slot_utc = %s order by creation desc limit 1"
+	"select name, status from `tabBTU Task Log` where schedule = %s and slot_utc = %s "
+	"and coalesce(nullif(attempt, 0), 1) = %s order by creation desc limit 1"
 )
 
 Sql = Callable[[str, tuple], list]
@@ -42,6 +44,11 @@ def lock_key(database: str, schedule: str, slot_utc: str) -> str:
 	"""The lock's name: named locks are server-wide (MariaDB caps a name at 64 characters), so it includes the database."""
 	digest = hashlib.sha1(json.dumps([database, schedule, slot_utc]).encode()).hexdigest()
 	return f"btu_slot_{digest}"
+
+
+def attempt_slot(slot_utc: str, attempt: int) -> str:
+	"""What a lock key names for a slot's attempt: the slot itself for the first (the key earlier BTU versions took)."""
+	return slot_utc if attempt <= 1 else f"{slot_utc}#{attempt}"
 
 
 def postgres_key(key: str) -> int:

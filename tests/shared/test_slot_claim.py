@@ -8,11 +8,11 @@ import uuid
 import pymysql
 import pytest
 
-from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, SlotLockTimeout, lock_key, postgres_key
+from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, SlotLockTimeout, attempt_slot, lock_key, postgres_key
 
 LOG_DDL = (
 	"create table `tabBTU Task Log` (name varchar(140) primary key, schedule varchar(140), slot_utc varchar(140), "
-	"status varchar(140), creation datetime(6) default current_timestamp(6))"
+	"status varchar(140), attempt int(11) not null default 0, creation datetime(6) default current_timestamp(6))"
 )
 
 
@@ -50,7 +50,7 @@ def deliver(db_settings, database: str, schedule: str, slot: str, outcomes: list
 	sql = sql_of(conn)
 	start.wait()
 	with SlotLock(sql, "mariadb", lock_key(database, schedule, slot)):
-		if sql(LOG_FOR_SLOT_SQL, (schedule, slot)):
+		if sql(LOG_FOR_SLOT_SQL, (schedule, slot, 1)):
 			outcomes.append("refused")
 		else:
 			sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status) values (%s, %s, %s, 'Started')", (uuid.uuid4().hex, schedule, slot))
@@ -111,3 +111,20 @@ def test_keys_fit_mariadb_and_postgres():
 def test_an_unknown_database_type_is_refused():
 	with pytest.raises(ValueError, match="sqlite"):
 		SlotLock(lambda q, p: [], "sqlite", "k")
+
+
+def test_each_attempt_of_a_slot_is_its_own_run(db_settings, database):
+	"""A retry (attempt 2) of a slot that has its first Log runs once; a Log from before retries (attempt 0) is the first."""
+	conn = connect(db_settings, database)
+	sql = sql_of(conn)
+	slot = "2026-11-24T00:00:01Z"
+	sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('old', 'TS-1', %s, 'Failed', 0)", (slot,))
+	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 1))[0][0] == "old"
+	assert not sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))
+	sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('retry', 'TS-1', %s, 'Started', 2)", (slot,))
+	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))[0][0] == "retry"
+	assert not sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 3))
+	# The first attempt keeps the key earlier versions took; later attempts have their own.
+	assert attempt_slot(slot, 1) == slot and attempt_slot(slot, 0) == slot
+	assert len({lock_key(database, "TS-1", attempt_slot(slot, n)) for n in (1, 2, 3)}) == 3
+	conn.close()

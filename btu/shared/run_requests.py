@@ -1,0 +1,108 @@
+"""Run requests: one-off runs of a Task that the scheduler fires like a schedule's slot.
+
+A retry, a backfilled slot and a chained run are each a row of `BTU Run
+Request` (the site database is the source of truth). The scheduler compiles
+a pending request into a Once state under a name no schedule can have
+(`state_name`), so the same prepare and release scripts fire it at its
+`run_at`, exactly once, through failovers and Redis losing its data. The
+task runner then claims the run under the request's key: a retry or a
+backfill by (schedule, slot, attempt), a chained run by the request itself.
+
+A request's name is derived from what it is for (`request_name`), so asking
+twice, from two workers or two clicks, inserts one row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+
+from btu.shared.instants import slot_text
+
+DOCTYPE = "BTU Run Request"
+# The scheduler state of a request is named "run-request:<request>". A schedule named so is refused
+# (the Desk on save, the scheduler's reconcile), so the two never share a state or a job id.
+STATE_PREFIX = "run-request:"
+RETRY, BACKFILL, CHAIN = "Retry", "Backfill", "Chain"
+# Pending: the scheduler fires it at run_at. Waiting: a backfill slot queued behind the one before it
+# (one at a time). Done: its run wrote a Task Log. Cancelled: withdrawn before it ran.
+PENDING, WAITING, DONE, CANCELLED = "Pending", "Waiting", "Done", "Cancelled"
+# A request the scheduler could not fire within this long of its run_at (no scheduler ran) is not fired.
+CATCH_UP_WINDOW_SECS = 86400
+# The most slots one backfill may ask for; a wider range is refused with the count it would make.
+MAX_BACKFILL_SLOTS = 1000
+MAX_ATTEMPTS = 100
+# The longest a retry waits, whatever its backoff says.
+MAX_RETRY_DELAY_SECS = 30 * 86400
+RETRY_ON = ("Any Failure", "Timeout", "Retry Signal")
+
+
+def state_name(request: str) -> str:
+	"""The scheduler state's name for the request."""
+	return STATE_PREFIX + request
+
+
+def is_state_name(name: str) -> bool:
+	return str(name).startswith(STATE_PREFIX)
+
+
+def request_of(name: str) -> str:
+	"""The request a state is named after."""
+	return name[len(STATE_PREFIX):]
+
+
+def request_name(*key) -> str:
+	"""The name of the request for `key`, the same for every ask of the same run."""
+	digest = hashlib.sha1(json.dumps([str(part) for part in key]).encode()).hexdigest()[:20]
+	return f"RR-{digest}"
+
+
+def slot_request_name(schedule: str, slot: datetime, attempt: int) -> str:
+	"""A retry's or a backfill's request name: one per (schedule, slot, attempt), whichever origin asks first."""
+	return request_name("slot", schedule, slot_text(slot), attempt)
+
+
+def chain_request_name(parent_log: str, task: str, attempt: int = 1) -> str:
+	"""A chained run's request name: one per (the Log that started it, the chained task, attempt)."""
+	return request_name(CHAIN, parent_log, task, *([attempt] if attempt > 1 else []))
+
+
+def retry_delay(attempt: int, initial: float, factor: float, maximum: float) -> float:
+	"""Seconds to wait before `attempt` (2 for the first retry): initial * factor^(attempt - 2), at most `maximum`
+	(0: at most MAX_RETRY_DELAY_SECS, as with any cap above it)."""
+	if attempt < 2:
+		raise ValueError(f"attempt {attempt}: a retry is attempt 2 or later")
+	cap = min(maximum, MAX_RETRY_DELAY_SECS) if maximum > 0 else MAX_RETRY_DELAY_SECS
+	try:
+		delay = initial * factor ** (attempt - 2)
+	except OverflowError:
+		delay = cap
+	return max(0.0, min(delay, cap))
+
+
+def whole_second_after(moment: datetime) -> datetime:
+	"""`moment` rounded up to a whole second: a Once slot is whole seconds, and a retry must not run before its delay."""
+	whole = moment.replace(microsecond=0)
+	return whole if whole == moment else whole + timedelta(seconds=1)
+
+
+def as_schedule_row(request: dict) -> dict:
+	"""A pending request row (joined as `database.request_rows` reads it) as the schedule row the reconciler compiles:
+	a Once schedule in UTC at its run_at, fired once within CATCH_UP_WINDOW_SECS, on its schedule's queue when it has one."""
+	run_at = request.get("run_at_utc") or ""
+	return {
+		**request,
+		"name": state_name(request["name"]),
+		"run_frequency": "Once",
+		"run_at": run_at,
+		"time_zone": "UTC",
+		"catch_up_policy": "fire_once",
+		"catch_up_window": CATCH_UP_WINDOW_SECS,
+		"overlap_policy": "allow",
+		"enabled": 1,
+		"paused": 0,
+		# Not held back by the task's concurrency limit (like Run Now): a held-back request would never run.
+		"task_max_concurrent_runs": 0,
+	}
+
