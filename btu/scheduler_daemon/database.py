@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any
 
 from btu.scheduler_daemon.bench import Site
+from btu.shared import run_requests
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
 SCHEDULE_TABLE = "tabBTU Task Schedule"
@@ -22,15 +23,27 @@ LOG_TABLE = "tabBTU Task Log"
 SKIPPED_TABLE = "tabBTU Skipped Slot"
 CALENDAR_TABLE = "tabBTU Calendar"
 CALENDAR_DATE_TABLE = "tabBTU Calendar Date"
+REQUEST_TABLE = "tabBTU Run Request"
 # ERPNext/HRMS's, when installed: a BTU Calendar may also exclude the dates of one Holiday List.
 HOLIDAY_TABLE = "tabHoliday"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
+# A run request's columns, and its schedule's that its job takes (queue, argument overrides).
+REQUEST_COLUMNS = ("name", "modified", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "origin")
+REQUEST_SCHEDULE_COLUMNS = ("queue_name", "argument_overrides")
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short", "max_concurrent_runs")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
 # (an UPDATE by SQL may change those without the stamp), its task's stamp and its calendar's.
 VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"), ("c", "modified"))
 VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
+
+
+def split_names(names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+	"""State names as (schedule names, run request names); (None, None) for "all of both"."""
+	if names is None:
+		return None, None
+	schedules = [name for name in names if not run_requests.is_state_name(name)]
+	return schedules, [run_requests.request_of(name) for name in names if run_requests.is_state_name(name)]
 
 
 def _in(values) -> str:
@@ -50,6 +63,7 @@ class SiteDatabase:
 		self.connect_timeout = connect_timeout
 		self._connection = None
 		self._lock = threading.Lock()
+		self._has_requests = False  # once seen, the table stays (a migrate made it)
 
 	@property
 	def postgres(self) -> bool:
@@ -204,14 +218,30 @@ class SiteDatabase:
 		columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
 		crc = "hashtext" if self.postgres else "CRC32"
 		[row] = self._select_schedules(f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum", None)
-		return (int(row["n"]), str(row["checksum"]))
+		summary = (int(row["n"]), str(row["checksum"]))
+		if not self.has_requests():
+			return summary
+		[row] = self._select_requests(
+			f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}))) AS checksum", None
+		)
+		return (summary[0] + int(row["n"]), f"{summary[1]}|{row['checksum']}")
 
 	def row_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
 		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`."""
 		q = self._quote
 		columns = ", ".join(f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS)
-		return self._select_schedules(columns, names)
+		schedules, requests = split_names(names)
+		rows = self._select_schedules(columns, schedules)
+		if requests != [] and self.has_requests():
+			# A request's versions, shaped as a schedule's: its schedule's stamp stands where a calendar's does.
+			request_columns = (
+				f"r.{q('name')} AS {q('name')}, r.{q('modified')} AS {q('modified')}, 1 AS {q('enabled')}, 0 AS {q('paused')}, "
+				f"t.{q('modified')} AS {q('task_modified')}, s.{q('modified')} AS {q('calendar_modified')}"
+			)
+			for row in self._select_requests(request_columns, requests):
+				rows.append({**row, "name": run_requests.state_name(row["name"]), "request": 1})
+		return rows
 
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
 		"""The schedule rows named, with their task's columns as `task_<column>` (None when the task is gone)."""
@@ -221,10 +251,50 @@ class SiteDatabase:
 		return self._select_schedules(f"{columns}, t.{q('name')} AS {q('task_name')}, {task_columns}", names)
 
 	def existing_schedules(self, names: list[str]) -> set[str]:
-		"""Which of `names` are schedule rows."""
+		"""Which of `names` are schedule rows, or run requests' states (`run_requests.state_name`)."""
 		q = self._quote
-		rows = self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} {_in(chunk)}")
-		return {row["name"] for row in rows}
+		schedules, requests = split_names(names)
+		rows = self._chunked(schedules, lambda chunk: f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} {_in(chunk)}")
+		found = {row["name"] for row in rows}
+		if requests and self.has_requests():
+			rows = self._chunked(requests, lambda chunk: f"SELECT {q('name')} AS name FROM {q(REQUEST_TABLE)} WHERE {q('name')} {_in(chunk)}")
+			found |= {run_requests.state_name(row["name"]) for row in rows}
+		return found
+
+	# -- run requests ---------------------------------------------------------------
+
+	def has_requests(self) -> bool:
+		"""Whether the site has the run request table (a site not yet migrated to this BTU has none)."""
+		if not self._has_requests:
+			self._has_requests = self.has_table(REQUEST_TABLE)
+		return self._has_requests
+
+	def _select_requests(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
+		"""`SELECT columns` over the pending run requests named (all when `names` is None), each joined with its task
+		as `t` and its schedule as `s`."""
+		if names == []:
+			return []
+		q = self._quote
+		source = (
+			f"SELECT {columns} FROM {q(REQUEST_TABLE)} r LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
+			f"LEFT JOIN {q(SCHEDULE_TABLE)} s ON s.{q('name')} = r.{q('schedule')} WHERE"
+		)
+		pending = f"r.{q('status')} = %s"
+		if names is None:
+			return self.query(f"{source} {pending}", (run_requests.PENDING,))
+		return self._chunked(names, lambda chunk: f"{source} r.{q('name')} {_in(chunk)} AND {pending}", (run_requests.PENDING,))
+
+	def request_rows(self, names: list[str]) -> list[dict[str, Any]]:
+		"""The pending run requests named by their states' names, as schedule rows (`run_requests.as_schedule_row`)."""
+		q = self._quote
+		columns = ", ".join(
+			[f"r.{q(column)}" for column in REQUEST_COLUMNS]
+			+ [f"s.{q(column)} AS {q(column)}" for column in REQUEST_SCHEDULE_COLUMNS]
+			+ [f"t.{q('name')} AS {q('task_name')}"]
+			+ [f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS]
+		)
+		rows = self._select_requests(columns, [run_requests.request_of(name) for name in names])
+		return [run_requests.as_schedule_row(row) for row in rows]
 
 	def last_logged_slots(self, names: list[str]) -> dict[str, str]:
 		"""Schedule -> newest `slot_utc` in its Task Logs (absent when it has none)."""

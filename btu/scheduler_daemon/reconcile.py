@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from btu.shared import protocol
+from btu.shared import protocol, run_requests
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.job_contract import RQ_EXECUTOR
@@ -32,7 +32,7 @@ from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, 
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
-from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, split_names
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
@@ -151,6 +151,7 @@ class Reconciler:
 		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
 		self.served: set[str] = set()  # BTU sites at the last full reconcile
 		self.paused_sites: dict[str, str] = {}  # held sites -> why
+		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
 		self.lock = threading.RLock()
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -343,12 +344,9 @@ class Reconciler:
 		return SiteRead(db=db, system_tz=system_tz, held=held, context=context)
 
 	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, str]:
-		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task."""
-		return {
-			row["name"]: f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
-			for row in db.row_versions(names)
-			if int(row["enabled"] or 0)
-		}
+		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task.
+		Pending run requests are among them under their states' names (`run_requests.state_name`)."""
+		return enabled_versions(db.row_versions(names), db.site.name, self.refused_names)
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
 		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile."""
@@ -380,9 +378,10 @@ class Reconciler:
 		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			rows = with_exclusions(read.db, read.db.schedule_rows(names[start : start + APPLY_CHUNK]), self.clock())
+			schedules, requests = split_names(names[start : start + APPLY_CHUNK])
+			rows = with_exclusions(read.db, read.db.schedule_rows(schedules), self.clock())
 			logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
-			self.apply_rows(site, read, rows, logged, versions)
+			self.apply_rows(site, read, rows + read.db.request_rows([run_requests.state_name(name) for name in requests]), logged, versions)
 		self.wake()
 
 	def apply_rows(self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]) -> None:
@@ -398,8 +397,13 @@ class Reconciler:
 			seen[name] = (versions[name], read.context)
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz)
-				cursor_if_new = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
-				cursor_if_changed = spec.next_slot(now)
+				if "run_at_utc" in row:
+					# A run request fires at its run_at however late it is found (within its catch-up window),
+					# and never after its Log is written (it is no longer pending then).
+					cursor_if_new = cursor_if_changed = from_ms(spec.at * 1000)
+				else:
+					cursor_if_new = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
+					cursor_if_changed = spec.next_slot(now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
@@ -418,6 +422,23 @@ class Reconciler:
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
+
+
+def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]]) -> dict[str, str]:
+	"""Enabled rows' names -> their versions. A schedule named like a run request's state is left out (the Desk
+	refuses such a name on save; a row written by SQL is logged once per process, remembered in `refused`)."""
+	versions = {}
+	for row in rows:
+		if not row.get("request") and run_requests.is_state_name(row["name"]):
+			if (site, row["name"]) not in refused:
+				refused.add((site, row["name"]))
+				log_event(
+					logger, logging.ERROR, "invalid_schedule", site=site, schedule=row["name"],
+					error=f"a schedule's name may not start with {run_requests.STATE_PREFIX!r}, which names run requests' states; rename it",
+				)
+		elif int(row["enabled"] or 0):
+			versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
+	return versions
 
 
 def with_exclusions(db: SiteDatabase, rows: list[dict], now: datetime) -> list[dict]:

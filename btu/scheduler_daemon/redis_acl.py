@@ -41,7 +41,7 @@ COMMANDS = (
 	# hashes
 	"hget", "hset", "hmget", "hgetall", "hkeys", "hdel", "hincrby", "hlen",
 	# sets
-	"sadd", "srem", "smembers", "scard", "sismember", "spop",
+	"sadd", "srem", "smembers", "scard", "sismember", "spop", "sscan",
 	# sorted sets
 	"zadd", "zrem", "zcard", "zcount", "zscore", "zrange", "zrevrange", "zrangebyscore", "zremrangebyscore", "zremrangebyrank",
 	# lists: RPC commands and replies, recent fires, rq's queues

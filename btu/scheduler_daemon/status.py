@@ -13,7 +13,7 @@ import socket
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from btu.shared import protocol
+from btu.shared import protocol, run_requests
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.liveness import Reader, leader, processes
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
@@ -78,6 +78,7 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 			(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
 		], None)
 		entry["schedules"] = count or 0
+		entry["run_requests"] = run_request_count(redis_conn, site, reader)
 		entry["invalid"] = {_text(k): _text(v) for k, v in (invalid or {}).items()}
 		entry["counters"] = {}
 		for k, v in (counters or {}).items():
@@ -105,6 +106,24 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 		"quarantine": quarantine(redis_conn, reader),
 		"problems": reader.problems,
 	}
+
+
+def run_request_count(redis_conn, site: str, reader: Reader) -> int:
+	"""How many of the site's states are run requests (retries, backfilled slots, chained runs not fired yet or not yet
+	done), counted among at most STATUS_SCAN of its states."""
+	key = protocol.site_schedules_key(site)
+
+	def count() -> int:
+		found = 0
+		cursor, looked = 0, 0
+		while True:
+			cursor, page = redis_conn.sscan(key, cursor, match=f"{run_requests.STATE_PREFIX}*", count=STATUS_PAGE)
+			found += len(page)
+			looked += STATUS_PAGE
+			if not cursor or looked >= STATUS_SCAN:
+				return found
+
+	return reader.read(key, count, 0)
 
 
 def quarantine(redis_conn, reader: Reader) -> dict[str, dict]:

@@ -60,7 +60,7 @@ def run_once(database: dict) -> None:
 
 	try:
 		with SlotLock(sql, "mariadb", lock_key(database["database"], schedule, slot_utc)):
-			ran = not sql(LOG_FOR_SLOT_SQL, (schedule, slot_utc))
+			ran = not sql(LOG_FOR_SLOT_SQL, (schedule, slot_utc, 1))
 			if ran:
 				sql(
 					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) values (%s, now(6), now(6), %s, %s, 'Succeeded')",

@@ -85,7 +85,8 @@ def render(summary: dict) -> str:
 		if isinstance(process.get("metrics"), dict) and process["metrics"]:
 			lines.append(f"    since start: {render_metrics(process['metrics'])}")
 	for site, entry in summary["sites"].items():
-		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules")
+		requests = entry.get("run_requests") or 0
+		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules" + (f", of which {requests} run requests (retries, backfills, chained runs)" if requests else ""))
 		for key in ("paused_reason", "database"):
 			if entry.get(key):
 				lines.append(f"  {key}: {entry[key]}")
