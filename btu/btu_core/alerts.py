@@ -31,7 +31,7 @@ from btu.shared.alert_slots import overdue_slots
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.schedule import ScheduleError
 from btu.btu_core import scheduler_link
-from btu.btu_core.instants import system_zone, to_system_naive, utc_now
+from btu.btu_core.instants import from_system_naive, to_system_naive, utc_now
 from btu.btu_core.preview import spec_of
 from btu.btu_core.roles import require_system_manager_for_rows
 
@@ -65,7 +65,7 @@ def threshold(rule) -> int:
 
 def utc_of(system_naive) -> datetime:
 	"""A Frappe Datetime value (the system zone's wall clock) as an aware instant."""
-	return frappe.utils.get_datetime(system_naive).replace(tzinfo=system_zone())
+	return from_system_naive(frappe.utils.get_datetime(system_naive))
 
 
 # -- validation ---------------------------------------------------------------------
@@ -407,7 +407,8 @@ def bump_streak(schedule: str, failed: bool) -> int:
 def task_streak(task: str, up_to: int) -> int:
 	"""The Task's newest finished runs that failed in a row, counted up to `up_to`."""
 	statuses = frappe.get_all(
-		"BTU Task Log", filters={"task": task, "status": ("in", ("Succeeded", *FAILED))}, pluck="status", order_by="creation desc", limit=up_to
+		# An attempt that was retried is not a run's end: only its last attempt counts.
+		"BTU Task Log", filters={"task": task, "status": ("in", ("Succeeded", *FAILED)), "retried": 0}, pluck="status", order_by="creation desc", limit=up_to
 	)
 	return next((i for i, status in enumerate(statuses) if status not in FAILED), len(statuses))
 

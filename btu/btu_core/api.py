@@ -11,15 +11,16 @@ from frappe.utils import cint, get_datetime
 
 from btu.shared import protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.btu_core import alerts, scheduler_link
+from btu.btu_core import alerts, run_requests, scheduler_link
 from btu.btu_core import exclusions
-from btu.btu_core.instants import utc_now
+from btu.btu_core.instants import from_system_naive, utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
 from btu.btu_core.task_runner import max_duration, run_in_this_process
 from btu.shared.schedule import ScheduleError
 
 RUN_ON = ("worker", "webserver")
+RUN_REQUEST = "BTU Run Request"
 
 
 def _reply(reply: protocol.Reply) -> dict:
@@ -172,6 +173,102 @@ def set_max_concurrent_runs(task: str, limit: int) -> dict:
 		frappe.throw(_("limit {0}: give a whole number from 0 (no limit) to {1}").format(repr(limit), protocol.MAX_CONCURRENT_RUNS))
 	doc.save()
 	return {"task": doc.name, "max_concurrent_runs": doc.max_concurrent_runs}
+
+
+@frappe.whitelist(methods=["POST"])
+def set_retry_policy(
+	doctype: str, name: str, max_attempts: int | None = None, retry_on: str | None = None, retry_delay_secs: int | None = None,
+	retry_backoff_factor: float | None = None, retry_max_delay_secs: int | None = None,
+) -> dict:
+	"""Set a Task's retries, or a Schedule's override of them (0 or "": the Task's); arguments left out stay."""
+	require_btu_manager()
+	if doctype not in ("BTU Task", "BTU Task Schedule"):
+		frappe.throw(_("doctype {0}: give BTU Task or BTU Task Schedule").format(repr(doctype)))
+	doc = frappe.get_doc(doctype, name)
+	doc.check_permission("write")
+	given = {
+		"max_attempts": max_attempts, "retry_on": retry_on, "retry_delay_secs": retry_delay_secs,
+		"retry_backoff_factor": retry_backoff_factor, "retry_max_delay_secs": retry_max_delay_secs,
+	}
+	for field, value in given.items():
+		if value is None:
+			continue
+		try:
+			doc.set(field, value if field == "retry_on" else (float(value) if field == "retry_backoff_factor" else int(value)))
+		except (TypeError, ValueError):
+			frappe.throw(_("{0} {1}: give a number").format(field, repr(value)))
+	doc.save()
+	return {field: doc.get(field) for field in ("name", *given)}
+
+
+@frappe.whitelist(methods=["POST"])
+def set_chained_tasks(task: str, chained: str | list) -> dict:
+	"""Replace a Task's chained tasks: a list (or its JSON) of {"next_task", "on_outcome": Success|Failure|Any, "delay_secs"}.
+	A chain leading back to the Task is refused."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task", task)
+	doc.check_permission("write")
+	rows = frappe.parse_json(chained) if isinstance(chained, str) else chained
+	if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+		frappe.throw(_("chained: give a list of objects with next_task, on_outcome and delay_secs"))
+	doc.set("chained_tasks", [])
+	for row in rows:
+		doc.append("chained_tasks", {"next_task": row.get("next_task"), "on_outcome": row.get("on_outcome") or "Success", "delay_secs": cint(row.get("delay_secs"))})
+	doc.save()
+	return {"task": doc.name, "chained_tasks": [{"next_task": r.next_task, "on_outcome": r.on_outcome, "delay_secs": r.delay_secs} for r in doc.chained_tasks]}
+
+
+@frappe.whitelist(methods=["POST"])
+def backfill(schedule: str, start: str, end: str, one_at_a_time: int = 1) -> dict:
+	"""Run the schedule's slots from `start` to `end` (UTC ISO, e.g. 2026-11-01T00:00:00Z, or the system zone's
+	date and time) that have no Task Log, each once: one at a time (the next after the one before ends) or, with
+	one_at_a_time=0, all now. At most 1,000 slots; asking again adds nothing for slots already requested."""
+	require_btu_manager()
+	doc = frappe.get_doc("BTU Task Schedule", schedule)
+	doc.check_permission("write")
+	try:
+		result = run_requests.backfill(doc, instant(start, "start"), instant(end, "end"), bool(cint(one_at_a_time)))
+	except ScheduleError as exc:
+		frappe.throw(str(exc), title=_("{0}: invalid schedule").format(schedule))
+	return {"schedule": doc.name, **result}
+
+
+@frappe.whitelist(methods=["POST"])
+def cancel_run_request(request: str) -> dict:
+	"""Withdraw a Pending or Waiting run request (a retry or a backfilled slot, with the backfill's slots waiting on it)."""
+	require_btu_manager()
+	doc = frappe.get_doc(RUN_REQUEST, request)
+	doc.check_permission("read")
+	run_requests.cancel(doc)
+	return {"request": doc.name, "status": frappe.db.get_value(RUN_REQUEST, doc.name, "status")}
+
+
+@frappe.whitelist()
+def pending_runs(schedule: str | None = None, task: str | None = None, limit: int = 50) -> list[dict]:
+	"""Retries, backfilled slots and chained runs not run yet, soonest first."""
+	require_btu_manager()
+	filters = {"status": ("in", ("Pending", "Waiting"))}
+	if schedule:
+		filters["schedule"] = schedule
+	if task:
+		filters["task"] = task
+	return frappe.get_list(
+		RUN_REQUEST, filters=filters,
+		fields=["name", "status", "origin", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "parent_log", "backfill"],
+		order_by="run_at asc, slot_utc asc", limit_page_length=max(1, min(cint(limit) or 50, 500)),
+	)
+
+
+def instant(text: str, field: str):
+	"""A UTC ISO instant, or a naive date and time in the system zone, as an aware UTC datetime."""
+	try:
+		return parse_utc_iso(str(text), field)
+	except ValueError:
+		pass
+	try:
+		return from_system_naive(get_datetime(text))
+	except Exception:
+		frappe.throw(_("{0} {1}: give a date and time, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 (system zone)").format(field, repr(text)))
 
 
 @frappe.whitelist()

@@ -24,6 +24,11 @@ def to_system_naive(value: datetime) -> datetime:
 	return value.astimezone(system_zone()).replace(tzinfo=None)
 
 
+def from_system_naive(value: datetime) -> datetime:
+	"""A Frappe Datetime field's naive system-zone wall clock as an aware UTC instant (fold 0 at a DST overlap)."""
+	return value.replace(tzinfo=system_zone()).astimezone(timezone.utc)
+
+
 def user_time_zone(user: str | None = None) -> str:
 	"""The user's own time zone (User.time_zone), else the system one."""
 	user = user or frappe.session.user

@@ -53,7 +53,19 @@ def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
 		"paused": bool(doc.get("paused")),
 		"enabled": bool(doc.get("enabled")),
 		"fires": fires,
+		"pending_runs": pending_runs(doc.name) if doc.name and not doc.is_new() else [],
 	}
+
+
+def pending_runs(schedule: str, limit: int = 20) -> list[dict]:
+	"""The schedule's retries and backfilled slots not run yet, soonest first."""
+	return frappe.get_all(
+		"BTU Run Request",
+		filters={"schedule": schedule, "status": ("in", ("Pending", "Waiting"))},
+		fields=["name", "status", "origin", "attempt", "slot_utc", "run_at_utc"],
+		order_by="run_at asc, slot_utc asc",
+		limit=limit,
+	)
 
 
 def _note(entry: dict) -> str:
@@ -92,5 +104,17 @@ def render_html(preview: dict) -> str:
 	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
 	return (
 		f"<div class='btu-next-fires'><p><b>{escape_html(preview['description'])}</b></p>{note_html}"
-		f"<table class='table table-bordered table-sm'><thead>{head}</thead><tbody>{rows}</tbody></table></div>"
+		f"<table class='table table-bordered table-sm'><thead>{head}</thead><tbody>{rows}</tbody></table>{pending_html(preview)}</div>"
 	)
+
+
+def pending_html(preview: dict) -> str:
+	"""Retries and backfilled slots still to run, under the regular fires."""
+	runs = preview.get("pending_runs") or []
+	if not runs:
+		return ""
+	items = "".join(
+		f"<li data-origin='{escape_html(run.origin)}'>{escape_html(_('{0} of slot {1}, attempt {2}: {3} at {4} UTC').format(_(run.origin), run.slot_utc, run.attempt, _(run.status).lower(), run.run_at_utc))}</li>"
+		for run in runs
+	)
+	return f"<p><b>{escape_html(_('Retries and backfills to run'))}</b></p><ul class='btu-pending-runs'>{items}</ul>"

@@ -79,12 +79,24 @@ def describe(reply: protocol.Reply) -> str:
 	return _("BTU Scheduler refused the command: {0}").format(reply.message)
 
 
-def announce_after_commit(request_type: str, schedule: str) -> None:
-	"""Send `request_type` for `schedule` once the current transaction has committed."""
-	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user))
+def announce_after_commit(request_type: str, schedule: str, *, only_if_running: bool = False) -> None:
+	"""Send `request_type` for `schedule` once the current transaction has committed. `only_if_running`: not when no
+	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it starts)."""
+	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user, only_if_running))
 
 
-def _announce(request_type: str, schedule: str, user: str) -> None:
+def scheduler_running() -> bool:
+	"""Whether any scheduler process has a live heartbeat; True when Redis cannot tell (sending then reports why)."""
+	try:
+		return bool(liveness.processes(queue_redis()))
+	except RedisError:
+		return True
+
+
+def _announce(request_type: str, schedule: str, user: str, only_if_running: bool = False) -> None:
+	if only_if_running and not scheduler_running():
+		frappe.logger("btu").info(f"site={frappe.local.site} schedule={schedule} rpc={request_type} not sent: no scheduler process alive")
+		return
 	request = getattr(frappe.local, "request", None)
 	after_response = getattr(request, "after_response", None) if request else None
 	if after_response is not None:

@@ -33,8 +33,9 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
-from btu.btu_core import alerts
+from btu.shared.run_requests import CANCELLED, CHAIN, DONE, chain_request_name, is_state_name, request_of, slot_request_name
+from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
+from btu.btu_core import alerts, run_requests
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
@@ -66,7 +67,23 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 	elif enqueued_at:
 		moment = parse_utc_iso(fire_at, "fire_at") if fire_at else slot
 		fire_lag_ms = round((enqueued_at - moment).total_seconds() * 1000, 3)
+	if is_state_name(schedule):
+		return run_request(schedule, enqueued_at, fire_lag_ms)
 	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms).execute().name
+
+
+def run_request(state: str, enqueued_at, fire_lag_ms):
+	"""A run request's fire (a retry, a backfilled slot, a chained run): the run of its slot's attempt, or its own."""
+	request = run_requests.load(state)
+	if request is None or request.status in (CANCELLED, DONE):
+		why = "deleted" if request is None else f"{request.status.lower()} (log={request.log or '-'})"
+		frappe.logger("btu").info(f"site={frappe.local.site} request={request_of(state)} {why}; not run")
+		return request.log if request is not None else None
+	slot = parse_utc_iso(request.slot_utc, "slot_utc") if request.slot_utc else None
+	run = TaskRun(
+		request.task, schedule=request.schedule if slot else None, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, request=request
+	)
+	return run.execute().name
 
 
 def run_enqueued_task(task, schedule=None, enqueued_at=None):
@@ -189,13 +206,20 @@ def system_now() -> datetime:
 	return to_system_naive(utc_now())
 
 
+class RunFailed(Exception):
+	"""The run failed with what Frappe's execute_job would retry in-process; its Log (and BTU's retry) is written."""
+
+
 class TaskRun:
 	"""One run of a Task, optionally for a Schedule's slot."""
 
-	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None):
+	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None):
 		self.task_name = task
 		self.schedule_name = schedule or None
 		self.slot = slot
+		# A run request's run (retry, backfill, chain): its attempt and links come from the request.
+		self.request = request
+		self.attempt = int(request.attempt or 1) if request is not None else 1
 		self.enqueued_at = enqueued_at
 		self.fire_lag_ms = fire_lag_ms
 		self.start_lag_s = None
@@ -213,6 +237,11 @@ class TaskRun:
 			if earlier is not None:
 				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was done.
 				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
+				if self.request is not None and self.request.status != DONE:
+					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's state.
+					run_requests.mark_done(self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name))
+					run_requests.release_next(self.request)
+					frappe.db.commit()
 				return earlier
 			schedule = None
 			if self.schedule_name:
@@ -238,9 +267,13 @@ class TaskRun:
 			status = "Timed Out" if isinstance(exc, JobTimeoutException) else "Failed"
 			log = self.write_finished(
 				log.name, task, schedule, status, elapsed, stdout, stderr, log_output, notes,
-				result_message=f"{type(exc).__name__}: {exc}", trace=trace,
+				result_message=f"{type(exc).__name__}: {exc}", trace=trace, exc=exc,
 			)
 			if reraise:
+				if run_requests.retry_signal(exc):
+					# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
+					# find its Log written: BTU's own retries, if any, are requested already.
+					raise RunFailed(f"{type(exc).__name__}: {exc}") from exc
 				raise
 			return log
 		elapsed = time.perf_counter() - started
@@ -255,7 +288,9 @@ class TaskRun:
 		"""The lock under which this run looks for its Log and writes it (`btu.shared.slot_claim`): one per (schedule, slot),
 		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
 		if self.schedule_name and self.slot:
-			key = lock_key(frappe.conf.db_name, self.schedule_name, format_utc_iso(self.slot))
+			key = lock_key(frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt))
+		elif self.request is not None:
+			key = lock_key(frappe.conf.db_name, "run request", self.request.name)
 		elif self.job:
 			key = lock_key(frappe.conf.db_name, "rq job", self.job.id)
 		else:
@@ -263,10 +298,12 @@ class TaskRun:
 		return SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", key)
 
 	def earlier_log(self):
-		"""The Log of an earlier delivery of this same run: its slot's, or its RQ job's."""
+		"""The Log of an earlier delivery of this same run: its slot attempt's, its request's, or its RQ job's."""
 		if self.schedule_name and self.slot:
-			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot)))
+			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot), self.attempt))
 			name = rows[0][0] if rows else None
+		elif self.request is not None:
+			name = frappe.db.get_value("BTU Task Log", {"run_request": self.request.name}, "name", order_by="creation desc")
 		elif self.job:
 			name = frappe.db.get_value("BTU Task Log", {"rq_job_id": self.job.id}, "name", order_by="creation desc")
 		else:
@@ -310,9 +347,12 @@ class TaskRun:
 			"logging_output": "",
 			"traceback": "",
 			**self.identity(),
+			**self.lineage(),
 		}
 		log = frappe.get_doc({"doctype": "BTU Task Log", **values})
 		log.insert(ignore_permissions=True)
+		if self.request is not None:
+			run_requests.mark_done(self.request, log.name)
 		frappe.db.set_value("BTU Task", task.name, "last_runtime", now, update_modified=False)
 		notes = [note for note in [notify(log, task, schedule)] if note]
 		frappe.db.commit()
@@ -320,7 +360,69 @@ class TaskRun:
 		alerts.run_started(log, task, schedule, self.start_lag_s)
 		return log, notes
 
-	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace):
+	@classmethod
+	def of_log(cls, log, schedule) -> "TaskRun":
+		"""The run a Log records, for its sequels after the lost-run sweep ended it."""
+		request = frappe.get_doc(run_requests.rr.DOCTYPE, log.run_request) if log.get("run_request") and frappe.db.exists(run_requests.rr.DOCTYPE, log.run_request) else None
+		slot = parse_utc_iso(log.slot_utc, "slot_utc") if log.get("slot_utc") else None
+		return cls(log.task, schedule=schedule.name if schedule is not None and slot else None, slot=slot, request=request)
+
+	def lineage(self) -> dict:
+		"""A Log's attempt and links: its request's origin, the first attempt, the run that started it."""
+		request = self.request
+		if request is None:
+			return {"attempt": 1}
+		return {
+			"attempt": self.attempt,
+			"origin": request.origin,
+			"run_request": request.name,
+			"first_attempt_log": request.first_log,
+			"parent_log": request.parent_log,
+		}
+
+	def retry_key(self, attempt: int) -> str | None:
+		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None for a run
+		with neither (Run Now)."""
+		if self.schedule_name and self.slot:
+			return slot_request_name(self.schedule_name, self.slot, attempt)
+		if self.request is not None and not self.request.slot_utc:
+			# A chained run (or its retry): its attempts hang off the Log that started the chain link.
+			return chain_request_name(self.chain_parent(), self.task_name, attempt)
+		return None
+
+	def chain_parent(self) -> str:
+		"""The Log whose outcome started this chained run (a retry's request names the attempt before instead)."""
+		if self.request.origin == CHAIN:
+			return self.request.parent_log
+		return frappe.db.get_value("BTU Task Log", self.request.first_log, "parent_log") or self.request.parent_log
+
+	def after(self, log, task, schedule, exc) -> None:
+		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next slot.
+		Never raises: the run's Log is committed already."""
+		final, note = True, None
+		try:
+			if log.status in ("Failed", "Timed Out"):
+				note, retried = run_requests.schedule_retry(self, log, task, schedule, exc)
+				final = not retried
+			if final:
+				run_requests.start_chained(log, task)
+			if self.request is not None:
+				run_requests.release_next(self.request)
+			if note:
+				frappe.db.set_value(
+					"BTU Task Log", log.name,
+					{"retried": 0 if final else 1, "logging_output": "\n".join(filter(None, [log.logging_output, note]))},
+					update_modified=False,
+				)
+				log.retried = 0 if final else 1
+			frappe.db.commit()
+		except Exception:
+			frappe.db.rollback()
+			frappe.logger("btu").error(f"site={frappe.local.site} log={log.name} retry or chain not requested", exc_info=True)
+			final = True
+		alerts.run_finished(log, task, schedule, final=final)
+
+	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace, exc=None):
 		# Read locked (its latest version, whatever the function read before) until the commit below, so the
 		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
 		# still gets the true end, but its outcome is counted once.
@@ -345,8 +447,7 @@ class TaskRun:
 		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
 		self.tell(log, elapsed, counted=was != "Started")
 		if was == "Started":
-			# Retries (to come) pass final=False for an attempt that will be retried.
-			alerts.run_finished(log, task, schedule, final=True)
+			self.after(log, task, schedule, exc)
 		if task.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
@@ -372,6 +473,9 @@ class TaskRun:
 			}
 		)
 		log.insert(ignore_permissions=True)
+		if self.request is not None:
+			run_requests.mark_done(self.request, log.name)
+			run_requests.release_next(self.request)
 		frappe.db.commit()
 		self.event(f"log={log.name} skipped: {reason}")
 		self.tell(log, None)
@@ -435,7 +539,7 @@ def mark_lost_runs_timed_out() -> list[str]:
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
 		record_outcome(row.task, log.status)
-		alerts.run_finished(log, task, schedule, final=True)
+		TaskRun.of_log(log, schedule).after(log, task, schedule, None)
 		lost.append(log.name)
 		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} task={row.task} schedule={log.schedule or '-'} marked Timed Out (lost run)")
 	return lost

@@ -50,6 +50,20 @@ def shout(size: int) -> None:
 	sys.stdout.write("x" * size)
 
 
+@runnable
+def flaky(marker: str, failures: int) -> int:
+	"""Fails its first `failures` runs (counted in Redis under `marker`), then succeeds: a retry's way back."""
+	count = frappe.cache().incr(f"btu-test-flaky:{marker}")
+	if count <= failures:
+		raise RuntimeError(f"flaky run {count} of {failures} failing")
+	return count
+
+
+@runnable
+def signal_retry() -> None:
+	raise frappe.RetryBackgroundJobError("try again later")
+
+
 def undeclared_task() -> str:
 	print("undeclared_task ran")
 	return "ran"

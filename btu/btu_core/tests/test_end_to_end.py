@@ -2,6 +2,7 @@
 this site's RQ queue, `bench worker --burst` runs the jobs, and every run leaves
 its Log with the right slot and the captured output."""
 
+import json
 import os
 import signal
 import subprocess
@@ -163,3 +164,61 @@ class TestEndToEnd(IntegrationTestCase):
 			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, fire lag ms median {lags[len(lags) // 2]:.1f}"
 			f" max {lags[-1]:.1f}, job ids like {logs[0].rq_job_id}\n"
 		)
+
+	def wait_for(self, predicate, timeout: float, what: str):
+		"""Run the queue's jobs with `bench worker --burst` until `predicate()` (on a fresh snapshot) holds."""
+		deadline = time.monotonic() + timeout
+		while time.monotonic() < deadline:
+			self.run_worker_burst()
+			frappe.db.rollback()
+			found = predicate()
+			if found:
+				return found
+			time.sleep(0.5)
+		self.fail(f"no {what} within {timeout} s\n{self.scheduler_output()}")
+
+	def test_a_retry_and_a_chained_run_fire_through_the_scheduler(self):
+		self.start_scheduler()
+		child = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE)
+		marker = frappe.generate_hash(length=12)
+		self.task = make_task(
+			"flaky", arguments=json.dumps({"marker": marker, "failures": 1}), queue_name=QUEUE, max_attempts=3, retry_delay_secs=2,
+			chained_tasks=[{"next_task": child.name, "on_outcome": "Success"}],
+		).name
+		self.addCleanup(delete_committed, child.name)
+		run_at = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
+		frappe.get_doc(
+			{"doctype": "BTU Task Schedule", "task": self.task, "enabled": 1, "run_frequency": "Once", "time_zone": "UTC", "run_at": run_at.replace(tzinfo=None)}
+		).insert()
+		frappe.db.commit()
+		chained = self.wait_for(lambda: frappe.get_all("BTU Task Log", filters={"task": child.name}, fields=["*"]), 60, "chained run")
+		attempts = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["*"], order_by="attempt")
+		self.assertEqual([(a.attempt, a.status) for a in attempts], [(1, "Failed"), (2, "Succeeded")], attempts)
+		first, second = attempts
+		self.assertEqual((second.origin, second.first_attempt_log, second.slot_utc), ("Retry", first.name, first.slot_utc))
+		self.assertIsNotNone(second.fire_lag_ms, "the retry was fired by the scheduler")
+		self.assertGreaterEqual((second.date_time_started - first.date_time_ended).total_seconds(), 1.5, "it waited its 2 s delay")
+		[link] = chained
+		self.assertEqual((link.parent_log, link.origin, link.status), (second.name, "Chain", "Succeeded"))
+		self.assertEqual(frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2)
+		sys.stdout.write(f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n")
+
+	def test_a_backfill_runs_its_slots_one_at_a_time_through_the_scheduler(self):
+		self.start_scheduler()
+		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
+		schedule = frappe.get_doc(
+			{"doctype": "BTU Task Schedule", "task": self.task, "enabled": 0, "run_frequency": "Hourly", "minute": 0, "time_zone": "UTC"}
+		).insert()
+		frappe.db.commit()
+		top = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+		result = api.backfill(schedule.name, (top - timedelta(hours=3)).isoformat(), (top - timedelta(hours=1)).isoformat())
+		frappe.db.commit()
+		self.assertEqual(len(result["requested"]), 3)
+		logs = self.wait_for(
+			lambda: (found := frappe.get_all("BTU Task Log", filters={"schedule": schedule.name}, fields=["*"], order_by="date_time_started")) and len(found) == 3 and found,
+			60, "three backfilled runs",
+		)
+		self.assertEqual([log.slot_utc for log in logs], sorted(log.slot_utc for log in logs), "one at a time, oldest first")
+		self.assertTrue(all(log.origin == "Backfill" and log.status == "Succeeded" for log in logs), logs)
+		for before, after in zip(logs, logs[1:]):
+			self.assertGreaterEqual(after.date_time_started, before.date_time_ended)

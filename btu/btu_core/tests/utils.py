@@ -51,6 +51,7 @@ def make_user(email: str, roles: tuple[str, ...] = ()):
 def delete_committed(task: str) -> None:
 	"""Remove a Task the runner committed, with its schedules and logs."""
 	frappe.db.rollback()
+	frappe.db.delete("BTU Run Request", {"task": task})
 	frappe.db.delete("BTU Task Log", {"task": task})
 	for name in frappe.get_all("BTU Task Schedule", filters={"task": task}, pluck="name"):
 		frappe.delete_doc("BTU Task Schedule", name, force=True, ignore_permissions=True)

@@ -100,8 +100,8 @@ function btu_render_status(frm) {
 		if (site.paused_reason) html += `<p class="text-warning">${__("Paused")}: ${btu_esc(site.paused_reason)}</p>`;
 		const counters = site.counters || {};
 		html += btu_table(
-			[__("Schedules"), __("Oldest overdue (ms)"), ...Object.keys(counters)],
-			[[site.schedules == null ? "" : site.schedules, site.oldest_overdue_ms == null ? "" : site.oldest_overdue_ms, ...Object.values(counters)]]
+			[__("Schedules"), __("Retries, backfills, chained runs"), __("Oldest overdue (ms)"), ...Object.keys(counters)],
+			[[site.schedules == null ? "" : site.schedules, site.run_requests || 0, site.oldest_overdue_ms == null ? "" : site.oldest_overdue_ms, ...Object.values(counters)]]
 		);
 		const invalid = site.invalid || {};
 		if (Object.keys(invalid).length) {

@@ -12,6 +12,9 @@ frappe.ui.form.on("BTU Task", {
 		frm.add_custom_button(__("Run Once At..."), () => btu_run_once_at(frm), run);
 		frm.add_custom_button(__("New Schedule"), () => frappe.new_doc("BTU Task Schedule", { task: frm.doc.name }));
 		frm.add_custom_button(__("View Logs"), () => frappe.set_route("List", "BTU Task Log", { task: frm.doc.name }));
+		frm.add_custom_button(__("Pending Runs"), () =>
+			frappe.set_route("List", "BTU Run Request", { task: frm.doc.name, status: ["in", ["Pending", "Waiting"]] })
+		);
 		btu_alert_buttons(frm, { task: frm.doc.name });
 	},
 });

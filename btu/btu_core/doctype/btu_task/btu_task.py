@@ -6,12 +6,13 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.btu_core import alerts
+from btu.btu_core import alerts, run_requests
 from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 from btu.shared import protocol
+from btu.shared.run_requests import MAX_ATTEMPTS, RETRY_ON
 
 
 class BTUTask(Document):
@@ -56,10 +57,30 @@ class BTUTask(Document):
 			check_queue(self.queue_name, "queue_name")
 		except TaskInputError as exc:
 			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
+		validate_retries(self, _("BTU Task {0}: invalid input").format(self.name or ""))
+		self.validate_chain()
 		if not 0 <= (self.max_concurrent_runs or 0) <= protocol.MAX_CONCURRENT_RUNS:
 			frappe.throw(
 				_("Max Concurrent Runs {0}: give a whole number from 0 (no limit) to {1}").format(self.max_concurrent_runs, protocol.MAX_CONCURRENT_RUNS),
 				title=_("BTU Task {0}: invalid input").format(self.name or ""),
+			)
+
+	def validate_chain(self):
+		"""Refuse a chained task that is missing, or a chain that leads back to this Task."""
+		for row in self.chained_tasks or []:
+			if row.next_task and not frappe.db.exists("BTU Task", row.next_task) and row.next_task != self.name:
+				frappe.throw(_("Chained Tasks row {0}: no BTU Task named {1}; pick an existing task").format(row.idx, row.next_task))
+			if (row.delay_secs or 0) < 0:
+				frappe.throw(_("Chained Tasks row {0}: Delay {1}: give 0 or more seconds").format(row.idx, row.delay_secs))
+		edges = run_requests.chain_edges()
+		edges[self.name] = {row.next_task for row in self.chained_tasks or [] if row.next_task}
+		cycle = run_requests.chain_cycle(self.name, edges)
+		if cycle:
+			frappe.throw(
+				_("Chained Tasks: {0} leads back to {1}, so each run would start the next forever; remove one link of the cycle").format(
+					" -> ".join(cycle), self.name
+				),
+				title=_("BTU Task {0}: chain cycle").format(self.name or ""),
 			)
 
 	def on_update(self):
@@ -74,6 +95,20 @@ class BTUTask(Document):
 
 	def on_trash(self):
 		forget_task(self.name)
+
+
+def validate_retries(doc, title: str) -> None:
+	"""The retry settings of a Task or a Schedule within their bounds (a Schedule's 0 or blank: the Task's)."""
+	if not 0 <= (doc.max_attempts or 0) <= MAX_ATTEMPTS:
+		frappe.throw(_("Max Attempts {0}: give a whole number from 1 (no retries) to {1}").format(doc.max_attempts, MAX_ATTEMPTS), title=title)
+	for field in ("retry_delay_secs", "retry_max_delay_secs"):
+		if (doc.get(field) or 0) < 0:
+			frappe.throw(_("{0} {1}: give 0 or more seconds").format(doc.meta.get_label(field), doc.get(field)), title=title)
+	factor = doc.retry_backoff_factor or 0
+	if factor and not 1 <= factor <= 10:
+		frappe.throw(_("Backoff Factor {0}: give a number from 1 (the same delay each time) to 10").format(factor), title=title)
+	if doc.retry_on and doc.retry_on not in RETRY_ON:
+		frappe.throw(_("Retry On {0}: pick one of {1}").format(doc.retry_on, ", ".join(RETRY_ON)), title=title)
 
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).

@@ -57,6 +57,8 @@ frappe.ui.form.on("BTU Task Schedule", {
 		for (const row of frm.doc.skipped_slots || []) {
 			frm.add_custom_button(__("Undo skip of {0}", [btu_esc(row.slot_local || row.slot_utc)]), () => btu_unskip(frm, row.slot_utc), __("Skip"));
 		}
+		frm.add_custom_button(__("Backfill"), () => btu_backfill(frm), __("Actions"));
+		frm.add_custom_button(__("Pending Runs"), () => frappe.set_route("List", "BTU Run Request", { schedule: frm.doc.name, status: ["in", ["Pending", "Waiting"]] }), __("Actions"));
 		frm.add_custom_button(__("Ping Scheduler"), () => btu_ping(), __("Actions"));
 		frm.add_custom_button(__("Next Fires"), () => btu_next_fires_dialog(frm), __("Actions"));
 		frm.add_custom_button(__("Recent Runs"), () => btu_recent_runs(frm), __("Actions"));
@@ -149,4 +151,35 @@ function btu_recent_runs(frm) {
 				: __("No runs yet."),
 		});
 	});
+}
+
+function btu_backfill(frm) {
+	frappe.prompt(
+		[
+			{ fieldname: "start", fieldtype: "Datetime", label: __("From (system time zone)"), reqd: 1 },
+			{ fieldname: "end", fieldtype: "Datetime", label: __("To (system time zone)"), reqd: 1 },
+			{
+				fieldname: "one_at_a_time",
+				fieldtype: "Check",
+				label: __("One at a time (each slot after the one before has run)"),
+				default: 1,
+				description: __("Unticked: every slot is due now, and runs as workers take them. Slots with a Task Log are not run again; at most 1,000 slots."),
+			},
+		],
+		(values) =>
+			frappe
+				.call({ method: "btu.btu_core.api.backfill", args: { schedule: frm.doc.name, ...values } })
+				.then((r) => {
+					const m = r.message;
+					frappe.msgprint({
+						title: __("Backfill {0}", [btu_esc(m.backfill)]),
+						indicator: "green",
+						message: __("{0} slots in the range: {1} requested, {2} requested before, {3} ran already.", [
+							m.slots, m.requested.length, m.already_requested.length, m.already_ran.length,
+						]),
+					});
+				}),
+		__("Backfill {0}", [btu_esc(frm.doc.name)]),
+		__("Backfill")
+	);
 }

@@ -18,6 +18,8 @@ from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
+from btu.btu_core.doctype.btu_task.btu_task import validate_retries
+from btu.shared.run_requests import STATE_PREFIX, is_state_name
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
@@ -84,6 +86,9 @@ class BTUTaskSchedule(Document):
 		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
 		require_system_manager_for(self, ("argument_overrides",))
 		alerts.validate_rules(self)
+		if self.name and is_state_name(self.name):
+			frappe.throw(_("Name {0}: a schedule's name may not start with {1} (BTU names run requests so); rename it").format(self.name, STATE_PREFIX))
+		validate_retries(self, _("Invalid schedule"))
 		try:
 			if self.run_frequency in HELPERS:
 				self.cron_string = frequency_to_cron(

@@ -48,18 +48,24 @@ def execute(filters=None):
 		)
 		if last:
 			row.update(last_log=last[0].name, last_status=last[0].status, last_slot_utc=last[0].slot_utc, last_started=last[0].date_time_started, last_duration=last[0].execution_time)
-		by_status = runs_since(doc.name, since)
-		row["runs_24h"] = sum(by_status.values())
-		row["failures_24h"] = by_status.get("Failed", 0) + by_status.get("Timed Out", 0)
+		counts = runs_since(doc.name, since)
+		row["runs_24h"] = sum(counts.values())
+		row["failures_24h"] = sum(n for (status, _origin), n in counts.items() if status in ("Failed", "Timed Out"))
+		row["retries_24h"] = sum(n for (_status, origin), n in counts.items() if origin == "Retry")
+		row["backfilled_24h"] = sum(n for (_status, origin), n in counts.items() if origin == "Backfill")
+		row["pending_runs"] = frappe.db.count("BTU Run Request", {"schedule": doc.name, "status": ("in", ("Pending", "Waiting"))})
 		data.append(row)
 	return columns(), data
 
 
-def runs_since(schedule: str, since) -> dict[str, int]:
-	"""The schedule's Logs created since `since`, per status: frappe.qb, as Frappe v16 refuses count(*) in get_all's fields."""
+def runs_since(schedule: str, since) -> dict[tuple[str, str], int]:
+	"""The schedule's Logs created since `since`, per (status, origin): frappe.qb, as Frappe v16 refuses count(*) in get_all's fields."""
 	log = frappe.qb.DocType("BTU Task Log")
-	query = frappe.qb.from_(log).select(log.status, Count("*")).where((log.schedule == schedule) & (log.creation >= since)).groupby(log.status)
-	return {status: int(runs) for status, runs in query.run()}
+	query = (
+		frappe.qb.from_(log).select(log.status, log.origin, Count("*"))
+		.where((log.schedule == schedule) & (log.creation >= since)).groupby(log.status, log.origin)
+	)
+	return {(status, origin or ""): int(runs) for status, origin, runs in query.run()}
 
 
 def columns():
@@ -81,4 +87,7 @@ def columns():
 		{"fieldname": "last_duration", "label": _("Last Duration (s)"), "fieldtype": "Float", "precision": 3, "width": 110},
 		{"fieldname": "runs_24h", "label": _("Runs (24 h)"), "fieldtype": "Int", "width": 90},
 		{"fieldname": "failures_24h", "label": _("Failures (24 h)"), "fieldtype": "Int", "width": 100},
+		{"fieldname": "retries_24h", "label": _("Retries (24 h)"), "fieldtype": "Int", "width": 100},
+		{"fieldname": "backfilled_24h", "label": _("Backfilled (24 h)"), "fieldtype": "Int", "width": 110},
+		{"fieldname": "pending_runs", "label": _("Retries/Backfills Pending"), "fieldtype": "Int", "width": 120},
 	]

@@ -1,0 +1,306 @@
+"""Retries, backfills and chained runs: BTU Run Request rows the scheduler fires (`btu.shared.run_requests`).
+
+Each is inserted under a name derived from what it is for, so a second ask
+(a second worker, a second click, a failover that runs the asking code
+again) finds the row and adds nothing. The scheduler is told after commit,
+as for a schedule's save; its full reconcile reads pending requests anyway.
+The task runner marks a request Done in the transaction that inserts its
+run's "Started" Log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import frappe
+from frappe import _
+from frappe.utils import cint, flt
+
+from btu.shared import protocol
+from btu.shared import run_requests as rr
+from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.btu_core.instants import to_system_naive, utc_now
+from btu.btu_core.scheduler_link import announce_after_commit
+
+RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_factor", "retry_max_delay_secs")
+
+
+def insert(name: str, **values) -> tuple[object, bool]:
+	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it)."""
+	if frappe.db.exists(rr.DOCTYPE, name):
+		return frappe.get_doc(rr.DOCTYPE, name), False
+	run_at = rr.whole_second_after(values.pop("run_at"))
+	doc = frappe.get_doc(
+		{
+			"doctype": rr.DOCTYPE,
+			"name": name,
+			"run_at": to_system_naive(run_at),
+			"run_at_utc": format_utc_iso(run_at),
+			**values,
+		}
+	)
+	doc.flags.name_set = True
+	try:
+		doc.insert(ignore_permissions=True)
+	except frappe.DuplicateEntryError:
+		# Another delivery asked at the same moment and committed first; a locking read sees its row.
+		return frappe.get_doc(rr.DOCTYPE, name, for_update=True), False
+	if doc.status == rr.PENDING:
+		announce(name)
+	return doc, True
+
+
+def announce(name: str) -> None:
+	"""Tell the scheduler about the request (or that it is no longer pending) once this transaction commits."""
+	announce_after_commit(protocol.CREATE_TASK_SCHEDULE, rr.state_name(name), only_if_running=True)
+
+
+# -- retries ----------------------------------------------------------------------
+
+
+def retry_policy(task, schedule=None) -> dict:
+	"""The Task's retry settings, each overridden by the schedule's when it sets one (0 or blank: the Task's)."""
+	policy = {
+		"max_attempts": max(1, cint(task.get("max_attempts")) or 1),
+		"retry_on": task.get("retry_on") or "Any Failure",
+		"retry_delay_secs": cint(task.get("retry_delay_secs")),
+		"retry_backoff_factor": flt(task.get("retry_backoff_factor")) or 1.0,
+		"retry_max_delay_secs": cint(task.get("retry_max_delay_secs")),
+	}
+	if schedule is not None:
+		for field in RETRY_FIELDS:
+			value = schedule.get(field)
+			if value not in (None, "", 0, 0.0):
+				policy[field] = value
+	return policy
+
+
+def retry_signal(exc: BaseException | None) -> bool:
+	"""What Frappe's own execute_job retries: RetryBackgroundJobError, a deadlock or a lock wait timeout."""
+	if exc is None:
+		return False
+	if isinstance(exc, frappe.RetryBackgroundJobError):
+		return True
+	try:
+		return isinstance(exc, frappe.db.InternalError) and bool(frappe.db.is_deadlocked(exc) or frappe.db.is_timedout(exc))
+	except Exception:
+		return False
+
+
+def retries(policy: dict, status: str, exc: BaseException | None) -> bool:
+	"""Whether a run that ended `status` (raising `exc`, None for a lost run) is retried under `policy`'s retry_on."""
+	if status not in ("Failed", "Timed Out"):
+		return False
+	on = policy["retry_on"]
+	if on == "Timeout":
+		return status == "Timed Out"
+	if on == "Retry Signal":
+		return retry_signal(exc)
+	return True
+
+
+def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple[str | None, bool]:
+	"""After a failed attempt: insert the next attempt's request when the policy allows. Returns the note for the
+	Log ("attempt 2 of 3 at ...", or why none follows; None when retries are off for this run) and whether one follows."""
+	policy = retry_policy(task, schedule)
+	attempt = cint(log.get("attempt")) or 1
+	if policy["max_attempts"] <= 1 or not retries(policy, log.status, exc):
+		return None, False
+	if attempt >= policy["max_attempts"]:
+		return _("Attempt {0} of {1}: no retry left.").format(attempt, policy["max_attempts"]), False
+	key = run.retry_key(attempt + 1)
+	if key is None:
+		return _("Not retried: only scheduled, backfilled and chained runs are (Run Now has no slot to retry)."), False
+	delay = rr.retry_delay(attempt + 1, policy["retry_delay_secs"], flt(policy["retry_backoff_factor"]), policy["retry_max_delay_secs"])
+	run_at = utc_now() + timedelta(seconds=delay)
+	if schedule is not None and log.get("slot_utc") and schedule.overlap_policy == "skip":
+		following = next_regular_fire(schedule, parse_utc_iso(log.slot_utc, "slot_utc"))
+		if following is not None and run_at >= following:
+			return _("Not retried: attempt {0} would start at {1}, at or after the next slot's fire at {2} (overlap_policy skip).").format(
+				attempt + 1, format_utc_iso(run_at), format_utc_iso(following)
+			), False
+	first = log.get("first_attempt_log") or log.name
+	doc, _inserted = insert(
+		key,
+		task=task.name,
+		origin=rr.RETRY,
+		schedule=schedule.name if schedule is not None else None,
+		slot_utc=log.get("slot_utc"),
+		attempt=attempt + 1,
+		run_at=run_at,
+		parent_log=log.name,
+		first_log=first,
+		status=rr.PENDING,
+		note=_("Retry of {0} ({1}).").format(log.name, log.status),
+		**({"backfill": run.request.get("backfill")} if run.request is not None else {}),
+	)
+	return _("Attempt {0} of {1} failed; attempt {2} at {3} ({4}).").format(
+		attempt, policy["max_attempts"], attempt + 1, doc.run_at_utc, doc.name
+	), True
+
+
+def next_regular_fire(schedule, slot: datetime) -> datetime | None:
+	"""When the schedule's slot after `slot` fires (jitter included), or None when none follows."""
+	from btu.btu_core.preview import spec_of
+
+	try:
+		spec = spec_of(schedule)
+	except Exception:
+		return None
+	following = spec.next_slot(slot)
+	return spec.fire_time(following) if following is not None else None
+
+
+# -- chains ------------------------------------------------------------------------
+
+
+def start_chained(log, task) -> list[str]:
+	"""The Task's chained tasks for this run's outcome, each requested once per (this Log, that Task)."""
+	outcome = "Success" if log.status == "Succeeded" else "Failure"
+	names = []
+	for row in task.get("chained_tasks") or []:
+		if row.on_outcome not in (outcome, "Any") or not row.next_task:
+			continue
+		doc, _inserted = insert(
+			rr.chain_request_name(log.name, row.next_task),
+			task=row.next_task,
+			origin=rr.CHAIN,
+			attempt=1,
+			run_at=utc_now() + timedelta(seconds=max(0, cint(row.delay_secs))),
+			parent_log=log.name,
+			status=rr.PENDING,
+			note=_("Chained after {0} ({1}) of {2}.").format(log.name, log.status, task.name),
+		)
+		names.append(doc.name)
+	return names
+
+
+def chain_cycle(task_name: str, edges: dict[str, set[str]]) -> list[str] | None:
+	"""A path of chained tasks from `task_name` back to itself in `edges` (task -> its next tasks), or None."""
+	stack = [(task_name, [task_name])]
+	seen = set()
+	while stack:
+		node, path = stack.pop()
+		for child in sorted(edges.get(node, ())):
+			if child == task_name:
+				return [*path, child]
+			if child not in seen:
+				seen.add(child)
+				stack.append((child, [*path, child]))
+	return None
+
+
+def chain_edges() -> dict[str, set[str]]:
+	"""Every saved Task's chained tasks: task -> the tasks it starts."""
+	edges: dict[str, set[str]] = {}
+	for row in frappe.get_all("BTU Chained Task", filters={"parenttype": "BTU Task"}, fields=["parent", "next_task"]):
+		edges.setdefault(row.parent, set()).add(row.next_task)
+	return edges
+
+
+# -- backfill ----------------------------------------------------------------------
+
+
+def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = True) -> dict:
+	"""Request a run of each of the schedule's slots from `start` to `end` (aware, UTC) that has no Task Log.
+
+	Refused (frappe.ValidationError naming the bound) above MAX_BACKFILL_SLOTS slots. One at a time: each
+	slot's request waits for the run before it; else all are due now. A slot already requested keeps
+	its request, so asking twice adds nothing."""
+	from btu.btu_core.preview import spec_of
+
+	now = utc_now()
+	if end <= start:
+		frappe.throw(_("Backfill: end {0} is not after start {1}; give a range of past time").format(format_utc_iso(end), format_utc_iso(start)))
+	if end > now:
+		frappe.throw(_("Backfill: end {0} is in the future; slots to come fire on their own (give an end before {1})").format(
+			format_utc_iso(end), format_utc_iso(now)
+		))
+	spec = spec_of(schedule)
+	slots = []
+	slot = spec.next_slot(start - timedelta(seconds=1))
+	while slot is not None and slot <= end:
+		if len(slots) == rr.MAX_BACKFILL_SLOTS:
+			frappe.throw(_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
+				format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
+			))
+		slots.append(slot)
+		slot = spec.next_slot(slot)
+	texts = [format_utc_iso(s) for s in slots]
+	ran = set()
+	for chunk in range(0, len(texts), 500):
+		ran |= set(frappe.get_all("BTU Task Log", filters={"schedule": schedule.name, "slot_utc": ("in", texts[chunk : chunk + 500])}, pluck="slot_utc"))
+	backfill_id = frappe.generate_hash(length=10)
+	requested, existing, previous = [], [], None
+	for slot, text in zip(slots, texts):
+		if text in ran:
+			continue
+		name = rr.slot_request_name(schedule.name, slot, 1)
+		waiting = one_at_a_time and previous is not None
+		doc, inserted = insert(
+			name,
+			task=schedule.task,
+			origin=rr.BACKFILL,
+			schedule=schedule.name,
+			slot_utc=text,
+			attempt=1,
+			run_at=now,
+			status=rr.WAITING if waiting else rr.PENDING,
+			previous_request=previous if waiting else None,
+			backfill=backfill_id,
+			note=_("Backfill {0} of {1} from {2} to {3}.").format(backfill_id, schedule.name, format_utc_iso(start), format_utc_iso(end)),
+		)
+		(requested if inserted else existing).append(doc.name)
+		if inserted:
+			previous = doc.name
+	return {
+		"backfill": backfill_id,
+		"slots": len(slots),
+		"requested": requested,
+		"already_requested": existing,
+		"already_ran": sorted(ran),
+	}
+
+
+def release_next(request) -> str | None:
+	"""A backfill run one at a time: the request waiting on this one becomes due now. Returns its name."""
+	name = frappe.db.get_value(rr.DOCTYPE, {"previous_request": request.name, "status": rr.WAITING}, "name")
+	if not name:
+		return None
+	now = rr.whole_second_after(utc_now())
+	frappe.db.set_value(rr.DOCTYPE, name, {"status": rr.PENDING, "run_at": to_system_naive(now), "run_at_utc": format_utc_iso(now)})
+	announce(name)
+	return name
+
+
+# -- a request's run ------------------------------------------------------------------
+
+
+def load(state: str):
+	"""The request a job's `schedule` names (its state's name), or None when the row is gone."""
+	name = rr.request_of(state)
+	return frappe.get_doc(rr.DOCTYPE, name) if frappe.db.exists(rr.DOCTYPE, name) else None
+
+
+def mark_done(request, log_name: str, note: str | None = None) -> None:
+	"""In the caller's transaction: the request ran (or its slot had run), as Log `log_name`; the scheduler drops it."""
+	values = {"status": rr.DONE, "log": log_name}
+	if note:
+		values["note"] = "\n".join(filter(None, [request.note, note]))
+	frappe.db.set_value(rr.DOCTYPE, request.name, values)
+	announce(request.name)
+
+
+def cancel(request) -> None:
+	"""Withdraw a request that has not run; a backfill's waiting ones after it are withdrawn too."""
+	if request.status not in (rr.PENDING, rr.WAITING):
+		frappe.throw(_("Run request {0} is {1}; only a Pending or Waiting one can be cancelled").format(request.name, request.status))
+	chain = [request.name]
+	while True:
+		following = frappe.db.get_value(rr.DOCTYPE, {"previous_request": chain[-1], "status": rr.WAITING}, "name")
+		if not following:
+			break
+		chain.append(following)
+	for name in chain:
+		frappe.db.set_value(rr.DOCTYPE, name, "status", rr.CANCELLED)
+	announce(request.name)
