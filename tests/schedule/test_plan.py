@@ -130,6 +130,39 @@ def test_once_fires_once_then_finishes():
 	assert plan.fire == [at(2025, 3, 9, 7)] and plan.finished and plan.next_cursor is None
 
 
+@pytest.mark.parametrize(
+	"run_at",
+	["2025-01-01T12:00:00.250Z", "2025-01-01T13:00:00.250+01:00", datetime(2025, 1, 1, 12, 0, 0, 250999, UTC), datetime(2025, 1, 1, 12, 0, 0, 250000)],
+	ids=["utc-text", "offset-text", "aware", "naive-in-zone"],
+)
+def test_once_within_a_second_fires_at_its_millisecond(run_at):
+	"""enqueue_at's moment: the slot is the whole second, the fire 250 ms into it; the fraction survives the stored spec."""
+	spec = ScheduleSpec.from_row({"name": "TS-ms", "run_frequency": "Once", "run_at": run_at, "time_zone": "UTC"}, system_time_zone="UTC")
+	assert (spec.at, spec.at_ms) == (int(at(2025, 1, 1, 12).timestamp()), 250)
+	slot = at(2025, 1, 1, 12)
+	assert spec.fire_time(slot) == slot + timedelta(milliseconds=250)
+	assert ScheduleSpec.from_dict(spec.to_dict()).fire_time(slot) == slot + timedelta(milliseconds=250)
+	assert spec.describe() == "Once, at 2025-01-01 12:00:00.250 (UTC)"
+	assert spec.plan(at(2025, 1, 1), at(2025, 1, 1, 11, 59, 59, 900000)).fire == []
+	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 12, 0, 0, 100000))  # due within its second: prepared, released at .250
+	assert plan.fire == [slot] and plan.finished
+
+
+def test_a_whole_second_once_keeps_its_fingerprint():
+	"""Specs stored before milliseconds existed must not read as changed (no rebuild, no refire)."""
+	spec = ScheduleSpec(name="TS-once", zone_name="UTC", kind="once", at=1735732800)
+	assert "at_ms" not in spec.to_dict()
+	assert spec.fire_time(at(2025, 1, 1, 12)) == at(2025, 1, 1, 12)
+
+
+@pytest.mark.parametrize("kind, at_ms", [("once", 1000), ("once", -1), ("once", 2.5), ("once", True), ("cron", 250)])
+def test_milliseconds_out_of_range_or_on_another_kind_are_refused(kind, at_ms):
+	extra = {"cron": "* * * * *"} if kind == "cron" else {"at": 1735732800}
+	with pytest.raises(ScheduleError) as refused:
+		ScheduleSpec(name="TS", zone_name="UTC", kind=kind, at_ms=at_ms, **extra)
+	assert "run_at" in str(refused.value) and "0 to 999" in str(refused.value)
+
+
 def test_jitter_delays_due_time_deterministically():
 	spec = ScheduleSpec(name="TS-j", zone_name="UTC", kind="cron", cron="0 * * * *", jitter_secs=600)
 	slot = at(2025, 1, 1, 12)

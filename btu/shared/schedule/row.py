@@ -151,10 +151,14 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 
 def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
 	"""A Once row's kind and at."""
-	at = row_instant("run_at", _get(row, "run_at"), clock)
+	value = _get(row, "run_at")
+	at = row_instant("run_at", value, clock)
 	if at is None:
 		raise ScheduleError("run_at", "", "is required for a Once schedule; give the date and time to run")
-	return {"kind": "once", "at": at}
+	# Once is the one kind whose moment may fall within a second (enqueue_at, a Datetime with a fraction).
+	if isinstance(value, str):
+		value = parse_iso(value, "run_at")
+	return {"kind": "once", "at": at, "at_ms": value.microsecond // 1000}
 
 
 def row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:

@@ -37,7 +37,7 @@ class ScheduleSpec:
 	"""Validated schedule semantics; see the package docstring for plan()."""
 
 	__slots__ = (
-		"name", "zone_name", "kind", "cron", "every", "origin", "at", "start", "end",
+		"name", "zone_name", "kind", "cron", "every", "origin", "at", "at_ms", "start", "end",
 		"run_limit", "jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max",
 		"overlap_policy", "skipped", "calendar_policy", "excluded_dates", "zone", "rule", "_expr",
 	)
@@ -52,6 +52,7 @@ class ScheduleSpec:
 		every: int | None = None,
 		origin: int | None = None,
 		at: int | None = None,
+		at_ms: int = 0,
 		start: int | None = None,
 		end: int | None = None,
 		run_limit: int = 0,
@@ -73,6 +74,8 @@ class ScheduleSpec:
 				"catch_up_max", catch_up_max,
 				f"must be from 0 to {MAX_CATCH_UP}, the most fires one catch-up may make; lower it, or use fire_once",
 			)
+		if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms <= 999 or (at_ms and kind != "once"):
+			raise ScheduleError("run_at", at_ms, "milliseconds must be a whole number from 0 to 999, and only a Once schedule has them")
 		if start is not None and end is not None and end < start:
 			raise ScheduleError("end_time", utc(end).isoformat(), "is before start_time; move it later or clear it")
 		self.name = name
@@ -83,6 +86,7 @@ class ScheduleSpec:
 		self.every = every
 		self.origin = origin
 		self.at = at
+		self.at_ms = at_ms
 		self.start = start
 		self.end = end
 		self.run_limit = run_limit
@@ -144,6 +148,8 @@ class ScheduleSpec:
 			"overlap_policy": self.overlap_policy,
 		}
 		# Only when set, so that a spec without them keeps the fingerprint it had before they existed.
+		if self.at_ms:
+			d["at_ms"] = self.at_ms
 		if self.skipped:
 			d["skip"] = list(self.skipped)
 		if self.excluded_dates:
@@ -210,9 +216,13 @@ class ScheduleSpec:
 		return None if slot is None else utc(slot)
 
 	def fire_time(self, slot: datetime) -> datetime:
-		"""`slot` plus its deterministic jitter (always less than the gap to the next slot)."""
+		"""`slot` plus its deterministic jitter (always less than the gap to the next slot), and a Once slot's milliseconds:
+		slots are whole seconds, so a Once run_at of 09:00:00.250 is the slot 09:00:00 fired 250 ms into it."""
 		instant = posix_seconds(slot, "slot")
-		return utc(instant + self.jitter_of(instant))
+		moment = utc(instant + self.jitter_of(instant))
+		if self.at_ms and instant == self.at:
+			moment += timedelta(milliseconds=self.at_ms)
+		return moment
 
 	def preview(self, n: int, after: datetime) -> list[datetime]:
 		"""The next n fire instants (UTC, jitter applied) of slots after `after`."""
@@ -269,7 +279,7 @@ class ScheduleSpec:
 		elif self.kind == "interval":
 			text = f"Every {_duration(self.every)}, from {self._local(self.origin)}"
 		else:
-			text = f"Once, at {self._local(self.at)}"
+			text = f"Once, at {self._local(self.at)}" + (f".{self.at_ms:03d}" if self.at_ms else "")
 		return f"{text} ({self.zone_name})"
 
 	def _local(self, instant: int) -> str:
