@@ -29,7 +29,7 @@ HOLIDAY_TABLE = "tabHoliday"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
 # A run request's columns, and its schedule's that its job takes (queue, argument overrides).
-REQUEST_COLUMNS = ("name", "modified", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "origin")
+REQUEST_COLUMNS = ("name", "modified", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "origin", "method", "kwargs", "queue", "timeout")
 REQUEST_SCHEDULE_COLUMNS = ("queue_name", "argument_overrides")
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short", "max_concurrent_runs")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused

@@ -1,7 +1,7 @@
-"""Run requests: one-off runs of a Task that the scheduler fires like a schedule's slot.
+"""Run requests: one-off runs that the scheduler fires like a schedule's slot.
 
-A retry, a backfilled slot and a chained run are each a row of `BTU Run
-Request` (the site database is the source of truth). The scheduler compiles
+A retry, a backfilled slot, a chained run and an `enqueue_at` call are each
+a row of `BTU Run Request` (the site database is the source of truth). The scheduler compiles
 a pending request into a Once state under a name no schedule can have
 (`state_name`), so the same prepare and release scripts fire it at its
 `run_at`, exactly once, through failovers and Redis losing its data. The
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from datetime import datetime, timedelta
 
 from btu.shared.instants import slot_text
@@ -25,6 +26,8 @@ DOCTYPE = "BTU Run Request"
 # (the Desk on save, the scheduler's reconcile), so the two never share a state or a job id.
 STATE_PREFIX = "run-request:"
 RETRY, BACKFILL, CHAIN = "Retry", "Backfill", "Chain"
+# A function run at a moment from code (btu.enqueue_at): the row holds the function and its arguments, no Task.
+ENQUEUE = "Enqueue"
 # Pending: the scheduler fires it at run_at. Waiting: a backfill slot queued behind the one before it
 # (one at a time). Done: its run wrote a Task Log. Cancelled: withdrawn before it ran.
 PENDING, WAITING, DONE, CANCELLED = "Pending", "Waiting", "Done", "Cancelled"
@@ -68,6 +71,11 @@ def chain_request_name(parent_log: str, task: str, attempt: int = 1) -> str:
 	return request_name(CHAIN, parent_log, task, *([attempt] if attempt > 1 else []))
 
 
+def enqueue_request_name(job_id: str | None = None) -> str:
+	"""An enqueue_at request's name: one per `job_id` when the caller gives one (asking twice adds nothing), else new."""
+	return request_name(ENQUEUE, job_id) if job_id else request_name(ENQUEUE, uuid.uuid4().hex)
+
+
 def retry_delay(attempt: int, initial: float, factor: float, maximum: float) -> float:
 	"""Seconds to wait before `attempt` (2 for the first retry): initial * factor^(attempt - 2), at most `maximum`
 	(0: at most MAX_RETRY_DELAY_SECS, as with any cap above it)."""
@@ -89,8 +97,24 @@ def whole_second_after(moment: datetime) -> datetime:
 
 def as_schedule_row(request: dict) -> dict:
 	"""A pending request row (joined as `database.request_rows` reads it) as the schedule row the reconciler compiles:
-	a Once schedule in UTC at its run_at, fired once within CATCH_UP_WINDOW_SECS, on its schedule's queue when it has one."""
+	a Once schedule in UTC at its run_at (to the millisecond), fired once within CATCH_UP_WINDOW_SECS, on its schedule's
+	queue when it has one; an Enqueue request's function, arguments, queue and timeout in place of a Task's."""
 	run_at = request.get("run_at_utc") or ""
+	if request.get("origin") == ENQUEUE:
+		# No Task: the request's own function, arguments, queue and timeout stand in for the Task's columns.
+		method = request.get("method") or ""
+		request = {
+			**request,
+			"task": method,
+			"task_name": method,
+			"task_function_string": method,
+			"task_arguments": request.get("kwargs"),
+			"task_queue_name": request.get("queue"),
+			"task_max_task_duration": request.get("timeout"),
+			"task_desc_short": method,
+			"queue_name": None,
+			"argument_overrides": None,
+		}
 	return {
 		**request,
 		"name": state_name(request["name"]),

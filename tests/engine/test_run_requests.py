@@ -30,7 +30,7 @@ def insert_request(data, task: str, run_at: datetime, *, status: str = rr.PENDIN
 	name = fields.pop("name", None) or rr.request_name("test", task, run_at.isoformat(), time.time_ns())
 	data.insert(
 		REQUEST, name=name, task=task, status=status, origin=fields.pop("origin", rr.RETRY), attempt=fields.pop("attempt", 1),
-		run_at_utc=format_utc_iso(run_at), **fields,
+		run_at_utc=format_utc_iso(run_at, milliseconds=bool(run_at.microsecond)), **fields,
 	)
 	return name
 
@@ -144,6 +144,36 @@ def test_hostile_rows_are_invalid_not_fatal(recording, r):
 	fired = [f["schedule"] for f in recent_fires(r, site)]
 	assert fired == [rr.state_name(good)], "only the good request fired, once; the look-alike schedule never"
 	assert look_alike == rr.state_name(good)
+
+
+def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_and_arguments(recording, r):
+	"""btu.enqueue_at's row: no Task; its method, kwargs and queue make the job, released 250 ms into its second."""
+	bench, data, task = recording
+	site = data.site.name
+	moment = next_instant() - 0.75  # 1.25 to 2.25 s away: inside the 2 s prepare window whatever the fraction now
+	name = insert_request(
+		data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="tests.engine.tasks.record",
+		kwargs='{"key": "test:enqueued"}', queue="short", timeout=7,
+	)
+	# Undeclared, or no function at all: refused as a row, never fired.
+	hostile = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="os.system", kwargs='{"command": "true"}')
+	empty = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="")
+	scheduler = leader(bench)
+	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
+	assert "os" in invalid[rr.state_name(hostile)] and rr.state_name(empty) in invalid
+	assert [entry[1] for entry in prepare_due(scheduler)] == [rr.state_name(name)]
+	sleep_until_ms(moment * 1000 - 150)
+	assert release(scheduler) and recent_fires(r, site) == [], "not released before its millisecond"
+	sleep_until_ms(moment * 1000)
+	assert release(scheduler)
+	[fire] = recent_fires(r, site)
+	assert fire["outcome"] == "enqueued" and fire["slot_ms"] == int(moment) * 1000
+	assert fire["enqueued_ms"] >= moment * 1000 and 0 <= fire["lag_ms"] < 250
+	assert queue_ids(r, queue_key(bench, "short")) == [fire["job_id"]]
+	from rq.job import Job
+
+	job = Job.fetch(fire["job_id"], connection=r)
+	assert job.func_name == "tests.engine.tasks.record" and job.kwargs == {"key": "test:enqueued"} and job.timeout == 7
 
 
 def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench, processes, r, redis_url):
