@@ -25,17 +25,20 @@ from btu.btu_core.scheduler_link import announce_after_commit
 RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_factor", "retry_max_delay_secs")
 
 
-def insert(name: str, **values) -> tuple[object, bool]:
-	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it)."""
+def insert(name: str, *, run_at: datetime, exact: bool = False, **values) -> tuple[object, bool]:
+	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it).
+
+	`run_at` is rounded up to a whole second unless `exact` (enqueue_at's moment, to the millisecond)."""
 	if frappe.db.exists(rr.DOCTYPE, name):
 		return frappe.get_doc(rr.DOCTYPE, name), False
-	run_at = rr.whole_second_after(values.pop("run_at"))
+	if not exact:
+		run_at = rr.whole_second_after(run_at)
 	doc = frappe.get_doc(
 		{
 			"doctype": rr.DOCTYPE,
 			"name": name,
 			"run_at": to_system_naive(run_at),
-			"run_at_utc": format_utc_iso(run_at),
+			"run_at_utc": format_utc_iso(run_at, milliseconds=bool(run_at.microsecond)),
 			**values,
 		}
 	)

@@ -33,9 +33,9 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.shared.run_requests import CANCELLED, CHAIN, DONE, chain_request_name, is_state_name, request_of, slot_request_name
+from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, is_state_name, request_of, slot_request_name
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
-from btu.btu_core import alerts, run_requests
+from btu.btu_core import alerts, enqueue, run_requests
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
@@ -73,8 +73,10 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 
 
 def run_request(state: str, enqueued_at, fire_lag_ms):
-	"""A run request's fire (a retry, a backfilled slot, a chained run): the run of its slot's attempt, or its own."""
+	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's call."""
 	request = run_requests.load(state)
+	if request is not None and request.origin == ENQUEUE:
+		return enqueue.run(request, fire_lag_ms)
 	if request is None or request.status in (CANCELLED, DONE):
 		why = "deleted" if request is None else f"{request.status.lower()} (log={request.log or '-'})"
 		frappe.logger("btu").info(f"site={frappe.local.site} request={request_of(state)} {why}; not run")

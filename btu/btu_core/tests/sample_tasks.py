@@ -70,3 +70,9 @@ def undeclared_task() -> str:
 
 
 NOT_A_FUNCTION = 42
+
+
+@runnable
+def note_call(marker: str, value: str = "") -> None:
+	"""Records each call in Redis under `marker` (time and value): what an enqueued run left behind."""
+	frappe.cache().rpush(f"btu-test-calls:{marker}", f"{time.time():.6f} {value}")

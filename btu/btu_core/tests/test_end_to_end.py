@@ -15,6 +15,7 @@ import frappe
 from frappe.utils import get_bench_path
 from frappe.utils.background_jobs import create_job_id
 
+import btu
 from btu.shared import protocol
 from btu.btu_core import api, scheduler_link
 from btu.btu_core.tests.utils import delete_committed, make_task
@@ -202,6 +203,29 @@ class TestEndToEnd(IntegrationTestCase):
 		self.assertEqual((link.parent_log, link.origin, link.status), (second.name, "Chain", "Succeeded"))
 		self.assertEqual(frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2)
 		sys.stdout.write(f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n")
+
+	def test_enqueue_at_runs_at_its_millisecond_once_and_a_cancelled_one_never(self):
+		self.start_scheduler()
+		marker = frappe.generate_hash(length=12)
+		self.addCleanup(frappe.cache().delete_value, f"btu-test-calls:{marker}")
+		at = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=437_000)
+		handle = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="kept")
+		withdrawn = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="cancelled")
+		frappe.db.commit()  # the RPC follows the commit
+		self.addCleanup(frappe.db.delete, "BTU Run Request", {"name": ("in", [handle, withdrawn])})
+		self.assertTrue(btu.cancel(withdrawn))
+		frappe.db.commit()
+		self.wait_for(lambda: frappe.db.get_value("BTU Run Request", handle, "status") == "Done" and "Succeeded" in (frappe.db.get_value("BTU Run Request", handle, "note") or ""), 60, "the enqueued run")
+		time.sleep(2)
+		self.run_worker_burst()  # anything else the scheduler fired would run now
+		calls = [c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{marker}", 0, -1)]
+		self.assertEqual([c.split()[1] for c in calls], ["kept"], calls)
+		self.assertGreaterEqual(float(calls[0].split()[0]), at.timestamp(), "not before its moment")
+		self.assertEqual(frappe.db.get_value("BTU Run Request", withdrawn, "status"), "Cancelled")
+		note = frappe.db.get_value("BTU Run Request", handle, "note")
+		lag = float(note.split(" ms after its moment")[0].rsplit(" ", 1)[1])
+		self.assertLess(lag, 1000, note)
+		sys.stdout.write(f"\nend to end: enqueue_at fire lag {lag:.1f} ms\n")
 
 	def test_a_backfill_runs_its_slots_one_at_a_time_through_the_scheduler(self):
 		self.start_scheduler()

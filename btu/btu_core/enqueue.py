@@ -1,0 +1,189 @@
+"""`btu.enqueue_at`, `btu.enqueue_in` and `btu.cancel`: run a declared function at a moment, once, from Frappe code.
+
+A call inserts a `BTU Run Request` (origin Enqueue) in the caller's
+transaction: the job exists exactly when the caller's work commits, and the
+site database stays its source of truth through failovers and Redis losing
+its data. After commit the scheduler is told (as for any request); it fires
+the request as a Once state at its millisecond on the request's queue, and
+the job runs `run` here, which claims the request, marks it Done and calls
+the function. A second delivery finds it Done and runs nothing: at most once
+per request, and exactly once while a worker survives its run.
+
+The function must be declared runnable (`btu.shared.declared`), as a Task's
+must: code that can call enqueue_at can call the function anyway, but a
+request row names its function, and no row may make a worker run one that
+no installed app declared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import time
+from datetime import datetime, timedelta, timezone
+
+import frappe
+from frappe import _
+
+from btu.shared import run_requests as rr
+from btu.shared.instants import parse_iso, slot_text
+from btu.shared.slot_claim import SlotLock, lock_key
+from btu.btu_core import run_requests
+from btu.btu_core.instants import from_system_naive, utc_now
+from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
+
+# A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
+GRACE_SECS = 60
+# A request's arguments are JSON in its row; a bigger payload belongs in a document the function reads.
+MAX_KWARGS_CHARS = 64_000
+# The furthest ahead a moment may be.
+MAX_AHEAD_DAYS = 3660
+
+
+class EnqueueError(frappe.ValidationError):
+	"""An enqueue_at call refused; the message names the input and how to fix it."""
+
+
+def enqueue_at(method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, **kwargs) -> str:
+	"""Run `method(**kwargs)` at `at` on `queue`, once; the handle (the request's name) for `cancel`.
+
+	`method`: a function or its dotted path, declared runnable. `at`: an aware datetime, ISO 8601 text with an
+	offset, or a naive one in the site's time zone (as Frappe stores Datetimes). `timeout`: seconds (None: the
+	queue's). `job_id`: a key of your own; enqueueing the same key again adds nothing and returns the same handle.
+	"""
+	path = method_path(method)
+	moment = instant(at)
+	now = utc_now()
+	if moment < now - timedelta(seconds=GRACE_SECS):
+		raise EnqueueError(
+			_("at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)").format(
+				slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS
+			)
+		)
+	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
+		raise EnqueueError(_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS))
+	try:
+		check_queue(queue, "queue")
+		function = resolve_function(path)
+		check_arguments_fit(function, path, kwargs, complete=True)
+	except TaskInputError as exc:
+		raise EnqueueError(str(exc).replace("function_string ", "method ", 1)) from None
+	text = kwargs_json(kwargs)
+	if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
+		raise EnqueueError(_("timeout {0!r}: give whole seconds, 1 or more, or None for the queue's").format(timeout))
+	doc, _inserted = run_requests.insert(
+		rr.enqueue_request_name(job_id),
+		run_at=max(moment, now),
+		exact=True,
+		status=rr.PENDING,
+		origin=rr.ENQUEUE,
+		method=path,
+		kwargs=text,
+		queue=queue,
+		timeout=timeout or 0,
+		attempt=1,
+		enqueued_by=frappe.session.user,
+	)
+	return doc.name
+
+
+def enqueue_in(seconds: float, method, **options) -> str:
+	"""`enqueue_at` `seconds` from now."""
+	if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+		raise EnqueueError(_("seconds {0!r}: give a number of seconds, 0 or more").format(seconds))
+	return enqueue_at(method, utc_now() + timedelta(seconds=seconds), **options)
+
+
+def cancel(handle: str) -> bool:
+	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was withdrawn."""
+	# get_value with no name reads the first row: a handle must be a name.
+	request = frappe.db.get_value(rr.DOCTYPE, handle, ["name", "status", "origin"], as_dict=True, for_update=True) if handle and isinstance(handle, str) else None
+	if request is None or request.origin != rr.ENQUEUE:
+		raise EnqueueError(_("handle {0!r}: no enqueued run has it; pass what enqueue_at returned").format(handle))
+	if request.status != rr.PENDING:
+		return False
+	run_requests.cancel(frappe.get_doc(rr.DOCTYPE, handle))
+	return True
+
+
+def method_path(method) -> str:
+	"""The dotted path of `method` (a function, or the path itself)."""
+	if isinstance(method, str):
+		return method.strip()
+	if callable(method) and getattr(method, "__module__", None) and getattr(method, "__qualname__", None):
+		return f"{method.__module__}.{method.__qualname__}"
+	raise EnqueueError(_("method {0!r}: give a module-level function or its dotted path").format(method))
+
+
+def instant(at) -> datetime:
+	"""`at` as an aware UTC instant, rounded up to the millisecond (a run never starts before its moment)."""
+	if isinstance(at, str):
+		try:
+			at = parse_iso(at, "at")
+		except ValueError as exc:
+			raise EnqueueError(str(exc)) from None
+	if not isinstance(at, datetime):
+		raise EnqueueError(_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at))
+	moment = at.astimezone(timezone.utc) if at.tzinfo is not None else from_system_naive(at)
+	extra = moment.microsecond % 1000
+	return moment + timedelta(microseconds=1000 - extra) if extra else moment
+
+
+def kwargs_json(kwargs: dict) -> str:
+	"""The keyword arguments as the request stores them; a value JSON cannot carry is named."""
+	for key, value in kwargs.items():
+		try:
+			json.dumps(value, allow_nan=False)
+		except (TypeError, ValueError) as exc:
+			raise EnqueueError(
+				_("argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a document by its name)").format(
+					key, type(value).__name__, exc
+				)
+			) from None
+	text = json.dumps(kwargs, sort_keys=True)
+	if len(text) > MAX_KWARGS_CHARS:
+		raise EnqueueError(_("arguments: {0} characters of JSON, more than {1}; store the data in a document and pass its name").format(len(text), MAX_KWARGS_CHARS))
+	return text
+
+
+def run(request, fire_lag_ms=None):
+	"""The job of an Enqueue request: claim it, mark it Done (so no other delivery runs it), call the function."""
+	logger = frappe.logger("btu")
+	where = f"site={frappe.local.site} request={request.name} method={request.method}"
+	with SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", lock_key(frappe.conf.db_name, "run request", request.name)):
+		frappe.db.commit()  # a new snapshot: a delivery we waited for may have marked it Done
+		status = frappe.db.get_value(rr.DOCTYPE, request.name, "status")
+		if status != rr.PENDING:
+			logger.info(f"{where} {str(status).lower()}; not run")
+			return None
+		started = utc_now()
+		note = _("Started {0} on {1}, {2} ms after its moment.").format(slot_text(started), socket.gethostname(), fire_lag_ms if fire_lag_ms is not None else "?")
+		frappe.db.set_value(rr.DOCTYPE, request.name, {"status": rr.DONE, "note": note})
+		run_requests.announce(request.name)
+		frappe.db.commit()
+	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}")
+	clock = time.perf_counter()
+	try:
+		function = resolve_function(request.method)
+		function(**json.loads(request.kwargs or "{}"))
+	except Exception as exc:
+		frappe.db.rollback()
+		outcome = _("Failed after {0:.3f} s: {1}: {2}").format(time.perf_counter() - clock, type(exc).__name__, exc)
+		record(request.name, note, outcome)
+		logger.info(f"{where} failed: {type(exc).__name__}")
+		if run_requests.retry_signal(exc):
+			# Frappe's execute_job would call this again in-process only to find the request Done.
+			from btu.btu_core.task_runner import RunFailed
+
+			raise RunFailed(f"{type(exc).__name__}: {exc}") from exc
+		raise
+	frappe.db.commit()
+	record(request.name, note, _("Succeeded in {0:.3f} s.").format(time.perf_counter() - clock))
+	logger.info(f"{where} succeeded")
+	return request.name
+
+
+def record(name: str, note: str, outcome: str) -> None:
+	frappe.db.set_value(rr.DOCTYPE, name, "note", f"{note}\n{outcome}"[:10_000], update_modified=False)
+	frappe.db.commit()
