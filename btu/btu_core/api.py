@@ -13,7 +13,7 @@ from btu.shared import protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, run_requests, scheduler_link
 from btu.btu_core import exclusions
-from btu.btu_core.instants import from_system_naive, utc_now
+from btu.btu_core.instants import to_utc, utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
 from btu.btu_core.task_runner import max_duration, run_in_this_process
@@ -262,12 +262,8 @@ def pending_runs(schedule: str | None = None, task: str | None = None, limit: in
 def instant(text: str, field: str):
 	"""A UTC ISO instant, or a naive date and time in the system zone, as an aware UTC datetime."""
 	try:
-		return parse_utc_iso(str(text), field)
-	except ValueError:
-		pass
-	try:
-		return from_system_naive(get_datetime(text))
-	except Exception:
+		return to_utc(str(text), field)
+	except (ValueError, TypeError):
 		frappe.throw(_("{0} {1}: give a date and time, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 (system zone)").format(field, repr(text)))
 
 

@@ -21,16 +21,16 @@ import json
 import math
 import socket
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import frappe
 from frappe import _
 
 from btu.shared import run_requests as rr
-from btu.shared.instants import parse_iso, slot_text
+from btu.shared.instants import slot_text
 from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
-from btu.btu_core.instants import from_system_naive, utc_now
+from btu.btu_core.instants import to_utc, utc_now
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
@@ -118,14 +118,12 @@ def method_path(method) -> str:
 
 def instant(at) -> datetime:
 	"""`at` as an aware UTC instant, rounded up to the millisecond (a run never starts before its moment)."""
-	if isinstance(at, str):
-		try:
-			at = parse_iso(at, "at")
-		except ValueError as exc:
-			raise EnqueueError(str(exc)) from None
-	if not isinstance(at, datetime):
-		raise EnqueueError(_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at))
-	moment = at.astimezone(timezone.utc) if at.tzinfo is not None else from_system_naive(at)
+	try:
+		moment = to_utc(at, "at")
+	except ValueError as exc:
+		raise EnqueueError(str(exc)) from None
+	except TypeError:
+		raise EnqueueError(_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at)) from None
 	extra = moment.microsecond % 1000
 	return moment + timedelta(microseconds=1000 - extra) if extra else moment
 

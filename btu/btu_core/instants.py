@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import frappe
-from frappe.utils import get_system_timezone
+from frappe.utils import get_datetime, get_system_timezone
+
+from btu.shared.instants import parse_iso
 
 
 def utc_now() -> datetime:
@@ -27,6 +29,25 @@ def to_system_naive(value: datetime) -> datetime:
 def from_system_naive(value: datetime) -> datetime:
 	"""A Frappe Datetime field's naive system-zone wall clock as an aware UTC instant (fold 0 at a DST overlap)."""
 	return value.replace(tzinfo=system_zone()).astimezone(timezone.utc)
+
+
+def to_utc(value: datetime | str, field: str) -> datetime:
+	"""A datetime, or text in ISO 8601 or a form Frappe reads, as an aware UTC instant: one with an offset as it says,
+	a naive one on the system time zone's wall clock (as Frappe stores Datetimes). ValueError naming `field` for
+	unreadable text, TypeError for a value neither text nor a datetime."""
+	if isinstance(value, str):
+		try:
+			value = parse_iso(value, field)
+		except ValueError as unreadable:
+			try:
+				value = get_datetime(value) if value.strip() else None
+			except Exception:
+				raise unreadable from None
+			if value is None:
+				raise unreadable from None
+	if not isinstance(value, datetime):
+		raise TypeError(f"{field} {value!r}: is not a date and time")
+	return value.astimezone(timezone.utc) if value.tzinfo is not None else from_system_naive(value)
 
 
 def user_time_zone(user: str | None = None) -> str:
