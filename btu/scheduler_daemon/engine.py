@@ -157,6 +157,10 @@ class Scheduler:
 		finally:
 			self.step_down("stopped")
 			self.wake.set()
+			try:
+				status.forget_process(self.redis, self.process_id)
+			except REDIS_ERRORS:
+				pass  # Redis is down: the heartbeat expires on its own
 			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
 
 	def serve(self) -> None:

@@ -61,6 +61,15 @@ def write_heartbeat(
 			raise result
 
 
+def forget_process(redis_conn, process_id: str) -> None:
+	"""Take a stopping process out of the process list, so nothing reads it as alive (or as leader) until its
+	heartbeat expires: the Desk's panel, `status`, and Frappe's tick deciding whether BTU fires its Scheduled Job Types."""
+	with redis_conn.pipeline(transaction=False) as pipe:
+		pipe.delete(protocol.process_key(process_id))
+		pipe.zrem(protocol.PROCESSES_KEY, process_id)
+		pipe.execute(raise_on_error=False)
+
+
 def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
 	"""The status as JSON-ready data; a wrong value in the state is listed under "problems", never raised."""
 	reader = Reader(redis_conn)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from btu.shared import protocol
+from btu.shared import liveness, protocol
 from tests.engine.helpers import (
 	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule,
 	wait_for_leader, wait_until,
@@ -119,3 +119,13 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 		f"SIGTERM -> standby holds the lease: {took_over_ms:.0f} ms; -> its first fire: {fired_ms - sent * 1000:.0f} ms "
 		"(fires fall on whole seconds, so this includes the wait for the next slot)",
 	)
+
+
+def test_a_stopped_scheduler_leaves_the_process_list_at_once(engine_bench, processes, r):
+	"""Not read as alive, nor as leader, until its heartbeat expires (the Desk's panel, `status`, Frappe's tick)."""
+	bench, data = engine_bench()
+	scheduler = processes.scheduler(bench.path)
+	assert wait_for_leader(r, processes) is scheduler
+	wait_until(lambda: any(p["pid"] == scheduler.pid for p in liveness.processes(r)), 20, "its heartbeat")
+	assert scheduler.stop() == 0
+	assert liveness.processes(r) == [] and r.zcard(protocol.PROCESSES_KEY) == 0
