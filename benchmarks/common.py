@@ -40,6 +40,17 @@ JOB_FUNCTION = "benchmarks.jobs.record"
 # -- machine ---------------------------------------------------------------------
 
 
+def connect_site(bench: Path, site: str):
+	"""frappe, initialised and connected to `site` of the Frappe bench `bench` as Administrator (in-bench benchmarks)."""
+	import frappe
+
+	os.chdir(bench / "sites")
+	frappe.init(site=site, sites_path=".")
+	frappe.connect()
+	frappe.set_user("Administrator")
+	return frappe
+
+
 def add_systems_argument(parser, systems) -> None:
 	"""`--systems a,b`: which of a benchmark's systems to run (default all)."""
 	parser.add_argument("--systems", default=",".join(systems), help=f"comma-separated, from {', '.join(systems)}")

@@ -27,19 +27,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import lag_summary, table, write_result  # noqa: E402
+from common import connect_site, lag_summary, table, write_result  # noqa: E402
 
 FUNCTION = "btu.devbench.demo_tasks.add"
-
-
-def connect(bench: Path, site: str):
-	import frappe
-
-	os.chdir(bench / "sites")
-	frappe.init(site=site, sites_path=".")
-	frappe.connect()
-	frappe.set_user("Administrator")
-	return frappe
 
 
 def rate(count: int, seconds: float) -> float:
@@ -169,7 +159,7 @@ def main() -> None:
 	parser.add_argument("--fires", type=int, default=200)
 	parser.add_argument("--spread-secs", type=float, default=10.0)
 	args = parser.parse_args()
-	frappe = connect(args.bench.resolve(), args.site)
+	frappe = connect_site(args.bench.resolve(), args.site)
 	with scheduler_running(args.bench.resolve()):
 		rows = calls_per_second(frappe, args.calls)
 		lags = fire_lags(frappe, args.fires, args.spread_secs)

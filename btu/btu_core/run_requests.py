@@ -28,9 +28,10 @@ RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_f
 def insert(name: str, *, run_at: datetime, exact: bool = False, **values) -> tuple[object, bool]:
 	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it).
 
-	`run_at` is rounded up to a whole second unless `exact` (enqueue_at's moment, to the millisecond)."""
-	if frappe.db.exists(rr.DOCTYPE, name):
-		return frappe.get_doc(rr.DOCTYPE, name), False
+	`run_at` is rounded up to a whole second unless `exact` (enqueue_at's moment, to the millisecond).
+	The row alone is written (defaults, stamps, one INSERT): a BTU Run Request has no validation or hooks of its
+	own and every caller checks its values, and enqueue_at is called in bulk from request handlers. A name already
+	there, from this ask before or from another delivery that committed first, is the duplicate key."""
 	if not exact:
 		run_at = rr.whole_second_after(run_at)
 	doc = frappe.get_doc(
@@ -42,11 +43,13 @@ def insert(name: str, *, run_at: datetime, exact: bool = False, **values) -> tup
 			**values,
 		}
 	)
-	doc.flags.name_set = True
+	doc._set_defaults()
+	doc.set_user_and_timestamp()
+	doc.set_docstatus()
 	try:
-		doc.insert(ignore_permissions=True)
+		doc.db_insert()
 	except frappe.DuplicateEntryError:
-		# Another delivery asked at the same moment and committed first; a locking read sees its row.
+		# A locking read sees the row even when another transaction committed it after ours began.
 		return frappe.get_doc(rr.DOCTYPE, name, for_update=True), False
 	if doc.status == rr.PENDING:
 		announce(name)
