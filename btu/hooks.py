@@ -11,7 +11,10 @@ before_install = "btu.btu_core.install.before_install"
 after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
 after_uninstall = "btu.btu_core.install.after_uninstall"
-after_migrate = ["btu.btu_core.install.ensure_roles"]
+after_migrate = ["btu.btu_core.install.ensure_roles", "btu.btu_core.declared_schedules.sync"]
+# Another app's btu_schedules: synced when it is installed, its rows removed when it is uninstalled.
+after_app_install = "btu.btu_core.declared_schedules.app_installed"
+after_app_uninstall = "btu.btu_core.declared_schedules.app_uninstalled"
 
 # bench keeps the types block of each DocType controller current when it exports a DocType (developer_mode).
 export_python_type_annotations = True
@@ -19,17 +22,51 @@ export_python_type_annotations = True
 # Incidents are history: they never keep a Task or Schedule from being deleted.
 ignore_links_on_delete = ["BTU Alert Incident"]
 
-scheduler_events = {
-	"daily": ["btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs"],
-	"cron": {
-		"*/5 * * * *": ["btu.btu_core.task_runner.mark_lost_runs_timed_out"],
-		# Missed fires, stuck runs, no scheduler alive (btu.btu_core.alerts); issue 18 moves these onto BTU schedules.
-		"* * * * *": ["btu.btu_core.alerts.check"],
+# Missed fires, stuck runs, no scheduler alive (btu.btu_core.alerts). It stays on Frappe's scheduler, not on
+# btu_schedules: it is the watchdog that notices no BTU scheduler process is alive, so it must not need one to run.
+scheduler_events = {"cron": {"* * * * *": ["btu.btu_core.alerts.check"]}}
+
+# BTU's own maintenance, fired by BTU's scheduler as declared schedules (README: Declaring schedules in your
+# app's hooks.py); bench migrate syncs them into BTU Tasks and Schedules (btu.btu_core.declared_schedules).
+btu_schedules = [
+	{
+		"name": "delete_expired_logs",
+		"function": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
+		"description": "BTU: delete Task Logs older than the retention days",
+		"frequency": "Daily",
+		"hour": 3,
+		"minute": 17,
+		"queue": "long",
+		"timeout": 3600,
+		"overlap_policy": "skip",
 	},
-}
+	{
+		"name": "mark_lost_runs_timed_out",
+		"function": "btu.btu_core.task_runner.mark_lost_runs_timed_out",
+		"description": "BTU: mark runs whose worker died Timed Out",
+		"cron": "*/5 * * * *",
+		"queue": "short",
+		"timeout": 300,
+		"overlap_policy": "skip",
+	},
+]
 
 # ERPNext/HRMS's Holiday List (when installed): a BTU Calendar that includes one is saved again, so its schedules recompile.
-doc_events = {"Holiday List": {"on_update": "btu.btu_core.doctype.btu_calendar.btu_calendar.holiday_list_changed"}}
+doc_events = {
+	"Holiday List": {"on_update": "btu.btu_core.doctype.btu_calendar.btu_calendar.holiday_list_changed"},
+	"Scheduled Job Type": {
+		"on_update": "btu.btu_core.scheduled_jobs.job_type_changed",
+		"on_trash": "btu.btu_core.scheduled_jobs.job_type_changed",
+	},
+}
+# Frappe's scheduler tick leaves to BTU the Scheduled Job Types BTU fires (BTU Configuration, "Fire Frappe's
+# Scheduled Jobs"); otherwise Frappe's controller as it is. See btu/btu_core/scheduled_jobs.py.
+override_doctype_class = {"Scheduled Job Type": "btu.btu_core.scheduled_jobs.ScheduledJobType"}
 
 # Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
-btu_tasks = ["btu.devbench.demo_tasks.*"]
+btu_tasks = [
+	"btu.devbench.demo_tasks.*",
+	# BTU's maintenance (btu_schedules above)
+	"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
+	"btu.btu_core.task_runner.mark_lost_runs_timed_out",
+]

@@ -447,8 +447,8 @@ def after_schedule_save(doc) -> None:
 
 
 def check() -> None:
-	"""Every minute (hooks.py): missed fires, stuck runs, no scheduler alive; each part alone and bounded.
-	Issue 18 moves BTU's own maintenance jobs onto declared BTU schedules."""
+	"""Every minute (Frappe's scheduler_events in hooks.py): missed fires, stuck runs, no scheduler alive; each part
+	alone and bounded. Not a declared BTU schedule, unlike BTU's maintenance: it must run when no BTU scheduler does."""
 	now = utc_now()
 	for part in (check_missed, check_stuck, check_scheduler):
 		guarded(part, now)

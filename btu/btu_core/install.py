@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import frappe
 
+from btu.btu_core import declared_schedules
 from btu.btu_core.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
+from btu.shared.declared_schedules import HOOK
 
 HOOKED_METHOD_PREFIX = "btu."
 BTU_MODULE = "btu_core"  # modules.txt's "BTU Core", as Frappe's module map scrubs it
@@ -44,6 +46,8 @@ def after_install() -> None:
 			config.set(field.fieldname, field.default)
 	config.flags.ignore_permissions = True
 	config.save()
+	# BTU's own maintenance schedules (btu_schedules in hooks.py), without waiting for a migrate.
+	declared_schedules.sync({"btu": frappe.get_hooks(HOOK, app_name="btu")})
 	frappe.db.commit()
 
 

@@ -3,6 +3,7 @@
 
 frappe.ui.form.on("BTU Task", {
 	refresh(frm) {
+		btu_declared(frm);
 		if (frm.is_new()) return;
 		const run = __("Run");
 		if (!frm.doc.run_only_as_worker) {
@@ -18,6 +19,15 @@ frappe.ui.form.on("BTU Task", {
 		btu_alert_buttons(frm, { task: frm.doc.name });
 	},
 });
+
+// A Task an app declares in hooks.py: its fields the server names (onload) are read-only, the intro says where to edit them.
+// (As in btu_task_schedule.js: form scripts share no module.)
+function btu_declared(frm) {
+	const declared = (frm.doc.__onload || {}).btu_declared;
+	if (!declared) return;
+	frm.set_intro(frappe.utils.escape_html(declared.intro), "blue");
+	for (const field of declared.fields) frm.set_df_property(field, "read_only", 1);
+}
 
 // Alerts: the open incidents, and a test message on one rule's channels (email, Desk notification, webhook).
 function btu_alert_buttons(frm, filters) {

@@ -6,12 +6,13 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.btu_core import alerts, run_requests
+from btu.btu_core import alerts, declared_schedules, run_requests
 from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 from btu.shared import protocol
+from btu.shared.declared_schedules import TASK_FIELDS
 from btu.shared.run_requests import MAX_ATTEMPTS, RETRY_ON
 
 
@@ -28,6 +29,8 @@ class BTUTask(Document):
 
 		alert_rules: DF.Table[BTUAlertRule]
 		arguments: DF.Code | None
+		declared_by_app: DF.Data | None
+		declared_key: DF.Data | None
 		desc_long: DF.SmallText | None
 		desc_short: DF.Data
 		email_recipients: DF.Table[BTUEmailRecipient]
@@ -41,12 +44,16 @@ class BTUTask(Document):
 		task_group: DF.Data | None
 		task_type: DF.Literal["Persistent", "One-Shot", "Subtask", "Other"]
 	# end: auto-generated types
+	def onload(self):
+		declared_schedules.form_hint(self, TASK_FIELDS)
+
 	def before_insert(self):
 		if not self.email_recipients:
 			for row in frappe.get_single("BTU Configuration").email_recipients:
 				self.append("email_recipients", {field: row.get(field) for field in RECIPIENT_FIELDS})
 
 	def validate(self):
+		declared_schedules.check_save(self, TASK_FIELDS)
 		require_system_manager_for(self, CODE_FIELDS)
 		alerts.validate_rules(self)
 		try:
@@ -94,6 +101,7 @@ class BTUTask(Document):
 				announce_after_commit(protocol.CREATE_TASK_SCHEDULE, schedule)
 
 	def on_trash(self):
+		declared_schedules.check_delete(self)
 		forget_task(self.name)
 
 

@@ -34,6 +34,7 @@ frappe.ui.form.on("BTU Task Schedule", {
 
 	refresh(frm) {
 		btu_render_preview(frm);
+		btu_declared(frm);
 		if (frm.is_new()) return;
 		if (frm.doc.paused) {
 			frm.add_custom_button(__("Resume"), () =>
@@ -75,6 +76,14 @@ for (const field of BTU_PREVIEW_FIELDS) {
 // As in btu_configuration.js (form scripts share no module): null is "", 0 stays "0".
 function btu_esc(value) {
 	return frappe.utils.escape_html(value == null ? "" : String(value));
+}
+
+// A row an app declares in hooks.py: its fields the server names (onload) are read-only, the intro says where to edit them.
+function btu_declared(frm) {
+	const declared = (frm.doc.__onload || {}).btu_declared;
+	if (!declared) return;
+	frm.set_intro(btu_esc(declared.intro), "blue");
+	for (const field of declared.fields) frm.set_df_property(field, "read_only", 1);
 }
 
 function btu_render_preview(frm) {

@@ -12,13 +12,15 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
-from btu.btu_core import alerts
+from btu.btu_core import alerts, declared_schedules
 from btu.btu_core.exclusions import tidy_skipped
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
+from btu.shared import scheduled_jobs
+from btu.shared.declared_schedules import SCHEDULE_FIELDS
 from btu.shared.run_requests import STATE_PREFIX, is_state_name
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
@@ -46,6 +48,9 @@ class BTUTaskSchedule(Document):
 		cron_string: DF.Data | None
 		day_of_month: DF.Int
 		day_of_week: DF.Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+		declared_by_app: DF.Data | None
+		declared_key: DF.Data | None
+		declared_time_zone: DF.Data | None
 		email_recipients: DF.Table[BTUEmailRecipient]
 		enabled: DF.Check
 		failure_streak: DF.Int
@@ -71,8 +76,12 @@ class BTUTaskSchedule(Document):
 		task_description: DF.Data | None
 		time_zone: DF.Data | None
 	# end: auto-generated types
+	def onload(self):
+		declared_schedules.form_hint(self, SCHEDULE_FIELDS)
+
 	def before_insert(self):
-		if not self.time_zone:
+		# A declared schedule without a zone follows the site's System Settings zone ("site zone").
+		if not self.time_zone and not self.declared_by_app:
 			self.time_zone = frappe.db.get_single_value("BTU Configuration", "default_time_zone") or None
 
 	def before_validate(self):
@@ -83,11 +92,16 @@ class BTUTaskSchedule(Document):
 		alerts.before_schedule_save(self)
 
 	def validate(self):
+		declared_schedules.check_save(self, SCHEDULE_FIELDS)
 		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
 		require_system_manager_for(self, ("argument_overrides",))
 		alerts.validate_rules(self)
-		if self.name and is_state_name(self.name):
-			frappe.throw(_("Name {0}: a schedule's name may not start with {1} (BTU names run requests so); rename it").format(self.name, STATE_PREFIX))
+		if self.name and (is_state_name(self.name) or scheduled_jobs.is_state_name(self.name)):
+			frappe.throw(
+				_("Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it").format(
+					self.name, STATE_PREFIX, scheduled_jobs.STATE_PREFIX
+				)
+			)
 		validate_retries(self, _("Invalid schedule"))
 		try:
 			if self.run_frequency in HELPERS:
@@ -118,12 +132,15 @@ class BTUTaskSchedule(Document):
 	def on_update(self):
 		alerts.after_schedule_save(self)
 		before = self.get_doc_before_save()
+		# A migrate's sync need not wait for a scheduler that is down: one reads the rows when it starts.
+		quiet = bool(self.flags.get(declared_schedules.FLAG))
 		if self.enabled:
-			announce_after_commit(protocol.CREATE_TASK_SCHEDULE, self.name)
+			announce_after_commit(protocol.CREATE_TASK_SCHEDULE, self.name, only_if_running=quiet)
 		elif before is not None and before.enabled:
-			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)
+			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name, only_if_running=quiet)
 
 	def on_trash(self):
+		declared_schedules.check_delete(self)
 		# A disabled schedule was cancelled when it was disabled.
 		if self.enabled:
 			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)

@@ -1,0 +1,227 @@
+"""Schedules an app declares in its hooks.py (`btu_schedules`), checked and mapped onto BTU Task and BTU
+Task Schedule field values.
+
+An entry is a dict: a `name` (its key, unique within the app), the app's own declared `function`, one
+timing (`cron`, `frequency` with its helper fields, or `every` with `every_unit`), and optional
+settings. `check_entries` checks an app's whole list before anything is written, so one bad entry
+changes none of the app's schedules; every error names the app, the entry and the key. The Frappe
+side (btu.btu_core.declared_schedules) writes the rows, and the controllers' own validation (the
+function declared runnable, the queue, the retry bounds) still runs on every save.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+from btu.shared import declared
+from btu.shared.schedule import ScheduleError, ScheduleSpec
+from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
+
+HOOK = "btu_schedules"
+# The time_zone of a schedule that follows the site's System Settings zone (a row's empty time_zone).
+SITE_ZONE = "site zone"
+KEY = re.compile(r"[A-Za-z0-9_.-]{1,100}\Z")
+
+# Hook key -> the BTU Task field it sets. Retries live on the Task; the Schedule's overrides stay blank.
+TASK_KEYS = {
+	"function": "function_string", "arguments": "arguments", "queue": "queue_name", "timeout": "max_task_duration",
+	"description": "desc_short", "max_attempts": "max_attempts", "retry_on": "retry_on",
+	"retry_delay_secs": "retry_delay_secs", "retry_backoff_factor": "retry_backoff_factor",
+	"retry_max_delay_secs": "retry_max_delay_secs",
+}  # fmt: skip
+# Hook key -> the BTU Task Schedule field it sets (time_zone is the admin's once the row exists: see zone_after).
+SCHEDULE_KEYS = {
+	"cron": "cron_string", "frequency": "run_frequency", "minute": "minute", "hour": "hour",
+	"day_of_week": "day_of_week", "day_of_month": "day_of_month", "month": "month", "every": "every",
+	"every_unit": "every_unit", "time_zone": "time_zone", "catch_up_policy": "catch_up_policy",
+	"catch_up_window": "catch_up_window", "catch_up_max": "catch_up_max", "overlap_policy": "overlap_policy",
+	"jitter_secs": "jitter_secs",
+}  # fmt: skip
+KEYS = ("name", *TASK_KEYS, *SCHEDULE_KEYS)
+HELPER_KEYS = ("minute", "hour", "day_of_week", "day_of_month", "month")
+INT_KEYS = ("timeout", "max_attempts", "retry_delay_secs", "retry_max_delay_secs", "minute", "hour", "day_of_month",
+	"every", "catch_up_window", "catch_up_max", "jitter_secs")  # fmt: skip
+TEXT_KEYS = ("function", "queue", "description", "retry_on", "cron", "frequency", "day_of_week", "month", "every_unit",
+	"time_zone", "catch_up_policy", "overlap_policy")  # fmt: skip
+
+# The markers, set by the sync only: which app declares the row, under which key, and the zone the hook last gave.
+MARKERS = ("declared_by_app", "declared_key")
+# Fields the sync writes at every migrate: the Desk may not change them on a declared row.
+TASK_FIELDS = (*MARKERS, *TASK_KEYS.values())
+SCHEDULE_FIELDS = (
+	*MARKERS, "declared_time_zone", "task", "run_frequency", "cron_string", "minute", "hour", "day_of_week",
+	"day_of_month", "month", "every", "every_unit", "catch_up_policy", "catch_up_window", "catch_up_max",
+	"overlap_policy", "jitter_secs",
+	# The Schedule's overrides of the Task's queue, arguments and retries: blank, so the hook's apply.
+	"queue_name", "argument_overrides", "max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_factor",
+	"retry_max_delay_secs",
+)  # fmt: skip
+
+
+class DeclaredScheduleError(ValueError):
+	"""A bad `btu_schedules` hook; str() names the app, the entry, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Declared:
+	"""One checked entry: the field values of its Task and its Schedule (None: the DocType's default)."""
+
+	app: str
+	key: str
+	task: dict[str, Any]
+	schedule: dict[str, Any]
+
+	@property
+	def time_zone(self) -> str:
+		"""The zone the hook gives ("" for the site zone)."""
+		return self.schedule["time_zone"] or ""
+
+
+def where(app: str, key: Any = None) -> str:
+	"""The start of every message: the hook, and the entry when known."""
+	return f"{HOOK} in {app}/hooks.py" + (f", entry {key!r}" if key is not None else "")
+
+
+def check_entries(app: str, entries: Any) -> list[Declared]:
+	"""Every entry of `app`'s hook checked and mapped, or DeclaredScheduleError for the first bad one."""
+	if entries is None:
+		return []
+	if not isinstance(entries, (list, tuple)):
+		raise DeclaredScheduleError(
+			f"{where(app)}: is a {type(entries).__name__}; write a list of dicts, e.g. "
+			f'{HOOK} = [{{"name": "nightly", "function": "{app}.tasks.nightly", "cron": "0 2 * * *"}}]'
+		)
+	checked = []
+	seen = set()
+	for index, entry in enumerate(entries):
+		item = check_entry(app, entry, index)
+		if item.key in seen:
+			raise DeclaredScheduleError(f"{where(app, item.key)}, key 'name': two entries use this name; give each its own")
+		seen.add(item.key)
+		checked.append(item)
+	return checked
+
+
+def check_entry(app: str, entry: Any, index: int = 0) -> Declared:
+	"""One entry checked and mapped onto Task and Schedule fields."""
+	if not isinstance(entry, dict):
+		raise DeclaredScheduleError(f"{where(app)}, item {index + 1}: is a {type(entry).__name__}, not a dict; write {{\"name\": ..., \"function\": ..., ...}}")
+	key = entry.get("name")
+	if not isinstance(key, str) or not KEY.match(key):
+		raise DeclaredScheduleError(
+			f"{where(app)}, item {index + 1}, key 'name': {key!r} is not a name; give a stable name of letters, digits, "
+			"'_', '-' or '.' (up to 100), unique within the app: it ties the entry to its rows across migrates"
+		)
+
+	def fail(field: str, problem: str) -> NoReturn:
+		raise DeclaredScheduleError(f"{where(app, key)}, key {field!r}: {problem}")
+
+	unknown = [name for name in entry if name not in KEYS]
+	if unknown:
+		fail(unknown[0], f"is not a key of {HOOK}; use {', '.join(KEYS)}")
+	# None is a key left out (its default); any other value must have the key's type.
+	for name in INT_KEYS:
+		if entry.get(name) is not None and (isinstance(entry[name], bool) or not isinstance(entry[name], int)):
+			fail(name, f"{entry[name]!r} is not a whole number")
+	for name in TEXT_KEYS:
+		if entry.get(name) is not None and not isinstance(entry[name], str):
+			fail(name, f"{entry[name]!r} is not text")
+	if entry.get("retry_backoff_factor") is not None and (isinstance(entry["retry_backoff_factor"], bool) or not isinstance(entry["retry_backoff_factor"], (int, float))):
+		fail("retry_backoff_factor", f"{entry['retry_backoff_factor']!r} is not a number")
+	_check_function(app, entry.get("function"), fail)
+	task = {field: entry.get(name) for name, field in TASK_KEYS.items()}
+	task["arguments"] = _arguments(entry.get("arguments"), fail)
+	task["desc_short"] = entry.get("description") or f"{app}: {key}"
+	if len(task["desc_short"]) > 140:
+		fail("description", "is longer than 140 characters; shorten it")
+	schedule = {field: entry.get(name) for name, field in SCHEDULE_KEYS.items()}
+	schedule.update(_timing(entry, fail))
+	schedule["time_zone"] = _zone(entry.get("time_zone"), fail)
+	_check_spec(key, schedule, fail)
+	return Declared(app, key, task, schedule)
+
+
+def zone_after(row_zone: str | None, row_declared_zone: str | None, hook_zone: str) -> str:
+	"""The time_zone a synced row gets: the hook's, unless an admin changed the row's away from the hook's last one."""
+	if (row_zone or "") != (row_declared_zone or ""):
+		return row_zone or ""
+	return hook_zone
+
+
+def _check_function(app: str, path: Any, fail) -> None:
+	"""The function must be a dotted path into the declaring app itself: an app schedules its own code only."""
+	if not path:
+		fail("function", f"is required: the dotted path of a function of {app} declared runnable, e.g. {app}.tasks.nightly")
+	first = path.split(".")[0]
+	try:
+		target = declared.target(path, [first])
+	except declared.NotRunnable as exc:
+		fail("function", str(exc))
+	if target.path != path:
+		fail("function", f"{path!r} has spaces around it; write {target.path!r}")
+	if target.app != app:
+		fail(
+			"function", f"{path!r} is not a function of app {app}: an app's {HOOK} names only its own functions, "
+			f"paths starting {app}."
+		)
+
+
+def _arguments(value: Any, fail) -> str | None:
+	"""The keyword arguments dict as the Task's JSON text."""
+	if value is None:
+		return None
+	if not isinstance(value, dict):
+		fail("arguments", f"{value!r} is not a dict of keyword arguments")
+	try:
+		return json.dumps(value, sort_keys=True)
+	except (TypeError, ValueError) as exc:
+		fail("arguments", f"cannot be written as JSON ({exc}); use strings, numbers, booleans, lists and dicts")
+
+
+def _timing(entry: dict, fail) -> dict[str, Any]:
+	"""run_frequency and cron_string from exactly one of `cron`, `frequency` or `every`."""
+	given = [name for name in ("cron", "frequency", "every") if entry.get(name) is not None]
+	if len(given) != 1:
+		fail(
+			given[1] if given else "cron",
+			"give exactly one timing: cron (e.g. \"*/5 * * * *\"), frequency (Hourly, Daily, Weekly, Monthly, "
+			"Yearly, with minute, hour, day_of_week, day_of_month, month) or every (with every_unit)",
+		)
+	misplaced = [name for name in HELPER_KEYS if entry.get(name) is not None and given != ["frequency"]]
+	misplaced += ["every_unit"] if entry.get("every_unit") is not None and given != ["every"] else []
+	if misplaced:
+		fail(misplaced[0], f"applies only with {'every' if misplaced[0] == 'every_unit' else 'frequency'}; remove it or use that timing")
+	if given == ["cron"]:
+		return {"run_frequency": "Cron Style"}
+	if given == ["every"]:
+		return {"run_frequency": "Interval"}
+	if entry["frequency"] not in HELPERS:
+		fail("frequency", f"{entry['frequency']!r} is not one of {', '.join(HELPERS)}; for other timings use cron or every")
+	# What the Schedule's validate writes for a helper frequency, so an unchanged hook finds the row unchanged.
+	try:
+		return {"cron_string": frequency_to_cron(entry["frequency"], *(entry.get(name) for name in HELPER_KEYS))}
+	except ScheduleError as exc:
+		fail(exc.field, str(exc))
+
+
+def _zone(value: str | None, fail) -> str | None:
+	"""None (the row's empty time_zone) for the site zone, else the IANA name as given."""
+	if value is None or value.strip().lower() == SITE_ZONE:
+		return None
+	if not value.strip():
+		fail("time_zone", f"is empty; give an IANA zone such as Europe/Paris, or {SITE_ZONE!r} (the site's System Settings zone)")
+	return value.strip()
+
+
+def _check_spec(key: str, schedule: dict, fail) -> None:
+	"""The timing and policies read as the scheduler will read them (btu.shared.schedule)."""
+	row = {**schedule, "name": key, "creation": datetime(2026, 1, 1, tzinfo=timezone.utc)}
+	try:
+		ScheduleSpec.from_row(row, system_time_zone="UTC")
+	except ScheduleError as exc:
+		hook_key = next((name for name, field in SCHEDULE_KEYS.items() if field == exc.field), exc.field)
+		fail(hook_key, str(exc))
