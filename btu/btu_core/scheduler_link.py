@@ -79,10 +79,11 @@ def describe(reply: protocol.Reply) -> str:
 	return _("BTU Scheduler refused the command: {0}").format(reply.message)
 
 
-def announce_after_commit(request_type: str, schedule: str, *, only_if_running: bool = False) -> None:
+def announce_after_commit(request_type: str, schedule: str, *, only_if_running: bool = False, quiet: bool = False) -> None:
 	"""Send `request_type` for `schedule` once the current transaction has committed. `only_if_running`: not when no
-	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it starts)."""
-	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user, only_if_running))
+	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it starts).
+	`quiet`: the outcome is logged only, not shown to the user (one of many sent for one change)."""
+	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user, only_if_running, quiet))
 
 
 def scheduler_running() -> bool:
@@ -93,7 +94,7 @@ def scheduler_running() -> bool:
 		return True
 
 
-def _announce(request_type: str, schedule: str, user: str, only_if_running: bool = False) -> None:
+def _announce(request_type: str, schedule: str, user: str, only_if_running: bool = False, quiet: bool = False) -> None:
 	if only_if_running and not scheduler_running():
 		frappe.logger("btu").info(f"site={frappe.local.site} schedule={schedule} rpc={request_type} not sent: no scheduler process alive")
 		return
@@ -102,18 +103,20 @@ def _announce(request_type: str, schedule: str, user: str, only_if_running: bool
 	if after_response is not None:
 		# In a web request the reply wait (up to 5 s when the scheduler is down)
 		# must not hold the user's save response: answer after it is sent.
-		after_response.add(partial(_send_and_tell, request_type, schedule, user))
+		after_response.add(partial(_send_and_tell, request_type, schedule, user, quiet))
 	else:
-		_send_and_tell(request_type, schedule, user)
+		_send_and_tell(request_type, schedule, user, quiet)
 
 
-def _send_and_tell(request_type: str, schedule: str, user: str) -> None:
+def _send_and_tell(request_type: str, schedule: str, user: str, quiet: bool = False) -> None:
 	reply = send(request_type, schedule)
 	text = describe(reply)
 	frappe.logger("btu").info(
 		f"site={frappe.local.site} schedule={schedule} rpc={request_type} outcome={reply.outcome} "
 		f"round_trip_ms={reply.round_trip_ms:.1f}"
 	)
+	if quiet:
+		return
 	message = {
 		"schedule": schedule,
 		"request_type": request_type,

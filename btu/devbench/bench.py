@@ -29,7 +29,7 @@ import pymysql
 
 from btu.scheduler_daemon.bench import Bench, BenchError, read_json
 from btu.devbench.data import read_single, write_single
-from btu.devbench.schema import SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
+from btu.devbench.schema import FRAPPE_JOB_DDL, SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
 
 MARKER = ".btu-dev-bench"
 DB_PREFIX = "_btu"
@@ -258,6 +258,7 @@ def sync_tables(conn: pymysql.Connection, db_name: str, schemas: dict[str, DocTy
 	with conn.cursor() as cur:
 		cur.execute(SINGLES_DDL)
 		cur.execute(SERIES_DDL)
+		cur.execute(FRAPPE_JOB_DDL)
 		for schema in schemas.values():
 			if schema.issingle:
 				continue

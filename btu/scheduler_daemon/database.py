@@ -13,8 +13,9 @@ import threading
 from datetime import date
 from typing import Any
 
+from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.bench import Site
-from btu.shared import run_requests
+from btu.shared import scheduled_jobs, run_requests
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
 SCHEDULE_TABLE = "tabBTU Task Schedule"
@@ -38,12 +39,13 @@ VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "pa
 VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
-def split_names(names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
-	"""State names as (schedule names, run request names); (None, None) for "all of both"."""
+def split_names(names: list[str] | None) -> tuple[list[str] | None, list[str] | None, list[str] | None]:
+	"""State names as (schedule names, run request names, Scheduled Job Type names); all None for "all of each"."""
 	if names is None:
-		return None, None
-	schedules = [name for name in names if not run_requests.is_state_name(name)]
-	return schedules, [run_requests.request_of(name) for name in names if run_requests.is_state_name(name)]
+		return None, None, None
+	schedules = [name for name in names if not (run_requests.is_state_name(name) or scheduled_jobs.is_state_name(name))]
+	requests = [run_requests.request_of(name) for name in names if run_requests.is_state_name(name)]
+	return schedules, requests, [scheduled_jobs.job_type_of(name) for name in names if scheduled_jobs.is_state_name(name)]
 
 
 def _in(values) -> str:
@@ -53,6 +55,46 @@ def _in(values) -> str:
 
 class DatabaseError(Exception):
 	"""The site's database could not be reached or read; the message names the site."""
+
+
+def connect(site: Site, connect_timeout: float):
+	"""A new autocommit connection to the site's database: PyMySQL for MariaDB, psycopg2 for PostgreSQL, as Frappe uses."""
+	params = site.db_params
+	if not params["database"]:
+		raise DatabaseError(f"site {site.name}: site_config.json has no db_name")
+	if site.db_type == "postgres":
+		try:
+			import psycopg2
+		except ImportError as exc:
+			raise DatabaseError(
+				f"site {site.name}: db_type is postgres but psycopg2 is not installed: pip install psycopg2-binary"
+			) from exc
+		connection = psycopg2.connect(
+			host=params["socket"] or params["host"],
+			port=params["port"],
+			user=params["user"],
+			password=params["password"],
+			dbname=params["database"],
+			connect_timeout=int(connect_timeout),
+		)
+		connection.autocommit = True
+		return connection
+	import pymysql
+
+	return pymysql.connect(
+		host=params["host"],
+		port=params["port"],
+		unix_socket=params["socket"],
+		user=params["user"],
+		password=params["password"],
+		database=params["database"],
+		charset="utf8mb4",
+		connect_timeout=connect_timeout,
+		read_timeout=30,
+		write_timeout=30,
+		autocommit=True,
+		cursorclass=pymysql.cursors.DictCursor,
+	)
 
 
 class SiteDatabase:
@@ -72,51 +114,13 @@ class SiteDatabase:
 	def _quote(self, identifier: str) -> str:
 		return f'"{identifier}"' if self.postgres else f"`{identifier}`"
 
-	def _connect(self):
-		params = self.site.db_params
-		if not params["database"]:
-			raise DatabaseError(f"site {self.site.name}: site_config.json has no db_name")
-		if self.postgres:
-			try:
-				import psycopg2
-			except ImportError as exc:
-				raise DatabaseError(
-					f"site {self.site.name}: db_type is postgres but psycopg2 is not installed: pip install psycopg2-binary"
-				) from exc
-			connection = psycopg2.connect(
-				host=params["socket"] or params["host"],
-				port=params["port"],
-				user=params["user"],
-				password=params["password"],
-				dbname=params["database"],
-				connect_timeout=int(self.connect_timeout),
-			)
-			connection.autocommit = True
-			return connection
-		import pymysql
-
-		return pymysql.connect(
-			host=params["host"],
-			port=params["port"],
-			unix_socket=params["socket"],
-			user=params["user"],
-			password=params["password"],
-			database=params["database"],
-			charset="utf8mb4",
-			connect_timeout=self.connect_timeout,
-			read_timeout=30,
-			write_timeout=30,
-			autocommit=True,
-			cursorclass=pymysql.cursors.DictCursor,
-		)
-
 	def query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
 		"""Run one read query; reconnect once if the connection went away."""
 		with self._lock:
 			for attempt in (1, 2):
 				try:
 					if self._connection is None:
-						self._connection = self._connect()
+						self._connection = connect(self.site, self.connect_timeout)
 					cursor = self._connection.cursor()
 					try:
 						cursor.execute(sql, params)
@@ -211,27 +215,31 @@ class SiteDatabase:
 		value = self.single_value("BTU Configuration", "enabled")
 		return value is None or str(value).strip() not in ("0", "")
 
-	def table_summary(self) -> tuple[int, str]:
+	def table_summary(self, scheduled_jobs_on: bool = False) -> tuple[int, str]:
 		"""(row count, checksum) over the columns `row_versions` reads, computed by the database: equal
-		summaries mean no schedule row (nor its task) changed."""
+		summaries mean no schedule row (nor its task) changed; with `scheduled_jobs_on`, nor a Scheduled Job Type."""
 		q = self._quote
 		columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
 		crc = "hashtext" if self.postgres else "CRC32"
 		[row] = self._select_schedules(f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum", None)
 		summary = (int(row["n"]), str(row["checksum"]))
-		if not self.has_requests():
-			return summary
-		[row] = self._select_requests(
-			f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}))) AS checksum", None
-		)
-		return (summary[0] + int(row["n"]), f"{summary[1]}|{row['checksum']}")
+		parts = [summary]
+		if self.has_requests():
+			[row] = self._select_requests(
+				f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}))) AS checksum", None
+			)
+			parts.append((int(row["n"]), str(row["checksum"])))
+		if scheduled_jobs_on:
+			parts.append(scheduled_job_table.summary(self))
+		return (sum(count for count, _ in parts), "|".join(checksum for _, checksum in parts))
 
-	def row_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
+	def row_versions(self, names: list[str] | None, scheduled_jobs_on: bool = False) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
-		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`."""
+		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`; pending
+		run requests and (`scheduled_jobs_on`) Scheduled Job Types under their states' names, marked `derived`."""
 		q = self._quote
 		columns = ", ".join(f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS)
-		schedules, requests = split_names(names)
+		schedules, requests, jobs = split_names(names)
 		rows = self._select_schedules(columns, schedules)
 		if requests != [] and self.has_requests():
 			# A request's versions, shaped as a schedule's: its schedule's stamp stands where a calendar's does.
@@ -240,7 +248,9 @@ class SiteDatabase:
 				f"t.{q('modified')} AS {q('task_modified')}, s.{q('modified')} AS {q('calendar_modified')}"
 			)
 			for row in self._select_requests(request_columns, requests):
-				rows.append({**row, "name": run_requests.state_name(row["name"]), "request": 1})
+				rows.append({**row, "name": run_requests.state_name(row["name"]), "derived": 1})
+		if scheduled_jobs_on and jobs != []:
+			rows += scheduled_job_table.versions(self, jobs)
 		return rows
 
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
@@ -253,12 +263,14 @@ class SiteDatabase:
 	def existing_schedules(self, names: list[str]) -> set[str]:
 		"""Which of `names` are schedule rows, or run requests' states (`run_requests.state_name`)."""
 		q = self._quote
-		schedules, requests = split_names(names)
+		schedules, requests, jobs = split_names(names)
 		rows = self._chunked(schedules, lambda chunk: f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} {_in(chunk)}")
 		found = {row["name"] for row in rows}
 		if requests and self.has_requests():
 			rows = self._chunked(requests, lambda chunk: f"SELECT {q('name')} AS name FROM {q(REQUEST_TABLE)} WHERE {q('name')} {_in(chunk)}")
 			found |= {run_requests.state_name(row["name"]) for row in rows}
+		if jobs and self.has_table(scheduled_job_table.TABLE):
+			found |= {scheduled_jobs.state_name(row["name"]) for row in scheduled_job_table.select(self, jobs)}
 		return found
 
 	# -- run requests ---------------------------------------------------------------

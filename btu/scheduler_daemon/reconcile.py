@@ -23,15 +23,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from btu.shared import protocol, run_requests
+from btu.shared import scheduled_jobs, protocol, run_requests
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
-from btu.shared.job_contract import RQ_EXECUTOR
+from btu.shared.job_contract import FRAPPE_EXECUTOR, RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, row_instant
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
+from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, split_names
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
@@ -125,6 +126,9 @@ class SiteRead:
 	db: SiteDatabase
 	system_tz: str | None
 	held: str | None  # why the site's schedules do not fire; None when they do
+	# Whether BTU fires the site's Scheduled Job Types (`scheduled_jobs_on`), and Frappe's "All" interval for them.
+	scheduled_jobs: bool
+	scheduler_interval: object
 	# What a compiled schedule depends on besides its row: when it changes, every row is compiled again.
 	context: str
 
@@ -280,11 +284,11 @@ class Reconciler:
 				return False
 			read = self.read_site(site, db)
 			# Most reconciles find nothing changed: one checksum query instead of every row's version.
-			summary = (db.table_summary(), read.context)
+			summary = (db.table_summary(read.scheduled_jobs), read.context)
 			# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
 			retry = self.state.invalid_names(site.name)
 			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-			enabled = {} if unchanged else self.row_versions(db, None)
+			enabled = {} if unchanged else self.row_versions(read, None)
 			self.site_answered(site, read.held)
 			if unchanged:
 				return True
@@ -315,7 +319,7 @@ class Reconciler:
 			if not db.has_btu_tables():
 				return False
 			read = self.read_site(site, db)
-			enabled = self.row_versions(db, names)
+			enabled = self.row_versions(read, names)
 			self.site_answered(site, read.held)
 			seen = self.seen.setdefault(site.name, {})
 			for name in set(names) - set(enabled):
@@ -340,13 +344,19 @@ class Reconciler:
 		"""The site's zone and whether it is held; raises DatabaseError."""
 		system_tz = db.system_time_zone()
 		held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
-		context = f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
-		return SiteRead(db=db, system_tz=system_tz, held=held, context=context)
+		on = scheduled_jobs_on(site, db, self.executor)
+		interval = site.config.get("scheduler_interval")
+		context = (
+			f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
+			f"|{on}|{interval}"
+		)
+		return SiteRead(db=db, system_tz=system_tz, held=held, context=context, scheduled_jobs=on, scheduler_interval=interval)
 
-	def row_versions(self, db: SiteDatabase, names: list[str] | None) -> dict[str, str]:
+	def row_versions(self, read: SiteRead, names: list[str] | None) -> dict[str, str]:
 		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task.
-		Pending run requests are among them under their states' names (`run_requests.state_name`)."""
-		return enabled_versions(db.row_versions(names), db.site.name, self.refused_names)
+		Pending run requests and the Scheduled Job Types BTU fires are among them under their states' names."""
+		rows = read.db.row_versions(names, read.scheduled_jobs)
+		return enabled_versions(rows, read.db.site.name, self.refused_names, read.scheduler_interval)
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
 		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile."""
@@ -378,10 +388,12 @@ class Reconciler:
 		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			schedules, requests = split_names(names[start : start + APPLY_CHUNK])
+			schedules, requests, jobs = split_names(names[start : start + APPLY_CHUNK])
 			rows = with_exclusions(read.db, read.db.schedule_rows(schedules), self.clock())
 			logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
-			self.apply_rows(site, read, rows + read.db.request_rows([run_requests.state_name(name) for name in requests]), logged, versions)
+			rows += read.db.request_rows([run_requests.state_name(name) for name in requests])
+			rows += scheduled_job_table.schedule_rows(read.db, [scheduled_jobs.state_name(name) for name in jobs], read.scheduler_interval)
+			self.apply_rows(site, read, rows, logged, versions)
 		self.wake()
 
 	def apply_rows(self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]) -> None:
@@ -397,13 +409,7 @@ class Reconciler:
 			seen[name] = (versions[name], read.context)
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz)
-				if "run_at_utc" in row:
-					# A run request fires at its run_at however late it is found (within its catch-up window),
-					# and never after its Log is written (it is no longer pending then).
-					cursor_if_new = cursor_if_changed = from_ms(spec.at * 1000)
-				else:
-					cursor_if_new = spec.next_slot(resume_after(logged.get(name), row.get("modified"), read.system_tz, now))
-					cursor_if_changed = spec.next_slot(now)
+				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
@@ -424,17 +430,37 @@ class Reconciler:
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
 
-def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]]) -> dict[str, str]:
-	"""Enabled rows' names -> their versions. A schedule named like a run request's state is left out (the Desk
-	refuses such a name on save; a row written by SQL is logged once per process, remembered in `refused`)."""
+def scheduled_jobs_on(site: Site, db: SiteDatabase, executor: str) -> bool:
+	"""Whether BTU fires the site's Scheduled Job Types: switched on in BTU Configuration, with Frappe's scheduler
+	enabled for the site (`bench enable-scheduler`; not `disable_scheduler` in its config) and jobs of the frappe
+	executor, which run them in a Frappe worker. Maintenance mode and pause_scheduler hold the whole site.
+	Read at every reconcile, RPCs included: two single values, no table lookup (every Frappe site has the table)."""
+	if executor != FRAPPE_EXECUTOR or site.config.get("disable_scheduler") or not scheduled_job_table.switched_on(db):
+		return False
+	return scheduled_job_table.scheduler_enabled(db)
+
+
+def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]], scheduler_interval=None) -> dict[str, str]:
+	"""Enabled rows' names -> their versions. A schedule named like a run request's or a Scheduled Job Type's state
+	is left out (the Desk refuses such a name on save; a row written by SQL is logged once per process, remembered
+	in `refused`); so is a Scheduled Job Type that Frappe keeps (`scheduled_jobs.fired_by_btu`)."""
 	versions = {}
 	for row in rows:
-		if not row.get("request") and run_requests.is_state_name(row["name"]):
+		derived_name = run_requests.is_state_name(row["name"]) or scheduled_jobs.is_state_name(row["name"])
+		if row.get("derived"):
+			if "version" not in row:
+				versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
+			elif row["enabled"] and scheduled_jobs.fired_by_btu(row["method"] or "", row["frequency"] or "", row["cron_format"], scheduler_interval):
+				versions[row["name"]] = row["version"]
+		elif derived_name:
 			if (site, row["name"]) not in refused:
 				refused.add((site, row["name"]))
 				log_event(
 					logger, logging.ERROR, "invalid_schedule", site=site, schedule=row["name"],
-					error=f"a schedule's name may not start with {run_requests.STATE_PREFIX!r}, which names run requests' states; rename it",
+					error=(
+						f"a schedule's name may not start with {run_requests.STATE_PREFIX!r} or {scheduled_jobs.STATE_PREFIX!r}, "
+						"which name run requests' and Scheduled Job Types' states; rename it"
+					),
 				)
 		elif int(row["enabled"] or 0):
 			versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
@@ -490,6 +516,19 @@ def cursor_text(slot: datetime | None) -> str:
 def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
 	"""When the slot fires (jitter added) as ms since the epoch, "0" for no slot."""
 	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
+
+
+def first_cursors(row: dict, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime) -> tuple[datetime | None, datetime | None]:
+	"""Where a compiled row's cursor starts: (if new to the state, if changed)."""
+	if "run_at_utc" in row:
+		# A run request fires at its run_at however late it is found (within its catch-up window),
+		# and never after its Log is written (it is no longer pending then).
+		return from_ms(spec.at * 1000), from_ms(spec.at * 1000)
+	if scheduled_jobs.is_state_name(row["name"]):
+		# Frappe's next run is its cron's first moment after last_execution; one missed fires once now.
+		last = row_moment(row.get("last_execution"), system_tz) or now
+		return spec.next_slot(min(last, now)), spec.next_slot(now)
+	return spec.next_slot(resume_after(logged_slot, row.get("modified"), system_tz, now)), spec.next_slot(now)
 
 
 def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: datetime) -> datetime:

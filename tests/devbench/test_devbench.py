@@ -82,7 +82,7 @@ def test_two_benches_never_share_a_database(make_bench):
 def test_tables_come_from_the_doctype_json(make_bench):
 	site = make_bench().site("site1.localhost")
 	schemas = load_doctypes()
-	expected = sorted(["tabSingles", "tabSeries"] + [s.table for s in schemas.values() if not s.issingle])
+	expected = sorted(["tabSingles", "tabSeries", "tabScheduled Job Type"] + [s.table for s in schemas.values() if not s.issingle])
 	assert tables(site) == expected
 	assert "tabBTU Configuration" not in expected  # a Single
 	for schema in schemas.values():

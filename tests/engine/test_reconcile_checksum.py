@@ -15,10 +15,10 @@ class CountingReconciler(Reconciler):
 
 	row_reads = 0
 
-	def row_versions(self, db, names):
+	def row_versions(self, read, names):
 		if names is None:
 			self.row_reads += 1
-		return super().row_versions(db, names)
+		return super().row_versions(read, names)
 
 
 def test_unchanged_table_skips_the_row_read_and_every_change_is_seen(engine_bench, r):

@@ -76,3 +76,48 @@ NOT_A_FUNCTION = 42
 def note_call(marker: str, value: str = "") -> None:
 	"""Records each call in Redis under `marker` (time and value): what an enqueued run left behind."""
 	frappe.cache().rpush(f"btu-test-calls:{marker}", f"{time.time():.6f} {value}")
+
+
+# Not @runnable: a Scheduled Job Type's method is declared by its app's scheduler_events, and BTU runs it through
+# the Scheduled Job Type's own execute(), never as a Task.
+FRAPPE_JOB_CALLS = "btu-test-frappe-job-calls"
+
+
+def note_frappe_job() -> None:
+	"""A Scheduled Job Type's method in the tests: records the time of each run in Redis."""
+	frappe.cache().rpush(FRAPPE_JOB_CALLS, f"{time.time():.6f}")
+
+
+# benchmarks/frappe_jobs.py: Scheduled Job Types whose runs say when their RQ job was enqueued. Frappe names a job
+# type after its method's last two parts, so each frequency has a method of its own.
+FRAPPE_JOB_PROBES = "btu-benchmark-frappe-job-probes"
+
+
+def probe_frappe_job(method: str) -> None:
+	"""Records one run in Redis as JSON: the method, its RQ job's id and `enqueued_at` (UTC epoch) and when it ran."""
+	import json
+	from datetime import timezone
+
+	from rq import get_current_job
+
+	job = get_current_job()
+	enqueued = job.enqueued_at if job else None
+	if enqueued is not None and enqueued.tzinfo is None:
+		enqueued = enqueued.replace(tzinfo=timezone.utc)  # rq stamps UTC
+	frappe.cache().rpush(
+		FRAPPE_JOB_PROBES,
+		json.dumps({
+			"method": method,
+			"job_id": job.id if job else None,
+			"enqueued_at": enqueued.timestamp() if enqueued else None,
+			"ran_at": time.time(),
+		}),
+	)
+
+
+def probe_every_minute() -> None:
+	probe_frappe_job("btu.btu_core.tests.sample_tasks.probe_every_minute")
+
+
+def probe_all() -> None:
+	probe_frappe_job("btu.btu_core.tests.sample_tasks.probe_all")

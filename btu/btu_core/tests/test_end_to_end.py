@@ -4,6 +4,7 @@ its Log with the right slot and the captured output."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,12 +18,13 @@ from frappe.utils.background_jobs import create_job_id
 
 import btu
 from btu.shared import protocol
-from btu.btu_core import api, scheduler_link
-from btu.btu_core.tests.utils import delete_committed, make_task
+from btu.btu_core import api, declared_schedules, scheduler_link
+from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
+from btu.shared.declared_schedules import HOOK
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -36,7 +38,9 @@ STATUS_REFRESH_SECS = 10  # btu_configuration.js: BTU_STATUS_REFRESH_SECS
 STARTUP_SECS = 30
 
 
-class TestEndToEnd(IntegrationTestCase):
+class EndToEndBase(IntegrationTestCase):
+	"""A BTU scheduler process and burst workers on this bench."""
+
 	def setUp(self):
 		if "run" not in SUBCOMMANDS:
 			self.skipTest("btu-scheduler has no `run` subcommand in this tree yet")
@@ -88,6 +92,7 @@ class TestEndToEnd(IntegrationTestCase):
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
 
+class TestEndToEnd(EndToEndBase):
 	def watch_status_panel(self, until: datetime) -> list[float]:
 		"""The leader's heartbeat age as the Desk's status panel reads it, once a second until `until`."""
 		ages = []
@@ -246,3 +251,144 @@ class TestEndToEnd(IntegrationTestCase):
 		self.assertTrue(all(log.origin == "Backfill" and log.status == "Succeeded" for log in logs), logs)
 		for before, after in zip(logs, logs[1:]):
 			self.assertGreaterEqual(after.date_time_started, before.date_time_ended)
+
+	def test_a_schedule_declared_in_hooks_fires_through_the_scheduler(self):
+		self.start_scheduler()
+		own = list(frappe.get_hooks(HOOK, app_name="btu"))
+		entry = {
+			"name": "e2e_declared", "function": f"{SAMPLES}.say_hello", "arguments": {"name": "end to end"}, "queue": QUEUE,
+			"every": EVERY_SECS, "every_unit": "Seconds", "catch_up_policy": "skip", "time_zone": "UTC",
+		}  # fmt: skip
+		declared_schedules.sync({"btu": [*own, entry]})
+		frappe.db.commit()  # the RPC follows the commit
+		self.addCleanup(self.undeclare, own)
+		task, schedule = frappe.db.get_value("BTU Task Schedule", {"declared_by_app": "btu", "declared_key": "e2e_declared"}, ["task", "name"])
+		[log, *_] = self.wait_for(lambda: frappe.get_all("BTU Task Log", filters={"task": task}, fields=["*"]), 60, "a declared schedule's run")
+		self.check_log(log, schedule)
+		sys.stdout.write(f"\nend to end: declared schedule fire lag {log.fire_lag_ms:.1f} ms\n")
+
+	def undeclare(self, own: list) -> None:
+		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep them)."""
+		frappe.db.rollback()
+		schedule = frappe.db.get_value("BTU Task Schedule", {"declared_by_app": "btu", "declared_key": "e2e_declared"}, ["name", "task"], as_dict=True)
+		frappe.get_doc("BTU Task Schedule", schedule.name).update({"enabled": 0}).save()
+		frappe.db.commit()
+		time.sleep(1)  # a fire being written when the cancel arrived lands now
+		self.run_worker_burst()
+		frappe.db.delete("BTU Task Log", {"task": schedule.task})
+		declared_schedules.sync({"btu": own})
+		frappe.db.commit()
+		self.assertFalse(frappe.db.exists("BTU Task", schedule.task))
+
+
+class TestFrappeJobsEndToEnd(EndToEndBase):
+	"""With "Fire Frappe's Scheduled Jobs" on, two BTU schedulers and Frappe's own scheduler process all running: a
+	Scheduled Job Type every minute runs once per minute at its moment, with its Scheduled Job Log; switched off,
+	Frappe's scheduler takes it back with no slot run twice."""
+
+	METHOD = "btu.btu_core.tests.sample_tasks.note_frappe_job"
+	ON_MINUTES = 3
+	OFF_SECS = 150
+
+	def setUp(self):
+		super().setUp()
+		from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
+
+		self.calls_key = FRAPPE_JOB_CALLS
+		self.processes = []
+		frappe.db.delete("Scheduled Job Type", {"method": self.METHOD})
+		self.job = frappe.get_doc({"doctype": "Scheduled Job Type", "method": self.METHOD, "frequency": "Cron", "cron_format": "* * * * *", "create_log": 1}).insert()
+		frappe.db.set_value("Scheduled Job Type", self.job.name, "last_execution", frappe.utils.now_datetime(), update_modified=False)
+		self.enable_scheduler = frappe.db.get_single_value("System Settings", "enable_scheduler")
+		frappe.db.set_single_value("System Settings", "enable_scheduler", 1)
+		# An active site (Frappe's scheduler runs a dormant one's jobs once a day), and Frappe's tick every minute
+		# (v16's default is 240 s) so the hand-back is seen within the test.
+		frappe.get_doc({"doctype": "Activity Log", "subject": "btu end to end", "status": "Success"}).insert(ignore_permissions=True)
+		from frappe.utils import scheduler as frappe_scheduler
+
+		getattr(frappe_scheduler.schedule_jobs_based_on_activity, "clear_cache", lambda: None)()
+		self.common_config = self.bench / "sites" / "common_site_config.json"
+		self.common_text = self.common_config.read_text()
+		self.common_config.write_text(json.dumps({**json.loads(self.common_text), "scheduler_tick_interval": 60}, indent=1))
+		frappe.cache().delete_value(self.calls_key)
+		frappe.db.commit()
+
+	def tearDown(self):
+		for process in self.processes:
+			if process.poll() is None:
+				process.send_signal(signal.SIGTERM)
+				try:
+					process.wait(30)
+				except subprocess.TimeoutExpired:
+					process.kill()
+		super().tearDown()
+		self.common_config.write_text(self.common_text)
+		frappe.db.rollback()
+		self.set_switch(0)
+		frappe.db.set_single_value("System Settings", "enable_scheduler", self.enable_scheduler or 0)
+		frappe.db.delete("Scheduled Job Log", {"scheduled_job_type": self.job.name})
+		frappe.db.delete("Scheduled Job Type", {"method": self.METHOD})
+		frappe.cache().delete_value(self.calls_key)
+		frappe.db.commit()
+
+	def set_switch(self, on: int) -> None:
+		config = frappe.get_single("BTU Configuration")
+		config.fire_frappe_jobs = on
+		config.save(ignore_permissions=True)
+		frappe.db.commit()  # the scheduler is told after commit
+
+	def spawn(self, name: str, *args: str, cwd: Path) -> subprocess.Popen:
+		log = open(self.output_dir / f"btu-e2e-{name}.log", "w")
+		process = subprocess.Popen([self.python, *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+		self.processes.append(process)
+		return process
+
+	def call_times(self) -> list[float]:
+		return sorted(float(c) for c in frappe.cache().lrange(self.calls_key, 0, -1))
+
+	def run_queue_until(self, moment: float) -> None:
+		while time.time() < moment:
+			self.run_worker_burst()
+			time.sleep(0.5)
+
+	def run_worker_burst(self):
+		done = subprocess.run(
+			[self.python, "-m", "frappe.utils.bench_helper", "frappe", "worker", "--burst", "--queue", "default,short"],
+			cwd=self.bench / "sites", capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+		)
+		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
+
+	def test_btu_fires_them_once_beside_frappes_scheduler_and_hands_them_back(self):
+		self.start_scheduler()  # the first BTU scheduler (it answers the RPC the switch sends)
+		self.spawn("scheduler-2", "-m", "btu.scheduler_daemon", "run", "--bench", str(self.bench), "--executor", "frappe", cwd=self.bench)
+		self.spawn("frappe-scheduler", "-m", "frappe.utils.bench_helper", "frappe", "schedule", cwd=self.bench / "sites")
+		self.set_switch(1)
+		started = time.time()
+		first_minute = (int(started) // 60 + 1) * 60
+		minutes = [first_minute + 60 * k for k in range(self.ON_MINUTES)]
+		self.run_queue_until(minutes[-1] + 20)
+		calls = self.call_times()
+		# One run per minute, each after its minute and within the worker loop's latency of it.
+		self.assertEqual(len(calls), self.ON_MINUTES, (calls, minutes))
+		for call, minute in zip(calls, minutes):
+			self.assertGreaterEqual(call, minute)
+			self.assertLess(call - minute, 20, (calls, minutes))
+		frappe.db.rollback()  # a fresh snapshot: the workers committed the Logs
+		logs = frappe.get_all("Scheduled Job Log", filters={"scheduled_job_type": self.job.name}, pluck="status")
+		self.assertEqual(sorted(logs), ["Complete"] * self.ON_MINUTES)
+		fired = re.findall(rf"schedule=frappe-job:{re.escape(self.job.name)} slot=(\S+) lag_ms=([\d.]+)", self.scheduler_output() + (self.output_dir / "btu-e2e-scheduler-2.log").read_text())
+		self.assertEqual(len({slot for slot, _ in fired}), len(fired), f"a slot fired twice: {fired}")
+		lags = sorted(float(lag) for _, lag in fired)
+		# Switched off: Frappe's scheduler takes it back at its next tick; no slot runs twice.
+		self.set_switch(0)
+		off = time.time()
+		self.run_queue_until(off + self.OFF_SECS)
+		after = [c for c in self.call_times() if c > calls[-1]]
+		self.assertGreaterEqual(len(after), 1, "Frappe's scheduler ran it again after the hand-back")
+		gaps = [b - a for a, b in zip([calls[-1], *after], after)]
+		self.assertTrue(all(gap > 30 for gap in gaps), f"two runs within 30 s (a slot run twice): {gaps}")
+		self.assertLess(after[0] - off, 150, "Frappe's scheduler took it back within two of its ticks")
+		sys.stdout.write(
+			f"\nend to end: Scheduled Job Type fired by BTU {len(calls)} times, fire lag {lags}; "
+			f"after hand-back Frappe ran it {len(after)} times, first {after[0] - off:.0f} s after the switch\n"
+		)

@@ -7,6 +7,7 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared.schedule import ScheduleError, parse_zone
+from btu.btu_core import scheduled_jobs
 
 
 class BTUConfiguration(Document):
@@ -26,8 +27,14 @@ class BTUConfiguration(Document):
 		email_recipients: DF.Table[BTUEmailRecipient]
 		enabled: DF.Check
 		environment_name: DF.Data | None
+		fire_frappe_jobs: DF.Check
 		log_retention_days: DF.Int
 	# end: auto-generated types
+	def on_update(self):
+		if self.has_value_changed("fire_frappe_jobs"):
+			# The scheduler takes the Scheduled Job Types (or hands them back) now, not at its next full reconcile.
+			scheduled_jobs.announce_all()
+
 	def validate(self):
 		if self.default_time_zone:
 			try:

@@ -1,0 +1,159 @@
+"""Frappe's Scheduled Job Types fired by BTU, on a real Frappe site: BTU's run of a slot, Frappe's tick held back while
+BTU takes a job type, and the claim that makes a slot run once when both reach it.
+
+The scheduler's part (which rows become states, at which moments) is tier 1 (tests/engine/test_scheduled_jobs.py);
+both processes together are end to end (test_end_to_end.py). Here a BTU fire is what the scheduler's job calls:
+run_scheduled_task("frappe-job:<name>", "frappe-job:<name>", slot).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import frappe
+from frappe.utils.background_jobs import create_job_id, get_redis_conn
+from rq.job import Job
+
+from btu.btu_core import scheduled_jobs
+from btu.btu_core.task_runner import run_scheduled_task
+from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
+from btu.shared import scheduled_jobs as fj
+from btu.shared import protocol
+from btu.shared.instants import slot_text
+
+try:
+	from frappe.tests import IntegrationTestCase
+except ImportError:
+	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
+
+METHOD = "btu.btu_core.tests.sample_tasks.note_frappe_job"
+DOCTYPE = "Scheduled Job Type"
+
+
+class TestFrappeJobs(IntegrationTestCase):
+	def setUp(self):
+		frappe.set_user("Administrator")
+		frappe.db.delete(DOCTYPE, {"method": METHOD})
+		self.job = frappe.get_doc({"doctype": DOCTYPE, "method": METHOD, "frequency": "Cron", "cron_format": "*/5 * * * *", "create_log": 1}).insert()
+		# Last run 7 minutes ago: the slot between is due.
+		self.last = frappe.utils.now_datetime() - timedelta(minutes=7)
+		frappe.db.set_value(DOCTYPE, self.job.name, "last_execution", self.last, update_modified=False)
+		self.job.reload()
+		self.slot = scheduled_jobs.due_slot(self.job)
+		frappe.cache().delete_value(FRAPPE_JOB_CALLS)
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 0)
+		frappe.db.commit()
+		self.process = None
+		self.queued = []
+
+	def tearDown(self):
+		frappe.db.rollback()
+		frappe.cache().delete(frappe.cache().make_key(fj.claim_key(self.job.name, self.slot)))
+		frappe.cache().delete_value(FRAPPE_JOB_CALLS)
+		frappe.db.delete("Scheduled Job Log", {"scheduled_job_type": self.job.name})
+		frappe.db.delete(DOCTYPE, {"method": METHOD})
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 0)
+		frappe.db.commit()
+		if self.process:
+			get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
+			get_redis_conn().delete(protocol.process_key(self.process))
+		for job in frappe.get_all(DOCTYPE, pluck="name", filters={"method": METHOD}):
+			frappe.delete_doc(DOCTYPE, job, force=True)
+		for job_id in self.queued:
+			try:
+				Job.fetch(job_id, connection=get_redis_conn()).delete()
+			except Exception:
+				pass
+
+	def calls(self) -> int:
+		return frappe.cache().llen(FRAPPE_JOB_CALLS)
+
+	def fire(self, slot: datetime | None = None):
+		state = fj.state_name(self.job.name)
+		return run_scheduled_task(state, state, slot_text(slot or self.slot))
+
+	def scheduler_alive(self):
+		"""A BTU scheduler's heartbeat as the scheduler writes it, so liveness finds one alive."""
+		self.process = f"test-{uuid.uuid4().hex[:8]}"
+		conn = get_redis_conn()
+		conn.set(protocol.process_key(self.process), json.dumps({"id": self.process, "heartbeat_at": datetime.now(timezone.utc).isoformat()}), ex=60)
+		conn.zadd(protocol.PROCESSES_KEY, {self.process: datetime.now(timezone.utc).timestamp()})
+
+	def frappe_tick(self) -> bool:
+		"""What Frappe's scheduler does with the row on a tick: get_doc from the row's values, then enqueue()."""
+		row = frappe.get_all(DOCTYPE, filters={"name": self.job.name}, fields="*")[0]
+		enqueued = frappe.get_doc(doctype=DOCTYPE, **row).enqueue()
+		if enqueued:
+			self.queued.append(create_job_id(self.job.rq_job_id))
+		return enqueued
+
+	def test_the_override_is_frappes_controller_for_every_load(self):
+		self.assertIsInstance(frappe.get_doc(DOCTYPE, self.job.name), scheduled_jobs.ScheduledJobType)
+		row = frappe.get_all(DOCTYPE, filters={"name": self.job.name}, fields="*")[0]
+		self.assertIsInstance(frappe.get_doc(doctype=DOCTYPE, **row), scheduled_jobs.ScheduledJobType)  # as Frappe's tick loads it
+
+	def test_a_btu_fire_runs_the_job_type_once_with_its_scheduled_job_log(self):
+		self.assertEqual(self.slot.minute % 5, 0)
+		self.fire()
+		self.assertEqual(self.calls(), 1)
+		logs = frappe.get_all("Scheduled Job Log", filters={"scheduled_job_type": self.job.name}, pluck="status")
+		self.assertEqual(logs, ["Complete"])
+		last = scheduled_jobs.as_utc(frappe.db.get_value(DOCTYPE, self.job.name, "last_execution"))
+		self.assertGreaterEqual(last, self.slot)
+		# A second delivery of the same job (a failover redelivered it) runs nothing.
+		self.fire()
+		self.assertEqual(self.calls(), 1)
+		# Frappe's tick, reading the row before that run, finds it not due: the slot ran.
+		self.assertFalse(self.frappe_tick())
+
+	def test_frappes_tick_first_then_btus_fire_of_the_same_slot_runs_nothing(self):
+		self.assertTrue(self.frappe_tick(), "switched off: Frappe's scheduler enqueues the due job type")
+		self.fire()
+		self.assertEqual(self.calls(), 0, "Frappe's scheduler claimed the slot; its own job runs it")
+
+	def test_btus_claim_first_holds_frappes_tick_back_until_its_run(self):
+		self.assertTrue(scheduled_jobs.claim(self.job.name, self.slot, fj.BTU))
+		self.assertFalse(self.frappe_tick(), "BTU claimed the slot (its job not yet run)")
+		self.assertFalse(scheduled_jobs.claim(self.job.name, self.slot, fj.FRAPPE))
+		self.fire()
+		self.assertEqual(self.calls(), 1)
+
+	def test_switched_on_frappe_leaves_it_to_a_live_btu_scheduler_and_takes_it_when_none_is(self):
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.scheduler_alive()
+		self.assertTrue(scheduled_jobs.btu_takes(self.job))
+		self.assertFalse(self.frappe_tick())
+		# A manual Execute is never held back.
+		self.assertTrue(frappe.get_doc(DOCTYPE, self.job.name).enqueue(force=True))
+		Job.fetch(create_job_id(self.job.rq_job_id), connection=get_redis_conn()).delete()
+		# No BTU scheduler alive: Frappe's scheduler goes on firing it.
+		get_redis_conn().delete(protocol.process_key(self.process))
+		get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
+		self.assertFalse(scheduled_jobs.btu_takes(self.job))
+		self.assertTrue(self.frappe_tick())
+
+	def test_btus_watchdog_and_crons_btu_reads_otherwise_stay_with_frappe(self):
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.scheduler_alive()
+		watchdog = frappe.get_doc(DOCTYPE, {"method": "btu.btu_core.alerts.check"})
+		self.assertFalse(scheduled_jobs.btu_takes(watchdog))
+		self.job.cron_format = "0 */5 * * * *"  # croniter's seconds-last form
+		self.assertFalse(scheduled_jobs.btu_takes(self.job))
+
+	def test_stopped_or_deleted_job_types_are_not_run_by_a_late_fire(self):
+		frappe.db.set_value(DOCTYPE, self.job.name, "stopped", 1)
+		frappe.db.commit()
+		self.fire()
+		self.assertEqual(self.calls(), 0)
+		frappe.delete_doc(DOCTYPE, self.job.name, force=True)
+		frappe.db.commit()
+		self.fire()
+		self.assertEqual(self.calls(), 0)
+
+	def test_a_fire_for_a_slot_before_the_last_run_runs_nothing(self):
+		self.fire(self.slot - timedelta(minutes=5))
+		self.assertEqual(self.calls(), 0)
+		self.fire(self.slot)
+		self.assertEqual(self.calls(), 1)

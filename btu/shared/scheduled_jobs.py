@@ -1,0 +1,142 @@
+"""Frappe's Scheduled Job Types fired by BTU: which rows, at which moments, and who owns each slot.
+
+With BTU Configuration's `fire_frappe_jobs` on, the scheduler compiles each of
+the site's Scheduled Job Types into a cron state named "frappe-job:<name>"
+(`state_name`) in the site's zone, so the same prepare and release scripts
+fire it at its moment, under the same lease, exactly once per slot. The job
+calls `btu.btu_core.scheduled_jobs.run`, which runs the Scheduled Job Type's own
+`execute()` (its Scheduled Job Log, `last_execution` and server-script events
+as Frappe writes them).
+
+Frappe's scheduler and BTU may both reach one slot around a switch (Frappe's
+tick read the switch just before it changed; BTU had not yet heard it was
+turned off). Each side claims the slot before it runs or enqueues it
+(`claim_key`, a `SET NX` in the site's cache Redis); the loser leaves it.
+
+Both halves read the frequencies from here, so the scheduler and Frappe's
+override agree on what a row's slots are.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from btu.shared.instants import slot_text
+from btu.shared.schedule.cron import compile_cron
+from btu.shared.schedule.errors import ScheduleError
+
+DOCTYPE = "Scheduled Job Type"
+STATE_PREFIX = "frappe-job:"
+# Frappe's "All" runs every scheduler_interval seconds (site config; 240 when unset), as whole minutes.
+DEFAULT_SCHEDULER_INTERVAL = 240
+# frappe/core/doctype/scheduled_job_type/scheduled_job_type.py, get_next_execution's CRON_MAP (v15 and v16).
+CRON_MAP = {
+	"Yearly": "0 0 1 1 *",
+	"Annual": "0 0 1 1 *",
+	"Monthly": "0 0 1 * *",
+	"Monthly Long": "0 0 1 * *",
+	"Weekly": "0 0 * * 0",
+	"Weekly Long": "0 0 * * 0",
+	"Daily": "0 0 * * *",
+	"Daily Long": "0 0 * * *",
+	"Daily Maintenance": "0 0 * * *",
+	"Hourly": "0 * * * *",
+	"Hourly Long": "0 * * * *",
+	"Hourly Maintenance": "0 * * * *",
+}
+# BTU's own watchdog (a BTU scheduler alive? fires missed?) stays with Frappe's scheduler: fired by BTU,
+# it would stop with the very process whose death it is there to report.
+KEPT_BY_FRAPPE = ("btu.btu_core.alerts.check",)
+# Frappe runs a job that missed its moment once, however late; BTU does too within this window (a Yearly job's period).
+CATCH_UP_WINDOW_SECS = 366 * 86400
+# How long a slot's claim is kept: long after either side could still be deciding about it.
+CLAIM_TTL_SECS = 3600
+FRAPPE, BTU = "frappe", "btu"
+
+
+def state_name(job_type: str) -> str:
+	return STATE_PREFIX + job_type
+
+
+def is_state_name(name: str) -> bool:
+	return str(name).startswith(STATE_PREFIX)
+
+
+def job_type_of(name: str) -> str:
+	"""The Scheduled Job Type a state is named after."""
+	return name[len(STATE_PREFIX) :]
+
+
+def cron_of(frequency: str, cron_format: str | None, scheduler_interval) -> str:
+	"""The cron expression Frappe steps the row by: its cron_format when set (whatever the frequency, as Frappe
+	reads it), else its frequency's; a ValueError names a frequency neither knows."""
+	if (cron_format or "").strip():
+		return " ".join(str(cron_format).split())
+	if frequency == "All":
+		try:
+			seconds = int(scheduler_interval or 0) or DEFAULT_SCHEDULER_INTERVAL
+		except (TypeError, ValueError):
+			seconds = DEFAULT_SCHEDULER_INTERVAL
+		return f"*/{max(seconds // 60, 1)} * * * *"
+	if frequency in CRON_MAP:
+		return CRON_MAP[frequency]
+	raise ValueError(f"frequency {frequency!r} has no cron_format; give one, or use one of All, {', '.join(CRON_MAP)}")
+
+
+def queue_of(frequency: str) -> str:
+	"""Frappe's queue for the frequency: long for the Long and Maintenance ones (v16's), else default."""
+	return "long" if ("Long" in frequency or "Maintenance" in frequency) else "default"
+
+
+def fired_by_btu(method: str, frequency: str, cron_format: str | None, scheduler_interval) -> bool:
+	"""Whether BTU takes this job type when the switch is on. Frappe keeps BTU's own watchdog, and any row whose
+	cron BTU would read otherwise than Frappe's croniter: six fields (croniter's seconds come last, BTU's first),
+	or one BTU refuses. Both halves decide with this, so no row is left to neither."""
+	if method in KEPT_BY_FRAPPE:
+		return False
+	try:
+		cron = cron_of(frequency, cron_format, scheduler_interval)
+		if not cron.startswith("@") and len(cron.split()) != 5:
+			return False
+		compile_cron(cron)
+	except (ValueError, ScheduleError):
+		return False
+	return True
+
+
+def claim_key(job_type: str, slot: datetime) -> str:
+	"""The cache key (before Frappe's site prefix) one side sets to own a job type's slot."""
+	return f"btu:frappe-job-slot:{job_type}:{slot_text(slot)}"
+
+
+def as_schedule_row(job: dict, scheduler_interval) -> dict:
+	"""A `tabScheduled Job Type` row (as `database.frappe_job_rows` reads it) as the schedule row the reconciler
+	compiles: cron in the site's zone, one catch-up run (as Frappe makes), skipped while its last run is queued
+	or running (as Frappe's job id dedupe does), on Frappe's queue for the frequency with that queue's timeout."""
+	name = state_name(job["name"])
+	try:
+		cron = cron_of(job.get("frequency") or "", job.get("cron_format"), scheduler_interval)
+	except ValueError:
+		cron = ""  # compiled as an invalid row whose error names cron_string
+	return {
+		"name": name,
+		"creation": job.get("creation"),
+		"modified": job.get("modified"),
+		"run_frequency": "Cron Style",
+		"cron_string": cron,
+		"time_zone": None,
+		"catch_up_policy": "fire_once",
+		"catch_up_window": CATCH_UP_WINDOW_SECS,
+		"overlap_policy": "skip",
+		"enabled": 1,
+		"paused": 0,
+		"task": name,
+		"task_name": job.get("method") or job["name"],
+		"task_desc_short": job.get("method") or job["name"],
+		"task_queue_name": queue_of(job.get("frequency") or ""),
+		"task_max_task_duration": None,
+		"task_max_concurrent_runs": 0,
+		"queue_name": None,
+		"argument_overrides": None,
+		"last_execution": job.get("last_execution") or job.get("creation"),
+	}

@@ -1,0 +1,83 @@
+"""Which Scheduled Job Types BTU takes, and the moments it fires them at: Frappe's frequencies as cron."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from btu.shared import scheduled_jobs as fj
+from btu.shared.schedule import ScheduleSpec
+
+UTC = timezone.utc
+
+
+@pytest.mark.parametrize(
+	("frequency", "cron"),
+	[
+		("Hourly", "0 * * * *"), ("Hourly Long", "0 * * * *"), ("Hourly Maintenance", "0 * * * *"),
+		("Daily", "0 0 * * *"), ("Daily Long", "0 0 * * *"), ("Daily Maintenance", "0 0 * * *"),
+		("Weekly", "0 0 * * 0"), ("Weekly Long", "0 0 * * 0"), ("Monthly", "0 0 1 * *"), ("Monthly Long", "0 0 1 * *"),
+		("Yearly", "0 0 1 1 *"), ("Annual", "0 0 1 1 *"),
+	],
+)  # fmt: skip
+def test_every_frequency_is_frappes_cron(frequency, cron):
+	assert fj.cron_of(frequency, None, None) == cron
+	assert fj.queue_of(frequency) == ("long" if ("Long" in frequency or "Maintenance" in frequency) else "default")
+
+
+@pytest.mark.parametrize(("interval", "cron"), [(None, "*/4 * * * *"), (240, "*/4 * * * *"), (60, "*/1 * * * *"), ("120", "*/2 * * * *"), (30, "*/1 * * * *"), ("junk", "*/4 * * * *")])
+def test_all_follows_the_sites_scheduler_interval(interval, cron):
+	assert fj.cron_of("All", "", interval) == cron
+
+
+def test_a_cron_format_wins_over_the_frequency_as_frappe_reads_it():
+	assert fj.cron_of("Cron", " */2  *  * * * ", None) == "*/2 * * * *"
+	assert fj.cron_of("Daily", "30 1 * * *", None) == "30 1 * * *"
+	with pytest.raises(ValueError, match="frequency 'Cron' has no cron_format"):
+		fj.cron_of("Cron", "", None)
+
+
+@pytest.mark.parametrize(
+	("method", "frequency", "cron", "taken"),
+	[
+		("app.tasks.every_minute", "Cron", "* * * * *", True),
+		("app.tasks.daily", "Daily", None, True),
+		("app.tasks.all", "All", None, True),
+		("app.tasks.x", "Cron", "@hourly", True),
+		# Frappe keeps: its own watchdog of BTU, croniter's six-field (seconds last) form, what BTU cannot read.
+		("btu.btu_core.alerts.check", "Cron", "* * * * *", False),
+		("app.tasks.x", "Cron", "0 */2 * * * *", False),
+		("app.tasks.x", "Cron", "61 * * * *", False),
+		("app.tasks.x", "Cron", "", False),
+		("app.tasks.x", "Fortnightly", None, False),
+		# A look-alike of the watchdog is any other job type.
+		("btu.btu_core.alerts.check_x", "Cron", "* * * * *", True),
+	],
+)  # fmt: skip
+def test_which_job_types_btu_takes(method, frequency, cron, taken):
+	assert fj.fired_by_btu(method, frequency, cron, None) is taken
+
+
+def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
+	job = {"name": "app.daily", "method": "app.tasks.daily", "frequency": "Daily Long", "cron_format": None,
+		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1), "last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
+	row = fj.as_schedule_row(job, None)
+	assert row["name"] == "frappe-job:app.daily" and fj.is_state_name(row["name"]) and fj.job_type_of(row["name"]) == "app.daily"
+	assert row["task_queue_name"] == "long" and row["overlap_policy"] == "skip" and row["catch_up_policy"] == "fire_once"
+	spec = ScheduleSpec.from_row(row, system_time_zone="Europe/Berlin")
+	# Midnight in Berlin, across the spring change (UTC+1 -> UTC+2 at 02:00 on 2026-03-29).
+	assert spec.next_slot(datetime(2026, 3, 28, 12, tzinfo=UTC)) == datetime(2026, 3, 28, 23, tzinfo=UTC)
+	assert spec.next_slot(datetime(2026, 3, 29, 12, tzinfo=UTC)) == datetime(2026, 3, 29, 22, tzinfo=UTC)
+
+
+def test_a_row_without_a_cron_becomes_an_invalid_row_naming_cron_string():
+	row = fj.as_schedule_row({"name": "x", "method": "app.x", "frequency": "Cron", "cron_format": ""}, None)
+	with pytest.raises(Exception, match="cron_string"):
+		ScheduleSpec.from_row(row, system_time_zone="UTC")
+
+
+def test_claim_keys_are_per_job_type_and_slot():
+	slot = datetime(2026, 11, 24, 21, 0, tzinfo=UTC)
+	assert fj.claim_key("a.b", slot) == "btu:frappe-job-slot:a.b:2026-11-24T21:00:00Z"
+	assert fj.claim_key("a.b", slot) != fj.claim_key("a.bb", slot)
