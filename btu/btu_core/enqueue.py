@@ -7,7 +7,10 @@ its data. After commit the scheduler is told (as for any request); it fires
 the request as a Once state at its millisecond on the request's queue, and
 the job runs `run` here, which claims the request, marks it Done and calls
 the function. A second delivery finds it Done and runs nothing: at most once
-per request, and exactly once while a worker survives its run.
+per request, and exactly once while a worker survives its run. The outcome
+goes into the request's Note; with `task_log=True` the run also writes a
+BTU Task Log (no Task; its Function is the method) with its stdout, stderr,
+logging, return value or traceback, as a Task's run does.
 
 The function must be declared runnable (`btu.shared.declared`), as a Task's
 must: code that can call enqueue_at can call the function anyway, but a
@@ -20,17 +23,18 @@ from __future__ import annotations
 import json
 import math
 import socket
-import time
 from datetime import datetime, timedelta
 
 import frappe
 from frappe import _
+from rq import get_current_job
 
 from btu.shared import run_requests as rr
 from btu.shared.instants import slot_text
 from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
-from btu.btu_core.instants import to_utc, utc_now
+from btu.btu_core.capture import Call, call_captured, where_it_runs
+from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
@@ -39,18 +43,22 @@ GRACE_SECS = 60
 MAX_KWARGS_CHARS = 64_000
 # The furthest ahead a moment may be.
 MAX_AHEAD_DAYS = 3660
+LOG = "BTU Task Log"
 
 
 class EnqueueError(frappe.ValidationError):
 	"""An enqueue_at call refused; the message names the input and how to fix it."""
 
 
-def enqueue_at(method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, **kwargs) -> str:
+def enqueue_at(
+	method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, task_log: bool = False, **kwargs
+) -> str:
 	"""Run `method(**kwargs)` at `at` on `queue`, once; the handle (the request's name) for `cancel`.
 
 	`method`: a function or its dotted path, declared runnable. `at`: an aware datetime, ISO 8601 text with an
 	offset, or a naive one in the site's time zone (as Frappe stores Datetimes). `timeout`: seconds (None: the
 	queue's). `job_id`: a key of your own; enqueueing the same key again adds nothing and returns the same handle.
+	`task_log`: the run writes a BTU Task Log with its output and outcome (off: only the request's Note says it).
 	"""
 	path = method_path(method)
 	moment = instant(at)
@@ -72,6 +80,8 @@ def enqueue_at(method, at, *, queue: str = "default", timeout: int | None = None
 	text = kwargs_json(kwargs)
 	if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
 		raise EnqueueError(_("timeout {0!r}: give whole seconds, 1 or more, or None for the queue's").format(timeout))
+	if not isinstance(task_log, bool):
+		raise EnqueueError(_("task_log {0!r}: give True or False").format(task_log))
 	doc, _inserted = run_requests.insert(
 		rr.enqueue_request_name(job_id),
 		run_at=max(moment, now),
@@ -84,6 +94,7 @@ def enqueue_at(method, at, *, queue: str = "default", timeout: int | None = None
 		timeout=timeout or 0,
 		attempt=1,
 		enqueued_by=frappe.session.user,
+		task_log=int(task_log),
 	)
 	return doc.name
 
@@ -145,7 +156,7 @@ def kwargs_json(kwargs: dict) -> str:
 	return text
 
 
-def run(request, fire_lag_ms=None):
+def run(request, enqueued_at=None, fire_lag_ms=None):
 	"""The job of an Enqueue request: claim it, mark it Done (so no other delivery runs it), call the function."""
 	logger = frappe.logger("btu")
 	where = f"site={frappe.local.site} request={request.name} method={request.method}"
@@ -157,31 +168,59 @@ def run(request, fire_lag_ms=None):
 			return None
 		started = utc_now()
 		note = _("Started {0} on {1}, {2} ms after its moment.").format(slot_text(started), socket.gethostname(), fire_lag_ms if fire_lag_ms is not None else "?")
-		frappe.db.set_value(rr.DOCTYPE, request.name, {"status": rr.DONE, "note": note})
+		log = start_log(request, started, enqueued_at, fire_lag_ms) if request.task_log else None
+		frappe.db.set_value(rr.DOCTYPE, request.name, {"status": rr.DONE, "note": note, "log": log})
 		run_requests.announce(request.name)
 		frappe.db.commit()
-	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}")
-	clock = time.perf_counter()
-	try:
-		function = resolve_function(request.method)
-		function(**json.loads(request.kwargs or "{}"))
-	except Exception as exc:
-		frappe.db.rollback()
-		outcome = _("Failed after {0:.3f} s: {1}: {2}").format(time.perf_counter() - clock, type(exc).__name__, exc)
-		record(request.name, note, outcome)
-		logger.info(f"{where} failed: {type(exc).__name__}")
-		if run_requests.retry_signal(exc):
+	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}" + (f" log={log}" if log else ""))
+	# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
+	call = call_captured(lambda: resolve_function(request.method)(**json.loads(request.kwargs or "{}")), capture=log is not None)
+	if call.exc is None:
+		frappe.db.commit()
+		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
+	else:
+		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
+	record(request.name, note, outcome, log, call)
+	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
+	if call.exc is not None:
+		if run_requests.retry_signal(call.exc):
 			# Frappe's execute_job would call this again in-process only to find the request Done.
 			from btu.btu_core.task_runner import RunFailed
 
-			raise RunFailed(f"{type(exc).__name__}: {exc}") from exc
-		raise
-	frappe.db.commit()
-	record(request.name, note, _("Succeeded in {0:.3f} s.").format(time.perf_counter() - clock))
-	logger.info(f"{where} succeeded")
+			raise RunFailed(call.result_message) from call.exc
+		raise call.exc
 	return request.name
 
 
-def record(name: str, note: str, outcome: str) -> None:
+def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag_ms) -> str:
+	"""Insert the run's Task Log as Started (in the transaction that marks the request Done): its name."""
+	log = frappe.get_doc(
+		{
+			"doctype": LOG,
+			"method": request.method,
+			"task_desc_short": request.method,
+			"slot": request.run_at,
+			"slot_utc": request.run_at_utc,
+			"status": "Started",
+			"date_time_enqueued": to_system_naive(enqueued_at) if enqueued_at else None,
+			"date_time_started": to_system_naive(started),
+			"fire_lag_ms": fire_lag_ms,
+			"origin": rr.ENQUEUE,
+			"attempt": 1,
+			"run_request": request.name,
+			**where_it_runs(get_current_job()),
+		}
+	)
+	log.insert(ignore_permissions=True)
+	return log.name
+
+
+def record(name: str, note: str, outcome: str, log: str | None, call: Call) -> None:
+	"""The outcome in the request's Note and, when it has one, the run's Task Log, in one transaction."""
 	frappe.db.set_value(rr.DOCTYPE, name, "note", f"{note}\n{outcome}"[:10_000], update_modified=False)
+	if log:
+		# Read locked, as a Task's run ends its Log: the lost-run sweep waits for this end.
+		doc = frappe.get_doc(LOG, log, for_update=True)
+		doc.update({**call.log_values(), "date_time_ended": to_system_naive(utc_now()), "logging_output": call.log_output.getvalue()})
+		doc.save(ignore_permissions=True)
 	frappe.db.commit()

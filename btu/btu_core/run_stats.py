@@ -233,9 +233,10 @@ def daily(log, measure, within: Period, conditions: Iterable = ()) -> dict[date,
 
 
 def durations_per_task(within: Period, status: str, task: str | None = None) -> dict[str, Distribution]:
-	"""Each Task's run times (s) of its runs with this status started within the period."""
+	"""Each Task's run times (s) of its runs with this status started within the period (an enqueued function's Logs
+	have no Task and are not among them)."""
 	log = task_log()
-	conditions = [*within_period(log, within), log.status == status, is_set(log.execution_time)]
+	conditions = [*within_period(log, within), log.status == status, is_set(log.execution_time), log.task.isnotnull(), log.task != ""]
 	if task:
 		conditions.append(log.task == task)
 	return distributions(log, log.execution_time, log.task, conditions)

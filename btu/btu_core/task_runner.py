@@ -15,37 +15,27 @@ counts for Prometheus and to the job's monitor entry (`btu.btu_core.metrics`).
 
 from __future__ import annotations
 
-import io
-import json
-import logging
-import os
-import signal
-import socket
 import sys
-import threading
-import time
-import traceback
-from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 
 import frappe
 from rq import get_current_job
-from rq.timeouts import JobTimeoutException
 
-from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared import scheduled_jobs
+from btu.shared.instants import format_utc_iso, parse_utc_iso, slot_text
 from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, is_state_name, request_of, slot_request_name
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core import alerts, enqueue, run_requests
+from btu.btu_core import scheduled_jobs as btu_scheduled_jobs
+from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
 
-OUTPUT_CAP_CHARS = 1_000_000
-RESULT_CAP_CHARS = 64_000
 # A run still "Started" this long after its max duration was lost with its worker.
 LOST_RUN_MARGIN_SECS = 120
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None):
@@ -69,6 +59,8 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 		fire_lag_ms = round((enqueued_at - moment).total_seconds() * 1000, 3)
 	if is_state_name(schedule):
 		return run_request(schedule, enqueued_at, fire_lag_ms)
+	if scheduled_jobs.is_state_name(schedule):
+		return btu_scheduled_jobs.run(scheduled_jobs.job_type_of(schedule), slot_text(slot))
 	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms).execute().name
 
 
@@ -76,7 +68,7 @@ def run_request(state: str, enqueued_at, fire_lag_ms):
 	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's call."""
 	request = run_requests.load(state)
 	if request is not None and request.origin == ENQUEUE:
-		return enqueue.run(request, fire_lag_ms)
+		return enqueue.run(request, enqueued_at, fire_lag_ms)
 	if request is None or request.status in (CANCELLED, DONE):
 		why = "deleted" if request is None else f"{request.status.lower()} (log={request.log or '-'})"
 		frappe.logger("btu").info(f"site={frappe.local.site} request={request_of(state)} {why}; not run")
@@ -106,102 +98,6 @@ def max_duration(task) -> int:
 	from frappe.utils.background_jobs import get_queues_timeout
 
 	return int(get_queues_timeout().get(task.queue_name) or 300)
-
-
-class CappedText(io.TextIOBase):
-	"""A text sink that keeps the first `cap` characters and counts the rest."""
-
-	def __init__(self, cap: int = OUTPUT_CAP_CHARS):
-		super().__init__()
-		self.cap = cap
-		self.parts: list[str] = []
-		self.kept = 0
-		self.dropped = 0
-		self.lock = threading.Lock()
-
-	def writable(self) -> bool:
-		return True
-
-	def write(self, text) -> int:
-		text = str(text)
-		with self.lock:
-			room = self.cap - self.kept
-			if room > 0:
-				self.parts.append(text[:room])
-				self.kept += min(room, len(text))
-			self.dropped += max(0, len(text) - max(room, 0))
-		return len(text)
-
-	def getvalue(self) -> str:
-		text = "".join(self.parts)
-		if self.dropped:
-			text += "\n" + frappe._("[BTU: output cut at {0} characters; {1} more were dropped]").format(self.cap, self.dropped)
-		return text
-
-
-class CaptureHandler(logging.Handler):
-	def __init__(self, sink: CappedText):
-		super().__init__(logging.DEBUG)
-		self.sink = sink
-		self.setFormatter(logging.Formatter(LOG_FORMAT))
-
-	def emit(self, record: logging.LogRecord) -> None:
-		try:
-			self.sink.write(self.format(record) + "\n")
-		except Exception:
-			self.handleError(record)
-
-
-@contextmanager
-def captured(stdout: CappedText, stderr: CappedText, log_output: CappedText):
-	"""Send stdout, stderr and root-logger records (INFO and up) to the sinks."""
-	root = logging.getLogger()
-	handler = CaptureHandler(log_output)
-	previous_level = root.level
-	root.addHandler(handler)
-	if root.level == logging.NOTSET or root.level > logging.INFO:
-		root.setLevel(logging.INFO)
-	try:
-		with redirect_stdout(stdout), redirect_stderr(stderr):
-			yield
-	finally:
-		root.removeHandler(handler)
-		root.setLevel(previous_level)
-
-
-@contextmanager
-def time_limit(seconds: int):
-	"""Raise rq's JobTimeoutException after `seconds`, as RQ's own death penalty does.
-
-	Used only outside RQ jobs (RQ enforces the job timeout itself) and only in
-	the main thread, where SIGALRM can be delivered.
-	"""
-	if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-		yield
-		return
-
-	def expire(signum, frame):
-		raise JobTimeoutException(f"Task exceeded maximum timeout value ({seconds} seconds)")
-
-	previous = signal.signal(signal.SIGALRM, expire)
-	signal.alarm(seconds)
-	try:
-		yield
-	finally:
-		signal.alarm(0)
-		signal.signal(signal.SIGALRM, previous)
-
-
-def render_result(value) -> str:
-	if value is None:
-		return ""
-	try:
-		text = json.dumps(value, indent=1, ensure_ascii=False)
-	except (TypeError, ValueError):
-		text = repr(value)
-	if len(text) > RESULT_CAP_CHARS:
-		text = text[:RESULT_CAP_CHARS] + "\n" + frappe._("[BTU: return value cut at {0} characters]").format(RESULT_CAP_CHARS)
-	return text
 
 
 def system_now() -> datetime:
@@ -253,36 +149,20 @@ class TaskRun:
 			if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task):
 				return self.write_skipped(task, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
 			log, notes = self.write_started(task, schedule)
-		stdout, stderr, log_output = CappedText(), CappedText(), CappedText()
-		started = time.perf_counter()
-		try:
-			with captured(stdout, stderr, log_output), time_limit(0 if self.job else max_duration(task)):
-				arguments = merge_arguments(task.arguments, schedule.argument_overrides if schedule else None)
-				# Checked again on every run: a Task saved before its app stopped declaring the function must not run it.
-				function = resolve_function(task.function_string)
-				result = function(**arguments)
-		except Exception as exc:
-			elapsed = time.perf_counter() - started
-			trace = traceback.format_exc()
-			# The function's own writes must not survive its failure.
-			frappe.db.rollback()
-			status = "Timed Out" if isinstance(exc, JobTimeoutException) else "Failed"
-			log = self.write_finished(
-				log.name, task, schedule, status, elapsed, stdout, stderr, log_output, notes,
-				result_message=f"{type(exc).__name__}: {exc}", trace=trace, exc=exc,
-			)
-			if reraise:
-				if run_requests.retry_signal(exc):
-					# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
-					# find its Log written: BTU's own retries, if any, are requested already.
-					raise RunFailed(f"{type(exc).__name__}: {exc}") from exc
-				raise
-			return log
-		elapsed = time.perf_counter() - started
-		return self.write_finished(
-			log.name, task, schedule, "Succeeded", elapsed, stdout, stderr, log_output, notes,
-			result_message=render_result(result), trace="",
+		# The arguments are merged and the function resolved inside the call: their errors are the run's Failed Log.
+		# The function is checked again on every run: a Task saved before its app stopped declaring it must not run it.
+		call = call_captured(
+			lambda: resolve_function(task.function_string)(**merge_arguments(task.arguments, schedule.argument_overrides if schedule else None)),
+			0 if self.job else max_duration(task),
 		)
+		log = self.write_finished(log.name, task, schedule, call, notes)
+		if call.exc is not None and reraise:
+			if run_requests.retry_signal(call.exc):
+				# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
+				# find its Log written: BTU's own retries, if any, are requested already.
+				raise RunFailed(f"{type(call.exc).__name__}: {call.exc}") from call.exc
+			raise call.exc
+		return log
 
 	# -- the log ------------------------------------------------------------------
 
@@ -316,16 +196,6 @@ class TaskRun:
 		cutoff = system_now() - timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
 		return bool(frappe.db.exists("BTU Task Log", {"schedule": self.schedule_name, "status": "Started", "date_time_started": (">", cutoff)}))
 
-	def identity(self) -> dict:
-		if self.job is not None:
-			worker = getattr(self.job, "worker_name", None) or f"rq@{socket.gethostname()}:{os.getpid()}"
-			job_id = self.job.id
-		else:
-			where = "web" if getattr(frappe.local, "request", None) else "process"
-			worker = f"{where}@{socket.gethostname()}:{os.getpid()}"
-			job_id = None
-		return {"worker": worker, "rq_job_id": job_id, "site": frappe.local.site}
-
 	def write_started(self, task, schedule):
 		started = utc_now()
 		now = to_system_naive(started)
@@ -348,7 +218,7 @@ class TaskRun:
 			"stderr": "",
 			"logging_output": "",
 			"traceback": "",
-			**self.identity(),
+			**where_it_runs(self.job),
 			**self.lineage(),
 		}
 		log = frappe.get_doc({"doctype": "BTU Task Log", **values})
@@ -424,32 +294,21 @@ class TaskRun:
 			final = True
 		alerts.run_finished(log, task, schedule, final=final)
 
-	def write_finished(self, name, task, schedule, status, elapsed, stdout, stderr, log_output, notes, *, result_message, trace, exc=None):
+	def write_finished(self, name, task, schedule, call: Call, notes):
 		# Read locked (its latest version, whatever the function read before) until the commit below, so the
 		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
 		# still gets the true end, but its outcome is counted once.
 		log = frappe.get_doc("BTU Task Log", name, for_update=True)
 		was = log.status
-		logging_text = log_output.getvalue()
-		log.update(
-			{
-				"status": status,
-				"date_time_ended": system_now(),
-				"execution_time": round(elapsed, 6),
-				"result_message": result_message,
-				"stdout": stdout.getvalue(),
-				"stderr": stderr.getvalue(),
-				"traceback": trace,
-			}
-		)
+		log.update({**call.log_values(), "date_time_ended": system_now()})
 		mail_note = notify(log, task, schedule)
-		log.logging_output = "\n".join([logging_text, *notes, *([mail_note] if mail_note else [])]).strip("\n")
+		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
-		self.event(f"log={log.name} {status.lower()} in {elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
-		self.tell(log, elapsed, counted=was != "Started")
+		self.event(f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
+		self.tell(log, call.elapsed, counted=was != "Started")
 		if was == "Started":
-			self.after(log, task, schedule, exc)
+			self.after(log, task, schedule, call.exc)
 		if task.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
@@ -471,7 +330,7 @@ class TaskRun:
 				"execution_time": 0,
 				"fire_lag_ms": self.fire_lag_ms,
 				"result_message": reason,
-				**self.identity(),
+				**where_it_runs(self.job),
 			}
 		)
 		log.insert(ignore_permissions=True)
@@ -506,14 +365,18 @@ def mark_lost_runs_timed_out() -> list[str]:
 	"""Logs still "Started" past their Task's max duration plus a margin: their worker died.
 
 	RQ's own timeout turns a slow run into "Timed Out" inside the job; this
-	sweep (every 5 minutes, hooks.py) covers work-horses that were killed.
+	sweep (every 5 minutes, btu_schedules in hooks.py) covers work-horses that were killed.
+	A Log of an enqueued function (no Task) is timed by its request's timeout and queue.
 	"""
 	rows = frappe.db.sql(
 		"""
-		select log.name, log.task, log.date_time_started, task.max_task_duration, task.queue_name
+		select log.name, log.task, log.date_time_started,
+			coalesce(task.max_task_duration, request.timeout) as max_task_duration,
+			coalesce(task.queue_name, request.queue) as queue_name
 		from `tabBTU Task Log` log
-		join `tabBTU Task` task on task.name = log.task
-		where log.status = 'Started'
+		left join `tabBTU Task` task on task.name = log.task
+		left join `tabBTU Run Request` request on request.name = log.run_request and request.origin = 'Enqueue'
+		where log.status = 'Started' and (task.name is not null or (coalesce(log.task, '') = '' and request.name is not null))
 		""",
 		as_dict=True,
 	)
@@ -533,15 +396,17 @@ def mark_lost_runs_timed_out() -> list[str]:
 		log.result_message = frappe._(
 			"no end was recorded within max_task_duration ({0} s) + {1} s: the worker running it was killed or lost"
 		).format(limit, LOST_RUN_MARGIN_SECS)
-		task = frappe.get_doc("BTU Task", row.task)
+		task = frappe.get_doc("BTU Task", row.task) if row.task else None
 		schedule = frappe.get_doc("BTU Task Schedule", log.schedule) if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule) else None
-		note = notify(log, task, schedule)
+		note = notify(log, task, schedule) if task else None
 		if note:
 			log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
-		record_outcome(row.task, log.status)
-		TaskRun.of_log(log, schedule).after(log, task, schedule, None)
+		if task:
+			record_outcome(row.task, log.status)
+			TaskRun.of_log(log, schedule).after(log, task, schedule, None)
 		lost.append(log.name)
-		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} task={row.task} schedule={log.schedule or '-'} marked Timed Out (lost run)")
+		what = f"task={row.task}" if task else f"method={log.method}"
+		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} {what} schedule={log.schedule or '-'} marked Timed Out (lost run)")
 	return lost

@@ -216,21 +216,30 @@ class TestEndToEnd(EndToEndBase):
 		at = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=437_000)
 		handle = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="kept")
 		withdrawn = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="cancelled")
+		logged = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, task_log=True, marker=marker, value="logged")
 		frappe.db.commit()  # the RPC follows the commit
-		self.addCleanup(frappe.db.delete, "BTU Run Request", {"name": ("in", [handle, withdrawn])})
+		self.addCleanup(frappe.db.delete, "BTU Run Request", {"name": ("in", [handle, withdrawn, logged])})
+		self.addCleanup(frappe.db.delete, "BTU Task Log", {"run_request": logged})
 		self.assertTrue(btu.cancel(withdrawn))
 		frappe.db.commit()
-		self.wait_for(lambda: frappe.db.get_value("BTU Run Request", handle, "status") == "Done" and "Succeeded" in (frappe.db.get_value("BTU Run Request", handle, "note") or ""), 60, "the enqueued run")
+		for request in (handle, logged):
+			self.wait_for(lambda request=request: frappe.db.get_value("BTU Run Request", request, "status") == "Done" and "Succeeded" in (frappe.db.get_value("BTU Run Request", request, "note") or ""), 60, "the enqueued run")
 		time.sleep(2)
 		self.run_worker_burst()  # anything else the scheduler fired would run now
 		calls = [c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{marker}", 0, -1)]
-		self.assertEqual([c.split()[1] for c in calls], ["kept"], calls)
-		self.assertGreaterEqual(float(calls[0].split()[0]), at.timestamp(), "not before its moment")
+		self.assertEqual(sorted(c.split()[1] for c in calls), ["kept", "logged"], calls)
+		self.assertGreaterEqual(min(float(c.split()[0]) for c in calls), at.timestamp(), "not before its moment")
+		frappe.db.rollback()
+		[log] = frappe.get_all("BTU Task Log", filters={"run_request": logged}, fields=["*"])
+		self.assertEqual((log.status, log.method, log.origin, log.task), ("Succeeded", "btu.btu_core.tests.sample_tasks.note_call", "Enqueue", None))
+		self.assertTrue(log.rq_job_id and log.worker, "run by a worker, from the scheduler's job")
+		self.assertLess(log.fire_lag_ms, 1000)
+		self.assertEqual(frappe.db.get_value("BTU Run Request", logged, "log"), log.name)
 		self.assertEqual(frappe.db.get_value("BTU Run Request", withdrawn, "status"), "Cancelled")
 		note = frappe.db.get_value("BTU Run Request", handle, "note")
 		lag = float(note.split(" ms after its moment")[0].rsplit(" ", 1)[1])
 		self.assertLess(lag, 1000, note)
-		sys.stdout.write(f"\nend to end: enqueue_at fire lag {lag:.1f} ms\n")
+		sys.stdout.write(f"\nend to end: enqueue_at fire lag {lag:.1f} ms; with task_log, its Log {log.name} lag {log.fire_lag_ms:.1f} ms\n")
 
 	def test_a_backfill_runs_its_slots_one_at_a_time_through_the_scheduler(self):
 		self.start_scheduler()

@@ -26,15 +26,17 @@ except ImportError:
 	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
 
 REQUEST = "BTU Run Request"
+LOG = "BTU Task Log"
 NOTE_CALL = "btu.btu_core.tests.sample_tasks.note_call"
+SAY_HELLO = "btu.btu_core.tests.sample_tasks.say_hello"
 
 
 def now() -> datetime:
 	return datetime.now(timezone.utc)
 
 
-class TestEnqueue(IntegrationTestCase):
-	"""The runner commits, so each test removes the requests it made."""
+class EnqueueCase(IntegrationTestCase):
+	"""The runner commits, so each test removes the requests it made (and their Logs)."""
 
 	def setUp(self):
 		frappe.set_user("Administrator")
@@ -45,6 +47,7 @@ class TestEnqueue(IntegrationTestCase):
 		frappe.db.rollback()
 		frappe.set_user("Administrator")
 		for name in self.made:
+			frappe.db.delete(LOG, {"run_request": name})
 			frappe.db.delete(REQUEST, {"name": name})
 		frappe.cache().delete_value(f"btu-test-calls:{self.marker}")
 		frappe.db.commit()
@@ -66,6 +69,8 @@ class TestEnqueue(IntegrationTestCase):
 		except Exception as exc:
 			return exc
 
+
+class TestEnqueue(EnqueueCase):
 	def test_a_call_writes_a_pending_request_to_the_millisecond_and_its_fire_runs_the_function_once(self):
 		at = (now() + timedelta(minutes=5)).replace(microsecond=250_400)
 		handle = self.enqueue(NOTE_CALL, at, queue="short", timeout=30, marker=self.marker, value="first")
@@ -186,6 +191,8 @@ class TestEnqueue(IntegrationTestCase):
 			((NOTE_CALL, soon), {"marker": "x" * (enqueue.MAX_KWARGS_CHARS + 1)}, "store the data in a document"),
 			((NOTE_CALL, soon), {"marker": "m", "queue": "no-such-queue"}, "queue 'no-such-queue'"),
 			((NOTE_CALL, soon), {"marker": "m", "timeout": 0}, "timeout 0"),
+			((NOTE_CALL, soon), {"marker": "m", "task_log": "yes"}, "task_log 'yes': give True or False"),
+			((NOTE_CALL, soon), {"marker": "m", "task_log": 1}, "task_log 1"),
 			((NOTE_CALL, "next tuesday"), {"marker": "m"}, "not an ISO 8601 instant"),
 			((NOTE_CALL, 1767225600), {"marker": "m"}, "give a datetime or ISO 8601 text"),
 			((NOTE_CALL, now() + timedelta(days=enqueue.MAX_AHEAD_DAYS + 1)), {"marker": "m"}, "use a BTU Task Schedule"),
@@ -206,3 +213,108 @@ class TestEnqueue(IntegrationTestCase):
 		raised = self.fire(handle)
 		self.assertIn("not declared runnable", str(raised))
 		self.assertIn("not declared runnable", frappe.db.get_value(REQUEST, handle, "note"))
+
+
+class TestEnqueueTaskLog(EnqueueCase):
+	"""enqueue_at(..., task_log=True): the run writes a BTU Task Log as a Task's run does; without it, none."""
+
+	def logs(self, handle: str) -> list:
+		frappe.db.rollback()  # a new snapshot: the runner committed
+		return frappe.get_all(LOG, filters={"run_request": handle}, fields=["*"], order_by="creation")
+
+	def test_a_logged_run_records_its_output_value_and_links(self):
+		handle = self.enqueue(SAY_HELLO, now(), task_log=True, name="ada")
+		frappe.db.commit()
+		self.assertEqual(frappe.db.get_value(REQUEST, handle, "task_log"), 1)
+		self.assertEqual(self.fire(handle), handle)
+		[log] = self.logs(handle)
+		self.assertEqual((log.status, log.task, log.method, log.task_desc_short, log.origin), ("Succeeded", None, SAY_HELLO, SAY_HELLO, "Enqueue"))
+		self.assertEqual((log.attempt, log.site, log.slot_utc), (1, frappe.local.site, frappe.db.get_value(REQUEST, handle, "run_at_utc")))
+		self.assertIn("hello ada!", log.stdout)
+		self.assertIn("warning for ada", log.stderr)
+		self.assertIn("greeted ada", log.logging_output)
+		self.assertEqual(frappe.parse_json(log.result_message), {"greeted": "ada"})
+		self.assertIsNotNone(log.fire_lag_ms)
+		self.assertGreaterEqual(log.execution_time, 0)
+		self.assertTrue(log.date_time_started and log.date_time_ended)
+		request = frappe.get_doc(REQUEST, handle)
+		self.assertEqual((request.status, request.log), ("Done", log.name))
+		self.assertIn("Succeeded in", request.note)
+		# A second delivery runs nothing and writes no second Log.
+		self.assertIsNone(self.fire(handle))
+		self.assertEqual(len(self.logs(handle)), 1)
+
+	def test_a_failing_logged_run_keeps_its_traceback_and_loses_its_writes(self):
+		handle = self.enqueue("btu.btu_core.tests.sample_tasks.insert_then_fail", now(), task_log=True, marker=self.marker)
+		frappe.db.commit()
+		raised = self.fire(handle)
+		self.assertIsInstance(raised, RuntimeError)
+		[log] = self.logs(handle)
+		self.assertEqual(log.status, "Failed")
+		self.assertEqual(log.result_message, f"RuntimeError: failing after inserting {self.marker}")
+		self.assertIn("Traceback", log.traceback)
+		self.assertIn(f"inserted {self.marker}", log.stdout)
+		self.assertFalse(frappe.db.exists("ToDo", {"description": self.marker}), "the function's own writes are rolled back")
+		self.assertIn("Failed after", frappe.db.get_value(REQUEST, handle, "note"))
+
+	def test_a_retry_signal_fails_the_job_once_with_its_log_written(self):
+		handle = self.enqueue("btu.btu_core.tests.sample_tasks.signal_retry", now(), task_log=True)
+		frappe.db.commit()
+		from btu.btu_core.task_runner import RunFailed
+
+		self.assertIsInstance(self.fire(handle), RunFailed)
+		[log] = self.logs(handle)
+		self.assertEqual(log.status, "Failed")
+		self.assertIn("RetryBackgroundJobError", log.result_message)
+
+	def test_without_task_log_no_log_is_written_and_output_is_left_alone(self):
+		import contextlib
+		import io
+
+		handle = self.enqueue(SAY_HELLO, now(), name="grace")
+		frappe.db.commit()
+		out = io.StringIO()
+		with contextlib.redirect_stdout(out):
+			self.assertEqual(self.fire(handle), handle)
+		self.assertIn("hello grace!", out.getvalue(), "the worker's own output, as before: nothing captured it")
+		self.assertEqual(self.logs(handle), [])
+		self.assertFalse(frappe.db.get_value(REQUEST, handle, "log"))
+
+	def test_the_lost_run_sweep_times_out_a_logged_run_whose_worker_died(self):
+		from btu.btu_core.task_runner import mark_lost_runs_timed_out
+
+		handle = self.enqueue(NOTE_CALL, now(), task_log=True, timeout=30, marker=self.marker)
+		frappe.db.commit()
+		request = frappe.get_doc(REQUEST, handle)
+		log = enqueue.start_log(request, enqueue.utc_now(), None, 1.0)  # the worker started it, then died
+		frappe.db.commit()
+		self.assertNotIn(log, mark_lost_runs_timed_out(), "within its timeout plus the margin: not lost yet")
+		frappe.db.set_value(LOG, log, "date_time_started", frappe.utils.now_datetime() - timedelta(seconds=30 + 121))
+		# A forged Task-less Log with no request beside it: no timeout to judge it by, so left alone (and no crash).
+		forged = frappe.get_doc({"doctype": LOG, "method": "x.y", "status": "Started", "date_time_started": frappe.utils.now_datetime() - timedelta(days=1)})
+		forged.insert(ignore_permissions=True)
+		frappe.db.commit()
+		try:
+			lost = mark_lost_runs_timed_out()
+			self.assertIn(log, lost)
+			self.assertNotIn(forged.name, lost)
+			self.assertEqual(frappe.db.get_value(LOG, log, "status"), "Timed Out")
+			self.assertIn("max_task_duration (30 s)", frappe.db.get_value(LOG, log, "result_message"))
+		finally:
+			frappe.db.delete(LOG, {"name": forged.name})
+			frappe.db.commit()
+
+	def test_reports_count_enqueued_runs_apart_from_tasks(self):
+		from btu.btu_core.report.task_duration_averages import task_duration_averages
+		from btu.btu_core.report.task_log_summary import task_log_summary
+
+		handle = self.enqueue(SAY_HELLO, now(), task_log=True, name="reports")
+		frappe.db.commit()
+		self.fire(handle)
+		_columns, rows = task_log_summary.execute({})
+		mine = [row for row in rows if row.method == SAY_HELLO]
+		self.assertEqual(len(mine), 1)
+		self.assertEqual((mine[0].task, mine[0].task_description, mine[0].last_status), (None, SAY_HELLO, "Succeeded"))
+		# Per-Task durations leave Task-less Logs out (a None Task beside named ones could not even be sorted).
+		_columns, rows, _message, _chart = task_duration_averages.execute({})
+		self.assertNotIn(None, [row["task"] for row in rows])

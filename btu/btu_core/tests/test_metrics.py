@@ -15,9 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from rq.timeouts import JobTimeoutException
 
 from btu.btu_core import metrics
+from btu.btu_core.capture import Call
 from btu.btu_core.instants import utc_now
 from btu.btu_core.roles import BTU_METRICS_READER_ROLE
-from btu.btu_core.task_runner import CappedText, TaskRun, mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
+from btu.btu_core.task_runner import TaskRun, mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection
 from btu.shared import protocol, task_outcomes
 from btu.shared.instants import format_utc_iso
@@ -136,7 +137,7 @@ class TestOutcomesCounted(MetricsCase):
 		frappe.db.commit()
 		self.assertIn(log.name, mark_lost_runs_timed_out())
 		with self.assertLogs(frappe.logger("btu"), "INFO") as logged:
-			run.write_finished(log.name, task, None, "Succeeded", 0.25, CappedText(), CappedText(), CappedText(), notes, result_message="", trace="")
+			run.write_finished(log.name, task, None, Call(elapsed=0.25), notes)
 		self.assertIn("(counted already as Timed Out)", "\n".join(logged.output))
 		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Succeeded")  # the Log tells the true end
 		samples = self.scraped()
@@ -156,7 +157,7 @@ class TestOutcomesCounted(MetricsCase):
 			cur.execute("update `tabBTU Task Log` set status = 'Timed Out', modified = now(6) where name = %s", (log.name,))
 		other.commit()
 		other.close()
-		run.write_finished(log.name, task, None, "Succeeded", 0.25, CappedText(), CappedText(), CappedText(), notes, result_message="", trace="")
+		run.write_finished(log.name, task, None, Call(elapsed=0.25), notes)
 		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Succeeded")
 		# The sweep counted it (here it is another hand's update): this end adds no count.
 		self.assertIsNone(self.value(self.scraped(), "btu_task_runs_total", task=task.name, status="succeeded"))

@@ -1,4 +1,5 @@
-"""BTU Task Log: one row per run, written only by btu.btu_core.task_runner."""
+"""BTU Task Log: one row per run, written only by btu.btu_core.task_runner (a Task's run) and btu.btu_core.enqueue (an
+enqueued function's, with task_log=True: no Task, its Function set)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class BTUTaskLog(Document):
 		execution_time: DF.Float
 		fire_lag_ms: DF.Float
 		logging_output: DF.Code | None
+		method: DF.Data | None
 		result_message: DF.Code | None
 		rq_job_id: DF.Data | None
 		schedule: DF.Link | None
@@ -33,7 +35,7 @@ class BTUTaskLog(Document):
 		status: DF.Literal["Started", "Succeeded", "Failed", "Timed Out", "Skipped"]
 		stderr: DF.Code | None
 		stdout: DF.Code | None
-		task: DF.Link
+		task: DF.Link | None
 		task_component: DF.Data | None
 		task_desc_short: DF.Data | None
 		traceback: DF.Code | None
@@ -50,7 +52,7 @@ def on_doctype_update():
 
 
 def delete_expired_logs() -> int:
-	"""Daily (hooks.py): delete Logs older than BTU Configuration.log_retention_days (0 keeps all)."""
+	"""Daily (btu_schedules in hooks.py): delete Logs older than BTU Configuration.log_retention_days (0 keeps all)."""
 	days = cint(frappe.db.get_single_value("BTU Configuration", "log_retention_days"))
 	if days <= 0:
 		return 0

@@ -1,4 +1,4 @@
-"""Task Log Summary: runs per Task (and schedule) by outcome, with the last run and fire lag."""
+"""Task Log Summary: runs per Task (and schedule), or per enqueued function, by outcome, with the last run and fire lag."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def execute(filters=None):
 	)
 	data = frappe.db.sql(
 		f"""
-		select log.task, task.desc_short as task_description, log.schedule,
+		select log.task, coalesce(task.desc_short, log.method) as task_description, log.schedule, log.method,
 			count(*) as runs,
 			{status_columns},
 			max(log.date_time_started) as last_started,
@@ -32,8 +32,8 @@ def execute(filters=None):
 		from `tabBTU Task Log` log
 		left join `tabBTU Task` task on task.name = log.task
 		where {" and ".join(conditions)}
-		group by log.task, task.desc_short, log.schedule
-		order by log.task, log.schedule
+		group by log.task, task.desc_short, log.schedule, log.method
+		order by log.task, log.schedule, log.method
 		""",
 		values,
 		as_dict=True,
@@ -41,7 +41,12 @@ def execute(filters=None):
 	for row in data:
 		row["last_status"] = frappe.db.get_value(
 			"BTU Task Log",
-			{"task": row.task, "schedule": row.schedule or ("is", "not set"), "date_time_started": row.last_started},
+			{
+				"task": row.task or ("is", "not set"),
+				"schedule": row.schedule or ("is", "not set"),
+				"method": row.method or ("is", "not set"),
+				"date_time_started": row.last_started,
+			},
 			"status",
 		)
 	return columns(), data
