@@ -273,10 +273,11 @@ class TestEnqueueTaskLog(EnqueueCase):
 
 		handle = self.enqueue(SAY_HELLO, now(), name="grace")
 		frappe.db.commit()
-		out = io.StringIO()
-		with contextlib.redirect_stdout(out):
+		out, err = io.StringIO(), io.StringIO()
+		with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
 			self.assertEqual(self.fire(handle), handle)
 		self.assertIn("hello grace!", out.getvalue(), "the worker's own output, as before: nothing captured it")
+		self.assertIn("warning for grace", err.getvalue())
 		self.assertEqual(self.logs(handle), [])
 		self.assertFalse(frappe.db.get_value(REQUEST, handle, "log"))
 
