@@ -255,7 +255,7 @@ def pending_runs(schedule: str | None = None, task: str | None = None, limit: in
 	return frappe.get_list(
 		RUN_REQUEST, filters=filters,
 		fields=["name", "status", "origin", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "parent_log", "backfill"],
-		order_by="run_at asc, slot_utc asc", limit_page_length=max(1, min(cint(limit) or 50, 500)),
+		order_by="run_at asc, slot_utc asc", limit=max(1, min(cint(limit) or 50, 500)),
 	)
 
 
@@ -315,7 +315,7 @@ def recent_runs(schedule: str | None = None, task: str | None = None, limit: int
 		filters=filters,
 		fields=["name", "status", "slot", "slot_utc", "date_time_started", "execution_time", "fire_lag_ms", "worker"],
 		order_by="creation desc",
-		limit_page_length=max(1, min(cint(limit) or 20, 200)),
+		limit=max(1, min(cint(limit) or 20, 200)),
 	)
 
 
@@ -332,7 +332,7 @@ def open_incidents(task: str | None = None, schedule: str | None = None, limit: 
 	if schedule:
 		filters["schedule"] = schedule
 	return frappe.get_list(
-		"BTU Alert Incident", filters=filters, fields=INCIDENT_FIELDS, order_by="opened_at desc", limit_page_length=max(1, min(cint(limit) or 50, 500))
+		"BTU Alert Incident", filters=filters, fields=INCIDENT_FIELDS, order_by="opened_at desc", limit=max(1, min(cint(limit) or 50, 500))
 	)
 
 

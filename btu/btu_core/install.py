@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import frappe
+from frappe.utils.dashboard import sync_dashboards
 
 from btu.btu_core import declared_schedules
 from btu.btu_core.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
 from btu.shared.declared_schedules import HOOK
 
 HOOKED_METHOD_PREFIX = "btu."
+WORKSPACE = "BTU"
 BTU_MODULE = "btu_core"  # modules.txt's "BTU Core", as Frappe's module map scrubs it
 # Each role BTU makes -> its desk access: the metrics reader (Prometheus's API user) needs no Desk.
 ROLES = {BTU_MANAGER_ROLE: 1, BTU_METRICS_READER_ROLE: 0}
@@ -48,7 +50,24 @@ def after_install() -> None:
 	config.save()
 	# BTU's own maintenance schedules (btu_schedules in hooks.py), without waiting for a migrate.
 	declared_schedules.sync({"btu": frappe.get_hooks(HOOK, app_name="btu")})
+	# Frappe v16 makes an app's workspace sidebar and desktop icon in after_app_install, which runs after this
+	# and before install-app syncs the app's dashboards: the sidebar's link to Dashboard "BTU" needs it now.
+	sync_dashboards("btu")
 	frappe.db.commit()
+
+
+def ensure_desk_entry() -> None:
+	"""Frappe v16 (after every migrate): BTU's workspace sidebar and desktop icon, for sites where install-app could not
+	make them (before BTU synced its dashboards early, see after_install, the sidebar's link to Dashboard "BTU" failed
+	with "Failed To Create Sidebar" and no icon followed). Frappe's own generator runs again while either is missing;
+	it only adds what is missing. v15 has neither DocType."""
+	if not frappe.db.table_exists("Workspace Sidebar") or not frappe.db.table_exists("Desktop Icon"):
+		return
+	if frappe.db.exists("Workspace Sidebar", {"title": WORKSPACE}) and frappe.db.exists("Desktop Icon", {"label": WORKSPACE, "icon_type": "Link"}):
+		return
+	from frappe.utils.install import auto_generate_icons_and_sidebar
+
+	auto_generate_icons_and_sidebar()
 
 
 def before_uninstall() -> None:

@@ -15,7 +15,7 @@ from frappe.query_builder.functions import Date
 from frappe.translate import clear_cache as clear_translation_cache
 from frappe.utils import formatdate, getdate, now_datetime
 
-from btu.btu_core import dashboard_cards, metrics, run_stats
+from btu.btu_core import dashboard_cards, install, metrics, run_stats
 from btu.btu_core.dashboard_chart_source.btu_duration_percentiles import btu_duration_percentiles as durations
 from btu.btu_core.dashboard_chart_source.btu_failure_rate import btu_failure_rate as failure_rate
 from btu.btu_core.dashboard_chart_source.btu_lag_percentiles import btu_lag_percentiles as lag
@@ -366,3 +366,62 @@ class TestDashboard(IntegrationTestCase):
 		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
 		self.assertEqual({c.number_card_name for c in workspace.number_cards}, {c.card for c in dashboard.cards})
 		self.assertTrue(frappe.db.get_column_index("tabBTU Task Log", "date_time_started", unique=False))
+
+
+class TestFrappeRendersThem(IntegrationTestCase):
+	"""BTU's Number Cards and Dashboard Charts through Frappe's own code, as the Desk asks for them (v16's query
+	engine refuses filter forms v15's accepted: a lone 5-element condition)."""
+
+	def test_every_card_and_chart_of_btu_evaluates(self):
+		from frappe.desk.doctype.dashboard_chart.dashboard_chart import get as chart_data
+		from frappe.desk.doctype.number_card.number_card import get_result
+
+		cards = frappe.get_all("Number Card", filters={"module": "BTU Core"}, pluck="name")
+		# A Custom chart's data is its source's method, which the Desk calls itself (TestDashboard covers each).
+		charts = frappe.get_all("Dashboard Chart", filters={"module": "BTU Core", "chart_type": ("!=", "Custom")}, pluck="name")
+		self.assertTrue(cards and charts)
+		for name in cards:
+			with self.subTest(card=name):
+				card = frappe.get_doc("Number Card", name)
+				if card.type == "Document Type":
+					self.assertIsNotNone(get_result(card, card.filters_json))
+		for name in charts:
+			with self.subTest(chart=name):
+				self.assertIsInstance(chart_data(chart_name=name, refresh=1), dict)
+
+	def test_lags_and_durations_are_stored_to_the_microsecond(self):
+		"""v16 makes a Float's column decimal(21, precision): a field precision would round sub-millisecond lags
+		to 0, which the charts read as "not set"."""
+		for field in ("fire_lag_ms", "execution_time"):
+			column = frappe.db.sql(
+				"select numeric_scale from information_schema.columns where table_schema = database() and table_name = 'tabBTU Task Log' and column_name = %s",
+				field,
+			)
+			self.assertGreaterEqual(column[0][0], 6, field)
+
+
+class TestDeskEntry(IntegrationTestCase):
+	"""Frappe v16's workspace sidebar and desktop icon for BTU (v15 has neither; these tests skip there)."""
+
+	def setUp(self):
+		if not frappe.db.table_exists("Workspace Sidebar") or not frappe.db.table_exists("Desktop Icon"):
+			self.skipTest("this Frappe has no Workspace Sidebar or Desktop Icon (v15)")
+
+	def sidebar_links(self) -> list[tuple[str, str]]:
+		name = frappe.db.get_value("Workspace Sidebar", {"title": install.WORKSPACE})
+		self.assertTrue(name, "BTU's workspace sidebar")
+		return [(item.link_type, item.link_to) for item in frappe.get_doc("Workspace Sidebar", name).items]
+
+	def test_the_sidebar_links_the_dashboard_and_the_icon_opens_it(self):
+		self.assertIn(("Dashboard", "BTU"), self.sidebar_links())
+		self.assertEqual(frappe.db.get_value("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"}, "link_to"), install.WORKSPACE)
+
+	def test_a_site_that_lost_them_gets_them_back_at_the_next_migrate(self):
+		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until ensure_desk_entry."""
+		frappe.db.delete("Workspace Sidebar Item", {"parent": ("in", frappe.get_all("Workspace Sidebar", {"title": install.WORKSPACE}, pluck="name"))})
+		frappe.db.delete("Workspace Sidebar", {"title": install.WORKSPACE})
+		frappe.db.delete("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"})
+		frappe.db.commit()
+		install.ensure_desk_entry()
+		self.assertIn(("Dashboard", "BTU"), self.sidebar_links())
+		self.assertTrue(frappe.db.exists("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"}))
