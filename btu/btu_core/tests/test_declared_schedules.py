@@ -212,6 +212,9 @@ class TestDeclaredSchedules(IntegrationTestCase):
 			frappe.get_doc({"doctype": TASK, "desc_short": "forged", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default", "declared_by_app": "btu", "declared_key": "forged"}).insert()
 
 	def test_btus_own_maintenance_runs_on_declared_schedules_not_frappes(self):
+		# As a fresh install makes them: an admin may have disabled them on this site (rolled back after the test).
+		frappe.db.delete(SCHEDULE, {"declared_by_app": "btu"})
+		frappe.db.delete(TASK, {"declared_by_app": "btu"})
 		declared_schedules.sync()
 		maintenance = {
 			"delete_expired_logs": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
