@@ -16,7 +16,8 @@ from pathlib import Path
 
 import redis
 
-from tests.support.redis_server import free_port
+from tests.support.redis_server import free_port, spawn_redis
+from tests.support.slack import patient
 from tests.support.tcp_proxy import TcpProxy
 
 SERVICE = "btutest"
@@ -107,33 +108,9 @@ class SentinelTopology:
 		self.ports[name] = self.spawn_serving(name, self.ports[name], args, self.master_password, same_port=same_port)
 
 	def spawn_serving(self, name: str, port: int, args_for, password: str | None, same_port: bool = False) -> int:
-		"""Start `redis-server` as `name` and return the port it serves on.
-
-		`free_port` only probes: another socket (a client's, the proxy's) may take the port before
-		the server binds it; the server then exits, or something else answers there. So a server
-		counts as up only once the process answering on the port is ours, and it is tried again on
-		a new port unless it must keep its own (a restarted server the sentinels already know).
-		"""
-		log = self.dir / f"{name}.log"
-		for _attempt in range(5):
-			process = subprocess.Popen(["redis-server", *args_for(port), "--logfile", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-			self.processes[name] = process
-			deadline = time.monotonic() + 10
-			while process.poll() is None and time.monotonic() < deadline:
-				try:
-					if int(self.client(port, password).info("server")["process_id"]) == process.pid:
-						return port
-				except (redis.RedisError, KeyError, ValueError):
-					pass
-				time.sleep(0.05)
-			if process.poll() is None:
-				process.kill()
-				process.wait()
-			if same_port:
-				break
-			port = free_port()
-		tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
-		raise RuntimeError(f"redis {name} did not start on port {port} (its log ends: {tail})")
+		"""Start `redis-server` as `name` and return the port it serves on (tests.support.redis_server.spawn_redis)."""
+		self.processes[name], port = spawn_redis(args_for, port, log=self.dir / f"{name}.log", password=password, keep_port=same_port)
+		return port
 
 	def close(self) -> None:
 		if self.replica_proxy:
@@ -206,7 +183,7 @@ class SentinelTopology:
 
 	@staticmethod
 	def wait(predicate, timeout: float, what: str) -> None:
-		deadline = time.monotonic() + timeout
+		deadline = time.monotonic() + patient(timeout)
 		while time.monotonic() < deadline:
 			try:
 				if predicate():
@@ -214,4 +191,4 @@ class SentinelTopology:
 			except (redis.RedisError, RuntimeError, StopIteration):
 				pass
 			time.sleep(0.05)
-		raise RuntimeError(f"timed out after {timeout} s waiting until {what}")
+		raise RuntimeError(f"timed out after {patient(timeout)} s waiting until {what}")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import socket
 import threading
 
+from tests.support.ports import claim_port
+
 
 class TcpProxy:
 	"""Forwards 127.0.0.1:<port> to a target; `down()` refuses and cuts every connection, `up()` serves again."""
 
 	def __init__(self, target_host: str, target_port: int):
 		self.target = (target_host, target_port)
-		with socket.socket() as probe:
-			probe.bind(("127.0.0.1", 0))
-			self.port = probe.getsockname()[1]
+		# Claimed, not probed: after down() no client socket or other test may take it before up().
+		self.port = claim_port()
 		self.listener: socket.socket | None = None
 		self.connections: list[socket.socket] = []
 		self.lock = threading.Lock()
