@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ DB = {
 }
 # The dev benches' apps besides btu: `tests`, whose tasks (tests/engine/tasks.py) the rq executor runs.
 APPS = {"tests": REPO}
+STARTED = pytest.StashKey[datetime]()
 
 
 @pytest.fixture(scope="session")
@@ -82,3 +84,25 @@ def make_bench(tmp_path, db_settings, redis_url):
 	yield make
 	for path, options in made:
 		devbench.drop_dev_bench(path, db_root_user=options["db_root_user"], db_root_password=options["db_root_password"])
+
+
+def pytest_collection_modifyitems(items):
+	"""The longest tests first: pytest-xdist hands tests out in this order, so none starts last and runs alone."""
+	items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_sessionstart(session):
+	session.config.stash[STARTED] = datetime.now(timezone.utc)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+	"""The engine's measured figures of this run (tests.engine.helpers.report), whichever process measured them."""
+	from tests.engine import helpers
+
+	started = config.stash.get(STARTED, None)
+	figures = helpers.reported_since(started) if started else []
+	if figures:
+		terminalreporter.section("btu engine figures")
+		for title, text in figures:
+			terminalreporter.write_line(f"{title}: {text}")
+		terminalreporter.write_line(f"(also in {helpers.FIGURES_FILE})")

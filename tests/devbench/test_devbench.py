@@ -12,10 +12,11 @@ import pymysql
 import pytest
 
 import btu
-from btu.scheduler_daemon import bench as bench_module
 from btu.devbench.bench import DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
 from btu.devbench.data import SiteData, SiteDataError
 from btu.devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
+from btu.scheduler_daemon import bench as bench_module
+from tests.support.slack import patient
 
 
 def connect(site, **kwargs):
@@ -314,13 +315,13 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	assert (path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"]
 	bench.app_files.check("tests.engine.tasks.record")
 
-	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=60)
+	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=patient(60))
 	assert bad_app.returncode == 2 and "app 'tests' from" in bad_app.stderr and "--app myapp=" in bad_app.stderr
 
-	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=60)
+	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=patient(60))
 	assert bad_zone.returncode == 2 and "Mars/Olympus" in bad_zone.stderr
 
-	dropped = subprocess.run([*cli, "--drop", *root[4:]], capture_output=True, text=True, timeout=60)
+	dropped = subprocess.run([*cli, "--drop", *root[4:]], capture_output=True, text=True, timeout=patient(60))
 	assert dropped.returncode == 0, dropped.stderr
 	assert not path.exists()
 

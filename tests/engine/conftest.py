@@ -1,4 +1,4 @@
-"""Engine fixtures: scheduler and worker subprocesses, ended after each test; figures in the summary."""
+"""Engine fixtures: scheduler and worker subprocesses, ended after each test."""
 
 from __future__ import annotations
 
@@ -43,11 +43,3 @@ def engine_bench(make_bench):
 	yield make
 	for data in opened:
 		data.close()
-
-
-def pytest_terminal_summary(terminalreporter):
-	if helpers.figures:
-		terminalreporter.section("btu engine figures")
-		for title, text in helpers.figures:
-			terminalreporter.write_line(f"{title}: {text}")
-		terminalreporter.write_line(f"(also in {helpers.FIGURES_FILE})")

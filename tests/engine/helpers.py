@@ -7,6 +7,7 @@ worker imports `tests.engine.tasks`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -19,13 +20,13 @@ from pathlib import Path
 
 from rq.job import JobStatus
 
-from btu.shared import protocol
 from btu.scheduler_daemon import jobs
+from btu.shared import protocol
+from tests.support.slack import patient
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_SECOND = "* * * * * *"
 FIGURES_FILE = Path(os.environ.get("BTU_ENGINE_FIGURES", f"/tmp/btu-engine-figures-{Path(sys.prefix).name}.json"))
-figures: list[tuple[str, str]] = []
 
 
 def child_env() -> dict[str, str]:
@@ -38,15 +39,26 @@ def child_env() -> dict[str, str]:
 
 
 def report(title: str, text: str) -> None:
-	"""A measured figure: printed now (-s), in pytest's closing summary, and kept in FIGURES_FILE."""
+	"""A measured figure: printed now (-s) and kept in FIGURES_FILE, which pytest's closing summary reads
+	(the summary is the pytest-xdist controller's, and the figures are measured in its workers)."""
 	print(f"\n[{title}] {text}")
-	figures.append((title, text))
+	with open(FIGURES_FILE.with_suffix(".lock"), "w") as lock:
+		fcntl.flock(lock, fcntl.LOCK_EX)
+		try:
+			stored = json.loads(FIGURES_FILE.read_text()) if FIGURES_FILE.exists() else {}
+		except ValueError:
+			stored = {}
+		stored[title] = {"text": text, "at": datetime.now(timezone.utc).isoformat(), "python": sys.executable}
+		FIGURES_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True))
+
+
+def reported_since(moment: datetime) -> list[tuple[str, str]]:
+	"""The figures reported at or after `moment`, by title."""
 	try:
 		stored = json.loads(FIGURES_FILE.read_text()) if FIGURES_FILE.exists() else {}
 	except ValueError:
-		stored = {}
-	stored[title] = {"text": text, "at": datetime.now(timezone.utc).isoformat(), "python": sys.executable}
-	FIGURES_FILE.write_text(json.dumps(stored, indent=1, sort_keys=True))
+		return []
+	return sorted((title, entry["text"]) for title, entry in stored.items() if datetime.fromisoformat(entry["at"]) >= moment)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -55,7 +67,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def wait_until(predicate, timeout: float, message: str, interval: float = 0.05):
-	"""Poll `predicate` until it returns something truthy (returned) or `timeout` seconds pass."""
+	"""Poll `predicate` until it returns something truthy (returned) or `timeout` seconds (times the slack) pass."""
+	timeout = patient(timeout)
 	deadline = time.monotonic() + timeout
 	while True:
 		value = predicate()
@@ -96,7 +109,7 @@ class SchedulerProcess:
 		"""SIGTERM, then SIGKILL after `timeout` seconds; the exit code."""
 		self.signal(signal.SIGTERM)
 		try:
-			return self.process.wait(timeout)
+			return self.process.wait(patient(timeout))
 		except subprocess.TimeoutExpired:
 			self.process.kill()
 			return self.process.wait()
@@ -164,7 +177,7 @@ class Processes:
 				scheduler.kill()
 		for worker in self.workers:
 			try:
-				worker.wait(10)
+				worker.wait(patient(10))
 			except subprocess.TimeoutExpired:
 				worker.kill()
 				worker.wait()
@@ -175,7 +188,7 @@ def stop_worker(worker: subprocess.Popen, timeout: float = 15) -> None:
 	if worker.poll() is None:
 		worker.send_signal(signal.SIGTERM)
 		try:
-			worker.wait(timeout)
+			worker.wait(patient(timeout))
 		except subprocess.TimeoutExpired:
 			worker.kill()
 			worker.wait()
@@ -183,7 +196,7 @@ def stop_worker(worker: subprocess.Popen, timeout: float = 15) -> None:
 
 def cli(bench_path: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 	command = [sys.executable, "-m", "btu.scheduler_daemon", *args, "--bench", str(bench_path)]
-	return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=timeout)
+	return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=patient(timeout))
 
 
 def status_json(bench_path: Path) -> dict:
@@ -284,8 +297,3 @@ def state_names(r, site: str) -> set[str]:
 def redis_ms(r) -> int:
 	seconds, micros = r.time()
 	return seconds * 1000 + micros // 1000
-
-
-# -- a database that can be switched off --------------------------------------------------
-
-

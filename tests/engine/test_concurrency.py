@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND, counters, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_for_leader, wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, sleep_until_ms
+
+pytestmark = pytest.mark.versions
 
 SLOW = 1.5
 

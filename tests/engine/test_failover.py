@@ -21,9 +21,9 @@ import pytest
 
 from btu.shared import liveness, protocol
 from tests.engine.helpers import (
-	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule,
-	wait_for_leader, wait_until,
+	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule, wait_for_leader, wait_until,
 )  # fmt: skip
+from tests.support.slack import patient
 
 CHAOS_SECONDS = float(os.environ.get("BTU_CHAOS_SECONDS", "60"))
 CHAOS_LEASE_TTL = os.environ.get("BTU_CHAOS_LEASE_TTL", "2")
@@ -55,6 +55,7 @@ def assert_exactly_once(r, bench, site: str, names: list[str], stopped_ms: int) 
 	return slots
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [2, 3])
 def test_leader_killed_every_few_seconds_loses_and_duplicates_nothing(count, engine_bench, processes, r):
 	bench, data = engine_bench()
@@ -108,12 +109,13 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 	wait_for_leader(r, processes, timeout=35, other_than=first.pid)
 	took_over_ms = (time.time() - sent) * 1000
 	fired_ms = wait_until(lambda: (lambda ms: ms if ms > sent * 1000 + took_over_ms else None)(newest_fire_ms(r, site)), 10, "a fire by the new leader", 0.002)
-	assert first.process.wait(10) == 0
+	assert first.process.wait(patient(10)) == 0
 	time.sleep(2)
 	for scheduler in processes.running():
 		assert scheduler.stop() == 0
 	assert_exactly_once(r, bench, site, names, int(time.time() * 1000))
-	assert took_over_ms < 5000, f"takeover took {took_over_ms:.0f} ms: the lease was not released"
+	# Well under the 30 s the lease would take to expire, however wide the slack.
+	assert took_over_ms < min(patient(5), 25) * 1000, f"takeover took {took_over_ms:.0f} ms: the lease was not released"
 	report(
 		"takeover after SIGTERM",
 		f"SIGTERM -> standby holds the lease: {took_over_ms:.0f} ms; -> its first fire: {fired_ms - sent * 1000:.0f} ms "

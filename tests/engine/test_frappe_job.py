@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from rq import Queue
 from rq.job import Job
 
-from btu.shared.instants import slot_text
 from btu.scheduler_daemon import jobs
+from btu.shared.instants import slot_text
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until
+
+pytestmark = pytest.mark.versions
 
 
 def test_job_hash_is_frappe_v15_enqueue(engine_bench, processes, r):

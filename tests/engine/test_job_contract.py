@@ -8,7 +8,11 @@ import ast
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from btu.shared import job_contract
+
+pytestmark = pytest.mark.versions
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,9 +19,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rq.job import Job
 
-from btu.scheduler_daemon import jobs
 from btu.devbench.data import SiteData
+from btu.scheduler_daemon import jobs
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until
+
+pytestmark = pytest.mark.versions
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LAST_MS = (datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc) - EPOCH) // timedelta(milliseconds=1)

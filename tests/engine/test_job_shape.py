@@ -11,6 +11,8 @@ from rq.job import Job
 from btu.scheduler_daemon.jobs import PER_FIRE_FIELDS, JobShape, JobTemplate, job_id
 from tests.engine.helpers import released_job_hash, rq_job_hash
 
+pytestmark = pytest.mark.versions
+
 SLOT = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 TEMPLATES = {
 	"frappe": JobTemplate(executor="frappe", queue="bench-x:long", timeout=123, task="TASK-0001", description="Nightly invoices"),

@@ -13,15 +13,19 @@ import socket
 import time
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from btu.shared import protocol
 from btu.scheduler_daemon.metrics import OTHER, Metrics, MetricsServer, StateCollector, quantile_ms
 from btu.scheduler_daemon.state import Released
-from tests.support.tcp_proxy import TcpProxy
+from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND, cli, duplicates, gaps, lease, queue_ids, queue_key, slots_by_schedule, status_json, wait_for_leader, wait_until,
 )  # fmt: skip
+from tests.support.slack import patient
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.versions
 
 LISTENING = re.compile(r"metrics_listening address=(\S+) port=(\d+)")
 
@@ -42,7 +46,7 @@ class Scrape:
 
 
 def scrape(port: int) -> Scrape:
-	with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+	with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=patient(5)) as response:
 		assert response.status == 200
 		return Scrape(response.read().decode())
 
@@ -306,7 +310,7 @@ def test_the_endpoint_caps_concurrent_scrapes_and_drops_idle_clients(monkeypatch
 
 	def get():
 		try:
-			with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as response:
+			with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=patient(10)) as response:
 				codes.append(response.status)
 		except urllib.error.HTTPError as exc:
 			codes.append(exc.code)

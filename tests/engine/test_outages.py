@@ -11,12 +11,14 @@ import time
 
 import pytest
 
-from tests.support.tcp_proxy import TcpProxy
 from tests.engine.helpers import (
 	ONE_SECOND, counters, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, status_json, wait_until,
 )  # fmt: skip
 from tests.engine.test_failover import every_second_schedules
 from tests.support.redis_server import RedisServer
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.versions
 
 DB_OUTAGE_SECONDS = float(os.environ.get("BTU_DB_OUTAGE_SECONDS", "30"))
 
@@ -25,6 +27,7 @@ def fired_after(client, key: str, moment_ms: float) -> list[str]:
 	return [i for i in queue_ids(client, key) if slots_by_schedule([i]).popitem()[1][0] > moment_ms]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wipe", [False, True], ids=["keeps-data", "loses-data"])
 def test_redis_down_for_10_seconds(wipe, engine_bench, processes):
 	server = RedisServer(persistent=True).start()
@@ -82,6 +85,7 @@ def test_redis_rebuilt_state_shows_in_status(engine_bench, processes):
 		server.close()
 
 
+@pytest.mark.slow
 def test_database_unreachable_firing_goes_on_and_reconcile_resumes(engine_bench, processes, r, db_settings):
 	bench, data = engine_bench()
 	site = data.site.name

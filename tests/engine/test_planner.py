@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
 import redis
 
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, job_id
 from btu.scheduler_daemon.planner import DueEntry, Planner
 from btu.shared.instants import to_ms
 from btu.shared.schedule import ScheduleSpec
+
+pytestmark = pytest.mark.versions
 
 SITE = "site1.localhost"
 TEN = datetime(2026, 3, 29, 10, 0, tzinfo=timezone.utc)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from btu.shared import protocol
-from tests.engine.helpers import ONE_SECOND, counters, queue_key, queue_ids, recent_fires, status_json, stop_worker, text, wait_until
+from tests.engine.helpers import ONE_SECOND, counters, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_until
+
+pytestmark = pytest.mark.versions
 
 GRACE = "0.5"
 

@@ -13,11 +13,13 @@ from datetime import datetime, timezone
 import pytest
 from rq.job import Job
 
-from btu.shared import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
+
+pytestmark = pytest.mark.versions
 
 
 def leader(bench, **settings) -> Scheduler:

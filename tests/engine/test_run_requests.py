@@ -22,6 +22,8 @@ from tests.engine.helpers import (
 )
 from tests.engine.test_prepare_release import leader, next_instant, prepare_due, release, sleep_until_ms
 
+pytestmark = pytest.mark.versions
+
 REQUEST = "BTU Run Request"
 
 

@@ -24,6 +24,8 @@ from btu.shared.job_contract import TASK_RUNNER
 from tests.engine.helpers import queue_ids, queue_key, recent_fires, state_names
 from tests.engine.test_prepare_release import prepare_due, release
 
+pytestmark = pytest.mark.versions
+
 UTC = timezone.utc
 TABLE = "tabScheduled Job Type"
 

@@ -7,6 +7,7 @@ import shutil
 import time
 
 import pymysql
+import pytest
 
 from btu.shared import protocol
 from btu.devbench import bench as devbench
@@ -59,6 +60,7 @@ def test_bad_rows_are_reported_and_the_good_one_fires(engine_bench, processes, r
 		assert f" invalid_schedule site={site} schedule={name} " in log
 
 
+@pytest.mark.slow
 def test_paused_and_disabled_sites_stop_firing_and_resume(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name

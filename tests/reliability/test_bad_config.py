@@ -15,12 +15,13 @@ import time
 
 import pytest
 
-from btu.shared import protocol
 from btu.devbench.data import SiteData
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.scheduler_daemon.log import text_value
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, REPO, child_env, queue_ids, queue_key, slots_by_schedule, status_json, wait_until
 from tests.reliability.helpers import site_job_ids
+from tests.support.slack import patient
 
 RUN = [sys.executable, "-m", "btu.scheduler_daemon", "run"]
 TOML = "btu_scheduler.toml"
@@ -113,7 +114,7 @@ def test_bad_configuration_exits_2_naming_it(tmp_path, case, files, env, args, w
 	if "--bench" not in argv:
 		argv += ["--bench", str(tmp_path)]
 	command = [*RUN, "--config", str(tmp_path / TOML), *argv]
-	done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**child_env(), **env}, timeout=30)
+	done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env={**child_env(), **env}, timeout=patient(30))
 	assert done.returncode == 2, f"{case}: exit {done.returncode}\n{done.stderr}"
 	assert done.stdout == ""
 	assert "Traceback" not in done.stderr, done.stderr

@@ -28,6 +28,8 @@ from btu.scheduler_daemon.bench import Bench
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, report, wait_until
 from tests.support.sentinel import SERVICE, SentinelTopology
 
+pytestmark = pytest.mark.versions
+
 SITES = ("site1.localhost", "site2.localhost")
 SCHEDULES_PER_SITE = 5
 LINK_CUT_SECS = 2.0
@@ -84,6 +86,7 @@ def slot_seconds(slot_utc: str) -> int:
 	return int(time.mktime(time.strptime(slot_utc, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["clean", "lagging"])
 def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processes, topology):
 	if case == "lagging":

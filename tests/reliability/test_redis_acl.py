@@ -14,11 +14,14 @@ import uuid
 import pytest
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.log import configure, log_event
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until
 from tests.reliability.helpers import site_job_ids
 from tests.support.redis_server import free_port
+from tests.support.slack import patient
+
+pytestmark = pytest.mark.versions
 
 PASSWORD = "s3cret-" + uuid.uuid4().hex[:8]
 
@@ -72,7 +75,7 @@ def one_line(text: str) -> str:
 def test_frappe_rq_user_is_refused_at_start_in_one_line(acl_bench, processes):
 	bench, _, user = acl_bench()
 	scheduler = processes.scheduler(bench.path)
-	assert scheduler.process.wait(20) == 2
+	assert scheduler.process.wait(patient(20)) == 2
 	line = one_line(scheduler.log())
 	assert line.startswith(f"btu-scheduler run: permission denied by Redis: user {user!r} lacks the grant ~btu:* (")
 	assert line.endswith("see btu-scheduler setup redis-acl")
@@ -89,7 +92,7 @@ def test_each_missing_grant_is_named(acl_bench, processes, r, missing, named):
 		granted.append("-script|load")
 	r.execute_command("ACL", "SETUSER", user, *granted)
 	scheduler = processes.scheduler(bench.path)
-	assert scheduler.process.wait(20) == 2
+	assert scheduler.process.wait(patient(20)) == 2
 	assert f"lacks the grant {named}" in one_line(scheduler.log())
 
 
@@ -98,7 +101,7 @@ def test_wrong_password_is_refused_at_start_in_one_line(acl_bench, processes):
 	path = bench.path / "sites" / "common_site_config.json"
 	path.write_text(json.dumps({**json.loads(path.read_text()), "rq_password": "not-" + PASSWORD}))
 	scheduler = processes.scheduler(bench.path)
-	assert scheduler.process.wait(20) == 2
+	assert scheduler.process.wait(patient(20)) == 2
 	line = one_line(scheduler.log())
 	assert line.startswith(f"btu-scheduler run: permission denied by Redis: user {user!r} cannot log in ("), line
 	assert "rq_password" in line

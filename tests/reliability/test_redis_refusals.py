@@ -14,8 +14,18 @@ from btu.scheduler_daemon.log import record_fields
 from btu.shared import protocol
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules
-from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, site, sleep_until_ms  # noqa: F401
+from tests.engine.test_prepare_release import (  # noqa: F401
+	leader,
+	next_instant,
+	once_at,
+	prepare_due,
+	release,
+	site,
+	sleep_until_ms,
+)
 from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.versions
 
 FLAGS = ("--lease-ttl-secs", "1", "--full-refresh-interval-secs", "1")
 

@@ -18,6 +18,8 @@ from btu.scheduler_daemon.bench import Bench
 from tests.engine.helpers import cli
 from tests.support.sentinel import SentinelTopology
 
+pytestmark = pytest.mark.versions
+
 MASTER_PASSWORD = "m-secret"
 SENTINEL_PASSWORD = "s-secret"
 

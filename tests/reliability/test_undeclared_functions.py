@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, parse_job_id, text, wait_until
+
+pytestmark = pytest.mark.versions
 
 EVERY_SECOND = {"run_frequency": "Cron Style", "cron_string": ONE_SECOND}
 UNDECLARED_KEY = "test:undeclared"

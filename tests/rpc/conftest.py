@@ -20,8 +20,8 @@ def start_listener(redis_server, r):
 	"""Factory: start a listener (own client) with a dispatcher; every one is stopped afterwards."""
 	started: list[RunningListener] = []
 
-	def start(dispatcher=None, name: str = "listener", **options) -> RunningListener:
-		running = RunningListener(redis_server.client(), dispatcher or RecordingDispatcher(), name=name, **options)
+	def start(dispatcher=None, name: str = "listener", client=None, **options) -> RunningListener:
+		running = RunningListener(client or redis_server.client(), dispatcher or RecordingDispatcher(), name=name, **options)
 		started.append(running)
 		return running
 

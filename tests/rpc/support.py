@@ -12,8 +12,9 @@ import socket
 import threading
 import time
 
-from btu.shared import protocol
 from btu.scheduler_daemon.listener import CommandListener, CommandRejected
+from btu.shared import protocol
+from tests.support.slack import patient
 
 SITES = {
 	"site1.localhost": {f"TS-{n:06d}" for n in range(1, 1201)},
@@ -90,8 +91,8 @@ class RunningListener:
 
 	def stop(self) -> None:
 		self.stop_event.set()
-		self.thread.join(10)
-		assert not self.thread.is_alive(), "the listener did not stop within 10 s of its stop event"
+		self.thread.join(patient(10))
+		assert not self.thread.is_alive(), f"the listener did not stop within {patient(10)} s of its stop event"
 		self.client.close()
 
 
@@ -99,6 +100,7 @@ def raw_ping(r, timeout: float = 30) -> dict:
 	"""A ping in raw Redis commands; its ACK means every command pushed before it was popped and
 	replied to (FIFO), not that it was executed (see `settle`)."""
 	key = protocol.new_response_key()
+	timeout = patient(timeout)
 	r.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "request_content": None, "response_key": key}))
 	answer = r.blpop([key], timeout=timeout)
 	assert answer is not None, f"no ACK for a ping within {timeout} s"
@@ -113,6 +115,7 @@ def settle(r, dispatcher: RecordingDispatcher, timeout: float = 30) -> None:
 	which comes after every earlier one, awaited.
 	"""
 	before = dispatcher.settled()
+	timeout = patient(timeout)
 	key = protocol.new_response_key()
 	r.lpush(protocol.COMMANDS_KEY, json.dumps(protocol.make_command(
 		protocol.CANCEL_TASK_SCHEDULE, SETTLE_SCHEDULE, site=SETTLE_SITE, response_key=key,

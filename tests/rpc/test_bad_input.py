@@ -12,6 +12,7 @@ import pytest
 from btu.shared import protocol
 from tests.engine.helpers import wait_until
 from tests.rpc.support import foreign_keys, raw_ping, settle
+from tests.support.slack import patient
 
 PREFIX = "btu:scheduler:rpc:"
 
@@ -73,7 +74,7 @@ def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, r
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
 	key = response_key()
 	r.lpush(protocol.COMMANDS_KEY, build(key))
-	answer = r.blpop([key], timeout=5)
+	answer = r.blpop([key], timeout=patient(5))
 	assert answer is not None, f"{case}: no error reply"
 	reply = json.loads(answer[1])
 	assert set(reply) == {"status", "request_type", "message"}
@@ -133,7 +134,7 @@ def test_a_lone_surrogate_response_key_costs_no_other_reply(listener, r, caplog)
 		good_key = response_key()
 		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": good_key}))
 		pipe.execute()
-	answer = r.blpop([good_key], timeout=5)
+	answer = r.blpop([good_key], timeout=patient(5))
 	assert answer is not None and json.loads(answer[1])["status"] == "ok"
 	lines = rejected_lines(caplog)
 	assert len(lines) == 2 and all(line.btu_fields["replied"] is False for line in lines)
@@ -150,7 +151,7 @@ def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, ca
 	start_listener(Broken())
 	key = response_key()
 	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000001", response_key=key))
-	reply = json.loads(r.blpop([key], timeout=5)[1])
+	reply = json.loads(r.blpop([key], timeout=patient(5))[1])
 	assert reply["status"] == "error" and "database down" in reply["message"] and "try again" in reply["message"]
 	assert raw_ping(r)["status"] == "ok"
 
@@ -201,7 +202,7 @@ def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answe
 			pipe.lpush(protocol.COMMANDS_KEY, payload)
 		pipe.execute()
 	for key in keys:
-		answer = r.blpop([key], timeout=5)
+		answer = r.blpop([key], timeout=patient(5))
 		assert answer is not None and json.loads(answer[1])["status"] == "error"
 	assert len(rejected_lines(caplog)) == 20
 	wait_until(

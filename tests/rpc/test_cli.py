@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from btu.shared import protocol
 from btu.scheduler_daemon.config import SETTINGS
+from btu.shared import protocol
+from tests.support.slack import patient
 
 ACK = {"status": "ok", "request_type": "ping", "message": "Command received by BTU Scheduler."}
 ENTRY_POINT = Path(sys.executable).parent / "btu-scheduler"
@@ -27,7 +28,7 @@ def cli(tmp_path):
 
 	def run(*argv: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
 		return subprocess.run(
-			[*command, *argv], capture_output=True, text=True, timeout=60,
+			[*command, *argv], capture_output=True, text=True, timeout=patient(60),
 			env={**base_env, **(env or {})}, cwd=cwd or tmp_path,
 		)
 

@@ -8,7 +8,6 @@ EXPIRE 60), the exact ACK, pushed before execution, and the caller's 5 s BLPOP.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import threading
@@ -18,11 +17,15 @@ import uuid
 import pytest
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.listener import BLOCK_SECONDS, CommandListener, start_listener_thread
+from btu.shared import protocol
+from tests.engine.helpers import wait_until
 from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping, settle
 from tests.support.redis_server import RedisServer
+from tests.support.slack import patient
+
+pytestmark = pytest.mark.versions
 
 ACK_MESSAGE = "Command received by BTU Scheduler."
 
@@ -32,16 +35,6 @@ def command(request_type: str, content: str | None = None, key: str | None = Non
 	return key, json.dumps({"request_type": request_type, "request_content": content, "response_key": key, **extra})
 
 
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-	deadline = time.monotonic() + timeout
-	while time.monotonic() < deadline:
-		value = predicate()
-		if value:
-			return value
-		time.sleep(0.01)
-	raise AssertionError(f"{what} not reached within {timeout} s")
-
-
 @pytest.mark.parametrize(
 	"request_type, content",
 	[("ping", None), ("create_task_schedule", "TS-000003"), ("cancel_task_schedule", "TS-000003")],
@@ -49,7 +42,7 @@ def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
 def test_ack_is_exactly_the_documented_json(listener, r, request_type, content):
 	key, message = command(request_type, content)
 	r.lpush("btu:scheduler:commands", message)
-	answer = r.blpop([key], timeout=5)
+	answer = r.blpop([key], timeout=patient(5))
 	assert answer is not None, "no ACK within the caller's 5 s"
 	assert answer[0] == key.encode()
 	ack = json.loads(answer[1])
@@ -69,7 +62,7 @@ def test_reply_list_holds_one_ack_and_expires_in_60_s(r, start_listener):
 	key, message = command("cancel_task_schedule", "TS-000003")
 	keys["TS-000003"] = key
 	r.lpush("btu:scheduler:commands", message)
-	wait_for(lambda: running.dispatcher.executed, what="execution")
+	wait_until(lambda: running.dispatcher.executed, 10, "execution", 0.01)
 	observed = running.dispatcher.executed[0]["observed"]
 	assert observed["type"] == b"list"
 	assert [json.loads(item) for item in observed["items"]] == [
@@ -87,13 +80,13 @@ def test_ack_arrives_before_a_slow_execution(r, start_listener):
 	key, message = command("create_task_schedule", "TS-000007")
 	pushed = time.perf_counter()
 	r.lpush("btu:scheduler:commands", message)
-	answer = r.blpop([key], timeout=5)
+	answer = r.blpop([key], timeout=patient(5))
 	acked = time.perf_counter()
 	assert answer is not None
 	assert json.loads(answer[1])["status"] == "ok"
 	assert running.dispatcher.executed == [], "execution finished before the caller had its ACK"
 	assert acked - pushed < 1.0, f"ACK took {acked - pushed:.3f} s although execution takes 2 s"
-	record = wait_for(lambda: running.dispatcher.executed, what="execution")[0]
+	record = wait_until(lambda: running.dispatcher.executed, 10, "execution", 0.01)[0]
 	assert record["name"] == "TS-000007" and record["site"] == DEFAULT_SITE
 	assert record["finished"] - record["started"] >= 2.0
 	assert record["finished"] > acked
@@ -105,9 +98,9 @@ def test_waiting_commands_are_all_acked_before_a_slow_execution(r, start_listene
 	batch = [command("create_task_schedule", f"TS-{n:06d}") for n in range(31, 36)]
 	r.lpush("btu:scheduler:commands", *(message for _, message in batch))
 	for key, _ in batch:
-		assert r.blpop([key], timeout=5) is not None
+		assert r.blpop([key], timeout=patient(5)) is not None
 	assert running.dispatcher.executed == [], "an execution finished before all waiting commands were ACKed"
-	wait_for(lambda: len(running.dispatcher.executed) == 5, what="five executions")
+	wait_until(lambda: len(running.dispatcher.executed) == 5, 10, "five executions", 0.01)
 	assert running.dispatcher.schedules() == [f"TS-{n:06d}" for n in range(31, 36)]
 
 
@@ -119,30 +112,28 @@ def test_listener_without_batch_pop_serves_the_same(r, start_listener):
 		key, message = command("cancel_task_schedule", f"TS-{n:06d}")
 		keys.append(key)
 		r.lpush("btu:scheduler:commands", message)
-	assert all(json.loads(r.blpop([key], timeout=5)[1])["status"] == "ok" for key in keys)
+	assert all(json.loads(r.blpop([key], timeout=patient(5))[1])["status"] == "ok" for key in keys)
 	settle(r, running.dispatcher)
 	assert running.dispatcher.schedules() == [f"TS-{n:06d}" for n in range(40, 50)]
 
 
 def test_listener_writes_lpush_then_expire_60_and_nothing_else(redis_server, r, start_listener):
 	"""MONITOR shows the listener's own commands: BRPOP, then LPUSH and EXPIRE 60 on the response key."""
-	running = start_listener()
+	# The listener's connection is told by its name, not by being the only other client: clients
+	# that earlier tests dropped may still be on the server.
+	name = f"listener-{uuid.uuid4().hex[:8]}"
+	running = start_listener(client=redis_server.client(client_name=name))
 	raw_ping(r)
-	own = r.client_info()["addr"]
-	# Clients earlier tests dropped without closing linger until collected: collect them, let Redis see them go.
-	gc.collect()
-	listener_addrs = wait_for(
-		lambda: (lambda others: others if len(others) == 1 else None)({c["addr"] for c in r.client_list() if c["addr"] != own}),
-		timeout=5, what="the listener as the only other client",
-	)
+	listener_addrs = {c["addr"] for c in r.client_list() if c.get("name") == name}
+	assert listener_addrs, "the listener's named connection is on the server"
 	monitor = Monitor("127.0.0.1", redis_server.port)
 	time.sleep(0.2)
 	key, message = command("cancel_task_schedule", "TS-000004")
 	bad_key, bad_message = command("cancel_task_schedule", "not-a-schedule")
 	r.lpush("btu:scheduler:commands", message)
 	r.lpush("btu:scheduler:commands", bad_message)
-	assert json.loads(r.blpop([key], timeout=5)[1])["status"] == "ok"
-	assert json.loads(r.blpop([bad_key], timeout=5)[1])["status"] == "error"
+	assert json.loads(r.blpop([key], timeout=patient(5))[1])["status"] == "ok"
+	assert json.loads(r.blpop([bad_key], timeout=patient(5))[1])["status"] == "error"
 	seen = [args for addr, args in monitor.close() if addr in listener_addrs]
 
 	# RPOP with a count takes commands already waiting after a BRPOP (a burst is ACKed in batches).
@@ -175,7 +166,7 @@ def test_site_field_is_optional(listener, r):
 	key2, message2 = command("create_task_schedule", "TS-000001")
 	r.lpush("btu:scheduler:commands", message1, message2)
 	for key in (key1, key2):
-		assert json.loads(r.blpop([key], timeout=5)[1])["status"] == "ok"
+		assert json.loads(r.blpop([key], timeout=patient(5))[1])["status"] == "ok"
 	settle(r, listener.dispatcher)
 	executed = [(rec["site"], rec["name"]) for rec in listener.dispatcher.executed if rec["name"]][:-1]
 	assert executed == [("site2.localhost", "TS-900000"), (DEFAULT_SITE, "TS-000001")]
@@ -185,7 +176,7 @@ def test_no_site_and_no_default_site_is_refused(start_listener, r):
 	start_listener(RecordingDispatcher(default_site=None))
 	key, message = command("cancel_task_schedule", "TS-000001")
 	r.lpush("btu:scheduler:commands", message)
-	reply = json.loads(r.blpop([key], timeout=5)[1])
+	reply = json.loads(r.blpop([key], timeout=patient(5))[1])
 	assert reply["status"] == "error"
 	assert reply["request_type"] == "cancel_task_schedule"
 	assert "several" in reply["message"] and "site" in reply["message"]
@@ -265,7 +256,7 @@ def test_listener_survives_a_redis_outage_and_logs_each_change_once(caplog):
 			assert protocol.call(caller, protocol.PING).ok
 			server.restart(down_for=2.0)
 			assert thread.is_alive()
-			reply = wait_for(lambda: protocol.call(caller, protocol.PING, timeout=2), timeout=15, what="ping after restart")
+			reply = wait_until(lambda: protocol.call(caller, protocol.PING, timeout=2), 15, "ping after restart", 0.01)
 			assert reply.ok
 		finally:
 			stop.set()

@@ -8,6 +8,7 @@ from collections import Counter
 
 from btu.shared import protocol
 from tests.rpc.support import RecordingDispatcher, settle
+from tests.support.slack import patient
 
 ACK_MESSAGE = "Command received by BTU Scheduler."
 
@@ -39,14 +40,14 @@ def test_a_burst_of_1000_commands_gets_1000_acks(listener, r):
 def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
 	running = [start_listener(RecordingDispatcher(), name=f"listener-{n}") for n in range(3)]
 	sent = push_commands(r, 600)
-	deadline = time.monotonic() + 30
+	deadline = time.monotonic() + patient(30)
 	while r.llen(protocol.COMMANDS_KEY) and time.monotonic() < deadline:
 		time.sleep(0.05)
 	for key, request_type, _ in sent:
 		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
 		assert answer is not None and json.loads(answer[1])["request_type"] == request_type
 	expected = Counter(name for _, _, name in sent if name)
-	deadline = time.monotonic() + 30
+	deadline = time.monotonic() + patient(30)
 	while sum(len(each.dispatcher.schedules()) for each in running) < sum(expected.values()):
 		assert time.monotonic() < deadline, "not every ACKed command was executed"
 		time.sleep(0.01)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.support.slack import patient
+
 
 def run(*args: str) -> subprocess.CompletedProcess:
 	return subprocess.run(
-		[sys.executable, "-m", "btu.scheduler_daemon", "next", *args], capture_output=True, text=True, timeout=60
+		[sys.executable, "-m", "btu.scheduler_daemon", "next", *args], capture_output=True, text=True, timeout=patient(60)
 	)
 
 

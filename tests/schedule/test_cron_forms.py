@@ -13,8 +13,11 @@ import sys
 
 import pytest
 
-from btu.shared.schedule.cron import FIVE, CronExpression
 from btu.scheduler_daemon.cli import main
+from btu.shared.schedule.cron import FIVE, CronExpression
+from tests.support.slack import patient
+
+pytestmark = pytest.mark.versions
 
 AFTER = "2025-01-01T00:00:00"
 SUNDAYS = ["2025-01-05T00:00:00+00:00", "2025-01-12T00:00:00+00:00", "2025-01-19T00:00:00+00:00", "2025-01-26T00:00:00+00:00"]
@@ -90,7 +93,7 @@ def test_sunday_as_seven_from_the_command_line():
 	"""`btu-scheduler next --cron "0 0 * * 7"` as a user runs it (croniter 6 alone refuses it)."""
 	result = subprocess.run(
 		[sys.executable, "-m", "btu.scheduler_daemon", "next", "--cron", "0 0 * * 7", "--tz", "UTC", "--after", AFTER, "-n", "4"],
-		capture_output=True, text=True, timeout=60,
+		capture_output=True, text=True, timeout=patient(60),
 	)
 	assert result.returncode == 0, result.stderr
 	assert result.stdout.split() == SUNDAYS

@@ -16,9 +16,12 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import croniter as croniter_module
+import pytest
 from croniter import croniter
 
 from btu.shared.schedule import ScheduleSpec
+
+pytestmark = pytest.mark.versions
 
 NY = ZoneInfo("America/New_York")
 LH = ZoneInfo("Australia/Lord_Howe")

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from btu.shared.schedule import ScheduleError, ScheduleSpec, frequency_to_cron, parse_zone
+from tests.support.slack import patient
 
 
 def cron_error(text: str) -> ScheduleError:
@@ -225,7 +226,7 @@ def test_describe_does_not_follow_the_process_locale(locale_name):
 	Python 3.11 and "C" (24-hour) on 3.13+. BTU's text is the same under every locale and Python."""
 	code = "from btu.shared.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
 	env = {key: value for key, value in os.environ.items() if not key.startswith("LC_") and key != "LANG"}
-	result = subprocess.run([sys.executable, "-c", code], env={**env, "LC_ALL": locale_name}, capture_output=True, text=True, timeout=60)
+	result = subprocess.run([sys.executable, "-c", code], env={**env, "LC_ALL": locale_name}, capture_output=True, text=True, timeout=patient(60))
 	assert result.returncode == 0, result.stderr
 	assert result.stdout.strip() == "At 02:30 PM, Monday through Friday (UTC)"
 

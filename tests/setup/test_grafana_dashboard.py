@@ -29,6 +29,8 @@ from btu.scheduler_daemon.state import FAILED, WRITTEN, ItemResult, Released
 from btu.shared import protocol, task_outcomes
 from tests.engine.test_metrics import released
 
+pytestmark = pytest.mark.versions
+
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "btu-dashboard.json"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 SITE = "site1.localhost"

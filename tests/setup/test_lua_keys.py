@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+import pytest
 from rq import Queue
 
-from btu.shared import protocol
 from btu.scheduler_daemon import scripts
+from btu.shared import protocol
+
+pytestmark = pytest.mark.versions
 
 LITERAL_KEY = re.compile(r"""['"](btu|rq):""")
 

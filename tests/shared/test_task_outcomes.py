@@ -15,6 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from btu.shared import protocol, task_outcomes
 from btu.shared.task_outcomes import DURATION, START_LAG, TaskOutcomes, field_name, record
 
+pytestmark = pytest.mark.versions
+
 NOW = 1_780_000_000.25
 
 
