@@ -19,7 +19,7 @@ from frappe.utils.background_jobs import create_job_id
 import btu
 from btu.shared import protocol
 from btu.btu_core import api, declared_schedules, scheduler_link
-from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task
+from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task, patient
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
@@ -54,7 +54,7 @@ class EndToEndBase(IntegrationTestCase):
 		if self.scheduler and self.scheduler.poll() is None:
 			self.scheduler.send_signal(signal.SIGTERM)
 			try:
-				self.scheduler.wait(30)
+				self.scheduler.wait(patient(30))
 			except subprocess.TimeoutExpired:
 				self.scheduler.kill()
 				self.scheduler.wait()
@@ -69,13 +69,13 @@ class EndToEndBase(IntegrationTestCase):
 			stdout=log,
 			stderr=subprocess.STDOUT,
 		)
-		deadline = time.monotonic() + STARTUP_SECS
+		deadline = time.monotonic() + patient(STARTUP_SECS)
 		while time.monotonic() < deadline:
 			if self.scheduler.poll() is not None:
 				self.fail(f"btu-scheduler run exited with {self.scheduler.returncode}: {self.scheduler_output()}")
 			if scheduler_link.send(protocol.PING).ok:
 				return
-		self.fail(f"btu-scheduler did not answer a ping within {STARTUP_SECS} s: {self.scheduler_output()}")
+		self.fail(f"btu-scheduler did not answer a ping within {patient(STARTUP_SECS)} s: {self.scheduler_output()}")
 
 	def scheduler_output(self) -> str:
 		path = self.output_dir / "btu-e2e-scheduler.log"
@@ -87,7 +87,7 @@ class EndToEndBase(IntegrationTestCase):
 			cwd=self.bench / "sites",
 			capture_output=True,
 			text=True,
-			timeout=300,
+			timeout=patient(300),
 			env={**os.environ, "PYTHONUNBUFFERED": "1"},
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
@@ -173,6 +173,7 @@ class TestEndToEnd(EndToEndBase):
 
 	def wait_for(self, predicate, timeout: float, what: str):
 		"""Run the queue's jobs with `bench worker --burst` until `predicate()` (on a fresh snapshot) holds."""
+		timeout = patient(timeout)
 		deadline = time.monotonic() + timeout
 		while time.monotonic() < deadline:
 			self.run_worker_burst()
@@ -328,7 +329,7 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 			if process.poll() is None:
 				process.send_signal(signal.SIGTERM)
 				try:
-					process.wait(30)
+					process.wait(patient(30))
 				except subprocess.TimeoutExpired:
 					process.kill()
 		super().tearDown()
@@ -365,7 +366,7 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 	def run_worker_burst(self):
 		done = subprocess.run(
 			[self.python, "-m", "frappe.utils.bench_helper", "frappe", "worker", "--burst", "--queue", "default,short"],
-			cwd=self.bench / "sites", capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+			cwd=self.bench / "sites", capture_output=True, text=True, timeout=patient(300), env={**os.environ, "PYTHONUNBUFFERED": "1"},
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
 

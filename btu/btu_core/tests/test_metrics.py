@@ -20,7 +20,7 @@ from btu.btu_core.capture import Call
 from btu.btu_core.instants import utc_now
 from btu.btu_core.roles import BTU_METRICS_READER_ROLE
 from btu.btu_core.task_runner import TaskRun, mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
-from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection
+from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
 from btu.shared import protocol, task_outcomes
 from btu.shared.instants import format_utc_iso
 
@@ -333,7 +333,7 @@ class TestScrapeOverHttp(MetricsCase):
 		headers = {"X-Frappe-Site-Name": frappe.local.site, **({"Authorization": authorization} if authorization else {})}
 		request = urllib.request.Request(f"http://127.0.0.1:{self.server.server_port}/api/method/{METHOD}", headers=headers, method=method)
 		try:
-			with urllib.request.urlopen(request, timeout=30) as response:
+			with urllib.request.urlopen(request, timeout=patient(30)) as response:
 				return response.status, response.headers["Content-Type"], response.read().decode()
 		except urllib.error.HTTPError as error:
 			return error.code, error.headers["Content-Type"], error.read().decode()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import frappe
 
+# The suite's one slack factor (BTU_TEST_SLACK) for tier 2's timeouts too: scripts/tier2 runs only this
+# repository's tree, whose root (and so `tests`) the bench's editable install puts on the path.
+from tests.support.slack import patient  # noqa: F401
+
 SAMPLES = "btu.btu_core.tests.sample_tasks"
 
 
