@@ -27,6 +27,7 @@ from btu.devbench.data import SiteData
 from btu.scheduler_daemon.bench import Bench
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, report, wait_until
 from tests.support.sentinel import SERVICE, SentinelTopology
+from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
 
@@ -82,6 +83,24 @@ def deliveries(database: dict) -> list[tuple[str, str, int, float, float]]:
 		conn.close()
 
 
+def fired_past(database: dict, moment: float) -> bool:
+	"""Every schedule of the site has run a slot after `moment` (epoch seconds)."""
+	newest: dict[str, int] = {}
+	for schedule, slot, did_run, _, _ in deliveries(database):
+		if did_run:
+			newest[schedule] = max(newest.get(schedule, 0), slot_seconds(slot))
+	return len(newest) == SCHEDULES_PER_SITE and all(seconds > moment for seconds in newest.values())
+
+
+def drained(topology: SentinelTopology, queue: str) -> bool:
+	"""Nothing waits on the queue and nothing is being run (rq's started registry), on the current master."""
+	master = topology.client(topology.master()[1])
+	try:
+		return master.llen(f"rq:queue:{queue}") == 0 and master.zcard(f"rq:wip:{queue}") == 0
+	finally:
+		master.close()
+
+
 def slot_seconds(slot_utc: str) -> int:
 	return int(time.mktime(time.strptime(slot_utc, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
 
@@ -106,10 +125,12 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 	old = topology.kill_master()
 	promotion_secs = topology.wait_for_promotion(old)
 	promoted_at = killed_at + promotion_secs
-	wait_until(lambda: all(any(d[3] > promoted_at + RECOVERY_SECS + 3 for d in deliveries(db)) for db in databases.values()), 45, "firing went on")
+	# What is asserted below, awaited: a slot past the recovery bound run for every schedule of every site
+	# (a delivery started late may be an old slot of the backlog, so starts alone do not say it).
+	wait_until(lambda: all(fired_past(db, promoted_at + RECOVERY_SECS + 1) for db in databases.values()), 45, "firing went on")
 	for scheduler in processes.running():
 		scheduler.stop()
-	time.sleep(3)  # the workers finish what is queued
+	wait_until(lambda: drained(topology, queue), 30, "the workers ran what was queued")
 
 	figures = {"refused": 0, "first_after_kill": [], "max_lag": 0.0, "late_lag": [], "late_start": []}
 	for site, database in databases.items():
@@ -128,7 +149,7 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 		figures["first_after_kill"].append(min(started for _, started, _ in runs if started > promoted_at) - killed_at)
 		figures["max_lag"] = max(figures["max_lag"], max(enqueued - slot for slot, _, enqueued in runs))
 		late = [(enqueued - slot, started - slot) for slot, started, enqueued in runs if slot > promoted_at + RECOVERY_SECS]
-		assert late and max(fire for fire, _ in late) < NORMAL_LAG_SECS, f"{site}: fire lag {max(late)[0]:.2f} s after recovery"
+		assert late and max(fire for fire, _ in late) < patient(NORMAL_LAG_SECS), f"{site}: fire lag {max(late)[0]:.2f} s after recovery"
 		figures["late_lag"] += [fire for fire, _ in late]
 		figures["late_start"] += [start for _, start in late]
 	report(
