@@ -21,9 +21,9 @@ free_port = claim_port
 def spawn_redis(args_for: Callable[[int], list[str]], port: int, log: Path | None = None, password: str | None = None, keep_port: bool = False) -> tuple[subprocess.Popen, int]:
 	"""Start `redis-server *args_for(port)` and return it with the port it serves on.
 
-	It counts as up only once the server answering on the port reports this process's pid: a
-	server that answers there and is not ours (or ours exiting because the port was taken) is no
-	start. It is tried again on a new port unless it must keep its own (a restarted server that
+	It counts as up only once the server answering on the port reports this process's pid and has
+	loaded its data: a server that answers there and is not ours (or ours exiting because the port
+	was taken) is no start. It is tried again on a new port unless it must keep its own (a restarted server that
 	clients or sentinels already know).
 	"""
 	output = ["--logfile", str(log)] if log else []
@@ -34,7 +34,9 @@ def spawn_redis(args_for: Callable[[int], list[str]], port: int, log: Path | Non
 		try:
 			while process.poll() is None and time.monotonic() < deadline:
 				try:
-					if int(client.info("server")["process_id"]) == process.pid:
+					info = client.info()
+					# INFO answers while an append-only file loads, when every other command is refused.
+					if int(info["process_id"]) == process.pid and not int(info.get("loading", 0)):
 						return process, port
 				except (redis.RedisError, KeyError, ValueError):
 					pass
