@@ -79,6 +79,35 @@ def wait_until(predicate, timeout: float, message: str, interval: float = 0.05):
 		time.sleep(interval)
 
 
+def wait_while_progressing(predicate, progress, stall: float, message: str, interval: float = 0.2):
+	"""Poll `predicate` until it returns something truthy (returned); give up only once `progress()` has
+	not changed for `stall` seconds (times the slack). For waits as long as a backlog takes to drain on a
+	loaded machine, which is no property of the code under test."""
+	stall = patient(stall)
+	last, changed_at = progress(), time.monotonic()
+	while True:
+		value = predicate()
+		if value:
+			return value
+		now = progress()
+		if now != last:
+			last, changed_at = now, time.monotonic()
+		elif time.monotonic() - changed_at > stall:
+			raise AssertionError(f"no progress for {stall} s (at {now!r}): {message}")
+		time.sleep(interval)
+
+
+def heartbeating_pids(r) -> set[int]:
+	"""The pids in the process list (members "<host>:<pid>:<id>")."""
+	return {int(text(member).split(":")[1]) for member in r.zrange(protocol.PROCESSES_KEY, 0, -1)}
+
+
+def wait_until_serving(r, processes: "Processes", timeout: float = 30) -> None:
+	"""Every running scheduler has written its first heartbeat, so it handles SIGTERM (a process still
+	importing dies of it instead)."""
+	wait_until(lambda: {s.pid for s in processes.running()} <= heartbeating_pids(r), timeout, f"every scheduler's first heartbeat\n{processes.logs()}")
+
+
 # -- processes ------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ import pytest
 from btu.shared import liveness, protocol
 from tests.engine.helpers import (
 	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule, wait_for_leader, wait_until,
+	wait_until_serving,
 )  # fmt: skip
 from tests.support.slack import patient
 
@@ -78,6 +79,7 @@ def test_leader_killed_every_few_seconds_loses_and_duplicates_nothing(count, eng
 		first = wait_until(lambda: (lambda ms: ms if ms > dead_ms else None)(newest_fire_ms(r, site)), 30, "a new leader fired", 0.002)
 		failovers.append(first - dead_ms)
 		assert len(processes.running()) == count
+	wait_until_serving(r, processes)
 	for scheduler in processes.running():
 		assert scheduler.stop() == 0
 	stopped_ms = int(time.time() * 1000)

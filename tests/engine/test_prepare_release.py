@@ -24,6 +24,8 @@ pytestmark = pytest.mark.versions
 
 def leader(bench, **settings) -> Scheduler:
 	settings.setdefault("misfire_grace_secs", 10.0)
+	# No engine renews this lease: it must outlast a test's steps (status subprocesses among them) on a loaded machine.
+	settings.setdefault("lease_ttl_secs", 60.0)
 	scheduler = Scheduler(Config(bench=str(bench.path), executor="rq", prepare_ahead_secs=2.0, **settings), bench.path)
 	assert scheduler.lease.acquire()
 	scheduler.reconciler.full()

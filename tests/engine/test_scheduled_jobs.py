@@ -61,7 +61,8 @@ def clear_of_boundary(period_secs: int, before: float = 3.0, after: float = 11.0
 
 
 def frappe_leader(bench) -> Scheduler:
-	scheduler = Scheduler(Config(bench=str(bench.path), executor="frappe", prepare_ahead_secs=2.0, misfire_grace_secs=10.0), bench.path)
+	# lease_ttl_secs: as test_prepare_release.leader, held without renewals.
+	scheduler = Scheduler(Config(bench=str(bench.path), executor="frappe", prepare_ahead_secs=2.0, misfire_grace_secs=10.0, lease_ttl_secs=60.0), bench.path)
 	assert scheduler.lease.acquire()
 	scheduler.reconciler.full()
 	return scheduler
