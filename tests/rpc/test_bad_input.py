@@ -14,6 +14,8 @@ from tests.engine.helpers import wait_until
 from tests.rpc.support import foreign_keys, raw_ping, settle
 from tests.support.slack import patient
 
+pytestmark = pytest.mark.versions
+
 PREFIX = "btu:scheduler:rpc:"
 
 

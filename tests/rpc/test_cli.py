@@ -15,6 +15,8 @@ from btu.scheduler_daemon.config import SETTINGS
 from btu.shared import protocol
 from tests.support.slack import patient
 
+pytestmark = pytest.mark.versions
+
 ACK = {"status": "ok", "request_type": "ping", "message": "Command received by BTU Scheduler."}
 ENTRY_POINT = Path(sys.executable).parent / "btu-scheduler"
 

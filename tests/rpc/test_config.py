@@ -17,6 +17,8 @@ from btu.scheduler_daemon.config import (
 	mask_url,
 )
 
+pytestmark = pytest.mark.versions
+
 
 def parse(*argv: str) -> argparse.Namespace:
 	parser = argparse.ArgumentParser()

@@ -7,11 +7,14 @@ import json
 import logging
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from btu.shared import protocol
 from tests.rpc.support import SITES, foreign_keys, raw_ping
+
+pytestmark = pytest.mark.versions
 
 # Hypothesis draws a few payloads per example and expands them into BATCH_SIZE
 # mutants: per-example generation is what costs time, so 350 examples carry 11,200 payloads.

@@ -6,9 +6,13 @@ import json
 import time
 from collections import Counter
 
+import pytest
+
 from btu.shared import protocol
 from tests.rpc.support import RecordingDispatcher, settle
 from tests.support.slack import patient
+
+pytestmark = pytest.mark.versions
 
 ACK_MESSAGE = "Command received by BTU Scheduler."
 

@@ -11,6 +11,8 @@ import pytest
 
 from btu.scheduler_daemon.log import EventHandler, configure, log_event
 
+pytestmark = pytest.mark.versions
+
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<level>[A-Z]+) (?P<rest>.*)$")
 
 

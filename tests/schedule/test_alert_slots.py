@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from btu.shared.alert_slots import overdue_slots
 from btu.shared.schedule import ScheduleSpec
+
+pytestmark = pytest.mark.versions
 
 T0 = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.slack import patient
+
+pytestmark = pytest.mark.versions
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

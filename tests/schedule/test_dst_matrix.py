@@ -16,6 +16,8 @@ import pytest
 
 from btu.shared.schedule import ScheduleSpec
 
+pytestmark = pytest.mark.versions
+
 ZONES = (
 	"America/New_York", "Europe/London", "Europe/Dublin", "Europe/Berlin", "Australia/Sydney",
 	"Australia/Lord_Howe", "Pacific/Chatham", "America/St_Johns", "America/Santiago",

@@ -14,6 +14,8 @@ from btu.shared.schedule.row import calendar_window
 from btu.shared.schedule.spec import MAX_EXCLUDED_DATES, MAX_SKIPPED
 from btu.shared.schedule.zones import DAY, clock_for, parse_zone, wall_seconds
 
+pytestmark = pytest.mark.versions
+
 UTC = timezone.utc
 MOVE = "Move to next working day"
 

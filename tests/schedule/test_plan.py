@@ -10,6 +10,8 @@ import pytest
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.catch_up import MAX_CATCH_UP, MAX_FIRES_PER_PLAN
 
+pytestmark = pytest.mark.versions
+
 UTC = timezone.utc
 
 

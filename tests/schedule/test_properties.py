@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from btu.shared.schedule import ScheduleSpec, parse_zone
+
+pytestmark = pytest.mark.versions
 
 ZONES = (
 	"America/New_York", "Europe/London", "Europe/Dublin", "Australia/Sydney", "Australia/Lord_Howe",

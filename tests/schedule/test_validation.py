@@ -12,6 +12,8 @@ import pytest
 from btu.shared.schedule import ScheduleError, ScheduleSpec, frequency_to_cron, parse_zone
 from tests.support.slack import patient
 
+pytestmark = pytest.mark.versions
+
 
 def cron_error(text: str) -> ScheduleError:
 	with pytest.raises(ScheduleError) as info:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from btu.shared.declared import NotRunnable
-from btu.scheduler_daemon.app_files import AppFiles
 from btu.devbench.bench import BTU_SOURCE
+from btu.scheduler_daemon.app_files import AppFiles
+from btu.shared.declared import NotRunnable
+
+pytestmark = pytest.mark.versions
 
 TASKS = '''
 import os

@@ -11,6 +11,8 @@ import pytest
 from btu import runnable
 from btu.shared.declared import NotRunnable, Target, allows_any_app_function, check_declared, target
 
+pytestmark = pytest.mark.versions
+
 APPS = ["frappe", "btu", "myapp"]
 
 

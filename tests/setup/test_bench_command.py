@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from btu.commands import bench_argv, btu_scheduler
+
+pytestmark = pytest.mark.versions
 
 
 def test_no_arguments_runs_the_scheduler():

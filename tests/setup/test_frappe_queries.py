@@ -11,6 +11,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.versions
+
 BTU = Path(__file__).resolve().parents[2] / "btu"
 # Methods -> (index of the positional argument holding fields, keyword arguments that hold SQL text).
 READS = {

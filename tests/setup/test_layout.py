@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.versions
+
 BTU = Path(__file__).resolve().parents[2] / "btu"
 # package -> what it must never import (a name, or a prefix followed by ".")
 FORBIDDEN = {

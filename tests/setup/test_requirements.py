@@ -8,6 +8,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+pytestmark = pytest.mark.versions
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

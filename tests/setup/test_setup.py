@@ -9,6 +9,8 @@ import pytest
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from btu.scheduler_daemon.commands.setup import PROCFILE_ENTRY, add_to_procfile
 
+pytestmark = pytest.mark.versions
+
 BENCH_PROCFILE = "web: bench serve  --port 8000\n\n\nschedule: bench schedule\n\nworker:  bench worker 1>> logs/worker.log\n"
 
 

@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 
 from btu.shared.declared_schedules import (
-	HOOK, SCHEDULE_FIELDS, SCHEDULE_KEYS, TASK_FIELDS, TASK_KEYS, DeclaredScheduleError, check_entries, zone_after,
+	HOOK,
+	SCHEDULE_FIELDS,
+	SCHEDULE_KEYS,
+	TASK_FIELDS,
+	TASK_KEYS,
+	DeclaredScheduleError,
+	check_entries,
+	zone_after,
 )  # fmt: skip
+
+pytestmark = pytest.mark.versions
 
 BASE = {"name": "nightly", "function": "myapp.tasks.nightly", "cron": "0 2 * * *"}
 HOOKS = Path(__file__).resolve().parents[2] / "btu" / "hooks.py"

@@ -8,6 +8,8 @@ import pytest
 
 from btu.shared.instants import format_utc_iso, parse_iso, parse_utc_iso, slot_text
 
+pytestmark = pytest.mark.versions
+
 MOMENT = datetime(2026, 11, 22, 2, 33, 0, 250_400, timezone.utc)
 
 

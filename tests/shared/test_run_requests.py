@@ -9,6 +9,8 @@ import pytest
 from btu.shared import run_requests as rr
 from btu.shared.schedule import ScheduleSpec
 
+pytestmark = pytest.mark.versions
+
 
 def test_names_are_one_per_run_and_never_collide_across_kinds():
 	slot = datetime(2026, 11, 24, 2, 30, tzinfo=timezone.utc)

@@ -9,6 +9,8 @@ import pytest
 from btu.shared import scheduled_jobs as fj
 from btu.shared.schedule import ScheduleSpec
 
+pytestmark = pytest.mark.versions
+
 UTC = timezone.utc
 
 

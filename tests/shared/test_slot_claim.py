@@ -10,6 +10,8 @@ import pytest
 
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, SlotLockTimeout, attempt_slot, lock_key, postgres_key
 
+pytestmark = pytest.mark.versions
+
 LOG_DDL = (
 	"create table `tabBTU Task Log` (name varchar(140) primary key, schedule varchar(140), slot_utc varchar(140), "
 	"status varchar(140), attempt int(11) not null default 0, creation datetime(6) default current_timestamp(6))"

@@ -6,6 +6,8 @@ import pytest
 
 from btu.shared.task_args import ArgumentsError, json_type, merge_arguments, parse_arguments
 
+pytestmark = pytest.mark.versions
+
 
 @pytest.mark.parametrize("text", [None, "", "  \n"])
 def test_empty_is_no_arguments(text):
