@@ -181,10 +181,10 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	assert not [s for s in scraped.samples if s.name == "btu_prepared_fires"]
 	assert scraped.value("btu_overdue_schedules") == 0
 
-	from tests.support.redis_server import free_port
+	from tests.support.ports import claim_port
 
 	down = Metrics("p", "rq")
-	down.registry.register(StateCollector(redis.Redis(port=free_port(), socket_connect_timeout=0.5, socket_timeout=0.5)))
+	down.registry.register(StateCollector(redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5)))
 	scraped, _ = served(down)
 	assert scraped.value("btu_state_readable") == 0
 	assert scraped.value("btu_scheduler_leader") == 0 and scraped.value("process_resident_memory_bytes") > 0

@@ -148,13 +148,13 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 	old = topology.kill_master()
 	promotion_secs = topology.wait_for_promotion(old)
 	promoted_at = killed_at + promotion_secs
-	# What is asserted below, awaited: a slot past the recovery bound run for every schedule of every site
-	# (a delivery started late may be an old slot of the backlog, so starts alone do not say it).
 	def delivered() -> int:
 		return sum(len(deliveries(db)) for db in databases.values())
 
-	# The workers run the slots in order, so on a loaded machine these waits last as long as the backlog
-	# takes to drain: they end when the workers stop making progress, not at a fixed time.
+	# What is asserted below, awaited: a slot past the recovery bound run for every schedule of every site
+	# (a delivery started late may be an old slot of the backlog, so starts alone do not say it). The workers
+	# run the slots in order, so on a loaded machine these waits last as long as the backlog takes to drain:
+	# they end when the workers stop making progress, not at a fixed time.
 	wait_while_progressing(lambda: all(fired_past(db, promoted_at + RECOVERY_SECS + 1) for db in databases.values()), delivered, 30, "firing went on")
 	for scheduler in processes.running():
 		scheduler.stop()

@@ -18,7 +18,7 @@ from btu.scheduler_daemon.log import configure, log_event
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until
 from tests.reliability.helpers import site_job_ids
-from tests.support.redis_server import free_port
+from tests.support.ports import claim_port
 from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
@@ -200,7 +200,7 @@ def test_desk_call_is_denied_not_unreachable(r, redis_url):
 		assert reply.outcome == "denied"
 		assert f"user {user!r} cannot log in" in reply.message and "wrong" not in reply.message.split("(")[0]
 		with pytest.raises(redis.ConnectionError):  # down is not denied: the caller says "unreachable"
-			protocol.call(redis.Redis(port=free_port()), protocol.PING, timeout=1)
+			protocol.call(redis.Redis(port=claim_port()), protocol.PING, timeout=1)
 	finally:
 		r.acl_deluser(user)
 

@@ -11,7 +11,8 @@ import pytest
 from btu.devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, status_json, wait_until
 from tests.reliability.helpers import site_job_ids
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.ports import claim_port
+from tests.support.redis_server import RedisServer
 from tests.support.slack import patient
 from tests.support.tcp_proxy import TcpProxy
 
@@ -26,7 +27,7 @@ def every_second(data) -> str:
 
 
 def test_redis_not_answering_at_start(engine_bench, processes):
-	port = free_port()
+	port = claim_port()
 	bench, data = engine_bench(redis_url=f"redis://127.0.0.1:{port}/0")
 	every_second(data)
 	scheduler = processes.scheduler(bench.path)
@@ -53,7 +54,7 @@ def test_redis_not_answering_at_start(engine_bench, processes):
 
 
 def test_stop_while_redis_never_answered(engine_bench, processes):
-	bench, data = engine_bench(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+	bench, data = engine_bench(redis_url=f"redis://127.0.0.1:{claim_port()}/0")
 	every_second(data)
 	scheduler = processes.scheduler(bench.path)
 	wait_until(lambda: " redis_unreachable " in scheduler.log(), 15, "the outage is logged")
@@ -103,7 +104,7 @@ def test_status_names_a_site_it_cannot_serve_from_start(engine_bench, processes,
 	original = config_path.read_text()
 	try:
 		if broken == "database-unreachable":
-			config_path.write_text(json.dumps({**json.loads(original), "db_port": free_port()}))
+			config_path.write_text(json.dumps({**json.loads(original), "db_port": claim_port()}))
 		else:
 			config_path.write_text("{")
 		processes.scheduler(bench.path, *REFRESH)

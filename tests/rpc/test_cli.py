@@ -72,9 +72,9 @@ def test_ping_without_a_scheduler_exits_1_with_the_hint(cli, r, redis_url):
 
 
 def test_ping_with_redis_down_exits_1(cli):
-	from tests.support.redis_server import free_port
+	from tests.support.ports import claim_port
 
-	result = cli("ping", "--redis-url", f"redis://:hunter2@127.0.0.1:{free_port()}/0")
+	result = cli("ping", "--redis-url", f"redis://:hunter2@127.0.0.1:{claim_port()}/0")
 	assert result.returncode == 1
 	assert "is not answering" in result.stderr and "hunter2" not in result.stderr
 

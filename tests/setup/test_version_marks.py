@@ -76,7 +76,7 @@ def test_a_module_whose_outcome_depends_on_a_library_version_is_marked(path):
 		("def test_x(processes):\n\tprocesses.worker(url, 'default')\n", ["starts a real rq worker"]),
 		("def test_x():\n\tRedisServer(persistent=True).start()\n", ["starts a redis-server of its own (an outage or restart redis-py must ride out)"]),
 		# Look-alikes are not the libraries.
-		("import rqlite\nimport redislite\nfrom tests.support.redis_server import free_port\n", []),
+		("import rqlite\nimport redislite\nfrom tests.support.ports import claim_port\n", []),
 	],
 )
 def test_the_rule_sees_what_ties_a_module_to_a_version(source, reasons):

@@ -14,9 +14,6 @@ import redis
 from tests.support.ports import claim_port
 from tests.support.slack import patient
 
-# Kept as the name the tests know: a port no other test uses and nothing listens on.
-free_port = claim_port
-
 
 def spawn_redis(args_for: Callable[[int], list[str]], port: int, log: Path | None = None, password: str | None = None, keep_port: bool = False) -> tuple[subprocess.Popen, int]:
 	"""Start `redis-server *args_for(port)` and return it with the port it serves on.

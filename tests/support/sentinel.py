@@ -16,7 +16,8 @@ from pathlib import Path
 
 import redis
 
-from tests.support.redis_server import free_port, spawn_redis
+from tests.support.ports import claim_port
+from tests.support.redis_server import spawn_redis
 from tests.support.slack import patient
 from tests.support.tcp_proxy import TcpProxy
 
@@ -31,8 +32,8 @@ class SentinelTopology:
 		self.master_password = master_password  # requirepass of the master and the replica (user default)
 		self.sentinel_password = sentinel_password  # requirepass of the sentinels
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-sentinel-"))
-		self.ports = {"a": free_port(), "b": free_port()}
-		self.sentinel_ports = [free_port() for _ in range(3)]
+		self.ports = {"a": claim_port(), "b": claim_port()}
+		self.sentinel_ports = [claim_port() for _ in range(3)]
 		self.processes: dict[str, subprocess.Popen] = {}
 		self.replica_proxy: TcpProxy | None = None  # between the replica and the master, to cut the link
 
