@@ -40,10 +40,13 @@ def now_ms(r) -> int:
 
 
 def replace(r, key: str, value=("set", "junk")) -> None:
-	"""Put a value of another type at `key`."""
-	r.delete(key)
+	"""Put a value of another type at `key`, in one transaction: a scheduler writing the key between a delete and
+	a write of another type would fail the write with WRONGTYPE."""
 	command, *args = value
-	getattr(r, command)(key, *args)
+	with r.pipeline(transaction=True) as pipe:
+		pipe.delete(key)
+		getattr(pipe, command)(key, *args)
+		pipe.execute()
 
 
 def forged_member(r, site: str, victim: str) -> str:
