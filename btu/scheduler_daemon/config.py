@@ -96,6 +96,11 @@ SETTINGS: tuple[Setting, ...] = (
 		"prepare_ahead_secs", 2.0, "float", "seconds before its moment a fire's job is written, to be queued at the moment",
 		minimum=0, maximum=60,
 	),
+	Setting(
+		"db_max_connections", 4, "int", "connections the scheduler holds to each database server at most, shared by every site on it",
+		minimum=1, maximum=64,
+	),
+	Setting("db_idle_secs", 60.0, "float", "seconds a database connection stays open unused", minimum=1, maximum=86400),
 	Setting("batch_size", 500, "int", "schedules handled per Redis/SQL round trip", minimum=1, maximum=100000),
 	Setting(
 		"release_batch_size", 10000, "int", "prepared fires queued per release script (about 5 microseconds of Redis each)",
@@ -133,6 +138,8 @@ class Config:
 	lease_ttl_secs: float = 5.0
 	misfire_grace_secs: float = 10.0
 	prepare_ahead_secs: float = 2.0
+	db_max_connections: int = 4
+	db_idle_secs: float = 60.0
 	batch_size: int = 500
 	release_batch_size: int = 10000
 	replica_acks: int = 1
@@ -165,6 +172,13 @@ class Config:
 		from btu.scheduler_daemon.bench import Bench
 
 		return Bench.load(self.bench)
+
+	def connections(self):
+		"""The database connections these settings bound: db_max_connections per server, closed after db_idle_secs unused."""
+		from btu.scheduler_daemon.connections import Connections
+		from btu.scheduler_daemon.database import connect
+
+		return Connections(connect, self.db_max_connections, self.db_idle_secs)
 
 	def redis(self, **kwargs):
 		"""A client of the scheduler's Redis: `redis_url`, else the bench's redis_queue.

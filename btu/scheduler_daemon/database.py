@@ -9,12 +9,13 @@ named method. MariaDB goes through PyMySQL, PostgreSQL
 
 from __future__ import annotations
 
-import threading
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.bench import Site
+from btu.scheduler_daemon.connections import Connections, PoolTimeout, Server
 from btu.shared import scheduled_jobs, run_requests
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
@@ -39,6 +40,56 @@ VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "pa
 VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
+# Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
+KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_table.TABLE, HOLIDAY_TABLE)
+# What `settings` reads of tabSingles, as (alias, doctype, field).
+SETTINGS_SINGLES = (
+	("time_zone", "System Settings", "time_zone"),
+	("btu_enabled", "BTU Configuration", "enabled"),
+	("fire_frappe_jobs", "BTU Configuration", "fire_frappe_jobs"),
+	("enable_scheduler", "System Settings", "enable_scheduler"),
+)
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+	"""What a reconcile reads of a site before its rows, in one round trip (`SiteDatabase.settings`)."""
+
+	time_zone: str | None  # System Settings.time_zone; None when unset (Frappe's default zone applies)
+	btu_enabled: bool  # BTU Configuration.enabled; a site that never saved the configuration is enabled
+	fire_frappe_jobs: bool  # BTU Configuration.fire_frappe_jobs (off when never saved)
+	scheduler_enabled: bool  # System Settings.enable_scheduler, as Frappe's is_scheduler_disabled reads it (unset: disabled)
+	summaries: dict[str, tuple[int, str]] | None  # part -> (row count, checksum): x schedules, r run requests, j Scheduled Job Types
+
+	@classmethod
+	def of(cls, row: dict, summaries: dict | None) -> "SiteSettings":
+		enabled = row.get("btu_enabled")
+		return cls(
+			time_zone=row.get("time_zone") or None,
+			btu_enabled=enabled is None or str(enabled).strip() not in ("0", ""),
+			fire_frappe_jobs=str(row.get("fire_frappe_jobs") or "0").strip() not in ("0", ""),
+			scheduler_enabled=truthy_number(row.get("enable_scheduler")),
+			summaries=summaries,
+		)
+
+	def summary(self, scheduled_jobs_on: bool) -> tuple[int, str]:
+		"""(row count, checksum) of everything that fires: the Scheduled Job Types' part only when BTU fires them."""
+		parts = [summary for part, summary in (self.summaries or {}).items() if part != "j" or scheduled_jobs_on]
+		return (sum(count for count, _ in parts), "|".join(checksum for _, checksum in parts))
+
+
+def truthy_number(value) -> bool:
+	try:
+		return bool(int(float(str(value or "0").strip())))
+	except ValueError:
+		return False
+
+
+def is_missing_table(exc: BaseException) -> bool:
+	"""MariaDB's ER_NO_SUCH_TABLE (1146), PostgreSQL's undefined_table (42P01)."""
+	return getattr(exc, "pgcode", None) == "42P01" or (bool(getattr(exc, "args", None)) and exc.args[0] == 1146)
+
+
 def split_names(names: list[str] | None) -> tuple[list[str] | None, list[str] | None, list[str] | None]:
 	"""State names as (schedule names, run request names, Scheduled Job Type names); all None for "all of each"."""
 	if names is None:
@@ -57,7 +108,7 @@ class DatabaseError(Exception):
 	"""The site's database could not be reached or read; the message names the site."""
 
 
-def connect(site: Site, connect_timeout: float):
+def connect(site: Site, connect_timeout: float = 5.0):
 	"""A new autocommit connection to the site's database: PyMySQL for MariaDB, psycopg2 for PostgreSQL, as Frappe uses."""
 	params = site.db_params
 	if not params["database"]:
@@ -97,31 +148,39 @@ def connect(site: Site, connect_timeout: float):
 	)
 
 
-class SiteDatabase:
-	"""One site's database connection, opened lazily and reopened after a failure."""
+class DatabaseBusy(DatabaseError):
+	"""Every connection to the site's database server stayed busy for the whole wait: the site is not unreachable."""
 
-	def __init__(self, site: Site, connect_timeout: float = 5.0):
+
+class SiteDatabase:
+	"""One site's reads, each on a connection of its server's bounded pool (`connections.Connections`)."""
+
+	def __init__(self, site: Site, connections: Connections):
 		self.site = site
-		self.connect_timeout = connect_timeout
-		self._connection = None
-		self._lock = threading.Lock()
-		self._has_requests = False  # once seen, the table stays (a migrate made it)
+		self.connections = connections
+		self._tables: frozenset[str] | None = None  # which of KNOWN_TABLES the database has, as last read
 
 	@property
 	def postgres(self) -> bool:
 		return self.site.db_type == "postgres"
 
+	@property
+	def server(self) -> Server | None:
+		"""The server whose connections the site shares; None when its config cannot say (its reads fail, naming why)."""
+		try:
+			return Server.of(self.site)
+		except (TypeError, ValueError):
+			return None
+
 	def _quote(self, identifier: str) -> str:
 		return f'"{identifier}"' if self.postgres else f"`{identifier}`"
 
 	def query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
-		"""Run one read query; reconnect once if the connection went away."""
-		with self._lock:
-			for attempt in (1, 2):
-				try:
-					if self._connection is None:
-						self._connection = connect(self.site, self.connect_timeout)
-					cursor = self._connection.cursor()
+		"""Run one read query; once more on a new connection if the one taken went away."""
+		for attempt in (1, 2):
+			try:
+				with self.connections.pool(self.site).connection(self.site) as connection:
+					cursor = connection.cursor()
 					try:
 						cursor.execute(sql, params)
 						rows = cursor.fetchall()
@@ -131,15 +190,18 @@ class SiteDatabase:
 						return list(rows)
 					finally:
 						cursor.close()
-				except DatabaseError:
-					raise
-				except Exception as exc:  # driver errors differ between PyMySQL and psycopg2
-					self.close_unlocked()
-					if attempt == 2:
-						raise DatabaseError(
-							f"site {self.site.name}: {self.target()}: {exc}; check that the server runs and the site's "
-							"db_host, db_port, db_name and db_password"
-						) from exc
+			except DatabaseError:
+				raise
+			except PoolTimeout as exc:
+				raise DatabaseBusy(f"site {self.site.name}: {exc}; raise db_max_connections, or look for slow queries on that server") from None
+			except Exception as exc:  # driver errors differ between PyMySQL and psycopg2
+				if is_missing_table(exc):
+					self._tables = None  # a table went (an uninstall): read which are left again
+				if attempt == 2:
+					raise DatabaseError(
+						f"site {self.site.name}: {self.target()}: {exc}; check that the server runs and the site's "
+						"db_host, db_port, db_name and db_password"
+					) from exc
 		raise AssertionError("unreachable")
 
 	def target(self) -> str:
@@ -151,49 +213,48 @@ class SiteDatabase:
 		server = params["socket"] or f"{params['host']}:{params['port']}"
 		return f"database {params['database']} at {server}"
 
-	def close_unlocked(self) -> None:
-		"""Drop the connection, for callers holding the lock; the next query opens a new one."""
-		if self._connection is not None:
-			try:
-				self._connection.close()
-			except Exception:
-				pass
-		self._connection = None
-
-	def close(self) -> None:
-		with self._lock:
-			self.close_unlocked()
-
 	# -- what the scheduler reads ---------------------------------------------------
 
-	def _select_schedules(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
-		"""`SELECT columns` over the schedule rows named (every row when `names` is None), each joined
-		with its task as `t` and its calendar as `c` (their columns NULL when gone or unset)."""
-		if names == []:
-			return []
+	def _schedules_sql(self, columns: str) -> str:
+		"""`SELECT columns` over every schedule row, joined with its task as `t` and its calendar as `c` (their columns
+		NULL when gone or unset)."""
 		q = self._quote
-		sql = (
+		return (
 			f"SELECT {columns} FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')} "
 			f"LEFT JOIN {q(CALENDAR_TABLE)} c ON c.{q('name')} = s.{q('calendar')}"
 		)
+
+	def _select_schedules(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
+		"""The rows of `_schedules_sql` named (every row when `names` is None)."""
+		if names == []:
+			return []
+		q = self._quote
+		sql = self._schedules_sql(columns)
 		if names is None:
 			return self.query(sql)
 		return self.query(f"{sql} WHERE s.{q('name')} {_in(names)}", tuple(names))
 
-	def _chunked(self, names: list[str], sql, extra: tuple = ()) -> list[dict[str, Any]]:
-		"""The rows of `sql(chunk)` (SQL whose parameters are the chunk's names, then `extra`) for 1,000 names at a time."""
+	def _chunked(self, names: list[str], sql, extra: tuple = (), names_last: bool = False) -> list[dict[str, Any]]:
+		"""The rows of `sql(chunk)` (SQL whose parameters are the chunk's names, then `extra`; `names_last`: `extra` first)
+		for 1,000 names at a time."""
 		rows: list[dict[str, Any]] = []
 		for start in range(0, len(names), 1000):
 			chunk = names[start : start + 1000]
-			rows += self.query(sql(chunk), (*chunk, *extra))
+			rows += self.query(sql(chunk), (*extra, *chunk) if names_last else (*chunk, *extra))
 		return rows
 
 	def has_table(self, table: str) -> bool:
-		if self.postgres:
-			sql = "SELECT table_name FROM information_schema.tables WHERE table_name = %s"
-		else:
-			sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s"
-		return bool(self.query(sql, (table,)))
+		"""Whether the database has `table`: a table seen stays seen until a query finds it gone (an uninstall); one
+		not seen is looked for again at each ask, so an install or a migrate that adds it is seen at once. The
+		tables of KNOWN_TABLES are read together, one query for all."""
+		if self._tables is None or table not in self._tables:
+			if self.postgres:
+				sql = "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name "
+			else:
+				sql = "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name "
+			wanted = tuple(dict.fromkeys((*KNOWN_TABLES, table)))
+			self._tables = frozenset(row.get("name") or row.get("NAME") or row.get("TABLE_NAME") for row in self.query(sql + _in(wanted), wanted))
+		return table in self._tables
 
 	def has_btu_tables(self) -> bool:
 		return self.has_table(SCHEDULE_TABLE)
@@ -206,32 +267,44 @@ class SiteDatabase:
 		)
 		return rows[0]["value"] if rows else None
 
-	def system_time_zone(self) -> str | None:
-		"""System Settings.time_zone; None when unset (Frappe's default zone applies)."""
-		return self.single_value("System Settings", "time_zone") or None
-
-	def btu_enabled(self) -> bool:
-		"""BTU Configuration.enabled; a site that never saved the configuration is enabled."""
-		value = self.single_value("BTU Configuration", "enabled")
-		return value is None or str(value).strip() not in ("0", "")
-
-	def table_summary(self, scheduled_jobs_on: bool = False) -> tuple[int, str]:
-		"""(row count, checksum) over the columns `row_versions` reads, computed by the database: equal
-		summaries mean no schedule row (nor its task) changed; with `scheduled_jobs_on`, nor a Scheduled Job Type."""
+	def settings(self, *, checksum: bool, scheduled_jobs: bool) -> SiteSettings | None:
+		"""The site's settings the scheduler reads (and with `checksum`, the summary of its schedule rows,
+		`table_summary`'s) in one round trip; None when the site has no BTU tables. `scheduled_jobs`: whether
+		to sum the Scheduled Job Types too (their part counts only when BTU fires them)."""
+		if not self.has_btu_tables():
+			return None
 		q = self._quote
-		columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
-		crc = "hashtext" if self.postgres else "CRC32"
-		[row] = self._select_schedules(f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum", None)
-		summary = (int(row["n"]), str(row["checksum"]))
-		parts = [summary]
+		singles = ", ".join(
+			f"(SELECT {q('value')} FROM {q('tabSingles')} WHERE {q('doctype')} = %s AND {q('field')} = %s) AS {q(alias)}"
+			for alias, _, _ in SETTINGS_SINGLES
+		)
+		params: list = [value for _, doctype, field in SETTINGS_SINGLES for value in (doctype, field)]
+		if not checksum:
+			[row] = self.query(f"SELECT {singles}", tuple(params))
+			return SiteSettings.of(row, None)
+		parts = [("x", self._schedules_sql(self._checksum_columns("schedules")), ())]
 		if self.has_requests():
-			[row] = self._select_requests(
-				f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}))) AS checksum", None
-			)
-			parts.append((int(row["n"]), str(row["checksum"])))
-		if scheduled_jobs_on:
-			parts.append(scheduled_job_table.summary(self))
-		return (sum(count for count, _ in parts), "|".join(checksum for _, checksum in parts))
+			parts.append(("r", *self._requests_sql(self._checksum_columns("requests"))))
+		if scheduled_jobs and self.has_table(scheduled_job_table.TABLE):
+			parts.append(("j", scheduled_job_table.summary_sql(self), ()))
+		selected = ", ".join(f"{alias}.n AS {alias}_n, {alias}.checksum AS {alias}_checksum" for alias, _, _ in parts)
+		sources = " CROSS JOIN ".join(f"({sql}) {alias}" for alias, sql, _ in parts)
+		for _, _, extra in parts:
+			params += extra
+		[row] = self.query(f"SELECT {singles}, {selected} FROM {sources}", tuple(params))
+		summaries = {alias: (int(row[f"{alias}_n"]), str(row[f"{alias}_checksum"])) for alias, _, _ in parts}
+		return SiteSettings.of(row, summaries)
+
+	def _checksum_columns(self, part: str) -> str:
+		"""`n` and `checksum` of a summary, computed by the database over the columns whose change `row_versions` reads:
+		equal summaries mean no schedule row (nor its task or calendar) or pending run request changed."""
+		q = self._quote
+		crc = "hashtext" if self.postgres else "CRC32"
+		if part == "schedules":
+			columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
+		else:
+			columns = f"r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}"
+		return f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum"
 
 	def row_versions(self, names: list[str] | None, scheduled_jobs_on: bool = False) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
@@ -277,24 +350,25 @@ class SiteDatabase:
 
 	def has_requests(self) -> bool:
 		"""Whether the site has the run request table (a site not yet migrated to this BTU has none)."""
-		if not self._has_requests:
-			self._has_requests = self.has_table(REQUEST_TABLE)
-		return self._has_requests
+		return self.has_table(REQUEST_TABLE)
+
+	def _requests_sql(self, columns: str) -> tuple[str, tuple]:
+		"""`SELECT columns` over every pending run request, joined with its task as `t` and its schedule as `s`, and its parameters."""
+		q = self._quote
+		return (
+			f"SELECT {columns} FROM {q(REQUEST_TABLE)} r LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
+			f"LEFT JOIN {q(SCHEDULE_TABLE)} s ON s.{q('name')} = r.{q('schedule')} WHERE r.{q('status')} = %s"
+		), (run_requests.PENDING,)
 
 	def _select_requests(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
-		"""`SELECT columns` over the pending run requests named (all when `names` is None), each joined with its task
-		as `t` and its schedule as `s`."""
+		"""The rows of `_requests_sql` named (all when `names` is None)."""
 		if names == []:
 			return []
 		q = self._quote
-		source = (
-			f"SELECT {columns} FROM {q(REQUEST_TABLE)} r LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
-			f"LEFT JOIN {q(SCHEDULE_TABLE)} s ON s.{q('name')} = r.{q('schedule')} WHERE"
-		)
-		pending = f"r.{q('status')} = %s"
+		sql, params = self._requests_sql(columns)
 		if names is None:
-			return self.query(f"{source} {pending}", (run_requests.PENDING,))
-		return self._chunked(names, lambda chunk: f"{source} r.{q('name')} {_in(chunk)} AND {pending}", (run_requests.PENDING,))
+			return self.query(sql, params)
+		return self._chunked(names, lambda chunk: f"{sql} AND r.{q('name')} {_in(chunk)}", params, names_last=True)
 
 	def request_rows(self, names: list[str]) -> list[dict[str, Any]]:
 		"""The pending run requests named by their states' names, as schedule rows (`run_requests.as_schedule_row`)."""

@@ -109,7 +109,7 @@ class Scheduler:
 		self.metrics.watch_lease(self.lease)
 		self.reconciler = Reconciler(
 			bench_path, self.state, config.executor, self.clock.now, self.publish_wake,
-			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs, metrics=self.metrics,
+			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs, metrics=self.metrics, connections=config.connections(),
 		)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
@@ -375,6 +375,7 @@ class Scheduler:
 			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
 			redis=self.replication.describe(),
 			metrics=self.metrics.summary(),
+			databases=self.reconciler.connections.snapshot(),
 		)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS

@@ -15,7 +15,6 @@ Redis writes in `state.py`.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -26,17 +25,19 @@ from pathlib import Path
 from btu.shared import scheduled_jobs, protocol, run_requests
 from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
-from btu.shared.job_contract import FRAPPE_EXECUTOR, RQ_EXECUTOR
+from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, row_instant
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon import scheduled_job_table
-from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, split_names
+from btu.scheduler_daemon.connections import Connections
+from btu.scheduler_daemon.database import DatabaseBusy, DatabaseError, SiteDatabase, connect, split_names
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
+from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -119,28 +120,18 @@ class Health:
 	unreadable: dict[str, str]  # site -> why its site_config.json cannot be read, or its name is refused
 
 
-@dataclass(frozen=True)
-class SiteRead:
-	"""What a reconcile reads of a site before its rows."""
-
-	db: SiteDatabase
-	system_tz: str | None
-	held: str | None  # why the site's schedules do not fire; None when they do
-	# Whether BTU fires the site's Scheduled Job Types (`scheduled_jobs_on`), and Frappe's "All" interval for them.
-	scheduled_jobs: bool
-	scheduler_interval: object
-	# What a compiled schedule depends on besides its row: when it changes, every row is compiled again.
-	context: str
-
-
 class Reconciler:
 	"""Keeps the Redis state of a bench's BTU sites in line with their databases.
 
 	`full` reconciles every site, `sync_schedules` some schedules of one site (RPC commands, resync);
 	`health` says which sites are held, unreachable or unreadable. `bench` is the bench as last loaded."""
 
-	def __init__(self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0, metrics: Metrics | None = None):
+	def __init__(
+		self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0, metrics: Metrics | None = None,
+		connections: Connections | None = None,
+	):
 		self.bench_path = bench_path
+		self.connections = connections or Connections(connect)
 		self.metrics = metrics or Metrics()
 		self.state = state
 		self.executor = executor
@@ -161,12 +152,10 @@ class Reconciler:
 		self.next_audit = time.monotonic() + audit_secs
 
 	def database(self, site: Site) -> SiteDatabase:
-		"""The site's connection, opened again when its site_config.json changed."""
+		"""The site's reads, made anew when its site_config.json changed."""
 		db = self.databases.get(site.name)
 		if db is None or db.site.config != site.config:
-			if db is not None:
-				db.close()
-			db = self.databases[site.name] = SiteDatabase(site)
+			db = self.databases[site.name] = SiteDatabase(site, self.connections)
 		return db
 
 	def health(self) -> Health:
@@ -219,46 +208,46 @@ class Reconciler:
 	# -- full reconcile ---------------------------------------------------------
 
 	def full(self) -> None:
-		"""Reconcile every site of the bench; drop the state of sites that are no longer BTU sites."""
-		with self.lock, self.metrics.reconcile_timer("full"):
-			try:
-				self.bench = Bench.load(self.bench_path)
-			except BenchError as exc:
-				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
-				return
-			self.check_generation()
-			if time.monotonic() >= self.next_audit:
-				self.audit()  # before the sites, so that what it moved aside is rebuilt by this reconcile
-			self.forget_resynced()
-			served = set()
-			for name in self.bench.site_names():
+		"""Reconcile every site of the bench; drop the state of sites that are no longer BTU sites.
+
+		Each site's settings and checksum are read first, side by side on the database servers' connections and
+		without the lock; only then is each site brought in line, one at a time under the lock, so that an RPC's
+		edit waits for one site at most, never for the whole pass."""
+		with self.metrics.reconcile_timer("full"):
+			with self.lock:
 				try:
-					site = self.bench.site(name)
+					self.bench = Bench.load(self.bench_path)
 				except BenchError as exc:
-					# Shown in the status like an unreachable database. An unreadable config keeps the site firing
-					# from the Redis state; a refused name never fires, and its state is dropped below.
-					refused = site_name_problem(name) is not None
-					if self.unreadable.get(name) != str(exc):
-						log_event(
-							logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
-							effect="its schedules never fire" if refused else "firing continues from the Redis state",
-						)
-					self.unreadable[name] = str(exc)
-					continue
-				if self.unreadable.pop(name, None):
-					log_event(logger, logging.INFO, "site_readable", site=name)
-				if self.reconcile_site(site):
-					served.add(name)
-			for gone in set(self.unreadable) - set(self.bench.site_names()):
-				del self.unreadable[gone]
-			kept = {name for name in self.unreadable if site_name_problem(name) is None}
-			for gone in self.state.sites() - served - self.unreachable - kept:
-				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
-				self.state.purge_site(gone)
-				self.seen.pop(gone, None)
-				self.summaries.pop(gone, None)
-			self.served = served
+					log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
+					return
+				self.check_generation()
+				if time.monotonic() >= self.next_audit:
+					self.audit()  # before the sites, so that what it moved aside is rebuilt by this reconcile
+				self.forget_resynced()
+			sites = readable_sites(self.bench, self.unreadable)
+			reads = self.read_sites(sites)
+			with_invalid = self.state.sites_with_invalid([site.name for site in sites])
+			served = set()
+			for site in sites:
+				with self.lock:
+					if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
+						served.add(site.name)
+			with self.lock:
+				for gone in set(self.unreadable) - set(self.bench.site_names()):
+					del self.unreadable[gone]
+				kept = {name for name in self.unreadable if site_name_problem(name) is None}
+				for gone in self.state.sites() - served - self.unreachable - kept:
+					log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
+					self.state.purge_site(gone)
+					self.seen.pop(gone, None)
+					self.summaries.pop(gone, None)
+				self.served = served
+			self.connections.close_idle()
 			self.wake()
+
+	def read_sites(self, sites: list[Site]) -> dict[str, SiteRead | None | DatabaseError]:
+		"""Each site's settings and checksum, read side by side (`site_read.read_sites`)."""
+		return read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit)
 
 	def audit(self) -> None:
 		"""Mend the state of every firing site's schedules (State.audit), logging what was wrong."""
@@ -275,18 +264,19 @@ class Reconciler:
 				effect="due entries put right; what was moved aside is rebuilt from the database rows",
 			)
 
-	def reconcile_site(self, site: Site) -> bool:
-		"""Bring every schedule of one site in line with its table: compiled when its row changed, removed when
-		disabled or gone. True if it is a BTU site (or has state while its database does not answer)."""
-		db = self.database(site)
+	def reconcile_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool) -> bool:
+		"""Bring every schedule of one site in line with its table, from what `read_sites` read of it: compiled when its
+		row changed, removed when disabled or gone. True if it is a BTU site (or has state while its database does
+		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
+		touch `modified`: a DBA's UPDATE)."""
 		try:
-			if not db.has_btu_tables():
+			if isinstance(read, DatabaseError):
+				raise read
+			if read is None:
 				return False
-			read = self.read_site(site, db)
-			# Most reconciles find nothing changed: one checksum query instead of every row's version.
-			summary = (db.table_summary(read.scheduled_jobs), read.context)
-			# Invalid rows are compiled again each time: a fix may not touch `modified` (a DBA's UPDATE).
-			retry = self.state.invalid_names(site.name)
+			summary = (read.summary, read.context)
+			retry = self.state.invalid_names(site.name) if has_invalid else set()
+			# Most reconciles find nothing changed: one checksum instead of every row's version.
 			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
 			enabled = {} if unchanged else self.row_versions(read, None)
 			self.site_answered(site, read.held)
@@ -316,9 +306,9 @@ class Reconciler:
 		"""Like `reconcile_site` for these schedules of the site only."""
 		db = self.database(site)
 		try:
-			if not db.has_btu_tables():
+			read = read_site(db, self.bench, self.executor, checksum=False)
+			if read is None:
 				return False
-			read = self.read_site(site, db)
 			enabled = self.row_versions(read, names)
 			self.site_answered(site, read.held)
 			seen = self.seen.setdefault(site.name, {})
@@ -340,18 +330,6 @@ class Reconciler:
 
 	# -- steps of both ------------------------------------------------------------
 
-	def read_site(self, site: Site, db: SiteDatabase) -> SiteRead:
-		"""The site's zone and whether it is held; raises DatabaseError."""
-		system_tz = db.system_time_zone()
-		held = site.paused or (None if db.btu_enabled() else "BTU Configuration.enabled = 0")
-		on = scheduled_jobs_on(site, db, self.executor)
-		interval = site.config.get("scheduler_interval")
-		context = (
-			f"{system_tz}|{bool(held)}|{self.executor}|{json.dumps(self.bench.queue_timeouts, sort_keys=True)}|{self.bench.app_files.fingerprint}"
-			f"|{on}|{interval}"
-		)
-		return SiteRead(db=db, system_tz=system_tz, held=held, context=context, scheduled_jobs=on, scheduler_interval=interval)
-
 	def row_versions(self, read: SiteRead, names: list[str] | None) -> dict[str, str]:
 		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task.
 		Pending run requests and the Scheduled Job Types BTU fires are among them under their states' names."""
@@ -359,7 +337,11 @@ class Reconciler:
 		return enabled_versions(rows, read.db.site.name, self.refused_names, read.scheduler_interval)
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
-		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile."""
+		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile.
+		A site that only waited too long for a connection (DatabaseBusy) is logged, not marked unreachable."""
+		if isinstance(exc, DatabaseBusy):
+			log_event(logger, logging.WARNING, "database_busy", site=site.name, error=str(exc), effect="read again at the next reconcile")
+			return site.name in self.state.sites() or site.name in self.served
 		self.metrics.database_error(site.name)
 		if site.name not in self.unreachable:
 			log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
@@ -430,14 +412,26 @@ class Reconciler:
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
 
-def scheduled_jobs_on(site: Site, db: SiteDatabase, executor: str) -> bool:
-	"""Whether BTU fires the site's Scheduled Job Types: switched on in BTU Configuration, with Frappe's scheduler
-	enabled for the site (`bench enable-scheduler`; not `disable_scheduler` in its config) and jobs of the frappe
-	executor, which run them in a Frappe worker. Maintenance mode and pause_scheduler hold the whole site.
-	Read at every reconcile, RPCs included: two single values, no table lookup (every Frappe site has the table)."""
-	if executor != FRAPPE_EXECUTOR or site.config.get("disable_scheduler") or not scheduled_job_table.switched_on(db):
-		return False
-	return scheduled_job_table.scheduler_enabled(db)
+def readable_sites(bench: Bench, unreadable: dict[str, str]) -> list[Site]:
+	"""The bench's sites whose site_config.json reads; the others are noted in `unreadable` (site -> why), each change logged."""
+	sites = []
+	for name in bench.site_names():
+		try:
+			sites.append(bench.site(name))
+		except BenchError as exc:
+			# Shown in the status like an unreachable database. An unreadable config keeps the site firing
+			# from the Redis state; a refused name never fires, and its state is dropped by `Reconciler.full`.
+			refused = site_name_problem(name) is not None
+			if unreadable.get(name) != str(exc):
+				log_event(
+					logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
+					effect="its schedules never fire" if refused else "firing continues from the Redis state",
+				)
+			unreadable[name] = str(exc)
+			continue
+		if unreadable.pop(name, None):
+			log_event(logger, logging.INFO, "site_readable", site=name)
+	return sites
 
 
 def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]], scheduler_interval=None) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Frappe's own `tabScheduled Job Type`, as the scheduler reads it when a site has BTU fire those jobs.
+"""Frappe's own `tabScheduled Job Type`, as the scheduler reads it when a site has BTU fire those jobs (the switches
+that say whether it does are read with the site's settings: `SiteDatabase.settings`).
 
 Functions of a `SiteDatabase` (its connection, quoting and chunking), kept apart from BTU's own tables.
 """
@@ -18,20 +19,6 @@ COLUMNS = ("name", "creation", "modified", "method", "frequency", "cron_format",
 VERSION = ("modified", "method", "frequency", "cron_format", "stopped")
 
 
-def switched_on(db: SiteDatabase) -> bool:
-	"""BTU Configuration.fire_frappe_jobs: whether BTU fires the site's Scheduled Job Types (off when never saved)."""
-	return str(db.single_value("BTU Configuration", "fire_frappe_jobs") or "0").strip() not in ("0", "")
-
-
-def scheduler_enabled(db: SiteDatabase) -> bool:
-	"""System Settings.enable_scheduler, as Frappe's is_scheduler_disabled reads it (unset: disabled)."""
-	value = str(db.single_value("System Settings", "enable_scheduler") or "0").strip()
-	try:
-		return bool(int(float(value)))
-	except ValueError:
-		return False
-
-
 def select(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:
 	"""The rows named (all when `names` is None), with COLUMNS."""
 	q = db._quote
@@ -41,13 +28,12 @@ def select(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:
 	return db._chunked(names, lambda chunk: f"{sql} WHERE {q('name')} IN ({', '.join(['%s'] * len(chunk))})")
 
 
-def summary(db: SiteDatabase) -> tuple[int, str]:
-	"""(row count, checksum) over VERSION, computed by the database."""
+def summary_sql(db: SiteDatabase) -> str:
+	"""The query of (n, checksum) over VERSION, computed by the database."""
 	q = db._quote
 	crc = "hashtext" if db.postgres else "CRC32"
 	columns = ", ".join(q(column) for column in ("name", *VERSION))
-	[row] = db.query(f"SELECT COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum FROM {q(TABLE)}")
-	return int(row["n"]), str(row["checksum"])
+	return f"SELECT COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum FROM {q(TABLE)}"
 
 
 def versions(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:

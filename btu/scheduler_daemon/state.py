@@ -395,6 +395,13 @@ class State:
 		key = protocol.invalid_rows_key(site)
 		return {text(n) for n in self.guarded(key, lambda: self.redis.hkeys(key))}
 
+	def sites_with_invalid(self, sites: list[str]) -> set[str]:
+		"""Which of `sites` have invalid rows listed, in one round trip (a full reconcile compiles those again)."""
+		with self.redis.pipeline(transaction=False) as pipe:
+			for site in sites:
+				pipe.exists(protocol.invalid_rows_key(site))
+			return {site for site, found in zip(sites, pipe.execute()) if found}
+
 	def clear_invalid(self, site: str, *names: str) -> None:
 		key = protocol.invalid_rows_key(site)
 		if names:

@@ -34,8 +34,10 @@ def iso(ms: int | float | None) -> str | None:
 
 def write_heartbeat(
 	redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None, metrics: dict | None = None,
+	databases: list[dict] | None = None,
 ) -> None:
-	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`)."""
+	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`);
+	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits)."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -47,6 +49,7 @@ def write_heartbeat(
 		"leader_since": slot_text(leader_since) if leader_since else None,
 		"heartbeat_at": slot_text(now),
 		"metrics": metrics or {},
+		"databases": databases or [],
 	}
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))

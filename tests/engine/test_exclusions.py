@@ -11,7 +11,8 @@ import pytest
 
 from btu.shared import protocol
 from btu.shared.instants import slot_text
-from btu.scheduler_daemon.database import SiteDatabase
+from btu.scheduler_daemon.connections import Connections
+from btu.scheduler_daemon.database import SiteDatabase, connect
 from btu.scheduler_daemon.state import Prepared
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_prepare_release import leader, prepare_due, release
@@ -100,7 +101,7 @@ def test_sql_reads_calendar_dates_and_holidays_when_the_table_exists(site):
 		"BTU Calendar", calendar_name="Plant", holiday_list="HL-2026",
 		dates=[{"date": date(2026, 12, 25)}, {"date": date(2026, 12, 25)}, {"date": date(2019, 1, 1)}, {"date": date(2026, 12, 31)}],
 	)
-	db = SiteDatabase(bench.site(data.site.name))
+	db = SiteDatabase(bench.site(data.site.name), Connections(connect))
 	low, high = date(2025, 1, 1), date(2031, 12, 31)
 	assert not db.has_table("tabHoliday")
 	assert db.calendar_dates([calendar, "nope"], low, high) == {calendar: {date(2026, 12, 25), date(2026, 12, 31)}}

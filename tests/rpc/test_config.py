@@ -40,7 +40,7 @@ def test_defaults_with_no_file(tmp_path):
 	config = load_config(parse("--config", str(tmp_path / "missing.toml")), environ={})
 	assert config.values() == Config().values() == {
 		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
-		"prepare_ahead_secs": 2.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
+		"prepare_ahead_secs": 2.0, "db_max_connections": 4, "db_idle_secs": 60.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
 		"executor": "frappe", "redis_url": None, "bench": None,
 		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (),
 	}
@@ -76,7 +76,8 @@ def test_precedence_flag_over_env_over_file_over_default(toml):
 def test_every_key_has_env_and_flag(tmp_path):
 	values = {
 		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "lease_ttl_secs": ("1.5", 1.5),
-		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "batch_size": ("10", 10),
+		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "db_max_connections": ("1", 1), "db_idle_secs": ("2.5", 2.5),
+		"batch_size": ("10", 10),
 		"release_batch_size": ("2000", 2000), "replica_acks": ("0", 0), "replica_ack_timeout_ms": ("50", 50),
 		"log_level": ("debug", "DEBUG"), "log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
 		"bench": (str(tmp_path), str(tmp_path)), "metrics_port": ("9464", 9464), "metrics_address": ("::1", "::1"),
