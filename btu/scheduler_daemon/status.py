@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-sche
 
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
+STATUS_SITES_PER_ROUND_TRIP = 200
 
 
 def iso(ms: int | float | None) -> str | None:
@@ -81,16 +82,10 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 	stored_sites = reader.read(protocol.SITES_KEY, lambda: redis_conn.smembers(protocol.SITES_KEY), set())
 	sites = sorted({_text(s) for s in stored_sites} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
-	for site in sites:
+	for site, (count, invalid, counters, fires, first_page) in site_reads(reader, sites, recent):
 		entry = per_site[site]
-		count, invalid, counters, fires = reader.many([
-			(protocol.site_schedules_key(site), "scard", ()),
-			(protocol.invalid_rows_key(site), "hgetall", ()),
-			(protocol.counters_key(site), "hgetall", ()),
-			(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
-		], None)
 		entry["schedules"] = count or 0
-		entry["run_requests"] = run_request_count(redis_conn, site, reader)
+		entry["run_requests"] = run_request_count(redis_conn, site, reader, first_page)
 		entry["invalid"] = {_text(k): _text(v) for k, v in (invalid or {}).items()}
 		entry["counters"] = {}
 		for k, v in (counters or {}).items():
@@ -120,20 +115,41 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 	}
 
 
-def run_request_count(redis_conn, site: str, reader: Reader) -> int:
+def site_reads(reader: Reader, sites: list[str], recent: int):
+	"""(site, [schedule count, invalid rows, counters, recent fires, first page of its run requests' states]) for each
+	site, STATUS_SITES_PER_ROUND_TRIP sites per pipeline: a status of a thousand sites costs a few round trips."""
+	for start in range(0, len(sites), STATUS_SITES_PER_ROUND_TRIP):
+		page = sites[start : start + STATUS_SITES_PER_ROUND_TRIP]
+		reads = []
+		for site in page:
+			reads += [
+				(protocol.site_schedules_key(site), "scard", ()),
+				(protocol.invalid_rows_key(site), "hgetall", ()),
+				(protocol.counters_key(site), "hgetall", ()),
+				(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
+				(protocol.site_schedules_key(site), "sscan", (0, f"{run_requests.STATE_PREFIX}*", STATUS_PAGE)),
+			]
+		results = reader.many(reads, None)
+		for index, site in enumerate(page):
+			yield site, results[index * 5 : index * 5 + 5]
+
+
+def run_request_count(redis_conn, site: str, reader: Reader, first_page) -> int:
 	"""How many of the site's states are run requests (retries, backfilled slots, chained runs not fired yet or not yet
-	done), counted among at most STATUS_SCAN of its states."""
+	done), counted among at most STATUS_SCAN of its states; `first_page` is the first SSCAN's reply, read with the
+	site's other figures (None when its set held a wrong value, noted)."""
+	if first_page is None:
+		return 0
 	key = protocol.site_schedules_key(site)
 
 	def count() -> int:
-		found = 0
-		cursor, looked = 0, 0
-		while True:
+		cursor, page = first_page
+		found, looked = len(page), STATUS_PAGE
+		while int(cursor) and looked < STATUS_SCAN:
 			cursor, page = redis_conn.sscan(key, cursor, match=f"{run_requests.STATE_PREFIX}*", count=STATUS_PAGE)
 			found += len(page)
 			looked += STATUS_PAGE
-			if not cursor or looked >= STATUS_SCAN:
-				return found
+		return found
 
 	return reader.read(key, count, 0)
 
