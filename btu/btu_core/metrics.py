@@ -20,7 +20,7 @@ from werkzeug.wrappers import Response
 
 from btu.shared import protocol, task_outcomes
 from btu.btu_core.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
-from btu.btu_core.scheduler_link import redis_queue_shown
+from btu.btu_core.scheduler_link import redis_queue_shown, use_bench_namespace
 
 
 def outcome_redis():
@@ -28,6 +28,7 @@ def outcome_redis():
 	and v16) would hold every run 4 s while that Redis is down, for a count."""
 	from frappe.utils.background_jobs import get_redis_conn
 
+	use_bench_namespace()
 	return getattr(get_redis_conn, "__wrapped__", get_redis_conn)()
 
 

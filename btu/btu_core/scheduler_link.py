@@ -24,9 +24,23 @@ from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 SYNC_EVENT = "btu_scheduler_sync"
 
 
+def use_bench_namespace() -> None:
+	"""BTU's key names for this bench: common_site_config.json's `btu_namespace`, as the scheduler reads it."""
+	value = frappe.get_conf().get(protocol.NAMESPACE_SETTING)
+	if protocol.namespace_problem(value):
+		frappe.throw(
+			_("{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other bench on the same Redis uses), or remove it").format(
+				protocol.NAMESPACE_SETTING, repr(value)
+			),
+			title=_("BTU: wrong {0}").format(protocol.NAMESPACE_SETTING),
+		)
+	protocol.use_namespace(value)
+
+
 def queue_redis():
 	from frappe.utils.background_jobs import get_redis_conn
 
+	use_bench_namespace()
 	return get_redis_conn()
 
 

@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
+from btu.shared import protocol
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.task_args import json_type
 from btu.scheduler_daemon.app_files import AppFiles
@@ -257,10 +258,22 @@ class Bench:
 		"""Frappe's Sentinel settings for the queue Redis, when `redis_queue_sentinel_enabled` (Bench.load checked them)."""
 		return SentinelSettings.from_config(self.common_config, self.sites_path / "common_site_config.json")
 
+	@property
+	def namespace(self) -> str | None:
+		"""`btu_namespace`: the name that gives the bench BTU keys of its own on a Redis other benches share."""
+		value = self.common_config.get(protocol.NAMESPACE_SETTING)
+		problem = protocol.namespace_problem(value)
+		if problem:
+			raise BenchError(f"{self.sites_path / 'common_site_config.json'}: {problem}")
+		return value or None
+
 	def redis(self, url: str | None = None, **kwargs):
 		"""A client of the bench's queue Redis, with its ACL credentials: `url` if given, else as Frappe's
-		`RedisQueue.get_connection` finds it: the Sentinel master when enabled, else `redis_queue`."""
+		`RedisQueue.get_connection` finds it: the Sentinel master when enabled, else `redis_queue`. BTU's keys
+		are named for the bench's namespace from here on (`protocol.use_namespace`)."""
 		import redis
+
+		protocol.use_namespace(self.namespace)
 
 		options = {"health_check_interval": 30, **kwargs}
 		if url is None and self.sentinel is not None:

@@ -30,6 +30,7 @@ from rq import Callback
 from rq.job import Job, JobStatus
 from rq.utils import utcformat
 
+from btu.shared import protocol
 from btu.shared.instants import slot_text
 from btu.shared.job_contract import FRAPPE_EXECUTOR, TASK_RUNNER, runner_kwargs
 
@@ -66,7 +67,11 @@ class JobTemplate:
 
 
 class IdForm:
-	"""One way of writing (site, schedule, slot) as a job id: "<site><between>btu<sep><schedule><sep><slot>".
+	"""One way of writing (site, schedule, slot) as a job id: "<site><between><marker><sep><schedule><sep><slot>".
+
+	The marker is "btu", or "btu@<namespace>" (escaped as the form escapes) for a bench with a namespace of its
+	own (`protocol.use_namespace`): rq's job keys are one per Redis, so two benches sharing it, with a site
+	and a schedule named alike, must not write one job id.
 
 	The site never holds `between` and the slot never holds `sep` (site names
 	holding "|" or ":" are refused; the last form escapes every separator), so
@@ -82,13 +87,16 @@ class IdForm:
 		self.escape = escape
 		self.unescape = unescape
 
+	def marker(self) -> str:
+		return self.escape(f"btu@{protocol.NAMESPACE}") if protocol.NAMESPACE else "btu"
+
 	def encode(self, site: str, schedule: str, slot: datetime) -> str:
 		escape, sep = self.escape, self.sep
-		return f"{escape(site)}{self.between}btu{sep}{escape(schedule)}{sep}{escape(compact_slot(slot))}"
+		return f"{escape(site)}{self.between}{self.marker()}{sep}{escape(schedule)}{sep}{escape(compact_slot(slot))}"
 
 	def decode(self, identifier: str) -> tuple[str, str, datetime]:
 		site, between, rest = identifier.partition(self.between)
-		head = f"btu{self.sep}"
+		head = f"{self.marker()}{self.sep}"
 		schedule, sep, slot = rest[len(head) :].rpartition(self.sep)
 		if not (between and sep and rest.startswith(head)):
 			raise ValueError(f"job id {identifier!r} is not a BTU job id of the form {self.name}")

@@ -25,7 +25,11 @@ from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 
-CHANNELS = (protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+
+
+def channel_names() -> tuple[str, str]:
+	return (protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+
 # Every command the scheduler, the Desk (btu.btu_core.scheduler_link) and `btu-scheduler
 # status/ping/resync` send, and those the Lua scripts run (Redis checks those too), found by
 # running them under a user with `-@all` plus this list (tests/reliability/test_redis_acl.py).
@@ -57,15 +61,17 @@ COMMAND_REFUSED = re.compile(r"run the '([^']+)' command")
 
 
 def key_patterns(bench_id: str) -> tuple[str, ...]:
-	"""BTU's keys, then the rq keys the fire scripts write: job hashes, rq's set of queues, the bench's queues."""
-	return (protocol.KEYS_GRANT, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
+	"""BTU's keys (the bench's own, and with a namespace the register of benches on the Redis, which seed 000's "btu:*"
+	holds), then the rq keys the fire scripts write: job hashes, rq's set of queues, the bench's queues."""
+	shared = (f"~{protocol.BENCHES_KEY}",) if protocol.NAMESPACE else ()
+	return (protocol.KEYS_GRANT, *shared, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
 
 
 def rules(bench_id: str, channels: bool = True) -> list[str]:
 	"""Every ACL rule BTU needs; `channels=False` for Redis 6.0, which has no channel rules."""
 	found = list(key_patterns(bench_id))
 	if channels:
-		found += [f"&{channel}" for channel in CHANNELS]
+		found += [f"&{channel}" for channel in channel_names()]
 	return found + [f"+{command}" for command in COMMANDS]
 
 
@@ -92,11 +98,11 @@ def probes(bench_id: str):
 		client.evalsha(client.script_load(PROBE_SCRIPT), 0)
 
 	return [
-		(protocol.KEYS_GRANT, lambda client: client.delete(f"btu:{probe_key}")),
+		(protocol.KEYS_GRANT, lambda client: client.delete(f"{protocol.PREFIX}{probe_key}")),
 		("~rq:job:*", lambda client: client.delete(f"rq:job:{probe_key}")),
 		("~rq:queues", lambda client: client.srem("rq:queues", probe_key)),
 		(f"~rq:queue:{bench_id}:*", lambda client: client.delete(f"rq:queue:{bench_id}:{probe_key}")),
-		*((f"&{channel}", subscribe(channel)) for channel in CHANNELS),
+		*((f"&{channel}", subscribe(channel)) for channel in channel_names()),
 		("+script|load, +evalsha and +time (the Lua scripts)", script),
 	]
 

@@ -29,9 +29,15 @@ def lua_function(name: str, template: str) -> str:
 	return f"local function {name}({', '.join(params)}) return {' .. '.join(pieces)} end\n"
 
 
-@lru_cache(maxsize=None)
 def key_names() -> str:
-	"""The Lua header every script gets: BTU's global key names, its site key functions, rq's queue prefix."""
+	"""The Lua header every script gets: BTU's global key names, its site key functions, rq's queue prefix, named
+	for the bench's namespace (`protocol.use_namespace`)."""
+	return _key_names(protocol.PREFIX)
+
+
+@lru_cache(maxsize=None)
+def _key_names(prefix: str) -> str:
+	"""`key_names` once per prefix, which decides every name protocol gives."""
 	from rq import Queue
 
 	names = {

@@ -273,7 +273,7 @@ class State:
 	def check_types(self, sites: set[str]) -> list[str]:
 		"""Move aside every key of BTU's (global, and the sites') that holds another type than BTU writes there;
 		the keys moved. What a site's schedule set held is compiled again from the rows."""
-		expected = dict(GLOBAL_TYPES)
+		expected = global_types()
 		for site in sites:
 			expected.update({
 				protocol.site_schedules_key(site): "set",
@@ -510,18 +510,19 @@ class State:
 		return raw, Acks(int(acked), wanted)
 
 
-# The type of each global key BTU writes (check_types).
-GLOBAL_TYPES = {
-	protocol.DUE_KEY: "zset",
-	protocol.PREPARED_KEY: "zset",
-	protocol.SITES_KEY: "set",
-	protocol.GENERATION_KEY: "string",
-	protocol.LEADER_EPOCH_KEY: "string",
-	protocol.PROCESSES_KEY: "zset",
-	protocol.COMMANDS_KEY: "list",
-	protocol.RESYNC_KEY: "set",
-	protocol.QUARANTINE_KEY: "hash",
-}
+def global_types() -> dict[str, str]:
+	"""The type of each global key BTU writes (check_types), named for the bench's namespace."""
+	return {
+		protocol.DUE_KEY: "zset",
+		protocol.PREPARED_KEY: "zset",
+		protocol.SITES_KEY: "set",
+		protocol.GENERATION_KEY: "string",
+		protocol.LEADER_EPOCH_KEY: "string",
+		protocol.PROCESSES_KEY: "zset",
+		protocol.COMMANDS_KEY: "list",
+		protocol.RESYNC_KEY: "set",
+		protocol.QUARANTINE_KEY: "hash",
+	}
 
 # Schedules removed per round trip when a site goes: each removal is one short script.
 PURGE_CHUNK = 100

@@ -379,3 +379,59 @@ TASK_OUTCOMES_KEY_PREFIX = "btu:task_outcomes:"
 
 def task_outcomes_key(site: str) -> str:
 	return f"{TASK_OUTCOMES_KEY_PREFIX}{site}"
+
+
+# -- Benches sharing one Redis ------------------------------------------------------------
+
+# Every key above starts with "btu:", as seed 000 names them. Benches that share one Redis server
+# (hosting providers, frappe_docker's shared services) would share those keys: one lease, one
+# command list, and a site's keys whichever bench it is in. `btu_namespace` in a bench's
+# common_site_config.json gives that bench keys of its own, "btu@<namespace>:...", which no pattern
+# of seed 000's keys ("btu:*") matches, so an ACL grant covers one bench's keys only; both halves
+# call `use_namespace` once they know their bench, before they name a key.
+NAMESPACE_SETTING = "btu_namespace"
+NAMESPACE_FORM = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+SEED_PREFIX = "btu:"
+NAMESPACE: str | None = None
+PREFIX = SEED_PREFIX
+# The one key every bench on a Redis shares: who uses BTU here (btu.shared.benches), so a Redis shared without
+# namespaces is found and reported.
+BENCHES_KEY = "btu:benches"
+_NAMED = (
+	"COMMANDS_KEY", "RESPONSE_KEY_PREFIX", "LEADER_KEY", "LEADER_EPOCH_KEY", "WAKE_CHANNEL", "HANDOFF_CHANNEL", "STATUS_KEY",
+	"PROCESSES_KEY", "PROCESS_KEY_PREFIX", "DUE_KEY", "PREPARED_KEY", "SITES_KEY", "QUARANTINE_KEY", "QUARANTINED_PREFIX",
+	"RESYNC_KEY", "GENERATION_KEY", "TASK_OUTCOMES_KEY_PREFIX",
+)
+_SUFFIXES = {name: globals()[name].removeprefix(SEED_PREFIX) for name in _NAMED}
+_TEMPLATE_SUFFIXES = {name: template.removeprefix(SEED_PREFIX) for name, template in SITE_KEY_TEMPLATES.items()}
+
+
+def namespace_problem(namespace) -> str | None:
+	"""Why `namespace` cannot name a bench's keys, or None (None and "" mean no namespace)."""
+	if namespace in (None, ""):
+		return None
+	if not isinstance(namespace, str) or not NAMESPACE_FORM.match(namespace):
+		return (
+			f"{NAMESPACE_SETTING} {namespace!r} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' "
+			"(a name no other bench on the same Redis uses, such as the bench's id), or remove it"
+		)
+	return None
+
+
+def prefix_for(namespace: str | None) -> str:
+	return f"btu@{namespace}:" if namespace else SEED_PREFIX
+
+
+def use_namespace(namespace: str | None) -> None:
+	"""Name every key and channel of this module for the bench's namespace (None or "": seed 000's names)."""
+	problem = namespace_problem(namespace)
+	if problem:
+		raise ValueError(problem)
+	global NAMESPACE, PREFIX, SITE_KEY_TEMPLATES, KEYS_GRANT
+	prefix = prefix_for(namespace)
+	names = globals()
+	for name, suffix in _SUFFIXES.items():
+		names[name] = prefix + suffix
+	SITE_KEY_TEMPLATES = {name: prefix + suffix for name, suffix in _TEMPLATE_SUFFIXES.items()}
+	KEYS_GRANT = f"~{prefix}*"
+	NAMESPACE, PREFIX = namespace or None, prefix

@@ -111,6 +111,7 @@ def run(args) -> int:
 
 def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str | None) -> int:
 	user = user or bench.common_config.get("rq_username") or bench.bench_id
+	protocol.use_namespace(bench.namespace)  # the grant covers the bench's own keys only
 	if not apply:
 		print(redis_acl.setuser_line(user, bench.bench_id))
 		print(
