@@ -110,7 +110,7 @@ def write_heartbeat(
 
 def forget_process(redis_conn, process_id: str) -> None:
 	"""Take a stopping process out of the process list, so nothing reads it as alive (or as leader) until its
-	heartbeat expires: the Desk's panel, `status`, and Frappe's tick deciding whether BTU fires its Scheduled Job Types."""
+	heartbeat expires: the Desk's panel, `status`, and the Desk's announcements (sent only while a scheduler is alive)."""
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.delete(protocol.process_key(process_id))
 		pipe.zrem(protocol.PROCESSES_KEY, process_id)

@@ -18,6 +18,7 @@ from btu.scheduler_daemon.bench import frappe_bench_id
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.shared import protocol
+from tests.engine.helpers import wait_for_leader, wait_until
 from tests.engine.test_scheduled_jobs import frappe_leader, insert_job_type
 from tests.support.ports import claim_port
 
@@ -162,6 +163,18 @@ def test_a_leader_that_steps_down_deletes_its_acks_and_one_fenced_leaves_them_to
 	first.fenced()  # what the engine does when a fire script finds the lease another's
 	beat(first)
 	assert acks(r) == {key} and r.get(key).decode() == second.lease.value
+
+
+def test_a_running_scheduler_acknowledges_at_once_and_its_stop_hands_the_site_back_at_once(switched_on, processes, r):
+	"""The process as it runs: elected, it reconciles and acknowledges; SIGTERM steps it down and deletes the key."""
+	bench, data = switched_on()
+	scheduler = processes.scheduler(bench.path, executor="frappe")
+	assert wait_for_leader(r, processes) is scheduler
+	key = ack_key(bench, data.site.name)
+	wait_until(lambda: r.exists(key), 20, f"the leader's acknowledgement\n{processes.logs()}")
+	assert 0 < r.ttl(key) <= protocol.FRAPPE_JOBS_ACK_TTL_SECONDS
+	assert scheduler.stop() == 0
+	assert acks(r) == set()
 
 
 def test_an_acknowledging_leader_cut_off_from_redis_leaves_its_acks_to_expire(switched_on, r):
