@@ -26,8 +26,8 @@ the switch and System Settings as they were, the probe job types and their Sched
 
 `--private-redis`: run the bench on a redis-server of its own for the benchmark (its common_site_config's
 `redis_cache` and `redis_queue` point at it meanwhile, restored after). BTU's scheduler keys (`btu:scheduler:*`)
-are not per bench: a second bench sharing the Redis with a BTU scheduler running would count as this bench's
-"BTU scheduler alive" and contend for its lease.
+are not per bench: a second bench sharing the Redis with a BTU scheduler running would contend for its lease
+(Frappe's tick stands back only for an acknowledgement of its own bench, `btu:frappe-jobs:ack:<bench_id>:<site>`).
 
 Prints a table, writes benchmarks/results/scheduled_jobs.json (or --json), and a PNG when matplotlib is installed.
 """

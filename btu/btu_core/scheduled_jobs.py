@@ -7,12 +7,15 @@ Two halves, one rule (`btu.shared.scheduled_jobs`):
   events as when Frappe's scheduler enqueues it.
 - `ScheduledJobType` replaces Frappe's controller (hooks.py,
   `override_doctype_class`): Frappe's scheduler tick leaves a job type alone
-  while BTU takes it (switched on, a BTU scheduler alive, a row BTU can fire),
+  while BTU takes it (switched on, a row BTU can fire, and the leader of this
+  bench's BTU scheduler acknowledging that it fires the site's job types now),
   and otherwise enqueues it as before. A manual "Execute" is never held back.
 
 Around a switch both may reach one slot; each claims it first (`claim`), so
-it runs once. With no BTU scheduler alive Frappe's scheduler goes on firing
-(the claim keeps the slot once): switching on never leaves a job to nobody.
+it runs once. Without a live acknowledgement (no scheduler, one that does not
+fire this site's jobs: executor rq, BTU disabled, its database unreachable,
+another bench's; or Redis failing) Frappe's scheduler goes on firing (the
+claim keeps the slot once): a job is never left to nobody.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def btu_takes(job) -> bool:
 	return (
 		switched_on()
 		and shared.fired_by_btu(job.method or "", job.frequency or "", job.cron_format, scheduler_interval())
-		and scheduler_link.scheduler_running()
+		and scheduler_link.fires_frappe_jobs()
 	)
 
 

@@ -108,6 +108,18 @@ def scheduler_running() -> bool:
 		return True
 
 
+def fires_frappe_jobs() -> bool:
+	"""Whether a BTU scheduler of this bench acknowledges firing this site's Scheduled Job Types now (its leader's
+	live key, `protocol.frappe_jobs_ack_key`). False when Redis cannot tell, NOPERM included: Frappe's scheduler
+	then fires them, and the slot claims keep each slot to one run."""
+	from frappe.utils import get_bench_id
+
+	try:
+		return bool(queue_redis().exists(protocol.frappe_jobs_ack_key(get_bench_id(), frappe.local.site)))
+	except RedisError:
+		return False
+
+
 def _announce(request_type: str, schedule: str, user: str, only_if_running: bool = False, quiet: bool = False) -> None:
 	if only_if_running and not scheduler_running():
 		frappe.logger("btu").info(f"site={frappe.local.site} schedule={schedule} rpc={request_type} not sent: no scheduler process alive")

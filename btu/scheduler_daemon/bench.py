@@ -57,6 +57,15 @@ def site_name_problem(name: str) -> str | None:
 	)
 
 
+def frappe_bench_id(conf: dict, bench_path: Path) -> str:
+	"""`frappe.utils.get_bench_id` with `conf` as Frappe's conf: its bench_id when the key is there (even empty,
+	as Frappe's `conf.get("bench_id", default)`), else the real bench path (FRAPPE_BENCH_ROOT first) with / as -."""
+	if "bench_id" in conf:
+		return str(conf["bench_id"])
+	root = os.environ.get("FRAPPE_BENCH_ROOT") or os.path.realpath(bench_path)
+	return root.strip("/").replace("/", "-")
+
+
 def is_bench_directory(path: Path) -> bool:
 	return all((path / marker).exists() for marker in BENCH_MARKERS)
 
@@ -179,6 +188,11 @@ class Site:
 		}
 
 	@property
+	def bench_id(self) -> str:
+		"""`frappe.utils.get_bench_id` inside this site, whose conf has site_config.json over common_site_config.json."""
+		return frappe_bench_id(self.config, self.path.parent.parent)
+
+	@property
 	def paused(self) -> str | None:
 		"""Why the site's scheduling is paused by its config, or None."""
 		for key in ("maintenance_mode", "pause_scheduler"):
@@ -210,11 +224,8 @@ class Bench:
 
 	@property
 	def bench_id(self) -> str:
-		"""`frappe.utils.get_bench_id`: conf.bench_id, else the real bench path with / as -."""
-		if self.common_config.get("bench_id"):
-			return str(self.common_config["bench_id"])
-		root = os.environ.get("FRAPPE_BENCH_ROOT") or os.path.realpath(self.path)
-		return root.strip("/").replace("/", "-")
+		"""The bench's id as its queue names carry it (`frappe_bench_id` of common_site_config.json)."""
+		return frappe_bench_id(self.common_config, self.path)
 
 	@property
 	def queue_timeouts(self) -> dict[str, int]:

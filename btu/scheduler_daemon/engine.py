@@ -129,6 +129,7 @@ class Scheduler:
 		self.retry_push_at = 0.0  # a queue refused a push: not before this
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
+		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
 		self.next_status = 0.0
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 
@@ -219,9 +220,11 @@ class Scheduler:
 	def step_down(self, reason: str) -> None:
 		if self.lease.held:
 			try:
+				self.acks.drop(self.redis, self.lease)
 				self.lease.release()
 			except REDIS_ERRORS:
 				self.lease.lost()
+				self.acks.forget()
 			self.metrics.stopped_leading("stepped_down")
 			log_event(logger, logging.INFO, "leader_stepped_down", process=self.process_id, reason=reason)
 		self.leader_since = None
@@ -279,6 +282,7 @@ class Scheduler:
 
 	def stand_by(self, stop: threading.Event) -> None:
 		if self.lease.acquire():
+			self.reconciler.frappe_jobs.bench_ids.clear()  # an earlier term's may be stale: acknowledge this term's
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
 			self.next_check = 0.0
@@ -303,6 +307,7 @@ class Scheduler:
 			kept = self.lease.renew()
 			self.metrics.renewed(kept)
 			if not kept:
+				self.acks.forget()
 				self.metrics.stopped_leading("lease_lost")
 				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)
 				self.leader_since = None
@@ -352,6 +357,7 @@ class Scheduler:
 	def fenced(self) -> bool:
 		"""Another process took the lease: stand by; always False, what `fire_due` returns then."""
 		self.lease.lost()
+		self.acks.forget()
 		self.leader_since = None
 		self.metrics.stopped_leading("fenced")
 		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
@@ -376,6 +382,7 @@ class Scheduler:
 			redis=self.replication.describe(),
 			metrics=self.metrics.summary(),
 			databases=self.reconciler.connections.snapshot(),
+			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
 		)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS

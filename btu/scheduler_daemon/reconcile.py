@@ -120,6 +120,41 @@ class Health:
 	unreadable: dict[str, str]  # site -> why its site_config.json cannot be read, or its name is refused
 
 
+class FrappeJobSites:
+	"""The sites whose Frappe Scheduled Job Types the state holds, by the reconciles: the leader acknowledges firing
+	them (`acks`, `protocol.frappe_jobs_ack_key`), and Frappe's tick stands back for those only."""
+
+	def __init__(self):
+		# Site -> the bench id Frappe computes inside it, which names its acknowledgement key.
+		self.bench_ids: dict[str, str] = {}
+
+	def took(self, site: Site, on: bool) -> None:
+		"""A full reconcile of the site left its Scheduled Job Types in the state (`on`) or took them out."""
+		if on:
+			self.bench_ids[site.name] = site.bench_id
+		else:
+			self.bench_ids.pop(site.name, None)
+
+	def read_for_schedules(self, site: str, on: bool) -> None:
+		"""An RPC's reconcile read the site: switched off, they are handed back at once; switched on, they are taken
+		only by a full reconcile, which compiles every job type first (an RPC may name one schedule only)."""
+		if not on:
+			self.bench_ids.pop(site, None)
+
+	def keep(self, served: set[str]) -> None:
+		"""Forget the sites that are no longer BTU sites of the bench."""
+		for gone in set(self.bench_ids) - served:
+			del self.bench_ids[gone]
+
+	def acks(self, health: Health) -> frozenset[str]:
+		"""The acknowledgement keys of the sites whose Scheduled Job Types fire now: taken, and by `health` not held,
+		database answering, config readable."""
+		# A copy: the reconciler's threads change it while a heartbeat reads it.
+		sites = dict(self.bench_ids)
+		left_out = set(health.paused) | health.unreachable | set(health.unreadable)
+		return frozenset(protocol.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out)
+
+
 class Reconciler:
 	"""Keeps the Redis state of a bench's BTU sites in line with their databases.
 
@@ -146,6 +181,7 @@ class Reconciler:
 		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
 		self.served: set[str] = set()  # BTU sites at the last full reconcile
 		self.paused_sites: dict[str, str] = {}  # held sites -> why
+		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
 		self.lock = threading.RLock()
 		self.audit_secs = audit_secs
@@ -235,6 +271,7 @@ class Reconciler:
 			with self.lock:
 				for gone in set(self.unreadable) - set(self.bench.site_names()):
 					del self.unreadable[gone]
+				self.frappe_jobs.keep(served)
 				kept = {name for name in self.unreadable if site_name_problem(name) is None}
 				for gone in self.state.sites() - served - self.unreachable - kept:
 					log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
@@ -281,6 +318,7 @@ class Reconciler:
 			enabled = {} if unchanged else self.row_versions(read, None)
 			self.site_answered(site, read.held)
 			if unchanged:
+				self.frappe_jobs.took(site, read.scheduled_jobs)
 				return True
 			seen = self.seen.setdefault(site.name, {})
 			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
@@ -289,6 +327,7 @@ class Reconciler:
 			self.apply(site, read, changed, enabled)
 			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
 			self.summaries[site.name] = summary
+			self.frappe_jobs.took(site, read.scheduled_jobs)
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
 		return True
@@ -311,6 +350,7 @@ class Reconciler:
 				return False
 			enabled = self.row_versions(read, names)
 			self.site_answered(site, read.held)
+			self.frappe_jobs.read_for_schedules(site.name, read.scheduled_jobs)
 			seen = self.seen.setdefault(site.name, {})
 			for name in set(names) - set(enabled):
 				self.remove(site.name, name, reason="disabled or deleted")

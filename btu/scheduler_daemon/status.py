@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -33,12 +34,52 @@ def iso(ms: int | float | None) -> str | None:
 		return None
 
 
+@dataclass(frozen=True)
+class Acks:
+	"""The leader's acknowledgements that it fires sites' Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`)."""
+
+	keys: frozenset[str]  # written again, each with the lease token as value and `ttl_secs` to live
+	dropped: frozenset[str]  # written before and not fired now: deleted, so Frappe's tick fires them at once
+	token: str
+	ttl_secs: int
+
+
+class FrappeJobAcks:
+	"""A leader's acknowledgements: refreshed with each heartbeat, and only its own deleted, only while its lease is
+	valid (once it is not, a new leader may have written the same keys: they are left to expire)."""
+
+	def __init__(self, lease_ttl_secs: float):
+		self.written: frozenset[str] = frozenset()
+		# Outlives the refresh (each heartbeat, at most a third of the lease apart) as the heartbeat's own TTL does.
+		self.ttl_secs = int(max(protocol.FRAPPE_JOBS_ACK_TTL_SECONDS, lease_ttl_secs * 3))
+
+	def next(self, keys: frozenset[str], lease) -> Acks:
+		"""What this heartbeat writes: `keys`, and deletes those written before and not now; nothing without a valid lease."""
+		if not lease.valid():
+			self.written = frozenset()
+			return Acks(frozenset(), frozenset(), "", self.ttl_secs)
+		acks = Acks(keys, self.written - keys, lease.value, self.ttl_secs)
+		self.written = keys
+		return acks
+
+	def drop(self, redis_conn, lease) -> None:
+		"""A leader stepping down, before it releases the lease: Frappe's next tick fires those sites' jobs."""
+		if lease.valid() and self.written:
+			redis_conn.delete(*sorted(self.written))
+		self.written = frozenset()
+
+	def forget(self) -> None:
+		"""The lease was lost: the keys may be the new leader's now."""
+		self.written = frozenset()
+
+
 def write_heartbeat(
 	redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None, metrics: dict | None = None,
-	databases: list[dict] | None = None,
+	databases: list[dict] | None = None, acks: Acks | None = None,
 ) -> None:
 	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`);
-	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits)."""
+	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits);
+	`acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there are."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -56,6 +97,11 @@ def write_heartbeat(
 		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
 		pipe.zadd(protocol.PROCESSES_KEY, {process_id: now.timestamp() * 1000})
 		pipe.zremrangebyscore(protocol.PROCESSES_KEY, "-inf", (now.timestamp() - 24 * 3600) * 1000)
+		if acks is not None:
+			for key in sorted(acks.keys):
+				pipe.set(key, acks.token, ex=acks.ttl_secs)
+			if acks.dropped:
+				pipe.delete(*sorted(acks.dropped))
 		results = pipe.execute(raise_on_error=False)
 	if any(is_wrong_type(result) for result in results):
 		# Only a report: the next heartbeat writes a fresh set.
@@ -67,7 +113,7 @@ def write_heartbeat(
 
 def forget_process(redis_conn, process_id: str) -> None:
 	"""Take a stopping process out of the process list, so nothing reads it as alive (or as leader) until its
-	heartbeat expires: the Desk's panel, `status`, and Frappe's tick deciding whether BTU fires its Scheduled Job Types."""
+	heartbeat expires: the Desk's panel, `status`, and the Desk's announcements (sent only while a scheduler is alive)."""
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.delete(protocol.process_key(process_id))
 		pipe.zrem(protocol.PROCESSES_KEY, process_id)

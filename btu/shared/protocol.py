@@ -278,6 +278,23 @@ def process_key(process_id: str) -> str:
 	return f"{PROCESS_KEY_PREFIX}{process_id}"
 
 
+# The leader's acknowledgement that it fires a site's Frappe Scheduled Job Types now: one key per (bench, site),
+# value the lease token, refreshed with each heartbeat and expiring FRAPPE_JOBS_ACK_TTL_SECONDS after the last
+# refresh, deleted when the leader stops firing them or steps down. Frappe's tick stands back for a job type only
+# while its site's key exists. The bench id is in the key because benches can share one Redis with sites of the
+# same name, and each must stand back only for a scheduler of its own bench. Site names hold no ":" (bench.py
+# refuses them), so the key reads unambiguously from the right whatever the bench id holds.
+FRAPPE_JOBS_ACK_PREFIX = "btu:frappe-jobs:ack:"
+# Long against the refresh (HEARTBEAT_SECONDS, 5 s) and against a failover (a new leader acknowledges after its
+# first full reconcile), short against Frappe's tick (60 s on v15): Frappe fires again within a tick or two of the
+# leader's death.
+FRAPPE_JOBS_ACK_TTL_SECONDS = 30
+
+
+def frappe_jobs_ack_key(bench_id: str, site: str) -> str:
+	return f"{FRAPPE_JOBS_ACK_PREFIX}{bench_id}:{site}"
+
+
 # -- Schedule state ----------------------------------------------------------------
 
 # One sorted set for every site: member "<site>|<schedule>", score = the fire
@@ -400,7 +417,7 @@ BENCHES_KEY = "btu:benches"
 _NAMED = (
 	"COMMANDS_KEY", "RESPONSE_KEY_PREFIX", "LEADER_KEY", "LEADER_EPOCH_KEY", "WAKE_CHANNEL", "HANDOFF_CHANNEL", "STATUS_KEY",
 	"PROCESSES_KEY", "PROCESS_KEY_PREFIX", "DUE_KEY", "PREPARED_KEY", "SITES_KEY", "QUARANTINE_KEY", "QUARANTINED_PREFIX",
-	"RESYNC_KEY", "GENERATION_KEY", "TASK_OUTCOMES_KEY_PREFIX",
+	"RESYNC_KEY", "GENERATION_KEY", "TASK_OUTCOMES_KEY_PREFIX", "FRAPPE_JOBS_ACK_PREFIX",
 )
 _SUFFIXES = {name: globals()[name].removeprefix(SEED_PREFIX) for name in _NAMED}
 _TEMPLATE_SUFFIXES = {name: template.removeprefix(SEED_PREFIX) for name, template in SITE_KEY_TEMPLATES.items()}

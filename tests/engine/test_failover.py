@@ -126,7 +126,7 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 
 
 def test_a_stopped_scheduler_leaves_the_process_list_at_once(engine_bench, processes, r):
-	"""Not read as alive, nor as leader, until its heartbeat expires (the Desk's panel, `status`, Frappe's tick)."""
+	"""Not read as alive, nor as leader, until its heartbeat expires (the Desk's panel, `status`, the Desk's announcements)."""
 	bench, data = engine_bench()
 	scheduler = processes.scheduler(bench.path)
 	assert wait_for_leader(r, processes) is scheduler

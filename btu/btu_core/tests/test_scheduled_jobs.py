@@ -1,5 +1,6 @@
 """Frappe's Scheduled Job Types fired by BTU, on a real Frappe site: BTU's run of a slot, Frappe's tick held back while
-BTU takes a job type, and the claim that makes a slot run once when both reach it.
+BTU takes a job type (only for a live acknowledgement of this bench's scheduler: `protocol.frappe_jobs_ack_key`), and
+the claim that makes a slot run once when both reach it.
 
 The scheduler's part (which rows become states, at which moments) is tier 1 (tests/engine/test_scheduled_jobs.py);
 both processes together are end to end (test_end_to_end.py). Here a BTU fire is what the scheduler's job calls:
@@ -9,11 +10,16 @@ run_scheduled_task("frappe-job:<name>", "frappe-job:<name>", slot).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import frappe
+from frappe.installer import update_site_config
+from frappe.utils import get_bench_id
+from frappe.utils import background_jobs
 from frappe.utils.background_jobs import create_job_id, get_redis_conn
+from redis.exceptions import RedisError
 from rq.job import Job
 
 from btu.btu_core import scheduled_jobs
@@ -47,6 +53,7 @@ class TestFrappeJobs(IntegrationTestCase):
 		frappe.db.commit()
 		self.process = None
 		self.queued = []
+		self.acks = []
 
 	def tearDown(self):
 		frappe.db.rollback()
@@ -59,6 +66,8 @@ class TestFrappeJobs(IntegrationTestCase):
 		if self.process:
 			get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
 			get_redis_conn().delete(protocol.process_key(self.process))
+		for key in self.acks:
+			get_redis_conn().delete(key)
 		for job in frappe.get_all(DOCTYPE, pluck="name", filters={"method": METHOD}):
 			frappe.delete_doc(DOCTYPE, job, force=True)
 		for job_id in self.queued:
@@ -80,6 +89,13 @@ class TestFrappeJobs(IntegrationTestCase):
 		conn = get_redis_conn()
 		conn.set(protocol.process_key(self.process), json.dumps({"id": self.process, "heartbeat_at": datetime.now(timezone.utc).isoformat()}), ex=60)
 		conn.zadd(protocol.PROCESSES_KEY, {self.process: datetime.now(timezone.utc).timestamp()})
+
+	def acknowledge(self, bench_id: str | None = None, ttl_ms: int = 60_000) -> None:
+		"""A leader's acknowledgement that it fires this site's job types, as the scheduler writes it (of this bench
+		unless `bench_id` names another)."""
+		key = protocol.frappe_jobs_ack_key(bench_id or get_bench_id(), frappe.local.site)
+		get_redis_conn().set(key, "1|test-leader", px=ttl_ms)
+		self.acks.append(key)
 
 	def frappe_tick(self) -> bool:
 		"""What Frappe's scheduler does with the row on a tick: get_doc from the row's values, then enqueue()."""
@@ -120,23 +136,77 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.fire()
 		self.assertEqual(self.calls(), 1)
 
-	def test_switched_on_frappe_leaves_it_to_a_live_btu_scheduler_and_takes_it_when_none_is(self):
+	def test_switched_on_frappe_leaves_it_to_a_live_ack_of_its_own_benchs_scheduler(self):
 		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
-		self.scheduler_alive()
+		self.acknowledge()
 		self.assertTrue(scheduled_jobs.btu_takes(self.job))
 		self.assertFalse(self.frappe_tick())
 		# A manual Execute is never held back.
 		self.assertTrue(frappe.get_doc(DOCTYPE, self.job.name).enqueue(force=True))
 		Job.fetch(create_job_id(self.job.rq_job_id), connection=get_redis_conn()).delete()
-		# No BTU scheduler alive: Frappe's scheduler goes on firing it.
-		get_redis_conn().delete(protocol.process_key(self.process))
-		get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
+
+	def test_a_live_scheduler_without_an_ack_leaves_it_to_frappe(self):
+		"""Alive but not firing this site's job types (executor rq, BTU disabled, the site's database unreachable for it,
+		a standby with no leader): Frappe's scheduler fires them."""
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.scheduler_alive()
 		self.assertFalse(scheduled_jobs.btu_takes(self.job))
 		self.assertTrue(self.frappe_tick())
 
+	def test_an_ack_of_another_bench_leaves_it_to_frappe(self):
+		"""Two benches on one Redis with sites of the same name: each stands back only for its own bench's scheduler."""
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.acknowledge(bench_id=f"{get_bench_id()}-other")
+		self.assertTrue(self.frappe_tick())
+
+	def test_an_expired_ack_leaves_it_to_frappe(self):
+		"""The scheduler died or was cut off: its acknowledgement expires, and Frappe's next tick fires."""
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.acknowledge(ttl_ms=100)
+		time.sleep(0.3)
+		self.assertTrue(self.frappe_tick())
+
+	def test_switched_off_frappe_fires_whatever_the_ack_says(self):
+		self.acknowledge()
+		self.assertTrue(self.frappe_tick())
+
+	def test_redis_refusing_the_ack_read_leaves_it_to_frappe(self):
+		"""An ACL user without BTU's grant (NOPERM on btu:*) still queues Frappe's jobs: Frappe's tick must fire them."""
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.acknowledge()
+		user, password = f"btu-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+		get_redis_conn().execute_command("ACL", "SETUSER", user, "on", f">{password}", "~rq:*", "+@all", "-@admin")
+		saved = {key: frappe.local.conf.get(key) for key in ("use_rq_auth", "rq_username", "rq_password")}
+		try:
+			# get_redis_conn reads the user from site_config.json, use_rq_auth from the conf in memory.
+			for key, value in (("rq_username", user), ("rq_password", password)):
+				update_site_config(key, value)
+			frappe.local.conf.update(use_rq_auth=1, rq_username=user, rq_password=password)
+			with self.assertRaises(RedisError):
+				get_redis_conn().exists(self.acks[0])
+			self.assertFalse(scheduled_jobs.btu_takes(self.job))
+			self.assertTrue(self.frappe_tick())
+		finally:
+			for key in ("rq_username", "rq_password"):
+				update_site_config(key, "None")
+			frappe.local.conf.update(saved)
+			get_redis_conn().execute_command("ACL", "DELUSER", user)
+
+	def test_the_queue_redis_not_answering_leaves_it_to_frappe(self):
+		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		self.acknowledge()
+		saved = frappe.local.conf.redis_queue
+		try:
+			frappe.local.conf.redis_queue = "redis://127.0.0.1:1"
+			background_jobs._redis_queue_conn = None  # Frappe keeps one client: the next one is made from the conf
+			self.assertFalse(scheduled_jobs.btu_takes(self.job))
+		finally:
+			frappe.local.conf.redis_queue = saved
+			background_jobs._redis_queue_conn = None
+
 	def test_btus_watchdog_and_crons_btu_reads_otherwise_stay_with_frappe(self):
 		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
-		self.scheduler_alive()
+		self.acknowledge()
 		watchdog = frappe.get_doc(DOCTYPE, {"method": "btu.btu_core.alerts.check"})
 		self.assertFalse(scheduled_jobs.btu_takes(watchdog))
 		self.job.cron_format = "0 */5 * * * *"  # croniter's seconds-last form

@@ -5,6 +5,7 @@ from __future__ import annotations
 import frappe
 from frappe import _
 from frappe.model.document import Document
+from frappe.utils import cint
 
 from btu.shared.schedule import ScheduleError, parse_zone
 from btu.btu_core import scheduled_jobs
@@ -30,6 +31,26 @@ class BTUConfiguration(Document):
 		fire_frappe_jobs: DF.Check
 		log_retention_days: DF.Int
 	# end: auto-generated types
+	def validate_higher_perm_levels(self):
+		# Frappe resets a permlevel field its user may not write to the stored value here, before validate and
+		# silently; and a save with ignore_permissions skips that. A change of the switch is refused on both paths.
+		self.refuse_switch_change()
+		super().validate_higher_perm_levels()
+
+	def refuse_switch_change(self):
+		"""Only a System Manager may switch who fires Frappe's own jobs (backups, email, ERPNext's): a mistake
+		there stops them for the whole site."""
+		stored = cint(frappe.db.get_single_value("BTU Configuration", scheduled_jobs.SWITCH))
+		if cint(self.get(scheduled_jobs.SWITCH)) == stored or "System Manager" in frappe.get_roles():
+			return
+		frappe.throw(
+			_("{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it.").format(
+				_(self.meta.get_label(scheduled_jobs.SWITCH)), scheduled_jobs.SWITCH, frappe.session.user
+			),
+			frappe.PermissionError,
+			title=_("Not permitted"),
+		)
+
 	def on_update(self):
 		if self.has_value_changed("fire_frappe_jobs"):
 			# The scheduler takes the Scheduled Job Types (or hands them back) now, not at its next full reconcile.

@@ -1,6 +1,7 @@
 import frappe
 
-from btu.btu_core import install
+from btu.btu_core import install, scheduled_jobs
+from btu.btu_core.tests.utils import make_user
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -9,6 +10,8 @@ except ImportError:
 
 
 CONFIG = "BTU Configuration"
+MANAGER = "btu-config-manager@example.com"
+SYSTEM_MANAGER = "btu-config-system-manager@example.com"
 
 
 class TestBTUConfiguration(IntegrationTestCase):
@@ -39,3 +42,53 @@ class TestBTUConfiguration(IntegrationTestCase):
 			frappe.db.set_value("Role", "BTU Manager", "desk_access", desk_access)
 			frappe.db.commit()  # after_install committed the defaults: so is the site's own state put back
 			frappe.db.value_cache.pop(CONFIG, None)
+
+
+class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
+	"""Who fires Frappe's own jobs (backups, email, ERPNext's) is a System Manager's choice: a mistake stops them site-wide."""
+
+	@classmethod
+	def setUpClass(cls):
+		super().setUpClass()
+		make_user(MANAGER, ("BTU Manager",))
+		make_user(SYSTEM_MANAGER, ("System Manager",))
+		frappe.db.commit()
+
+	def setUp(self):
+		self.stored = frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0
+		self.environment_name = frappe.db.get_single_value(CONFIG, "environment_name")
+
+	def tearDown(self):
+		frappe.set_user("Administrator")
+		frappe.db.rollback()
+		frappe.db.set_single_value(CONFIG, {scheduled_jobs.SWITCH: self.stored, "environment_name": self.environment_name})
+		frappe.db.commit()
+
+	def flipped(self):
+		config = frappe.get_single(CONFIG)
+		config.fire_frappe_jobs = 0 if self.stored else 1
+		return config
+
+	def test_a_btu_manager_changing_the_switch_is_refused_naming_the_field_and_who_may(self):
+		frappe.set_user(MANAGER)
+		config = frappe.get_single(CONFIG)
+		self.assertFalse(config.has_permlevel_access_to(scheduled_jobs.SWITCH, permission_type="write"))
+		self.assertTrue(config.has_permlevel_access_to(scheduled_jobs.SWITCH, permission_type="read"))
+		for ignore_permissions in (False, True):
+			with self.subTest(ignore_permissions=ignore_permissions), self.assertRaises(frappe.PermissionError) as caught:
+				self.flipped().save(ignore_permissions=ignore_permissions)
+			message = str(caught.exception)
+			self.assertIn("fire_frappe_jobs", message)
+			self.assertIn("System Manager", message)
+			self.assertIn(MANAGER, message)
+		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0, self.stored)
+		# The rest of the configuration is still theirs.
+		config = frappe.get_single(CONFIG)
+		config.environment_name = "TEST"
+		config.save()
+		self.assertEqual(frappe.db.get_single_value(CONFIG, "environment_name"), "TEST")
+
+	def test_a_system_manager_may_change_it(self):
+		frappe.set_user(SYSTEM_MANAGER)
+		self.flipped().save()
+		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0, 0 if self.stored else 1)
