@@ -9,7 +9,7 @@ import frappe
 from frappe import _
 from frappe.utils import cint, get_datetime
 
-from btu.shared import protocol
+from btu.shared import liveness, protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, run_requests, scheduler_link
 from btu.btu_core import exclusions
@@ -59,7 +59,10 @@ def status() -> dict:
 	site = frappe.local.site
 	leader = published.get("leader") or {}
 	heartbeat_age = age_secs(leader.get("heartbeat_at"))
+	sharing = liveness.benches_sharing(published.get("processes") or [])
 	return {
+		"shared_redis": sharing,
+		"shared_redis_message": sharing_message(sharing) if sharing else None,
 		"site": site,
 		"checked_at": format_utc_iso(utc_now()),
 		"updated_at": published.get("updated_at"),
@@ -71,6 +74,18 @@ def status() -> dict:
 		"error_outcome": published.get("outcome"),
 		"published": bool(published) and not published.get("error"),
 	}
+
+
+def sharing_message(benches: list[dict]) -> str:
+	"""`liveness.sharing_message`, translated."""
+	names = "; ".join(
+		_("{0} (bench_id {1}, on {2})").format(bench["path"], bench["id"], ", ".join(bench["hosts"])) for bench in benches
+	)
+	return _(
+		"{0} benches run BTU schedulers on this Redis under the same key names: {1}. They share one leader lease, so only "
+		"the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own {2} in its "
+		"common_site_config.json (for example its bench id) and restart its schedulers and workers."
+	).format(len(benches), names, protocol.NAMESPACE_SETTING)
 
 
 @frappe.whitelist(methods=["POST"])

@@ -130,6 +130,7 @@ class Scheduler:
 		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
+		self.shared_redis = status.SharedRedisWatch(bench_path)
 		self.next_status = 0.0
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 
@@ -383,7 +384,9 @@ class Scheduler:
 			metrics=self.metrics.summary(),
 			databases=self.reconciler.connections.snapshot(),
 			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
+			bench=self.shared_redis.bench(),
 		)
+		self.shared_redis.check(self.redis)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
 

@@ -8,19 +8,29 @@ what only its reconciler knows: paused sites and unreachable databases.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from btu.shared import protocol, run_requests
 from btu.shared.instants import from_ms, slot_text
-from btu.shared.liveness import Reader, leader, processes
+from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
+from btu.scheduler_daemon.bench import Bench, BenchError
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
 
 if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-scheduler status` does not need
 	from btu.scheduler_daemon.reconcile import Health, Reconciler
+
+logger = logging.getLogger("btu.scheduler")
+# A process's bench as its heartbeat shows it is read again this often (its sites' configs), and the live
+# processes' benches compared this often: a Redis shared without namespaces is reported within a minute.
+IDENTITY_SECONDS = 60.0
+SHARING_CHECK_SECONDS = 30.0
 
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
@@ -42,6 +52,49 @@ class Acks:
 	dropped: frozenset[str]  # written before and not fired now: deleted, so Frappe's tick fires them at once
 	token: str
 	ttl_secs: int
+
+
+class SharedRedisWatch:
+	"""Which bench this process serves, as its heartbeat says, and whether other benches' schedulers write under the
+	same key names (one Redis, no namespaces): logged once when it starts and once when it ends, shown by `status`
+	and the Desk from the heartbeats themselves."""
+
+	def __init__(self, bench_path):
+		self.bench_path = bench_path
+		self.identity: dict = {}
+		self.identity_until = 0.0
+		self.sharing: list[dict] = []
+		self.next_check = 0.0
+
+	def bench(self) -> dict:
+		"""{id, path, namespace, sites}: its sites' databases sampled (`liveness.site_sample`), read again every minute."""
+		if time.monotonic() >= self.identity_until:
+			self.identity_until = time.monotonic() + IDENTITY_SECONDS
+			try:
+				bench = Bench.load(self.bench_path)
+			except BenchError:
+				return self.identity  # being edited: the last one read stands until the next minute
+			databases = []
+			for name in bench.site_names():
+				try:
+					params = bench.site(name).db_params
+				except (BenchError, TypeError, ValueError):
+					continue
+				databases.append(f"{params['socket'] or params['host']}:{params['port']}|{params['database']}")
+			self.identity = {"id": bench.bench_id, "path": str(bench.path), "namespace": protocol.NAMESPACE, "sites": site_sample(databases)}
+		return self.identity
+
+	def check(self, redis_conn) -> None:
+		"""Every SHARING_CHECK_SECONDS: read the live processes' benches and log a change of who shares the keys."""
+		if time.monotonic() < self.next_check:
+			return
+		self.next_check = time.monotonic() + SHARING_CHECK_SECONDS
+		sharing = benches_sharing(processes(redis_conn))
+		if sharing and sharing != self.sharing:
+			log_event(logger, logging.ERROR, "redis_shared", benches=len(sharing), error=sharing_message(sharing))
+		elif self.sharing and not sharing:
+			log_event(logger, logging.INFO, "redis_shared_ended", effect="only this bench's schedulers write under its key names")
+		self.sharing = sharing
 
 
 class FrappeJobAcks:
@@ -75,11 +128,12 @@ class FrappeJobAcks:
 
 def write_heartbeat(
 	redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None, metrics: dict | None = None,
-	databases: list[dict] | None = None, acks: Acks | None = None,
+	databases: list[dict] | None = None, acks: Acks | None = None, bench: dict | None = None,
 ) -> None:
 	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`);
 	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits);
-	`acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there are."""
+	`acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there are;
+	`bench`: which bench the process serves ({id, path, namespace, sites}: `liveness.benches_sharing` tells benches apart)."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -92,6 +146,7 @@ def write_heartbeat(
 		"heartbeat_at": slot_text(now),
 		"metrics": metrics or {},
 		"databases": databases or [],
+		"bench": bench or {},
 	}
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
@@ -151,10 +206,12 @@ def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None
 			entry["oldest_overdue_ms"] = now_ms - int(score)
 		if len(entry["next_fires"]) < next_n:
 			entry["next_fires"].append({"schedule": schedule, "fire_at": iso(score)})
+	live = processes(redis_conn, reader)
 	return {
 		"updated_at": iso(now_ms),
 		"leader": leader(redis_conn, reader),
-		"processes": processes(redis_conn, reader),
+		"processes": live,
+		"shared_redis": benches_sharing(live),
 		"sites": per_site,
 		"quarantine": quarantine(redis_conn, reader),
 		"problems": reader.problems,

@@ -96,3 +96,56 @@ def leader(redis_conn, reader: Reader | None = None) -> dict | None:
 		info.update({k: process.get(k) for k in ("host", "pid", "heartbeat_at")})
 		info["since"] = process.get("leader_since")
 	return info
+
+
+# -- benches sharing one Redis ----------------------------------------------------------------
+
+# How many of its sites' digests a process's heartbeat carries (the smallest, so two processes of one bench
+# carry the same ones however many sites it has, and one site added on one host only first still overlaps).
+SITE_SAMPLE = 16
+
+
+def site_sample(databases: list[str]) -> list[str]:
+	"""The heartbeat's sample of a bench's sites, from "<server>|<database>" of each: two benches never share a database
+	(same-named sites in two benches have two), two processes of one bench share theirs."""
+	import hashlib
+
+	return sorted(hashlib.sha1(text.encode()).hexdigest()[:12] for text in set(databases))[:SITE_SAMPLE]
+
+
+def same_bench(one: dict, other: dict) -> bool:
+	"""Whether two heartbeats' `bench` entries are one bench: their site samples overlap, or, with no sites, their id
+	and path match."""
+	if one.get("sites") or other.get("sites"):
+		return bool(set(one.get("sites") or ()) & set(other.get("sites") or ()))
+	return (one.get("id"), one.get("path")) == (other.get("id"), other.get("path"))
+
+
+def benches_sharing(processes: list[dict]) -> list[dict]:
+	"""The benches whose scheduler processes write under one set of key names (one Redis, one namespace), when more
+	than one does: each {id, path, hosts, namespace}. Empty when all live processes are of one bench."""
+	groups: list[tuple[dict, set[str]]] = []
+	for process in processes:
+		bench = process.get("bench")
+		if not isinstance(bench, dict):
+			continue
+		for known, hosts in groups:
+			if same_bench(known, bench):
+				hosts.add(str(process.get("host")))
+				break
+		else:
+			groups.append((bench, {str(process.get("host"))}))
+	if len(groups) < 2:
+		return []
+	return [{"id": bench.get("id"), "path": bench.get("path"), "namespace": bench.get("namespace"), "hosts": sorted(hosts)} for bench, hosts in groups]
+
+
+def sharing_message(benches: list[dict]) -> str:
+	"""One line for an operator: which benches share BTU's keys, and the fix."""
+	names = "; ".join(f"{b['path']} (bench_id {b['id']}, on {', '.join(b['hosts'])})" for b in benches)
+	return (
+		f"{len(benches)} benches run BTU schedulers on this Redis under the same key names: {names}. They share one leader "
+		"lease, so only the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own "
+		f"{protocol.NAMESPACE_SETTING} in its common_site_config.json (for example its bench id) and restart its schedulers "
+		"and workers"
+	)

@@ -21,6 +21,7 @@ from rq.job import Job
 
 from btu.devbench.data import SiteData
 from btu.scheduler_daemon import jobs
+from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until
 
 pytestmark = pytest.mark.versions
@@ -72,6 +73,26 @@ def test_look_alike_names_get_ids_of_their_own():
 	ids = Counter(jobs.job_id(*triple) for triple in triples)
 	shared = [identifier for identifier, count in ids.items() if count > 1]
 	assert shared == [], f"{jobs.ID_FORM.name}: ids shared by several (site, schedule, slot): {shared}"
+
+
+@pytest.mark.parametrize("form", jobs.ID_FORMS, ids=lambda form: form.name)
+def test_a_namespace_gives_ids_of_its_own_and_refuses_another_benchs(form):
+	"""Two benches on one Redis, with a site and a schedule named alike: rq's job keys are one per Redis, so their ids differ."""
+	slot = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
+	made = {}
+	try:
+		for namespace in (None, "bench-a", "bench.b", "bench_c"):
+			protocol.use_namespace(namespace)
+			made[namespace] = form.encode("frontend", "TS-000001", slot)
+			assert form.decode(made[namespace]) == ("frontend", "TS-000001", slot)
+		protocol.use_namespace("bench-a")
+		for namespace, identifier in made.items():
+			if namespace != "bench-a":
+				with pytest.raises(ValueError):
+					form.decode(identifier)
+	finally:
+		protocol.use_namespace(None)
+	assert len(set(made.values())) == len(made)
 
 
 def test_form_is_frappes_where_the_installed_rq_takes_it():

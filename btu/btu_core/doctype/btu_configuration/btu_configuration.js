@@ -76,6 +76,9 @@ function btu_render_status(frm) {
 		const healthy = age != null && age < BTU_HEARTBEAT_STALE_SECS;
 		let html = `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
 			&nbsp; ${__("Status updated")}: ${btu_esc(s.updated_at)} &nbsp; ${__("Checked")}: ${btu_esc(s.checked_at)}</p>`;
+		if (s.shared_redis_message) {
+			html += `<p class="text-danger"><b>${__("Benches share BTU's keys on this Redis.")}</b> ${btu_esc(s.shared_redis_message)}</p>`;
+		}
 		html += `<h5>${__("Leader")}</h5>` + btu_table(
 			[__("Holder"), __("Host"), __("PID"), __("Since"), __("Epoch"), __("Heartbeat age (s)")],
 			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
