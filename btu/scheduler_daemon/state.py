@@ -37,6 +37,10 @@ RECENT_FIRES = 200
 STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paused", "finished")
 
 
+# JSON as the state stores it: every schedule's hash holds two documents, so each space is paid per schedule.
+COMPACT = (",", ":")
+
+
 @dataclass
 class CompiledSchedule:
 	"""One schedule as the reconcile compiled it, for the upsert script."""
@@ -58,8 +62,8 @@ class CompiledSchedule:
 			protocol.due_member(site, self.name),
 			self.name,
 			self.fingerprint,
-			json.dumps(self.spec, sort_keys=True),
-			json.dumps(self.job, sort_keys=True),
+			json.dumps(self.spec, sort_keys=True, separators=COMPACT),
+			json.dumps(self.job, sort_keys=True, separators=COMPACT),
 			"1" if self.paused else "0",
 			"1" if self.active else "0",
 			self.cursor_if_new,
