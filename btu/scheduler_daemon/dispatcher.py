@@ -51,7 +51,7 @@ class RpcDispatcher:
 		unknown = names
 		if request_type == protocol.CANCEL_TASK_SCHEDULE:
 			# A cancel may name a row deleted already: still in the state, the sync takes it out.
-			unknown = [name for name, there in self.reconciler.present(site, names).items() if not there]
+			unknown = [name for name, there in self.reconciler.state.present(site, names).items() if not there]
 		if not unknown:
 			return {}
 		try:

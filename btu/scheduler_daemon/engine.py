@@ -119,15 +119,13 @@ class Scheduler:
 		self.redis_error: str | None = None
 		self.failed_at = 0.0
 		self.backoff = 0.1
-		bench_id = self.reconciler.bench.bench_id
-		self.access = redis_acl.Access(self.redis, bench_id, self.process_id, "main")
-		self.notify_access = redis_acl.Access(self.redis, bench_id, self.process_id, "notifier")
-		self.reconcile_access = redis_acl.Access(self.redis, bench_id, self.process_id, "reconciler")
+		self.access, self.notify_access, self.reconcile_access = (
+			redis_acl.Access(self.redis, self.reconciler.bench.bench_id, self.process_id, part) for part in ("main", "notifier", "reconciler")
+		)
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
-		self.next_renew = 0.0
+		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
 		self.retry_push_at = 0.0  # a queue refused a push: not before this
-		self.next_heartbeat = 0.0
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
 		self.shared_redis = status.SharedRedisWatch(bench_path)
@@ -264,14 +262,21 @@ class Scheduler:
 						pass
 
 	def reconcile_loop(self, stop: threading.Event) -> None:
+		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`)."""
+		wait = interval = self.config.full_refresh_interval_secs
 		while not stop.is_set():
-			self.reconcile_due.wait(self.config.full_refresh_interval_secs)
+			due = self.reconcile_due.wait(wait)
 			self.reconcile_due.clear()
+			wait = interval  # also after a failure
 			if stop.is_set() or not self.lease.held:
 				continue
 			try:
-				self.reconciler.full()
-				self.publish_status()
+				if due:
+					self.reconciler.full()
+					self.publish_status()
+					wait = 0.0  # the staggered cycle starts at once
+				else:
+					wait = self.reconciler.stagger(interval)
 				self.reconcile_access.ok()
 			except Exception as exc:
 				if protocol.is_denied(exc):
@@ -374,14 +379,8 @@ class Scheduler:
 		if self.replication.refresh() and self.lease.held:
 			self.reconcile_due.set()
 		status.write_heartbeat(
-			self.redis,
-			self.process_id,
-			role=role,
-			started_at=self.started_at,
-			leader_since=self.leader_since,
-			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
-			redis=self.replication.describe(),
-			metrics=self.metrics.summary(),
+			self.redis, self.process_id, role=role, started_at=self.started_at, leader_since=self.leader_since,
+			ttl_secs=max(self.config.lease_ttl_secs * 3, 15), redis=self.replication.describe(), metrics=self.metrics.summary(),
 			databases=self.reconciler.connections.snapshot(),
 			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
 			bench=self.shared_redis.bench(),

@@ -16,9 +16,10 @@ Redis writes in `state.py`.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,10 +34,11 @@ from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.connections import Connections
-from btu.scheduler_daemon.database import DatabaseBusy, DatabaseError, SiteDatabase, connect, split_names
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, connect, split_names
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
+from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
@@ -46,6 +48,8 @@ APPLY_CHUNK = 1000
 # fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within
 # this many full_refresh_interval_secs (5 minutes by default).
 AUDIT_EVERY = 5
+# Slices of a staggered cycle come at least this far apart: a bench of a few sites reads one site a tick.
+MIN_TICK_SECS = 1.0
 
 
 class RowError(Exception):
@@ -111,13 +115,23 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 		raise RowError(f"{owner}: {exc}") from None
 
 
-@dataclass(frozen=True)
-class Health:
-	"""What keeps sites from being read or from firing, as the reconciler last saw it."""
+@dataclass
+class Cycle:
+	"""One pass over a bench's sites, each read once: by `Reconciler.full` at once, by `Reconciler.stagger` a slice a tick."""
 
-	paused: dict[str, str]  # site -> why its schedules do not fire (site_config pause, BTU Configuration)
-	unreachable: frozenset[str]  # sites whose database does not answer
-	unreadable: dict[str, str]  # site -> why its site_config.json cannot be read, or its name is refused
+	sites: list[str] = field(default_factory=list)  # as listed when it began
+	rotation: list[str] = field(init=False)  # not read yet
+	served: set[str] = field(default_factory=set)  # found to be BTU sites (or with state while their database is down)
+
+	def __post_init__(self):
+		self.rotation = list(self.sites)
+
+	def next_slice(self, interval: float) -> tuple[list[str], float]:
+		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS, so that each site is read once per `interval`."""
+		tick = max(MIN_TICK_SECS, interval / max(len(self.sites), 1))
+		size = max(1, math.ceil(len(self.sites) * tick / interval))
+		names, self.rotation = self.rotation[:size], self.rotation[size:]
+		return names, tick
 
 
 class FrappeJobSites:
@@ -177,10 +191,9 @@ class Reconciler:
 		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
 		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
-		self.unreachable: set[str] = set()  # sites whose database does not answer
-		self.unreadable: dict[str, str] = {}  # sites whose site_config.json cannot be read -> why
-		self.served: set[str] = set()  # BTU sites at the last full reconcile
-		self.paused_sites: dict[str, str] = {}  # held sites -> why
+		self.site_health = SiteHealth(self.metrics)
+		self.served: set[str] = set()  # BTU sites at the end of the last cycle
+		self.cycle = Cycle()
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
 		self.lock = threading.RLock()
@@ -196,8 +209,7 @@ class Reconciler:
 
 	def health(self) -> Health:
 		"""Which sites are held, unreachable or unreadable, as the last reconcile left them."""
-		# Copies taken without the lock: a status must not wait for a long reconcile.
-		return Health(paused=dict(self.paused_sites), unreachable=frozenset(self.unreachable), unreadable=dict(self.unreadable))
+		return self.site_health.snapshot()
 
 	def btu_sites(self) -> list[str]:
 		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
@@ -244,53 +256,79 @@ class Reconciler:
 	# -- full reconcile ---------------------------------------------------------
 
 	def full(self) -> None:
-		"""Reconcile every site of the bench; drop the state of sites that are no longer BTU sites.
+		"""Reconcile every site of the bench now (at start, when elected, after Redis lost the state); drop the state of
+		sites that are no longer BTU sites.
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
 		without the lock; only then is each site brought in line, one at a time under the lock, so that an RPC's
 		edit waits for one site at most, never for the whole pass."""
 		with self.metrics.reconcile_timer("full"):
-			with self.lock:
-				try:
-					self.bench = Bench.load(self.bench_path)
-				except BenchError as exc:
-					log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
-					return
-				self.check_generation()
-				if time.monotonic() >= self.next_audit:
-					self.audit()  # before the sites, so that what it moved aside is rebuilt by this reconcile
-				self.forget_resynced()
-			sites = readable_sites(self.bench, self.unreadable)
-			reads = self.read_sites(sites)
-			with_invalid = self.state.sites_with_invalid([site.name for site in sites])
-			served = set()
-			for site in sites:
-				with self.lock:
-					if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
-						served.add(site.name)
-			with self.lock:
-				for gone in set(self.unreadable) - set(self.bench.site_names()):
-					del self.unreadable[gone]
-				self.frappe_jobs.keep(served)
-				kept = {name for name in self.unreadable if site_name_problem(name) is None}
-				for gone in self.state.sites() - served - self.unreachable - kept:
-					log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
-					self.state.purge_site(gone)
-					self.seen.pop(gone, None)
-					self.summaries.pop(gone, None)
-				self.served = served
-			self.connections.close_idle()
-			self.wake()
+			if self.begin_cycle():
+				names, self.cycle.rotation = self.cycle.rotation, []
+				self.reconcile_sites(names)
+				self.end_cycle()
 
-	def read_sites(self, sites: list[Site]) -> dict[str, SiteRead | None | DatabaseError]:
-		"""Each site's settings and checksum, read side by side (`site_read.read_sites`)."""
-		return read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit)
+	def stagger(self, interval: float) -> float:
+		"""One slice of a cycle that reads every site once per `interval` seconds: the sites of one tick (at least
+		MIN_TICK_SECS apart), so that no pass is long and the databases see a steady trickle rather than a burst.
+		Returns the seconds until the next slice is due."""
+		with self.metrics.reconcile_timer("slice"):
+			if not self.cycle.rotation and not self.begin_cycle():
+				return interval
+			names, tick = self.cycle.next_slice(interval)
+			self.reconcile_sites(names)
+			if not self.cycle.rotation:
+				self.end_cycle()
+			return tick
+
+	def begin_cycle(self) -> bool:
+		"""Load the bench, see whether Redis lost the state, audit when due, and list the sites this cycle reads."""
+		with self.lock:
+			try:
+				self.bench = Bench.load(self.bench_path)
+			except BenchError as exc:
+				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
+				return False
+			self.check_generation()
+			if time.monotonic() >= self.next_audit:
+				self.audit()  # before the sites, so that what it moved aside is rebuilt by this cycle
+			self.forget_resynced()
+			self.cycle = Cycle(self.bench.site_names())
+		return True
+
+	def reconcile_sites(self, names: list[str]) -> None:
+		sites = self.site_health.readable(self.bench, names)
+		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit)
+		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
+		for site in sites:
+			with self.lock:
+				if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
+					self.cycle.served.add(site.name)
+		self.wake()
+
+	def end_cycle(self) -> None:
+		"""Every site was read: drop the state of those that are no longer BTU sites of the bench."""
+		with self.lock:
+			listed = set(self.bench.site_names())
+			self.site_health.forget_unlisted(listed)
+			served = self.cycle.served
+			self.frappe_jobs.keep(served)
+			kept = {name for name in self.site_health.unreadable if site_name_problem(name) is None}
+			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads it.
+			for gone in self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites)):
+				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
+				self.state.purge_site(gone)
+				self.seen.pop(gone, None)
+				self.summaries.pop(gone, None)
+			self.served = set(served)
+		self.connections.close_idle()
+		self.wake()
 
 	def audit(self) -> None:
 		"""Mend the state of every firing site's schedules (State.audit), logging what was wrong."""
 		self.next_audit = time.monotonic() + self.audit_secs
 		moved_keys = self.state.check_types(self.state.sites())
-		firing = sorted(self.served - set(self.paused_sites))
+		firing = sorted(self.served - set(self.site_health.paused))
 		members = [protocol.due_member(site, name) for site in firing for name in sorted(self.seen.get(site, {}))]
 		mended, moved = self.state.audit(members)
 		if moved:
@@ -356,17 +394,13 @@ class Reconciler:
 				self.remove(site.name, name, reason="disabled or deleted")
 			# Only a row changed since this process compiled it, missing from the state (another process
 			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
-			present = self.present(site.name, [name for name in names if name in enabled])
+			present = self.state.present(site.name, [name for name in names if name in enabled])
 			retry = self.state.invalid_names(site.name)
 			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
 			self.apply(site, read, changed, enabled)
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
 		return True
-
-	def present(self, site: str, names: list[str]) -> dict[str, bool]:
-		"""Whether each schedule is in the state."""
-		return self.state.present(site, names)
 
 	# -- steps of both ------------------------------------------------------------
 
@@ -377,31 +411,15 @@ class Reconciler:
 		return enabled_versions(rows, read.db.site.name, self.refused_names, read.scheduler_interval)
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
-		"""Note the outage (logged once, counted each time); True if the site has state, which keeps firing meanwhile.
-		A site that only waited too long for a connection (DatabaseBusy) is logged, not marked unreachable."""
-		if isinstance(exc, DatabaseBusy):
-			log_event(logger, logging.WARNING, "database_busy", site=site.name, error=str(exc), effect="read again at the next reconcile")
-			return site.name in self.state.sites() or site.name in self.served
-		self.metrics.database_error(site.name)
-		if site.name not in self.unreachable:
-			log_event(logger, logging.ERROR, "database_unreachable", site=site.name, error=str(exc), effect="firing continues from the Redis state")
-		self.unreachable.add(site.name)
-		return site.name in self.state.sites()
+		"""Note the outage (`SiteHealth.database_down`); True if the site has state, which keeps firing meanwhile."""
+		if self.site_health.database_down(site.name, exc):
+			return site.name in self.state.sites()
+		return site.name in self.state.sites() or site.name in self.served
 
 	def site_answered(self, site: Site, held: str | None) -> None:
-		"""Note that the site's database answered and whether the site is held (`held`: why), logging each change."""
-		if site.name in self.unreachable:
-			self.unreachable.discard(site.name)
-			log_event(logger, logging.INFO, "database_restored", site=site.name)
-		was_held = self.paused_sites.pop(site.name, None)
-		if held:
-			self.paused_sites[site.name] = held
-			if held != was_held:
-				log_event(logger, logging.WARNING, "site_held", site=site.name, reason=held, effect="its schedules do not fire; their cursors are kept")
-			if self.state.names(site.name):
-				self.state.hold_site(site.name)
-		elif was_held:
-			log_event(logger, logging.INFO, "site_resumed", site=site.name, reason=f"no longer held ({was_held})")
+		"""Note that the site's database answered and whether it is held; a held site's schedules leave the due set."""
+		if self.site_health.answered(site.name, held) and self.state.names(site.name):
+			self.state.hold_site(site.name)
 
 	def apply(self, site: Site, read: SiteRead, names: list[str], versions: dict[str, str]) -> None:
 		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
@@ -450,28 +468,6 @@ class Reconciler:
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
-
-
-def readable_sites(bench: Bench, unreadable: dict[str, str]) -> list[Site]:
-	"""The bench's sites whose site_config.json reads; the others are noted in `unreadable` (site -> why), each change logged."""
-	sites = []
-	for name in bench.site_names():
-		try:
-			sites.append(bench.site(name))
-		except BenchError as exc:
-			# Shown in the status like an unreachable database. An unreadable config keeps the site firing
-			# from the Redis state; a refused name never fires, and its state is dropped by `Reconciler.full`.
-			refused = site_name_problem(name) is not None
-			if unreadable.get(name) != str(exc):
-				log_event(
-					logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
-					effect="its schedules never fire" if refused else "firing continues from the Redis state",
-				)
-			unreadable[name] = str(exc)
-			continue
-		if unreadable.pop(name, None):
-			log_event(logger, logging.INFO, "site_readable", site=name)
-	return sites
 
 
 def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]], scheduler_interval=None) -> dict[str, str]:
