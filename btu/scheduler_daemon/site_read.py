@@ -60,9 +60,10 @@ def read_site(db: SiteDatabase, bench: Bench, executor: str, checksum: bool) -> 
 
 def read_sites(dbs: list[SiteDatabase], bench: Bench, executor: str, connections_per_server: int) -> dict[str, SiteRead | None | DatabaseError]:
 	"""Each site's `read_site` with its checksum (None: not a BTU site; a DatabaseError: it did not answer), read
-	by as many threads as the database servers have connections."""
+	by one thread fewer than the database servers have connections: one stays free for an RPC's edit, which then
+	never waits for a connection behind a reconcile's reads."""
 	servers = len({db.server for db in dbs}) or 1
-	threads = max(1, min(len(dbs), connections_per_server * servers, MAX_READ_THREADS))
+	threads = max(1, min(len(dbs), (connections_per_server - 1) * servers, MAX_READ_THREADS))
 
 	def read(db: SiteDatabase) -> SiteRead | None | DatabaseError:
 		try:
