@@ -297,33 +297,44 @@ def test_the_endpoint_caps_concurrent_scrapes_and_drops_idle_clients(monkeypatch
 
 	from btu.scheduler_daemon import metrics as metrics_module
 
-	class Slow:
+	# Scrapes held in the collector until the test lets them go: "at once" is made, not hoped for from the timing.
+	in_progress, release = threading.Semaphore(0), threading.Event()
+
+	class Held:
 		def collect(self):
-			time.sleep(1)
+			in_progress.release()
+			release.wait(patient(30))
 			return []
 
 	monkeypatch.setattr(metrics_module._QuietHandler, "timeout", 0.5)
 	metrics = Metrics()
-	metrics.registry.register(Slow())
+	metrics.registry.register(Held())
 	server = MetricsServer(metrics.registry, "127.0.0.1", 0).start()
 	codes: list[int] = []
 
 	def get():
 		try:
-			with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=patient(10)) as response:
+			with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=patient(40)) as response:
 				codes.append(response.status)
 		except urllib.error.HTTPError as exc:
 			codes.append(exc.code)
 
 	try:
-		threads = [threading.Thread(target=get) for _ in range(metrics_module.MAX_SCRAPES + 3)]
-		for thread in threads:
+		held = [threading.Thread(target=get) for _ in range(metrics_module.MAX_SCRAPES)]
+		for thread in held:
 			thread.start()
-		for thread in threads:
+		for _ in held:
+			assert in_progress.acquire(timeout=patient(10)), "a scrape did not reach the collector"
+		for _ in range(3):  # each while MAX_SCRAPES are being served: refused at once
+			get()
+		assert codes == [503] * 3
+		release.set()
+		for thread in held:
 			thread.join()
 		assert sorted(codes) == [200] * metrics_module.MAX_SCRAPES + [503] * 3
 		with socket.create_connection(("127.0.0.1", server.port)) as idle:
 			idle.settimeout(5)
 			assert idle.recv(1) == b"", "an idle client is dropped after the handler's timeout"
 	finally:
+		release.set()
 		server.stop()
