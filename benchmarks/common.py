@@ -73,9 +73,9 @@ def metrics_modes(choice: str) -> list[bool]:
 
 
 def free_port() -> int:
-	from tests.support.redis_server import free_port as port
+	from tests.support.ports import claim_port
 
-	return port()
+	return claim_port()
 
 
 class Scraper:

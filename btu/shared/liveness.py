@@ -137,7 +137,8 @@ def benches_sharing(processes: list[dict]) -> list[dict]:
 			groups.append((bench, {str(process.get("host"))}))
 	if len(groups) < 2:
 		return []
-	return [{"id": bench.get("id"), "path": bench.get("path"), "namespace": bench.get("namespace"), "hosts": sorted(hosts)} for bench, hosts in groups]
+	found = [{"id": bench.get("id"), "path": bench.get("path"), "namespace": bench.get("namespace"), "hosts": sorted(hosts)} for bench, hosts in groups]
+	return sorted(found, key=lambda bench: (str(bench["path"]), str(bench["id"])))
 
 
 def sharing_message(benches: list[dict]) -> str:
