@@ -61,10 +61,9 @@ COMMAND_REFUSED = re.compile(r"run the '([^']+)' command")
 
 
 def key_patterns(bench_id: str) -> tuple[str, ...]:
-	"""BTU's keys (the bench's own, and with a namespace the register of benches on the Redis, which seed 000's "btu:*"
-	holds), then the rq keys the fire scripts write: job hashes, rq's set of queues, the bench's queues."""
-	shared = (f"~{protocol.BENCHES_KEY}",) if protocol.NAMESPACE else ()
-	return (protocol.KEYS_GRANT, *shared, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
+	"""BTU's keys (the bench's own: `protocol.use_namespace`), then the rq keys the fire scripts write: job hashes,
+	rq's set of queues, the bench's queues."""
+	return (protocol.KEYS_GRANT, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
 
 
 def rules(bench_id: str, channels: bool = True) -> list[str]:

@@ -411,9 +411,6 @@ NAMESPACE_FORM = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 SEED_PREFIX = "btu:"
 NAMESPACE: str | None = None
 PREFIX = SEED_PREFIX
-# The one key every bench on a Redis shares: who uses BTU here (btu.shared.benches), so a Redis shared without
-# namespaces is found and reported.
-BENCHES_KEY = "btu:benches"
 _NAMED = (
 	"COMMANDS_KEY", "RESPONSE_KEY_PREFIX", "LEADER_KEY", "LEADER_EPOCH_KEY", "WAKE_CHANNEL", "HANDOFF_CHANNEL", "STATUS_KEY",
 	"PROCESSES_KEY", "PROCESS_KEY_PREFIX", "DUE_KEY", "PREPARED_KEY", "SITES_KEY", "QUARANTINE_KEY", "QUARANTINED_PREFIX",
