@@ -27,9 +27,10 @@ if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-sche
 	from btu.scheduler_daemon.reconcile import Health, Reconciler
 
 logger = logging.getLogger("btu.scheduler")
-# A process's bench as its heartbeat shows it is read again this often (its sites' configs), and the live
-# processes' benches compared this often: a Redis shared without namespaces is reported within a minute.
-IDENTITY_SECONDS = 60.0
+# A process's bench as its heartbeat shows it is read again this often (every site's config: rare, as a bench's
+# sites seldom change and only an overlap of samples is needed), and the live processes' benches compared this
+# often: a Redis shared without namespaces is reported within a minute.
+IDENTITY_SECONDS = 600.0
 SHARING_CHECK_SECONDS = 30.0
 
 STATUS_SCAN = 2000
@@ -67,13 +68,13 @@ class SharedRedisWatch:
 		self.next_check = 0.0
 
 	def bench(self) -> dict:
-		"""{id, path, namespace, sites}: its sites' databases sampled (`liveness.site_sample`), read again every minute."""
+		"""{id, path, namespace, sites}: its sites' databases sampled (`liveness.site_sample`), read again every IDENTITY_SECONDS."""
 		if time.monotonic() >= self.identity_until:
 			self.identity_until = time.monotonic() + IDENTITY_SECONDS
 			try:
 				bench = Bench.load(self.bench_path)
 			except BenchError:
-				return self.identity  # being edited: the last one read stands until the next minute
+				return self.identity  # being edited: the last one read stands until the next read
 			databases = []
 			for name in bench.site_names():
 				try:
