@@ -159,7 +159,7 @@ def _send_and_tell(request_type: str, schedule: str, user: str, quiet: bool = Fa
 
 
 def read_status() -> dict:
-	"""The scheduler's published status (STATUS_KEY, every 30 s) with the leader and the processes read live,
+	"""The scheduler's published status (STATUS_KEY, every minute) with the leader and the processes read live,
 	so a heartbeat shown is as fresh as the process wrote it; {} when no scheduler ever ran against this Redis."""
 	try:
 		conn = queue_redis()

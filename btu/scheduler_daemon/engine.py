@@ -271,12 +271,14 @@ class Scheduler:
 			if stop.is_set() or not self.lease.held:
 				continue
 			try:
+				cycles = self.reconciler.cycles_done
 				if due:
 					self.reconciler.full()
-					self.publish_status()
 					wait = 0.0  # the staggered cycle starts at once
 				else:
 					wait = self.reconciler.stagger(interval)
+				if self.reconciler.cycles_done != cycles:
+					self.publish_status()
 				self.reconcile_access.ok()
 			except Exception as exc:
 				if protocol.is_denied(exc):
@@ -390,7 +392,7 @@ class Scheduler:
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
 
 	def publish_status(self) -> None:
-		self.next_status = time.monotonic() + 30
+		self.next_status = time.monotonic() + status.PUBLISH_SECONDS
 		status.publish(self.redis, self.reconciler)
 
 

@@ -194,6 +194,7 @@ class Reconciler:
 		self.site_health = SiteHealth(self.metrics)
 		self.served: set[str] = set()  # BTU sites at the end of the last cycle
 		self.cycle = Cycle()
+		self.cycles_done = 0  # the engine publishes the status when a cycle ends
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
 		self.lock = threading.RLock()
@@ -256,8 +257,7 @@ class Reconciler:
 	# -- full reconcile ---------------------------------------------------------
 
 	def full(self) -> None:
-		"""Reconcile every site of the bench now (at start, when elected, after Redis lost the state); drop the state of
-		sites that are no longer BTU sites.
+		"""Reconcile every site of the bench now (at start, when elected, after Redis lost the state).
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
 		without the lock; only then is each site brought in line, one at a time under the lock, so that an RPC's
@@ -321,6 +321,7 @@ class Reconciler:
 				self.seen.pop(gone, None)
 				self.summaries.pop(gone, None)
 			self.served = set(served)
+			self.cycles_done += 1
 		self.connections.close_idle()
 		self.wake()
 

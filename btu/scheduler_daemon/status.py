@@ -36,6 +36,10 @@ SHARING_CHECK_SECONDS = 30.0
 STATUS_SCAN = 2000
 STATUS_PAGE = 100
 STATUS_SITES_PER_ROUND_TRIP = 200
+# The published status is built every PUBLISH_SECONDS by the leader, whatever the number of sites: at 1,000 sites with
+# 20 recent fires each it cost 0.2 s of CPU and 4.2 MB; with 5, 0.075 s and 1.2 MB.
+PUBLISHED_FIRES = 5
+PUBLISH_SECONDS = 60.0
 
 
 def iso(ms: int | float | None) -> str | None:
@@ -320,8 +324,10 @@ def site_health(health: Health) -> dict[str, dict[str, str]]:
 
 
 def publish(redis_conn, reconciler: Reconciler) -> None:
-	"""Store the status with the reconciler's health under `protocol.STATUS_KEY`, for the Desk."""
-	redis_conn.set(protocol.STATUS_KEY, json.dumps(build(redis_conn, health=site_health(reconciler.health()))))
+	"""Store the status with the reconciler's health under `protocol.STATUS_KEY`, for the Desk: PUBLISHED_FIRES recent
+	and next fires a site (the Desk shows its own site's; `btu-scheduler status` reads every figure live)."""
+	document = build(redis_conn, recent=PUBLISHED_FIRES, next_n=PUBLISHED_FIRES, health=site_health(reconciler.health()))
+	redis_conn.set(protocol.STATUS_KEY, json.dumps(document))
 
 
 def stored_health(redis_conn) -> dict:
