@@ -297,6 +297,7 @@ class Reconciler:
 		return True
 
 	def reconcile_sites(self, names: list[str]) -> None:
+		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing."""
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
@@ -304,7 +305,6 @@ class Reconciler:
 			with self.lock:
 				if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
 					self.cycle.served.add(site.name)
-		self.wake()
 
 	def end_cycle(self) -> None:
 		"""Every site was read: drop the state of those that are no longer BTU sites of the bench."""
