@@ -373,14 +373,12 @@ class State:
 				for name in names[start : start + PURGE_CHUNK]:
 					self.remove(site, name, client=pipe)
 				pipe.execute()
-		# Out of the sites set before its keys go: a fire record that comes late is refused (record.lua).
-		self.redis.srem(protocol.SITES_KEY, site)
-		self.redis.delete(
-			protocol.site_schedules_key(site),
-			protocol.recent_fires_key(site),
-			protocol.invalid_rows_key(site),
-			protocol.counters_key(site),
-		)
+		# Out of the sites set as its keys go, in one transaction: nobody sees a site listed without its keys or keys of
+		# a site no longer listed, and a fire record that comes later is refused (record.lua).
+		with self.redis.pipeline(transaction=True) as pipe:
+			pipe.srem(protocol.SITES_KEY, site)
+			pipe.delete(protocol.site_schedules_key(site), protocol.recent_fires_key(site), protocol.invalid_rows_key(site), protocol.counters_key(site))
+			pipe.execute()
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
 		key = protocol.invalid_rows_key(site)

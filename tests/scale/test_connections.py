@@ -47,7 +47,8 @@ def test_many_threads_on_many_sites_never_hold_more_than_the_bound(bench_on_own_
 		while not stop.is_set():
 			db = random.choice(dbs)
 			try:
-				[row] = db.query("SELECT DATABASE() AS db")
+				# Each read holds its connection 50 ms: eight readers certainly want more than three at once.
+				[row] = db.query("SELECT DATABASE() AS db, SLEEP(0.05) AS slept")
 				assert row["db"] == db.site.db_params["database"], "a connection of another site answered"
 			except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
 				errors.append(exc)
@@ -68,8 +69,9 @@ def test_many_threads_on_many_sites_never_hold_more_than_the_bound(bench_on_own_
 	[pool] = connections.snapshot()
 	assert pool["peak"] == 3 and pool["open"] <= 3 and pool["waits"] > 0, pool
 	# A connection closed to make room for another site's is still counted by the server until it has read the
-	# client's quit: at most one such per reading thread beside the three open.
-	assert 1 <= peak[0] <= 3 + 8, f"the server saw {peak[0]} connections of the sites at once"
+	# client's quit: at most one such per reading thread beside the three open. (A loaded machine may give the
+	# watching thread few samples, so it proves the ceiling only.)
+	assert peak[0] <= 3 + 8, f"the server saw {peak[0]} connections of the sites at once"
 
 
 def test_a_read_waits_for_a_connection_and_is_not_an_outage(bench_on_own_server):
