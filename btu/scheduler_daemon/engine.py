@@ -19,6 +19,7 @@ lease TTL), a standby only when the lease could have expired.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -174,6 +175,8 @@ class Scheduler:
 		# SIGHUP too: a closed terminal or a process manager's reload must hand the lease over, not drop it.
 		for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
 			signal.signal(signum, request_stop)
+		# `kill -USR1 <pid>` prints every thread's stack to stderr (the log): how a scheduler that hangs tells where.
+		faulthandler.register(signal.SIGUSR1, all_threads=True)
 		# A moment's release must not wait out CPython's 5 ms GIL switch interval behind the
 		# reconciler thread; the shorter interval costs nothing while no other thread runs.
 		sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

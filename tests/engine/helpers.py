@@ -135,11 +135,14 @@ class SchedulerProcess:
 			self.process.send_signal(signum)
 
 	def stop(self, timeout: float = 10) -> int | None:
-		"""SIGTERM, then SIGKILL after `timeout` seconds; the exit code."""
+		"""SIGTERM, then SIGKILL after `timeout` seconds; the exit code. A scheduler that did not stop prints its
+		threads' stacks to its log first (SIGUSR1), so that the failure says where it hung."""
 		self.signal(signal.SIGTERM)
 		try:
 			return self.process.wait(patient(timeout))
 		except subprocess.TimeoutExpired:
+			self.signal(signal.SIGUSR1)
+			time.sleep(0.5)
 			self.process.kill()
 			return self.process.wait()
 

@@ -168,7 +168,7 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 		wait_until(lambda: any(what.startswith(expected) for what in status(bench)["quarantine"]), 15, f"status lists {expected!r} as moved aside")
 	ping = cli(bench.path, "ping", "--site", S1)
 	assert ping.returncode == 0, f"ping: {ping.stdout} {ping.stderr}"
-	assert second.stop() == 0
+	assert second.stop() == 0, f"the second scheduler did not stop on SIGTERM:\n{second.tail(120)}"
 	for site, names in healthy.items():
 		ids = site_job_ids(r, bench, site)
 		assert duplicates(ids) == [], f"{site}: a slot enqueued twice"
