@@ -137,6 +137,7 @@ class Scheduler:
 
 	def run(self, stop: threading.Event) -> None:
 		log_event(logger, logging.INFO, "scheduler_started", process=self.process_id, bench=str(self.bench_path), executor=self.config.executor)
+		self.reconciler.stopping = stop
 		threads = [
 			threading.Thread(target=self.notify_loop, args=(stop,), name="btu-notifier", daemon=True),
 			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),

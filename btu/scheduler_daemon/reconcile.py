@@ -198,6 +198,7 @@ class Reconciler:
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
 		self.lock = threading.RLock()
+		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
 
@@ -265,8 +266,8 @@ class Reconciler:
 		with self.metrics.reconcile_timer("full"):
 			if self.begin_cycle():
 				names, self.cycle.rotation = self.cycle.rotation, []
-				self.reconcile_sites(names)
-				self.end_cycle()
+				if self.reconcile_sites(names):
+					self.end_cycle()
 
 	def stagger(self, interval: float) -> float:
 		"""One slice of a cycle that reads every site once per `interval` seconds: the sites of one tick (at least
@@ -276,8 +277,7 @@ class Reconciler:
 			if not self.cycle.rotation and not self.begin_cycle():
 				return interval
 			names, tick = self.cycle.next_slice(interval)
-			self.reconcile_sites(names)
-			if not self.cycle.rotation:
+			if self.reconcile_sites(names) and not self.cycle.rotation:
 				self.end_cycle()
 			return tick
 
@@ -296,15 +296,20 @@ class Reconciler:
 			self.cycle = Cycle(self.bench.site_names())
 		return True
 
-	def reconcile_sites(self, names: list[str]) -> None:
-		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing."""
+	def reconcile_sites(self, names: list[str]) -> bool:
+		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing.
+		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
+		sites it did not read), so a stop waits for one site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
-		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit)
+		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.stopping)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
 		for site in sites:
+			if self.stopping.is_set():
+				return False
 			with self.lock:
 				if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
 					self.cycle.served.add(site.name)
+		return not self.stopping.is_set()
 
 	def end_cycle(self) -> None:
 		"""Every site was read: drop the state of those that are no longer BTU sites of the bench."""

@@ -8,6 +8,7 @@ what a pass over a thousand sites costs.
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -58,14 +59,19 @@ def read_site(db: SiteDatabase, bench: Bench, executor: str, checksum: bool) -> 
 	)
 
 
-def read_sites(dbs: list[SiteDatabase], bench: Bench, executor: str, connections_per_server: int) -> dict[str, SiteRead | None | DatabaseError]:
+def read_sites(
+	dbs: list[SiteDatabase], bench: Bench, executor: str, connections_per_server: int, stopping: threading.Event | None = None,
+) -> dict[str, SiteRead | None | DatabaseError]:
 	"""Each site's `read_site` with its checksum (None: not a BTU site; a DatabaseError: it did not answer), read
 	by one thread fewer than the database servers have connections: one stays free for an RPC's edit, which then
-	never waits for a connection behind a reconcile's reads."""
+	never waits for a connection behind a reconcile's reads. Once `stopping` is set, the reads not begun are
+	left out (the caller gives up the cycle)."""
 	servers = len({db.server for db in dbs}) or 1
 	threads = max(1, min(len(dbs), (connections_per_server - 1) * servers, MAX_READ_THREADS))
 
 	def read(db: SiteDatabase) -> SiteRead | None | DatabaseError:
+		if stopping is not None and stopping.is_set():
+			return None
 		try:
 			return read_site(db, bench, executor, checksum=True)
 		except DatabaseError as exc:

@@ -68,8 +68,8 @@ def test_every_site_fires_within_the_bound_and_others_still_connect(mariadb, eng
 			conn.close()
 		time.sleep(3)  # full reconciles every second meanwhile: each reads every site
 		[pool] = wait_until(lambda: connections_reported(r), 30, "the scheduler's heartbeat with its connections")
-		# A stop waits for the reconcile slice under way: all 200 sites here, which a loaded machine reads in seconds.
-		assert scheduler.stop(timeout=60) == 0
+		# Mid-slice (all 200 sites a second here): the stop waits for one site at most, not for the slice.
+		assert scheduler.stop() == 0
 	finally:
 		stop.set()
 		watcher.join()
