@@ -68,8 +68,12 @@ def app_installed(app: str) -> None:
 
 
 def app_uninstalled(app: str) -> None:
-	"""after_app_uninstall: the removed app's rows go (sync removes rows of apps no longer installed)."""
+	"""after_app_uninstall: the removed app's rows go (sync removes rows of apps no longer installed).
+
+	Committed here: Frappe's remove_app calls this hook after its own last commit, and `uninstall-app` then closes
+	the connection without committing, so uncommitted removals would be rolled back (and the scheduler never told)."""
 	sync({})
+	frappe.db.commit()
 
 
 def apply(item: Declared) -> None:

@@ -4,7 +4,7 @@ the app's fields the app's, the admin's the admin's, a bad hook refused whole.""
 import frappe
 
 from btu.btu_core import api, declared_schedules
-from btu.btu_core.tests.utils import SAMPLES, make_user
+from btu.btu_core.tests.utils import SAMPLES, make_user, other_connection
 from btu.shared.declared_schedules import HOOK
 
 try:
@@ -124,13 +124,6 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		self.assertFalse(frappe.db.exists(SCHEDULE, schedule.name), "nothing links to it now: deleted")
 		self.assertFalse(frappe.db.exists(TASK, task.name))
 
-	def test_rows_of_an_app_no_longer_installed_are_removed(self):
-		task = frappe.get_doc({"doctype": TASK, "desc_short": "gone", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default", "declared_by_app": "gone_app", "declared_key": "x"})
-		task.flags[declared_schedules.FLAG] = True
-		task.insert()
-		declared_schedules.app_uninstalled("gone_app")
-		self.assertFalse(frappe.db.exists(TASK, task.name))
-
 	def test_a_bad_hook_names_app_entry_and_key_and_changes_nothing(self):
 		sync(HELLO)
 		before = snapshot()
@@ -233,3 +226,47 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		frappe.db.delete(SCHEDULE, {"declared_by_app": "btu", "declared_key": "mark_lost_runs_timed_out"})
 		declared_schedules.app_installed("btu")
 		self.assertTrue(rows("mark_lost_runs_timed_out")[1])
+
+
+class TestAppUninstalled(IntegrationTestCase):
+	"""`bench --site S uninstall-app APP`: Frappe's remove_app commits its own work, then calls each after_app_uninstall
+	hook with the app's name, and the command closes the connection without committing. The rows must be gone for
+	every later session, not only inside the hook's transaction."""
+
+	APP = "gone_app"
+
+	def setUp(self):
+		frappe.set_user("Administrator")
+		self.addCleanup(self.remove_leftovers)
+
+	def remove_leftovers(self):
+		frappe.db.rollback()
+		for doctype in (SCHEDULE, TASK):
+			for name in frappe.get_all(doctype, filters={"declared_by_app": self.APP}, pluck="name"):
+				frappe.delete_doc(doctype, name, force=True, ignore_permissions=True, flags={declared_schedules.FLAG: True})
+		frappe.db.commit()
+
+	def declared(self, values: dict):
+		doc = frappe.get_doc({**values, "declared_by_app": self.APP, "declared_key": "nightly"})
+		doc.flags[declared_schedules.FLAG] = True
+		return doc.insert()
+
+	def test_an_uninstalled_apps_task_and_schedule_are_gone_for_a_fresh_session(self):
+		task = self.declared({"doctype": TASK, "desc_short": "gone", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default"})
+		schedule = self.declared({"doctype": SCHEDULE, "task": task.name, "enabled": 0, "run_frequency": "Daily", "hour": 2, "minute": 30, "time_zone": "UTC"})
+		frappe.db.commit()  # the app's rows, as an earlier migrate left them
+		# remove_app, after its last commit (frappe/installer.py):
+		for hook in frappe.get_hooks("after_app_uninstall"):
+			frappe.get_attr(hook)(self.APP)
+		# ...and the command's frappe.destroy() closes the connection uncommitted: only what the hook committed stays.
+		frappe.db.rollback()
+		fresh = other_connection(self)
+		try:
+			with fresh.cursor() as cursor:
+				cursor.execute("SELECT name FROM `tabBTU Task Schedule` WHERE name = %s", (schedule.name,))
+				schedules = cursor.fetchall()
+				cursor.execute("SELECT name FROM `tabBTU Task` WHERE name = %s", (task.name,))
+				tasks = cursor.fetchall()
+		finally:
+			fresh.close()
+		self.assertEqual((schedules, tasks), ((), ()), "the uninstalled app's Schedule and Task are gone from the database")
