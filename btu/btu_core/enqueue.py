@@ -30,7 +30,7 @@ from frappe import _
 from rq import get_current_job
 
 from btu.shared import run_requests as rr
-from btu.shared.instants import slot_text
+from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
 from btu.btu_core.capture import Call, call_captured, where_it_runs
@@ -167,7 +167,7 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 			logger.info(f"{where} {str(status).lower()}; not run")
 			return None
 		started = utc_now()
-		note = _("Started {0} on {1}, {2} ms after its moment.").format(slot_text(started), socket.gethostname(), fire_lag_ms if fire_lag_ms is not None else "?")
+		note = started_note(request, started, fire_lag_ms)
 		log = start_log(request, started, enqueued_at, fire_lag_ms) if request.task_log else None
 		frappe.db.set_value(rr.DOCTYPE, request.name, {"status": rr.DONE, "note": note, "log": log})
 		run_requests.announce(request.name)
@@ -190,6 +190,16 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 			raise RunFailed(call.result_message) from call.exc
 		raise call.exc
 	return request.name
+
+
+def started_note(request, started: datetime, fire_lag_ms) -> str:
+	"""The Note's first line: when and where the run started, and its two lags, each named, for they differ by the
+	worker's pick-up and the job's start-up: fire lag (the moment to its job on the queue: the scheduler's) and start
+	lag (the moment to this start in the worker: what the function waited)."""
+	start_lag_ms = (started - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000
+	return _("Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to this start).").format(
+		slot_text(started), socket.gethostname(), fire_lag_ms if fire_lag_ms is not None else "?", round(start_lag_ms, 3)
+	)
 
 
 def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag_ms) -> str:

@@ -7,6 +7,7 @@ run_scheduled_task(method, "run-request:<name>", slot, fire_at).
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -157,6 +158,22 @@ class TestEnqueue(EnqueueCase):
 		with self.assertRaises(EnqueueError):
 			cancel(name)
 		self.assertEqual(frappe.db.get_value(REQUEST, name, "status"), "Pending")
+
+	def test_the_note_names_the_fire_lag_and_the_start_lag_apart(self):
+		at = now() + timedelta(milliseconds=200)
+		handle = self.enqueue(NOTE_CALL, at, marker=self.marker)
+		frappe.db.commit()
+		doc = frappe.get_doc(REQUEST, handle)
+		moment = parse_utc_iso(doc.run_at_utc, "run_at_utc")
+		time.sleep(max(0.0, (moment - now()).total_seconds()) + 0.4)
+		# Queued 1 ms after its moment, started 400 ms or more after it: a worker that was slow to start the job.
+		enqueued = (moment + timedelta(milliseconds=1)).isoformat()
+		run_scheduled_task(doc.method, rr.state_name(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, enqueued)
+		note = frappe.db.get_value(REQUEST, handle, "note")
+		self.assertIn("fire lag 1.0 ms (its moment to its job on the queue)", note)
+		start_lag = float(note.split("start lag ")[1].split(" ms")[0])
+		self.assertGreaterEqual(start_lag, 400, note)
+		self.assertLess(start_lag, 60_000, note)
 
 	def test_a_failing_function_fails_its_job_once_and_the_request_says_why(self):
 		handle = self.enqueue("btu.btu_core.tests.sample_tasks.maybe_fail", now(), fail=True)
