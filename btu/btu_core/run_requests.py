@@ -28,12 +28,11 @@ RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_f
 def insert(name: str, *, run_at: datetime, exact: bool = False, **values) -> tuple[object, bool]:
 	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it).
 
-	`run_at` is rounded up to a whole second unless `exact` (enqueue_at's moment, to the millisecond).
+	`run_at` is rounded up to a whole second unless `exact` (a retry's delay, enqueue_at's moment): then to the millisecond.
 	The row alone is written (defaults, stamps, one INSERT): a BTU Run Request has no validation or hooks of its
 	own and every caller checks its values, and enqueue_at is called in bulk from request handlers. A name already
 	there, from this ask before or from another delivery that committed first, is the duplicate key."""
-	if not exact:
-		run_at = rr.whole_second_after(run_at)
+	run_at = rr.millisecond_after(run_at) if exact else rr.whole_second_after(run_at)
 	doc = frappe.get_doc(
 		{
 			"doctype": rr.DOCTYPE,
@@ -118,6 +117,7 @@ def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple
 	if key is None:
 		return _("Not retried: only scheduled, backfilled and chained runs are (Run Now has no slot to retry)."), False
 	delay = rr.retry_delay(attempt + 1, policy["retry_delay_secs"], flt(policy["retry_backoff_factor"]), policy["retry_max_delay_secs"])
+	# From now, just after the failed attempt's Log committed its end (Date Time Ended), kept to the millisecond.
 	run_at = utc_now() + timedelta(seconds=delay)
 	if schedule is not None and log.get("slot_utc") and schedule.overlap_policy == "skip":
 		following = next_regular_fire(schedule, parse_utc_iso(log.slot_utc, "slot_utc"))
@@ -134,6 +134,7 @@ def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple
 		slot_utc=log.get("slot_utc"),
 		attempt=attempt + 1,
 		run_at=run_at,
+		exact=True,
 		parent_log=log.name,
 		first_log=first,
 		status=rr.PENDING,

@@ -90,9 +90,16 @@ def retry_delay(attempt: int, initial: float, factor: float, maximum: float) -> 
 
 
 def whole_second_after(moment: datetime) -> datetime:
-	"""`moment` rounded up to a whole second: a Once slot is whole seconds, and a retry must not run before its delay."""
+	"""`moment` rounded up to a whole second: a backfilled slot's or a chained run's run_at, as a Once slot is."""
 	whole = moment.replace(microsecond=0)
 	return whole if whole == moment else whole + timedelta(seconds=1)
+
+
+def millisecond_after(moment: datetime) -> datetime:
+	"""`moment` rounded up to a whole millisecond, what run_at_utc holds: a retry or an enqueued run never starts before
+	the moment it was given (a Once state fires a run_at's milliseconds into its whole-second slot)."""
+	extra = moment.microsecond % 1000
+	return moment + timedelta(microseconds=1000 - extra) if extra else moment
 
 
 def as_schedule_row(request: dict) -> dict:

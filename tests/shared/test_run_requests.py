@@ -49,6 +49,10 @@ def test_run_at_is_never_before_the_moment_asked():
 	assert rr.whole_second_after(moment) == datetime(2026, 11, 24, 2, 30, 1, tzinfo=timezone.utc)
 	whole = datetime(2026, 11, 24, 2, 30, tzinfo=timezone.utc)
 	assert rr.whole_second_after(whole) == whole
+	# A retry's run_at keeps its milliseconds: at most 1 ms late, never early.
+	assert rr.millisecond_after(moment) == datetime(2026, 11, 24, 2, 30, 0, 1000, tzinfo=timezone.utc)
+	assert rr.millisecond_after(datetime(2026, 11, 24, 2, 30, 0, 250_000, tzinfo=timezone.utc)).microsecond == 250_000
+	assert rr.millisecond_after(whole) == whole
 
 
 def test_a_request_row_is_a_once_schedule_at_its_run_at_without_a_concurrency_limit():

@@ -7,12 +7,14 @@ A request's fire is what the scheduler's job calls: run_scheduled_task(task, "ru
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import frappe
 
 from btu.btu_core import api
+from btu.btu_core.instants import from_system_naive
 from btu.btu_core.preview import next_fires, render_html
 from btu.btu_core.report.scheduled_task_summary import scheduled_task_summary
 from btu.btu_core.task_runner import RunFailed, run_in_this_process, run_scheduled_task
@@ -108,6 +110,23 @@ class TestRetries(RunRequestCase):
 		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 3)
 		# Only the last attempt is a failure of the schedule.
 		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 1)
+
+	def test_a_retry_waits_its_delay_from_the_failed_attempts_end_to_the_millisecond(self):
+		task = self.task("maybe_fail", max_attempts=2, retry_delay_secs=2)
+		schedule = make_schedule(task.name)
+		frappe.db.commit()
+		# Start 50 ms into a second: a run_at rounded to whole seconds would land up to 950 ms late, past the bound below.
+		time.sleep((1.05 - datetime.now(timezone.utc).microsecond / 1e6) % 1)
+		before = datetime.now(timezone.utc)
+		with self.assertRaises(RuntimeError):
+			run_scheduled_task(task.name, schedule.name, "2026-11-24T02:30:00Z")
+		after = datetime.now(timezone.utc)
+		[failed] = frappe.get_all("BTU Task Log", filters={"task": task.name}, fields=["date_time_ended"])
+		[request] = frappe.get_all(REQUEST, filters={"task": task.name, "origin": "Retry"}, fields=["run_at_utc"])
+		run_at = utc(request.run_at_utc)
+		self.assertTrue(before + timedelta(seconds=2) <= run_at <= after + timedelta(seconds=2, milliseconds=1), (before, run_at, after))
+		waited = (run_at - from_system_naive(failed.date_time_ended)).total_seconds()
+		self.assertTrue(2 <= waited < 2.1, f"2 s from the failed attempt's Date Time Ended, not rounded: {waited}")
 
 	def test_a_retry_that_succeeds_ends_the_attempts(self):
 		task = self.flaky(1, max_attempts=5, retry_delay_secs=1)
