@@ -51,6 +51,10 @@ KEPT_BY_FRAPPE = ("btu.btu_core.alerts.check",)
 CATCH_UP_WINDOW_SECS = 366 * 86400
 # How long a slot's claim is kept: long after either side could still be deciding about it.
 CLAIM_TTL_SECS = 3600
+# Frappe delays each run of a Long frequency by a random 1 to 600 s (get_next_execution, v15 and v16), so the heavy
+# jobs due at one boundary (midnight's Daily Long, Sunday's Weekly Long) do not all start at once. BTU spreads them
+# over the same window, by the schedule's jitter: a hash of (job type, slot), so every scheduler process agrees.
+LONG_JITTER_SECS = 600
 FRAPPE, BTU = "frappe", "btu"
 
 
@@ -88,6 +92,12 @@ def queue_of(frequency: str) -> str:
 	return "long" if ("Long" in frequency or "Maintenance" in frequency) else "default"
 
 
+def jitter_secs_of(frequency: str) -> int:
+	"""How late, at most, BTU fires a slot of the frequency: Frappe's window for the Long ones, none for the others
+	(Frappe's tick runs those as soon as they are due, all of a site's together)."""
+	return LONG_JITTER_SECS if "Long" in frequency else 0
+
+
 def fired_by_btu(method: str, frequency: str, cron_format: str | None, scheduler_interval) -> bool:
 	"""Whether BTU takes this job type when the switch is on. Frappe keeps BTU's own watchdog, and any row whose
 	cron BTU would read otherwise than Frappe's croniter: six fields (croniter's seconds come last, BTU's first),
@@ -112,7 +122,8 @@ def claim_key(job_type: str, slot: datetime) -> str:
 def as_schedule_row(job: dict, scheduler_interval) -> dict:
 	"""A `tabScheduled Job Type` row (as `database.frappe_job_rows` reads it) as the schedule row the reconciler
 	compiles: cron in the site's zone, one catch-up run (as Frappe makes), skipped while its last run is queued
-	or running (as Frappe's job id dedupe does), on Frappe's queue for the frequency with that queue's timeout."""
+	or running (as Frappe's job id dedupe does), on Frappe's queue for the frequency with that queue's timeout, a
+	Long frequency's slots spread over Frappe's window for them."""
 	name = state_name(job["name"])
 	try:
 		cron = cron_of(job.get("frequency") or "", job.get("cron_format"), scheduler_interval)
@@ -125,6 +136,7 @@ def as_schedule_row(job: dict, scheduler_interval) -> dict:
 		"run_frequency": "Cron Style",
 		"cron_string": cron,
 		"time_zone": None,
+		"jitter_secs": jitter_secs_of(job.get("frequency") or ""),
 		"catch_up_policy": "fire_once",
 		"catch_up_window": CATCH_UP_WINDOW_SECS,
 		"overlap_policy": "skip",

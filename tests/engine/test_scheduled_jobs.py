@@ -103,6 +103,10 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	assert cursors[fj.state_name("every_minute")] == next_minute
 	assert cursors[fj.state_name("daily_long")] == (now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp() * 1000
 	assert datetime.fromtimestamp(cursors[fj.state_name("all")] / 1000, UTC).minute % 4 == 0
+	# Fired at the slot, except a Long frequency's: up to 600 s after it, as Frappe delays those.
+	fire_at = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "fire_at")) for name in taken}
+	assert fire_at[fj.state_name("every_minute")] == cursors[fj.state_name("every_minute")]
+	assert 0 <= fire_at[fj.state_name("daily_long")] - cursors[fj.state_name("daily_long")] <= fj.LONG_JITTER_SECS * 1000
 	template = json.loads(r.hget(f"btu:site:{data.site.name}:schedule:{fj.state_name('daily_long')}", "job"))
 	assert template["queue"].endswith(":long") and template["executor"] == "frappe"
 	# Never run (no last_execution): Frappe counts from its creation, so one catch-up run is due now, as Frappe makes.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -71,6 +71,30 @@ def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
 	# Midnight in Berlin, across the spring change (UTC+1 -> UTC+2 at 02:00 on 2026-03-29).
 	assert spec.next_slot(datetime(2026, 3, 28, 12, tzinfo=UTC)) == datetime(2026, 3, 28, 23, tzinfo=UTC)
 	assert spec.next_slot(datetime(2026, 3, 29, 12, tzinfo=UTC)) == datetime(2026, 3, 29, 22, tzinfo=UTC)
+
+
+def test_long_job_types_are_spread_over_frappes_window_and_the_others_fire_at_their_slot():
+	"""Frappe runs a Long frequency's job up to 600 s after its moment (a random delay), and the others at the first
+	tick after it; BTU delays the Long ones by a hash of (job type, slot) within the same 600 s."""
+	midnight = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)  # a Sunday: Daily, Daily Long and Weekly Long are all due
+
+	def fires(frequency: str) -> list[float]:
+		"""The delay after midnight of each of 20 job types of the frequency."""
+		specs = [ScheduleSpec.from_row(fj.as_schedule_row({"name": f"app.job_{n}", "method": f"app.tasks.job_{n}", "frequency": frequency}, None), system_time_zone="UTC") for n in range(20)]
+		return [(spec.fire_time(midnight) - midnight).total_seconds() for spec in specs]
+
+	for frequency in ("Daily Long", "Weekly Long"):
+		delays = fires(frequency)
+		assert all(0 <= delay <= fj.LONG_JITTER_SECS for delay in delays), delays
+		assert len(set(delays)) >= 15, f"20 {frequency} job types spread over the window, not on one instant: {delays}"
+	assert fires("Daily") == [0.0] * 20 and fires("Hourly") == [0.0] * 20, "the others fire at their slot, as Frappe's tick"
+
+	def hourly_long():
+		return ScheduleSpec.from_row(fj.as_schedule_row({"name": "app.h", "method": "app.tasks.h", "frequency": "Hourly Long"}, None), system_time_zone="UTC")
+
+	slots = [midnight + timedelta(hours=h) for h in range(24)]
+	assert [hourly_long().fire_time(slot) for slot in slots] == [hourly_long().fire_time(slot) for slot in slots], "every process computes the same moments"
+	assert len({(hourly_long().fire_time(slot) - slot).total_seconds() for slot in slots}) > 1, "a job type's delay changes from slot to slot"
 
 
 def test_a_row_without_a_cron_becomes_an_invalid_row_naming_cron_string():
