@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.utils import cint, get_datetime
+from frappe.utils import cint
 
 from btu.shared import liveness, protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, run_requests, scheduler_link
 from btu.btu_core import exclusions
-from btu.btu_core.instants import to_utc, utc_now
+from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
 from btu.btu_core.task_runner import max_duration, run_in_this_process
@@ -117,7 +117,8 @@ def run_task_now(task: str, on: str = "worker", schedule: str | None = None) -> 
 
 @frappe.whitelist(methods=["POST"])
 def run_once_at(task: str, at: str) -> dict:
-	"""Create an enabled one-off ("Once") schedule for `task` at `at` (system time zone)."""
+	"""Create an enabled one-off ("Once") schedule for `task` at `at`: ISO 8601 with an offset (2026-12-01T09:00:00Z),
+	or a date and time in the system time zone (as the Desk's Datetime fields give it)."""
 	require_btu_manager()
 	frappe.get_doc("BTU Task", task).check_permission("read")
 	schedule = frappe.get_doc(
@@ -126,7 +127,8 @@ def run_once_at(task: str, at: str) -> dict:
 			"task": task,
 			"enabled": 1,
 			"run_frequency": "Once",
-			"run_at": get_datetime(at),
+			# The column holds the system zone's wall clock: an instant with an offset is converted, not written as text.
+			"run_at": to_system_naive(instant(at, "at")),
 			"time_zone": frappe.utils.get_system_timezone(),
 		}
 	)
