@@ -52,8 +52,16 @@ def test_a_prepared_skipped_slot_is_withdrawn_and_never_fires(site, r, caplog):
 
 	skip(data, name, prepared)
 	skip(data, name, ahead)
-	scheduler.reconciler.sync_schedules(data.site.name, [name])  # what the RPC after the save runs
+	with caplog.at_level(logging.INFO, logger="btu.scheduler"):
+		scheduler.reconciler.sync_schedules(data.site.name, [name])  # what the RPC after the save runs
 	assert prepared not in prepared_slots(r, name), "the spec change withdrew the prepared fire"
+	# The run the schedule was waiting for is passed by the edit itself (docs/POLICIES.md, "Skip the next run(s)"):
+	# one schedule_changed line naming the run that fires next, a run not skipped after it.
+	[changed] = [record.btu_fields for record in caplog.records if record.getMessage() == "schedule_changed"]
+	following = datetime.fromisoformat(changed["slot"].replace("Z", "+00:00")).timestamp() * 1000
+	assert changed["schedule"] == name and following > prepared and following != ahead, (changed, prepared, ahead)
+	assert not [record for record in caplog.records if record.getMessage() == "skipped_by_request"], "not a skip the plan passed"
+	caplog.clear()
 
 	with caplog.at_level(logging.INFO, logger="btu.scheduler"):
 		while time.time() * 1000 < ahead + 1500:
