@@ -12,10 +12,12 @@ from btu import runnable
 
 
 @runnable
-def say_hello(name: str = "world", punctuation: str = "!") -> dict:
+def say_hello(name: str = "world", punctuation: str = "!", linger_secs: float = 0) -> dict:
+	"""Greets on stdout, stderr and the log; `linger_secs` makes the run that much slower, as a slow worker's."""
 	print(f"hello {name}{punctuation}")
 	print(f"warning for {name}", file=sys.stderr)
 	logging.getLogger("btu.sample").info("greeted %s", name)
+	time.sleep(linger_secs)
 	return {"greeted": name}
 
 
