@@ -115,8 +115,10 @@ class ScheduledJobType(FrappeScheduledJobType):
 			return super().enqueue(force=True)
 		if btu_takes(self):
 			return False
-		# The tick read the rows when it began: a run BTU made since must count.
-		self.last_execution = frappe.db.get_value(shared.DOCTYPE, self.name, "last_execution")
+		if switched_on():
+			# The tick read the rows when it began: a run BTU made since must count. Switched off (the default), BTU
+			# makes none, and a tick of every site pays no read per job type (a late one meets BTU's claim).
+			self.last_execution = frappe.db.get_value(shared.DOCTYPE, self.name, "last_execution")
 		if not self.is_event_due():
 			return False
 		slot = due_slot(self)
