@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 import time
+from datetime import timezone
 
 import frappe
 
@@ -123,3 +126,48 @@ def probe_every_minute() -> None:
 
 def probe_all() -> None:
 	probe_frappe_job("btu.btu_core.tests.sample_tasks.probe_all")
+
+
+# benchmarks/run_overhead.py: each run of `probe_start` adds one JSON record to RUN_PROBES + ":" + its marker.
+RUN_PROBES = "btu-benchmark-run-probes"
+
+
+@runnable
+def probe_start(marker: str, fail_first_attempt: bool = False) -> None:
+	"""Records when its first line ran (epoch and monotonic), the process's CPU until then (a forked work-horse's
+	counts from its fork) and its RQ job (id, enqueued_at, started_at, the runner's kwargs). With
+	`fail_first_attempt`, a run that is not a run request's fails, so the Task's retry follows."""
+	first_line, monotonic, cpu = time.time(), time.perf_counter(), time.process_time()
+	from rq import get_current_job
+
+	job = get_current_job()
+	runner = ((job.kwargs or {}).get("kwargs") or {}) if job else {}
+
+	def epoch(moment):
+		return moment.replace(tzinfo=timezone.utc).timestamp() if moment else None  # rq stamps naive UTC
+
+	frappe.cache().rpush(
+		f"{RUN_PROBES}:{marker}",
+		json.dumps({
+			"first_line": first_line, "monotonic": monotonic, "cpu": cpu, "pid": os.getpid(), "modules": len(sys.modules),
+			"job_id": job.id if job else None, "enqueued_at": epoch(job.enqueued_at) if job else None,
+			"started_at": epoch(job.started_at) if job else None,
+			"schedule": runner.get("schedule"), "slot": runner.get("slot"), "fire_at": runner.get("fire_at"),
+		}),
+	)
+	if fail_first_attempt and not str(runner.get("schedule") or "").startswith("run-request:"):
+		raise RuntimeError("a first attempt fails, as benchmarks/run_overhead.py asks, so that its retry runs")
+
+
+def probe_scheduled_job() -> None:
+	"""A Scheduled Job Type's method (no arguments) in benchmarks/run_overhead.py."""
+	probe_start("frappe-job")
+
+
+# test_run_path: the modules loaded when a run's function is called, kept by `note_modules` in this process.
+MODULES_AT_CALL: list[set[str]] = []
+
+
+@runnable
+def note_modules() -> None:
+	MODULES_AT_CALL.append(set(sys.modules))
