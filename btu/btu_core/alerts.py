@@ -21,18 +21,14 @@ from functools import partial
 from urllib.parse import urlsplit
 
 import frappe
-import requests
 from frappe import _
 from frappe.utils import cint, get_url_to_form, validate_email_address
 from redis.exceptions import RedisError
 
 from btu.shared import liveness, protocol
-from btu.shared.alert_slots import overdue_slots
-from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.shared.schedule import ScheduleError
+from btu.shared.instants import format_utc_iso
 from btu.btu_core import scheduler_link
 from btu.btu_core.instants import from_system_naive, to_system_naive, utc_now
-from btu.btu_core.preview import spec_of
 from btu.btu_core.roles import require_system_manager_for_rows
 
 INCIDENT = "BTU Alert Incident"
@@ -289,6 +285,10 @@ def post_webhook(url: str, body: dict, incident: str | None = None) -> None:
 
 def post(url: str, body: dict) -> str | None:
 	"""POST `body` as JSON to `url`; returns why it failed, or None."""
+	# Imported here, not with this module: every run's end imports alerts, and requests costs a forked work-horse
+	# about 0.3 s from source; only a webhook's POST needs it.
+	import requests
+
 	shown = protocol.mask_url(url)
 	problem = check_webhook_url(url)
 	if problem:
@@ -344,18 +344,14 @@ def guarded(function, *args) -> None:
 
 
 def run_started(log, task, schedule, start_lag_secs: float | None) -> None:
-	"""Late start: a scheduled run that began more than a rule's threshold after its fire time (slot + jitter)."""
+	"""Late start: a scheduled run whose function was called more than a rule's threshold after its fire time (slot +
+	jitter; a retry's or backfill's request: its run_at). Told after the call: nothing here may delay the run."""
 	if schedule is not None and start_lag_secs is not None and log.slot_utc:
 		guarded(late_start, log, task, schedule, start_lag_secs)
 
 
-def late_start(log, task, schedule, start_lag_secs: float) -> None:
-	rules = rules_for(("Late Start",), task.name, schedule.name)
-	if not rules:
-		return
-	slot = parse_utc_iso(log.slot_utc, "slot_utc")
-	lag = start_lag_secs - (spec_of(schedule).fire_time(slot) - slot).total_seconds()
-	for rule in rules:
+def late_start(log, task, schedule, lag: float) -> None:
+	for rule in rules_for(("Late Start",), task.name, schedule.name):
 		scope = own_scope(rule)
 		if lag > threshold(rule):
 			message = _("Run {0} of {1} slot {2} started {3:.1f} s after its fire time (threshold {4} s).").format(
@@ -458,6 +454,8 @@ def check_missed(now: datetime) -> None:
 	"""Slots of enabled, unpaused schedules with no Task Log `threshold` seconds after their fire time. At most
 	MAX_CHECKED (rule, schedule) pairs a minute, from where the last check stopped: on a site with more, each
 	pair's turn comes every few minutes instead of the same ones being checked every minute and the rest never."""
+	from btu.shared.schedule import ScheduleError
+
 	pairs = []
 	for rule in all_rules("Missed Fire", limit=MAX_MISSED_RULES):
 		watched = {"name": rule.parent} if rule.parenttype == SCHEDULE else {"task": rule.parent}
@@ -477,6 +475,9 @@ def check_missed(now: datetime) -> None:
 
 
 def missed_slots(rule, schedule, now: datetime) -> None:
+	from btu.btu_core.preview import spec_of
+	from btu.shared.alert_slots import overdue_slots
+
 	since = max(now - timedelta(seconds=MISSED_LOOKBACK_SECS), utc_of(schedule.modified))
 	resolved = frappe.get_all(
 		INCIDENT, filters={"rule": rule.name, "schedule": schedule.name, "status": "Resolved"}, pluck="resolved_at", order_by="resolved_at desc", limit=1

@@ -35,6 +35,7 @@ from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
 from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
+from btu.btu_core.run_rows import insert_started_log
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
@@ -162,25 +163,34 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	where = f"site={frappe.local.site} request={request.name} method={request.method}"
 	with SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", lock_key(frappe.conf.db_name, "run request", request.name)):
 		frappe.db.commit()  # a new snapshot: a delivery we waited for may have marked it Done
-		status = frappe.db.get_value(rr.DOCTYPE, request.name, "status")
+		# Plain SQL, as every read before the call: frappe.db.get_value would load Frappe's query engine first.
+		rows = frappe.db.sql(f"select status from `tab{rr.DOCTYPE}` where name = %s", request.name)
+		status = rows[0][0] if rows else None
 		if status != rr.PENDING:
 			logger.info(f"{where} {str(status).lower()}; not run")
 			return None
 		started = utc_now()
 		note = started_note(request, started, fire_lag_ms)
 		log = start_log(request, started, enqueued_at, fire_lag_ms) if request.task_log else None
-		frappe.db.set_value(rr.DOCTYPE, request.name, {"status": rr.DONE, "note": note, "log": log})
-		run_requests.announce(request.name)
+		run_requests.mark_done(request, log, note)
 		frappe.db.commit()
 	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}" + (f" log={log}" if log else ""))
+	called = {}
+
+	def function_call():
+		function, kwargs = resolve_function(request.method), json.loads(request.kwargs or "{}")
+		called["at"] = utc_now()
+		return function(**kwargs)
+
 	# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
-	call = call_captured(lambda: resolve_function(request.method)(**json.loads(request.kwargs or "{}")), capture=log is not None)
+	call = call_captured(function_call, capture=log is not None)
 	if call.exc is None:
 		frappe.db.commit()
 		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
 	else:
 		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
-	record(request.name, note, outcome, log, call)
+	start_lag_ms = round((called["at"] - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3) if called else None
+	record(request.name, note, outcome, log, call, start_lag_ms)
 	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
 	if call.exc is not None:
 		if run_requests.retry_signal(call.exc):
@@ -204,9 +214,8 @@ def started_note(request, started: datetime, fire_lag_ms) -> str:
 
 def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag_ms) -> str:
 	"""Insert the run's Task Log as Started (in the transaction that marks the request Done): its name."""
-	log = frappe.get_doc(
+	return insert_started_log(
 		{
-			"doctype": LOG,
 			"method": request.method,
 			"task_desc_short": request.method,
 			"slot": request.run_at,
@@ -221,16 +230,18 @@ def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag
 			**where_it_runs(get_current_job()),
 		}
 	)
-	log.insert(ignore_permissions=True)
-	return log.name
 
 
-def record(name: str, note: str, outcome: str, log: str | None, call: Call) -> None:
-	"""The outcome in the request's Note and, when it has one, the run's Task Log, in one transaction."""
+def record(name: str, note: str, outcome: str, log: str | None, call: Call, start_lag_ms: float | None = None) -> None:
+	"""The outcome in the request's Note and, when it has one, the run's Task Log (with its start lag: the moment to the
+	function's call), in one transaction."""
 	frappe.db.set_value(rr.DOCTYPE, name, "note", f"{note}\n{outcome}"[:10_000], update_modified=False)
 	if log:
 		# Read locked, as a Task's run ends its Log: the lost-run sweep waits for this end.
 		doc = frappe.get_doc(LOG, log, for_update=True)
-		doc.update({**call.log_values(), "date_time_ended": to_system_naive(utc_now()), "logging_output": call.log_output.getvalue()})
+		doc.update({
+			**call.log_values(), "date_time_ended": to_system_naive(utc_now()), "logging_output": call.log_output.getvalue(),
+			"start_lag_ms": start_lag_ms,
+		})
 		doc.save(ignore_permissions=True)
 	frappe.db.commit()

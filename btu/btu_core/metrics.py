@@ -15,8 +15,6 @@ from functools import partial
 import frappe
 import frappe.monitor
 from frappe import _
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from werkzeug.wrappers import Response
 
 from btu.shared import protocol, task_outcomes
 from btu.btu_core.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
@@ -72,7 +70,7 @@ def add_to_monitor(**data) -> None:
 
 
 @frappe.whitelist(allow_guest=True, methods=["GET"])
-def scrape() -> Response:
+def scrape():
 	"""This site's task outcomes in Prometheus's text format.
 
 	Guest is let in only to be refused here with a message that says what to send; the role check
@@ -90,6 +88,11 @@ def scrape() -> Response:
 		METRICS_ROLES,
 		_("User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"),
 	)
+	# Imported here: every run's end imports this module to count its outcome, and a forked work-horse would pay for
+	# prometheus_client on each run.
+	from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+	from werkzeug.wrappers import Response
+
 	# Only Tasks that exist: a deleted Task's series end, so the series stay as many as the Tasks.
 	tasks = set(frappe.get_all("BTU Task", pluck="name"))
 	registry = CollectorRegistry()

@@ -4,8 +4,12 @@ Every path comes here: the scheduler's RQ jobs (`run_scheduled_task`, called
 by Frappe's `execute_job`), "Run via Worker" (`run_enqueued_task`) and "Run
 on Web Server" (`run_in_this_process`). A run inserts its Log as "Started"
 and commits, runs the function with stdout, stderr and logging captured,
-then updates the same Log. A run delivered again (Redis lost its release or
-its dequeue in a failover) finds that Log and does not run: the look and the
+then updates the same Log. What comes before the call reads and writes rows
+(`btu.btu_core.run_rows`): a forked work-horse pays for every module and
+round trip on every run. What can wait (the late-start alert, the Log's end,
+retries, chains, counts) comes after the call, with Documents. A run
+delivered again (Redis lost its release or its dequeue in a failover) finds
+that Log and does not run: the look and the
 insert happen under a database lock per (schedule, slot)
 (`btu.shared.slot_claim`). On failure it rolls the function's own writes
 back first, writes the Log in its own transaction, commits it and re-raises
@@ -27,15 +31,22 @@ from btu.shared.instants import format_utc_iso, parse_utc_iso, slot_text
 from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, is_state_name, request_of, slot_request_name
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core import alerts, enqueue, run_requests
-from btu.btu_core import scheduled_jobs as btu_scheduled_jobs
 from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
+from btu.btu_core.run_rows import insert_started_log, task_and_schedule
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
 
 # A run still "Started" this long after its max duration was lost with its worker.
 LOST_RUN_MARGIN_SECS = 120
+# The Log an earlier delivery of a request's run, or of a "Run via Worker" job, wrote.
+LOG_OF_REQUEST_SQL = "select name from `tabBTU Task Log` where run_request = %s order by creation desc limit 1"
+LOG_OF_JOB_SQL = "select name from `tabBTU Task Log` where rq_job_id = %s order by creation desc limit 1"
+# A run of the schedule still Started and not yet past its time limit (overlap_policy skip).
+STARTED_LOG_OF_SCHEDULE_SQL = (
+	"select name from `tabBTU Task Log` where schedule = %s and status = 'Started' and date_time_started > %s limit 1"
+)
 
 
 def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None):
@@ -52,19 +63,22 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 	else:
 		job = get_current_job()
 		enqueued_at = job.enqueued_at.replace(tzinfo=timezone.utc) if job and job.enqueued_at else None
+	moment = parse_utc_iso(fire_at, "fire_at") if fire_at else slot
 	if fire_lag_ms is not None:
 		fire_lag_ms = float(fire_lag_ms)
 	elif enqueued_at:
-		moment = parse_utc_iso(fire_at, "fire_at") if fire_at else slot
 		fire_lag_ms = round((enqueued_at - moment).total_seconds() * 1000, 3)
 	if is_state_name(schedule):
-		return run_request(schedule, enqueued_at, fire_lag_ms)
+		return run_request(schedule, enqueued_at, fire_lag_ms, moment)
 	if scheduled_jobs.is_state_name(schedule):
+		# Imported for this kind of run only: it loads Frappe's Scheduled Job Type controller and Document.
+		from btu.btu_core import scheduled_jobs as btu_scheduled_jobs
+
 		return btu_scheduled_jobs.run(scheduled_jobs.job_type_of(schedule), slot_text(slot))
-	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms).execute().name
+	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment).execute().name
 
 
-def run_request(state: str, enqueued_at, fire_lag_ms):
+def run_request(state: str, enqueued_at, fire_lag_ms, moment=None):
 	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's call."""
 	request = run_requests.load(state)
 	if request is not None and request.origin == ENQUEUE:
@@ -75,7 +89,8 @@ def run_request(state: str, enqueued_at, fire_lag_ms):
 		return request.log if request is not None else None
 	slot = parse_utc_iso(request.slot_utc, "slot_utc") if request.slot_utc else None
 	run = TaskRun(
-		request.task, schedule=request.schedule if slot else None, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, request=request
+		request.task, schedule=request.schedule if slot else None, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms,
+		request=request, moment=moment or parse_utc_iso(request.run_at_utc, "run_at_utc"),
 	)
 	return run.execute().name
 
@@ -111,7 +126,7 @@ class RunFailed(Exception):
 class TaskRun:
 	"""One run of a Task, optionally for a Schedule's slot."""
 
-	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None):
+	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None, moment=None):
 		self.task_name = task
 		self.schedule_name = schedule or None
 		self.slot = slot
@@ -120,6 +135,9 @@ class TaskRun:
 		self.attempt = int(request.attempt or 1) if request is not None else 1
 		self.enqueued_at = enqueued_at
 		self.fire_lag_ms = fire_lag_ms
+		# What the start lag is measured from, as the fire lag is: the slot's fire time (slot + jitter), a request's
+		# run_at; a run with neither (Run Now) has none.
+		self.moment = moment or slot
 		self.start_lag_s = None
 		self.job = get_current_job()
 		self.logger = frappe.logger("btu")
@@ -127,7 +145,6 @@ class TaskRun:
 	# -- the run -----------------------------------------------------------------
 
 	def execute(self, *, reraise: bool = True):
-		task = frappe.get_doc("BTU Task", self.task_name)
 		with self.claim():
 			# A new snapshot: under REPEATABLE READ a Log committed by the delivery we waited for would stay hidden.
 			frappe.db.commit()
@@ -141,21 +158,16 @@ class TaskRun:
 					run_requests.release_next(self.request)
 					frappe.db.commit()
 				return earlier
-			schedule = None
-			if self.schedule_name:
-				if not frappe.db.exists("BTU Task Schedule", self.schedule_name):
-					return self.write_skipped(task, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
-				schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
-			if schedule and schedule.overlap_policy == "skip" and self.other_run_in_progress(task):
-				return self.write_skipped(task, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
-			log, notes = self.write_started(task, schedule)
+			rows = task_and_schedule(self.task_name, self.schedule_name)
+			if self.schedule_name and rows.schedule is None:
+				return self.write_skipped(rows, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
+			if rows.overlap_policy == "skip" and self.other_run_in_progress(rows):
+				return self.write_skipped(rows, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
+			log_name, notes = self.write_started(rows)
 		# The arguments are merged and the function resolved inside the call: their errors are the run's Failed Log.
 		# The function is checked again on every run: a Task saved before its app stopped declaring it must not run it.
-		call = call_captured(
-			lambda: resolve_function(task.function_string)(**merge_arguments(task.arguments, schedule.argument_overrides if schedule else None)),
-			0 if self.job else max_duration(task),
-		)
-		log = self.write_finished(log.name, task, schedule, call, notes)
+		call = call_captured(lambda: self.call(rows), 0 if self.job else max_duration(rows))
+		log = self.write_finished(log_name, rows, call, notes)
 		if call.exc is not None and reraise:
 			if run_requests.retry_signal(call.exc):
 				# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
@@ -163,6 +175,14 @@ class TaskRun:
 				raise RunFailed(f"{type(call.exc).__name__}: {call.exc}") from call.exc
 			raise call.exc
 		return log
+
+	def call(self, rows):
+		"""The Task's function with its arguments; the start lag is taken as it is called."""
+		function = resolve_function(rows.function_string)
+		arguments = merge_arguments(rows.arguments, rows.argument_overrides)
+		if self.moment is not None:
+			self.start_lag_s = (utc_now() - self.moment).total_seconds()
+		return function(**arguments)
 
 	# -- the log ------------------------------------------------------------------
 
@@ -181,28 +201,27 @@ class TaskRun:
 
 	def earlier_log(self):
 		"""The Log of an earlier delivery of this same run: its slot attempt's, its request's, or its RQ job's."""
+		# Plain SQL: frappe.db.get_value with filters would load Frappe's query engine before every run.
 		if self.schedule_name and self.slot:
 			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot), self.attempt))
-			name = rows[0][0] if rows else None
 		elif self.request is not None:
-			name = frappe.db.get_value("BTU Task Log", {"run_request": self.request.name}, "name", order_by="creation desc")
+			rows = frappe.db.sql(LOG_OF_REQUEST_SQL, self.request.name)
 		elif self.job:
-			name = frappe.db.get_value("BTU Task Log", {"rq_job_id": self.job.id}, "name", order_by="creation desc")
+			rows = frappe.db.sql(LOG_OF_JOB_SQL, self.job.id)
 		else:
 			return None
-		return frappe.get_doc("BTU Task Log", name) if name else None
+		return frappe.get_doc("BTU Task Log", rows[0][0]) if rows else None
 
 	def other_run_in_progress(self, task) -> bool:
 		cutoff = system_now() - timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
-		return bool(frappe.db.exists("BTU Task Log", {"schedule": self.schedule_name, "status": "Started", "date_time_started": (">", cutoff)}))
+		return bool(frappe.db.sql(STARTED_LOG_OF_SCHEDULE_SQL, (self.schedule_name, cutoff)))
 
-	def write_started(self, task, schedule):
-		started = utc_now()
-		now = to_system_naive(started)
-		if self.slot:
-			self.start_lag_s = (started - self.slot).total_seconds()
+	def write_started(self, rows) -> tuple[str, list[str]]:
+		"""The Started Log, the request marked Done and the Task's last_runtime in one transaction: the Log's name, and
+		the start mail's note when it could not be queued."""
+		now = system_now()
 		values = {
-			"task": task.name,
+			"task": rows.name,
 			"schedule": self.schedule_name,
 			"slot": to_system_naive(self.slot) if self.slot else None,
 			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
@@ -210,27 +229,25 @@ class TaskRun:
 			"task_component": "Main",
 			"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
 			"date_time_started": now,
-			"date_time_ended": None,
-			"execution_time": None,
 			"fire_lag_ms": self.fire_lag_ms,
-			"result_message": "",
-			"stdout": "",
-			"stderr": "",
-			"logging_output": "",
-			"traceback": "",
 			**where_it_runs(self.job),
 			**self.lineage(),
 		}
-		log = frappe.get_doc({"doctype": "BTU Task Log", **values})
-		log.insert(ignore_permissions=True)
+		name = insert_started_log(values)
 		if self.request is not None:
-			run_requests.mark_done(self.request, log.name)
-		frappe.db.set_value("BTU Task", task.name, "last_runtime", now, update_modified=False)
-		notes = [note for note in [notify(log, task, schedule)] if note]
+			run_requests.mark_done(self.request, name)
+		frappe.db.sql("update `tabBTU Task` set last_runtime = %s where name = %s", (now, rows.name))
+		notes = self.mail_on_start(name) if rows.mail_on_start else []
 		frappe.db.commit()
-		self.event(f"log={log.name} started worker={log.worker} job={log.rq_job_id or '-'}")
-		alerts.run_started(log, task, schedule, self.start_lag_s)
-		return log, notes
+		self.event(f"log={name} started worker={values['worker']} job={values['rq_job_id'] or '-'}")
+		return name, notes
+
+	def mail_on_start(self, log_name: str) -> list[str]:
+		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not be)."""
+		task = frappe.get_doc("BTU Task", self.task_name)
+		schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name) if self.schedule_name else None
+		note = notify(frappe.get_doc("BTU Task Log", log_name), task, schedule)
+		return [note] if note else []
 
 	@classmethod
 	def of_log(cls, log, schedule) -> "TaskRun":
@@ -294,24 +311,38 @@ class TaskRun:
 			final = True
 		alerts.run_finished(log, task, schedule, final=final)
 
-	def write_finished(self, name, task, schedule, call: Call, notes):
+	def write_finished(self, name, rows, call: Call, notes):
 		# Read locked (its latest version, whatever the function read before) until the commit below, so the
 		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
 		# still gets the true end, but its outcome is counted once.
 		log = frappe.get_doc("BTU Task Log", name, for_update=True)
 		was = log.status
-		log.update({**call.log_values(), "date_time_ended": system_now()})
-		mail_note = notify(log, task, schedule)
+		task, schedule = self.documents()
+		log.update({**call.log_values(), "date_time_ended": system_now(), "start_lag_ms": self.start_lag_ms()})
+		mail_note = notify(log, task, schedule) if task is not None else None
 		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
 		log.save(ignore_permissions=True)
 		frappe.db.commit()
 		self.event(f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
 		self.tell(log, call.elapsed, counted=was != "Started")
-		if was == "Started":
+		if was == "Started" and task is not None:
+			alerts.run_started(log, task, schedule, self.start_lag_s)
 			self.after(log, task, schedule, call.exc)
-		if task.repeat_log_in_stdout and log.stdout:
+		if rows.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
+
+	def documents(self):
+		"""The Task and Schedule as Documents, for what follows the call (mail, retries, chains, alerts); a Task deleted
+		while it ran is None (its Log still ends), a Schedule deleted meanwhile too."""
+		task = frappe.get_doc("BTU Task", self.task_name) if frappe.db.exists("BTU Task", self.task_name) else None
+		schedule = None
+		if task is not None and self.schedule_name and frappe.db.exists("BTU Task Schedule", self.schedule_name):
+			schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
+		return task, schedule
+
+	def start_lag_ms(self) -> float | None:
+		return round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None
 
 	def write_skipped(self, task, reason: str):
 		now = system_now()
@@ -353,7 +384,7 @@ class TaskRun:
 			schedule=self.schedule_name,
 			slot=format_utc_iso(self.slot) if self.slot else None,
 			fire_lag_ms=self.fire_lag_ms,
-			start_lag_ms=round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None,
+			start_lag_ms=self.start_lag_ms(),
 		)
 
 	def event(self, text: str) -> None:

@@ -22,8 +22,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from btu.shared.instants import slot_text
-from btu.shared.schedule.cron import compile_cron
-from btu.shared.schedule.errors import ScheduleError
 
 DOCTYPE = "Scheduled Job Type"
 STATE_PREFIX = "frappe-job:"
@@ -102,6 +100,11 @@ def fired_by_btu(method: str, frequency: str, cron_format: str | None, scheduler
 	"""Whether BTU takes this job type when the switch is on. Frappe keeps BTU's own watchdog, and any row whose
 	cron BTU would read otherwise than Frappe's croniter: six fields (croniter's seconds come last, BTU's first),
 	or one BTU refuses. Both halves decide with this, so no row is left to neither."""
+	# Imported here: the task runner imports this module for `is_state_name` before every run, and the schedule
+	# package is not on a run's path.
+	from btu.shared.schedule.cron import compile_cron
+	from btu.shared.schedule.errors import ScheduleError
+
 	if method in KEPT_BY_FRAPPE:
 		return False
 	try:

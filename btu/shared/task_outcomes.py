@@ -19,9 +19,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.utils import floatToGoString
-
 from btu.shared import protocol
 
 # A BTU Task Log's final statuses -> the status label. Any other status is "other": the series stay bounded.
@@ -43,7 +40,7 @@ class Histogram:
 
 	@property
 	def les(self) -> tuple[str, ...]:
-		return tuple(map(floatToGoString, self.bounds))
+		return tuple(map(le_text, self.bounds))
 
 	def observe(self, pipe, key: str, task: str, seconds: float) -> None:
 		# A negative lag is clock skew between hosts: counted as no lag, so the sum never goes down.
@@ -56,12 +53,21 @@ class Histogram:
 				break
 
 
+def le_text(bound: float) -> str:
+	"""A bucket's upper bound as Prometheus writes it (prometheus_client's floatToGoString, which is repr for a finite
+	bound under 1e6, as every bound here is). Written here: `record` runs at every run's end, in a work-horse that would
+	otherwise import prometheus_client for it; the collector alone needs that library."""
+	if not (0 <= bound < 1e6) or math.isnan(bound):
+		raise ValueError(f"bucket bound {bound!r}: BTU writes bounds from 0 up to 1e6 only")
+	return repr(float(bound))
+
+
 DURATION = Histogram(
 	"duration", "btu_task_duration_seconds", "How long runs of a BTU Task took (Succeeded, Failed, Timed Out in the runner).",
 	(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 )
 START_LAG = Histogram(
-	"start_lag", "btu_task_start_lag_seconds", "From a scheduled run's slot to its start in a worker.",
+	"start_lag", "btu_task_start_lag_seconds", "From a run's moment (its slot's fire time, or its request's run_at) to its function's call in a worker.",
 	(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 HISTOGRAMS = {h.kind: h for h in (DURATION, START_LAG)}
@@ -243,6 +249,8 @@ class TaskOutcomes:
 
 
 def families(site: str, outcomes: Outcomes, readable: int) -> list:
+	from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
 	runs = CounterMetricFamily("btu_task_runs", "Finished runs of a BTU Task, by final status.", labels=["site", "task", "status"])
 	for (task, status), number in sorted(outcomes.runs.items()):
 		runs.add_metric([site, task, status], number)

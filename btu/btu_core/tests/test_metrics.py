@@ -19,6 +19,7 @@ from btu.btu_core import metrics
 from btu.btu_core.capture import Call
 from btu.btu_core.instants import utc_now
 from btu.btu_core.roles import BTU_METRICS_READER_ROLE
+from btu.btu_core.run_rows import task_and_schedule
 from btu.btu_core.task_runner import TaskRun, mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
 from btu.shared import protocol, task_outcomes
@@ -135,14 +136,15 @@ class TestOutcomesCounted(MetricsCase):
 		"""The sweep timed the Log out while its worker was still alive: the run's end is written, not counted again."""
 		task = self.task()
 		run = TaskRun(task.name)
-		log, notes = run.write_started(task, None)
-		frappe.db.set_value("BTU Task Log", log.name, "date_time_started", frappe.utils.now_datetime() - timedelta(hours=1))
+		rows = task_and_schedule(task.name, None)
+		log, notes = run.write_started(rows)
+		frappe.db.set_value("BTU Task Log", log, "date_time_started", frappe.utils.now_datetime() - timedelta(hours=1))
 		frappe.db.commit()
-		self.assertIn(log.name, mark_lost_runs_timed_out())
+		self.assertIn(log, mark_lost_runs_timed_out())
 		with self.assertLogs(frappe.logger("btu"), "INFO") as logged:
-			run.write_finished(log.name, task, None, Call(elapsed=0.25), notes)
+			run.write_finished(log, rows, Call(elapsed=0.25), notes)
 		self.assertIn("(counted already as Timed Out)", "\n".join(logged.output))
-		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Succeeded")  # the Log tells the true end
+		self.assertEqual(frappe.db.get_value("BTU Task Log", log, "status"), "Succeeded")  # the Log tells the true end
 		samples = self.scraped()
 		self.assertEqual(self.value(samples, "btu_task_runs_total", task=task.name, status="timed_out"), 1)
 		self.assertIsNone(self.value(samples, "btu_task_runs_total", task=task.name, status="succeeded"))
@@ -153,15 +155,16 @@ class TestOutcomesCounted(MetricsCase):
 		the end must read the Log as it is now, or its save would fail on a stale timestamp."""
 		task = self.task()
 		run = TaskRun(task.name)
-		log, notes = run.write_started(task, None)
-		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Started")  # the snapshot
+		rows = task_and_schedule(task.name, None)
+		log, notes = run.write_started(rows)
+		self.assertEqual(frappe.db.get_value("BTU Task Log", log, "status"), "Started")  # the snapshot
 		other = other_connection(self)
 		with other.cursor() as cur:
-			cur.execute("update `tabBTU Task Log` set status = 'Timed Out', modified = now(6) where name = %s", (log.name,))
+			cur.execute("update `tabBTU Task Log` set status = 'Timed Out', modified = now(6) where name = %s", (log,))
 		other.commit()
 		other.close()
-		run.write_finished(log.name, task, None, Call(elapsed=0.25), notes)
-		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Succeeded")
+		run.write_finished(log, rows, Call(elapsed=0.25), notes)
+		self.assertEqual(frappe.db.get_value("BTU Task Log", log, "status"), "Succeeded")
 		# The sweep counted it (here it is another hand's update): this end adds no count.
 		self.assertIsNone(self.value(self.scraped(), "btu_task_runs_total", task=task.name, status="succeeded"))
 

@@ -32,6 +32,7 @@ class BTUTaskLog(Document):
 		site: DF.Data | None
 		slot: DF.Datetime | None
 		slot_utc: DF.Data | None
+		start_lag_ms: DF.Float
 		status: DF.Literal["Started", "Succeeded", "Failed", "Timed Out", "Skipped"]
 		stderr: DF.Code | None
 		stdout: DF.Code | None
