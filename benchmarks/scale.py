@@ -20,10 +20,11 @@ away), so nothing fires unless set up to. Then, in order:
 
     scripts/benchmark scale [--sites 1000] [--schedules 20] [--idle-seconds 60] [--profile]
     scripts/benchmark scale --table-cache 20000 --buffer-pool-mb 256   # the server's caches enlarged
+    scripts/benchmark scale --reader   # the bench's reader login granted: many sites a query (server_read)
 
 Creating the sites takes 60-100 ms each on 2 busy cores (1-2 minutes for 1,000), dropping them about 20 s;
 the whole run about 6 minutes. Writes benchmarks/results/scale.json (scale_server_tuned.json with either
-server option).
+server option; _reader added with --reader).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from benchmarks import common  # noqa: E402
 from btu.devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
 from btu.devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
 from btu.devbench.schema import load_doctypes  # noqa: E402
-from btu.scheduler_daemon import jobs  # noqa: E402
+from btu.scheduler_daemon import db_reader, jobs  # noqa: E402
 from btu.scheduler_daemon.config import Config  # noqa: E402
 from btu.scheduler_daemon.reconcile import Reconciler  # noqa: E402
 from btu.scheduler_daemon.state import State  # noqa: E402
@@ -184,7 +185,7 @@ class ProcessList(threading.Thread):
 				if self.paused.is_set():
 					time.sleep(0.05)
 					continue
-				cur.execute("SELECT id FROM information_schema.processlist WHERE user LIKE %s", (r"\_btu%",))
+				cur.execute("SELECT id FROM information_schema.processlist WHERE user LIKE %s OR user = %s", (r"\_btu%", db_reader.DEFAULT_USER))
 				self.samples.append((time.monotonic(), frozenset(row[0] for row in cur.fetchall())))
 				time.sleep(self.every)
 
@@ -405,6 +406,16 @@ class RoundTrips:
 		self.cls.send_packed_command = self.original
 
 
+def grant_reader(bench: ScaleBench) -> str:
+	"""`btu-scheduler setup db-reader --apply` as root: the reader's grants on every site, its login in common_site_config.json."""
+	login, _ = db_reader.login_for(bench.bench, None)
+	for entry in db_reader.needed_grants(bench.bench).values():
+		db_reader.apply(entry, "root", "", db_reader.statements(login, entry.grants))
+	db_reader.save_login(bench.bench, login)
+	progress(f"reader {login.user!r} granted on {len(bench.sites)} sites")
+	return login.user
+
+
 def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, profile: bool) -> dict:
 	"""Reconciler.full in this process, over the state the scheduler left: one warm pass, then `passes` timed."""
 	state = State(r)
@@ -589,6 +600,10 @@ def main() -> None:
 		"--table-cache", type=int, help="set the server's table_open_cache and table_definition_cache (default: MariaDB's, 2000 and 400)",
 	)
 	parser.add_argument("--buffer-pool-mb", type=int, help="set the server's innodb_buffer_pool_size (default: tests/support's 32 MB)")
+	parser.add_argument(
+		"--reader", action="store_true",
+		help="grant the bench's reader login first (btu-scheduler setup db-reader --apply): many sites a query; default: each site on its own login",
+	)
 	args = parser.parse_args()
 
 	sites = [f"s{i:04d}.localhost" for i in range(args.sites)]
@@ -609,6 +624,8 @@ def main() -> None:
 		result["create_sites_s"] = time.monotonic() - t
 		hour = (datetime.now(timezone.utc).hour + 12) % 24
 		result["fill_s"] = bench.fill(args.schedules, f"0 {hour} * * *")
+		if args.reader:
+			result["reader"] = grant_reader(bench)
 		errors0 = server.status("Connection_errors_max_connections")
 
 		sampler = ProcessList(server)
@@ -723,7 +740,7 @@ def main() -> None:
 	print(f"\nload average (1/5/15 min): {result['load_at_start']} at the start, {result['load_at_end']} at the end")
 	result.pop("samples", None)
 	cold.pop("t0", None)
-	name = "scale" if args.table_cache is None and args.buffer_pool_mb is None else "scale_server_tuned"
+	name = ("scale" if args.table_cache is None and args.buffer_pool_mb is None else "scale_server_tuned") + ("_reader" if args.reader else "")
 	settings = ", ".join(f"{k} {v:,}" for k, v in result["server"].items())
 	print(f"MariaDB: {settings}")
 	path = common.write_result(name, {**result, "table": text, "cost_table": cost})

@@ -51,6 +51,10 @@ SETTINGS_SINGLES = (
 )
 
 
+# The parts of a site's summary: x its schedules, r its pending run requests, j its Scheduled Job Types.
+SUMMARY_PARTS = ("x", "r", "j")
+
+
 @dataclass(frozen=True)
 class SiteSettings:
 	"""What a reconcile reads of a site before its rows, in one round trip (`SiteDatabase.settings`)."""
@@ -76,6 +80,11 @@ class SiteSettings:
 		"""(row count, checksum) of everything that fires: the Scheduled Job Types' part only when BTU fires them."""
 		parts = [summary for part, summary in (self.summaries or {}).items() if part != "j" or scheduled_jobs_on]
 		return (sum(count for count, _ in parts), "|".join(checksum for _, checksum in parts))
+
+
+def summaries_of(row: dict) -> dict[str, tuple[int, str]]:
+	"""The (row count, checksum) of each part `SiteDatabase.settings_sql` read (a part the site lacks is NULL)."""
+	return {part: (int(row[f"{part}_n"]), str(row[f"{part}_checksum"])) for part in SUMMARY_PARTS if row.get(f"{part}_n") is not None}
 
 
 def truthy_number(value) -> bool:
@@ -108,10 +117,15 @@ class DatabaseError(Exception):
 	"""The site's database could not be reached or read; the message names the site."""
 
 
+# In the config of the Site that stands for the bench's reader login (`server_read.ReaderLogin`).
+READER_MARK = "btu_db_reader"
+
+
 def connect(site: Site, connect_timeout: float = 5.0):
 	"""A new autocommit connection to the site's database: PyMySQL for MariaDB, psycopg2 for PostgreSQL, as Frappe uses."""
 	params = site.db_params
-	if not params["database"]:
+	# The bench's reader login (`server_read`) reads many sites' databases by their names, so it opens none.
+	if not params["database"] and not site.config.get(READER_MARK):
 		raise DatabaseError(f"site {site.name}: site_config.json has no db_name")
 	if site.db_type == "postgres":
 		try:
@@ -138,7 +152,7 @@ def connect(site: Site, connect_timeout: float = 5.0):
 		unix_socket=params["socket"],
 		user=params["user"],
 		password=params["password"],
-		database=params["database"],
+		database=params["database"] or None,
 		charset="utf8mb4",
 		connect_timeout=connect_timeout,
 		read_timeout=30,
@@ -173,7 +187,13 @@ class SiteDatabase:
 			return None
 
 	def _quote(self, identifier: str) -> str:
-		return f'"{identifier}"' if self.postgres else f"`{identifier}`"
+		# Doubled quotes: a database name from a site's config is an identifier too.
+		return '"' + identifier.replace('"', '""') + '"' if self.postgres else "`" + identifier.replace("`", "``") + "`"
+
+	def _table(self, table: str, qualified: bool = False) -> str:
+		"""`table` quoted; `qualified`: with its database's name, for a query that reads many sites' databases at once
+		(`server_read`)."""
+		return f"{self._quote(self.site.db_params['database'])}.{self._quote(table)}" if qualified else self._quote(table)
 
 	def query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
 		"""Run one read query; once more on a new connection if the one taken went away."""
@@ -215,13 +235,13 @@ class SiteDatabase:
 
 	# -- what the scheduler reads ---------------------------------------------------
 
-	def _schedules_sql(self, columns: str) -> str:
+	def _schedules_sql(self, columns: str, qualified: bool = False) -> str:
 		"""`SELECT columns` over every schedule row, joined with its task as `t` and its calendar as `c` (their columns
 		NULL when gone or unset)."""
-		q = self._quote
+		q, t = self._quote, lambda table: self._table(table, qualified)
 		return (
-			f"SELECT {columns} FROM {q(SCHEDULE_TABLE)} s LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')} "
-			f"LEFT JOIN {q(CALENDAR_TABLE)} c ON c.{q('name')} = s.{q('calendar')}"
+			f"SELECT {columns} FROM {t(SCHEDULE_TABLE)} s LEFT JOIN {t(TASK_TABLE)} t ON t.{q('name')} = s.{q('task')} "
+			f"LEFT JOIN {t(CALENDAR_TABLE)} c ON c.{q('name')} = s.{q('calendar')}"
 		)
 
 	def _select_schedules(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:
@@ -273,27 +293,37 @@ class SiteDatabase:
 		to sum the Scheduled Job Types too (their part counts only when BTU fires them)."""
 		if not self.has_btu_tables():
 			return None
+		sql, params = self.settings_sql(checksum=checksum, scheduled_jobs=scheduled_jobs)
+		[row] = self.query(sql, params)
+		return SiteSettings.of(row, summaries_of(row) if checksum else None)
+
+	def settings_sql(self, *, checksum: bool, scheduled_jobs: bool, qualified: bool = False, cached: bool = False) -> tuple[str, tuple]:
+		"""`settings`' one-row query and its parameters: the singles, and with `checksum` each part's `<part>_n` and
+		`<part>_checksum` (SUMMARY_PARTS; NULL for a part the site lacks, so that `server_read` can join many sites' rows
+		in one UNION ALL). `qualified`: tables named with their database; `cached`: which tables the site has as last
+		read, without asking (`has_table` asks again for one not seen)."""
+		has_table = (lambda table: table in (self._tables or ())) if cached else self.has_table
 		q = self._quote
 		singles = ", ".join(
-			f"(SELECT {q('value')} FROM {q('tabSingles')} WHERE {q('doctype')} = %s AND {q('field')} = %s) AS {q(alias)}"
+			f"(SELECT {q('value')} FROM {self._table('tabSingles', qualified)} WHERE {q('doctype')} = %s AND {q('field')} = %s) AS {q(alias)}"
 			for alias, _, _ in SETTINGS_SINGLES
 		)
 		params: list = [value for _, doctype, field in SETTINGS_SINGLES for value in (doctype, field)]
 		if not checksum:
-			[row] = self.query(f"SELECT {singles}", tuple(params))
-			return SiteSettings.of(row, None)
-		parts = [("x", self._schedules_sql(self._checksum_columns("schedules")), ())]
-		if self.has_requests():
-			parts.append(("r", *self._requests_sql(self._checksum_columns("requests"))))
-		if scheduled_jobs and self.has_table(scheduled_job_table.TABLE):
-			parts.append(("j", scheduled_job_table.summary_sql(self), ()))
-		selected = ", ".join(f"{alias}.n AS {alias}_n, {alias}.checksum AS {alias}_checksum" for alias, _, _ in parts)
-		sources = " CROSS JOIN ".join(f"({sql}) {alias}" for alias, sql, _ in parts)
-		for _, _, extra in parts:
+			return f"SELECT {singles}", tuple(params)
+		parts = {"x": (self._schedules_sql(self._checksum_columns("schedules"), qualified), ())}
+		if has_table(REQUEST_TABLE):
+			parts["r"] = self._requests_sql(self._checksum_columns("requests"), qualified)
+		if scheduled_jobs and has_table(scheduled_job_table.TABLE):
+			parts["j"] = (scheduled_job_table.summary_sql(self, qualified), ())
+		selected = ", ".join(
+			f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum" if part in parts else f"NULL AS {part}_n, NULL AS {part}_checksum"
+			for part in SUMMARY_PARTS
+		)
+		sources = " CROSS JOIN ".join(f"({sql}) {part}" for part, (sql, _) in parts.items())
+		for _, extra in parts.values():
 			params += extra
-		[row] = self.query(f"SELECT {singles}, {selected} FROM {sources}", tuple(params))
-		summaries = {alias: (int(row[f"{alias}_n"]), str(row[f"{alias}_checksum"])) for alias, _, _ in parts}
-		return SiteSettings.of(row, summaries)
+		return f"SELECT {singles}, {selected} FROM {sources}", tuple(params)
 
 	def _checksum_columns(self, part: str) -> str:
 		"""`n` and `checksum` of a summary, computed by the database over the columns whose change `row_versions` reads:
@@ -352,12 +382,12 @@ class SiteDatabase:
 		"""Whether the site has the run request table (a site not yet migrated to this BTU has none)."""
 		return self.has_table(REQUEST_TABLE)
 
-	def _requests_sql(self, columns: str) -> tuple[str, tuple]:
+	def _requests_sql(self, columns: str, qualified: bool = False) -> tuple[str, tuple]:
 		"""`SELECT columns` over every pending run request, joined with its task as `t` and its schedule as `s`, and its parameters."""
-		q = self._quote
+		q, t = self._quote, lambda table: self._table(table, qualified)
 		return (
-			f"SELECT {columns} FROM {q(REQUEST_TABLE)} r LEFT JOIN {q(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
-			f"LEFT JOIN {q(SCHEDULE_TABLE)} s ON s.{q('name')} = r.{q('schedule')} WHERE r.{q('status')} = %s"
+			f"SELECT {columns} FROM {t(REQUEST_TABLE)} r LEFT JOIN {t(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
+			f"LEFT JOIN {t(SCHEDULE_TABLE)} s ON s.{q('name')} = r.{q('schedule')} WHERE r.{q('status')} = %s"
 		), (run_requests.PENDING,)
 
 	def _select_requests(self, columns: str, names: list[str] | None) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.site_health import Health, SiteHealth
+from btu.scheduler_daemon.server_read import reader_for
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
@@ -188,6 +189,7 @@ class Reconciler:
 		self.wake = wake  # callable telling every process the state changed
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
+		self.reader = reader_for(self.bench.common_config, self.connections, None)  # many sites a query, when the bench has one
 		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
 		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
@@ -289,6 +291,7 @@ class Reconciler:
 			except BenchError as exc:
 				log_event(logger, logging.ERROR, "bench_unreadable", error=str(exc))
 				return False
+			self.reader = reader_for(self.bench.common_config, self.connections, self.reader)
 			self.check_generation()
 			if time.monotonic() >= self.next_audit:
 				self.audit()  # before the sites, so that what it moved aside is rebuilt by this cycle
@@ -301,7 +304,7 @@ class Reconciler:
 		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
 		sites it did not read), so a stop waits for one site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
-		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.stopping)
+		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.reader, self.stopping)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
 		for site in sites:
 			if self.stopping.is_set():

@@ -17,8 +17,9 @@ from tests.support.slack import patient
 class MariaDBServer:
 	"""`mariadbd` on a claimed port with its data in a temporary directory; root logs in without a password over TCP."""
 
-	def __init__(self, max_connections: int = 151):
+	def __init__(self, max_connections: int = 151, **options):
 		self.max_connections = max_connections
+		self.options = options  # more server options, e.g. userstat=1 (per-user counts in information_schema.USER_STATISTICS)
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-mariadb-"))
 		self.port = claim_port()
 		self.process: subprocess.Popen | None = None
@@ -39,6 +40,7 @@ class MariaDBServer:
 					"innodb-buffer-pool-size": "64M", "innodb-log-file-size": "16M", "log-error": self.dir / "error.log",
 					# Room for every table of a few hundred sites: a test measures the scheduler, not table reopening.
 					"table-open-cache": 8000, "table-definition-cache": 4000,
+					**self.options,
 				}.items()
 			)
 			+ "skip-log-bin\nskip-name-resolve\n"

@@ -14,6 +14,11 @@ SIGTERM (the scheduler steps down and hands over at once) and logs in
 redis-acl prints the ACL SETUSER line that gives the bench's Redis user
 (the one `bench create-rq-users` made) what BTU needs on top of Frappe's
 grants, or with --apply runs it as an admin (btu.scheduler_daemon.redis_acl).
+
+db-reader prints the SQL that makes the bench's MariaDB reader login and grants
+it SELECT on each site's BTU tables, so that a reconcile reads many sites in one
+query (btu.scheduler_daemon.server_read); --apply runs it as the server's admin
+and saves the login in common_site_config.json (btu.scheduler_daemon.db_reader).
 """
 
 from __future__ import annotations
@@ -27,17 +32,20 @@ from pathlib import Path
 import redis
 
 from btu.shared import protocol
-from btu.scheduler_daemon import redis_acl
+from btu.scheduler_daemon import db_reader, redis_acl
 from btu.scheduler_daemon.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY
 
 PROCFILE_ENTRY = "btu_scheduler: bench btu-scheduler"
 PROCFILE_NAME = "btu_scheduler"
+READER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 # SIGTERM makes the leader release its lease; give a fire in flight time to finish.
 STOP_WAIT_SECS = 30
-TARGETS = ("procfile", "supervisor", "systemd", "redis-acl")
+TARGETS = ("procfile", "supervisor", "systemd", "redis-acl", "db-reader")
 # Frappe's admin password for its queue Redis (sic: Frappe's spelling).
 ADMIN_PASSWORD_ENV = "RQ_ADMIN_PASWORD"
+DB_ADMIN_PASSWORD_ENV = "BTU_DB_ROOT_PASSWORD"
 
 
 NAME = "setup"
@@ -47,8 +55,11 @@ DESCRIPTION = (
 	"after `bench setup procfile`, which rewrites the file). supervisor / systemd: print the program "
 	"block / unit, or with --write save it under <bench>/config/. redis-acl: print the ACL SETUSER line "
 	"BTU needs on top of the Redis user `bench create-rq-users` made, or with --apply run it (and ACL SAVE "
-	"when Redis has an aclfile). Exit 0 done, 1 a file could not be written or Redis is down, 2 no bench, "
-	"no such Redis user, or an admin URL that may not change users."
+	"when Redis has an aclfile). db-reader: print the SQL that grants the bench's MariaDB reader login SELECT on "
+	"each site's BTU tables (a reconcile then reads many sites a query), or with --apply run it as the server's "
+	f"admin (--admin-user, password in ${DB_ADMIN_PASSWORD_ENV}) and save the login in common_site_config.json; "
+	"run it again after bench new-site. Exit 0 done, 1 a file could not be written or a server is down, 2 no "
+	"bench, no such Redis user, or an admin that may not change users."
 )
 FRAPPE_BENCH = True
 
@@ -60,9 +71,16 @@ def arguments(parser) -> None:
 	parser.add_argument(
 		"--user",
 		help="supervisor/systemd: the user to run as (default: the bench directory's owner); redis-acl: the Redis ACL "
-		"user (default: rq_username of common_site_config.json, else the bench id, as Frappe picks it)",
+		"user (default: rq_username of common_site_config.json, else the bench id, as Frappe picks it); db-reader: "
+		f"the MariaDB reader (default: the one common_site_config.json names, else {db_reader.DEFAULT_USER})",
 	)
-	parser.add_argument("--apply", action="store_true", help="redis-acl: run the ACL SETUSER line through --admin-url")
+	parser.add_argument(
+		"--apply", action="store_true",
+		help="redis-acl: run the ACL SETUSER line through --admin-url; db-reader: run the grants and save the login",
+	)
+	parser.add_argument(
+		"--admin-user", default="root", help=f"db-reader --apply: a MariaDB user that may grant (default root; its password in ${DB_ADMIN_PASSWORD_ENV})",
+	)
 	parser.add_argument(
 		"--admin-url",
 		metavar="URL",
@@ -81,6 +99,8 @@ def run(args) -> int:
 		bench = resolve_bench(args.bench)
 		if args.target == "redis-acl":
 			return redis_acl_target(Bench.load(bench), args.user, args.apply, args.admin_url)
+		if args.target == "db-reader":
+			return db_reader_target(Bench.load(bench), args.user, args.apply, args.admin_user)
 	except BenchError as exc:
 		print(f"btu-scheduler setup: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
@@ -176,6 +196,44 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 			print(f"btu-scheduler setup redis-acl: still refused after the grant: {denied}", file=sys.stderr)
 			return EXIT_FAILED
 		print(f"checked: user {user!r} has every grant BTU needs")
+	return EXIT_OK
+
+
+def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: str) -> int:
+	if user is not None and not READER_NAME.fullmatch(user):
+		print(f"btu-scheduler setup db-reader: --user {user!r}: use letters, digits, '_', '.' or '-' (at most 80)", file=sys.stderr)
+		return EXIT_BAD_INPUT
+	login, new = db_reader.login_for(bench, user)
+	servers = db_reader.needed_grants(bench)
+	if not servers:
+		print("no site of this bench has BTU's tables on MariaDB: nothing to grant (PostgreSQL sites are read on their own logins)")
+		return EXIT_OK
+	failed = False
+	for entry in servers.values():
+		for site, why in sorted(entry.unread.items()):
+			print(f"# {entry.server}: site {site} left out, its own login failed: {why}", file=sys.stderr)
+		sql = db_reader.statements(login, entry.grants)
+		sites = len({grant.site for grant in entry.grants})
+		if not apply:
+			print(f"-- {entry.server}: reader {login.user!r}, SELECT on the BTU tables of {sites} sites")
+			print(";\n".join(sql) + ";")
+			continue
+		try:
+			db_reader.apply(entry, admin_user, os.environ.get(DB_ADMIN_PASSWORD_ENV, ""), sql)
+		except Exception as exc:  # PyMySQL's errors: refused, unreachable
+			print(f"btu-scheduler setup db-reader: {entry.server} as {admin_user!r}: {exc}; pass --admin-user with a user that may "
+				f"CREATE USER and GRANT (its password in ${DB_ADMIN_PASSWORD_ENV})", file=sys.stderr)
+			failed = True
+			continue
+		print(f"{entry.server}: granted reader {login.user!r} SELECT on the BTU tables of {sites} sites")
+	if not apply:
+		if new:
+			print(f"-- then: bench set-config -g {READER_USER_KEY} {login.user} && bench set-config -g {READER_PASSWORD_KEY} '{login.password}'")
+		print("# Run it as the server's admin, or: btu-scheduler setup db-reader --apply; again after bench new-site.", file=sys.stderr)
+		return EXIT_OK
+	if failed:
+		return EXIT_FAILED
+	print(f"saved the login in {db_reader.save_login(bench, login)}; a running scheduler takes it at its next cycle")
 	return EXIT_OK
 
 
