@@ -26,7 +26,8 @@ from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, Server
 from btu.scheduler_daemon.database import (
-	CALENDAR_TABLE, READER_MARK, REQUEST_TABLE, SCHEDULE_TABLE, TASK_TABLE, DatabaseError, SiteDatabase, SiteSettings, summaries_of,
+	CALENDAR_TABLE, KNOWN_TABLES, READER_MARK, REQUEST_TABLE, SCHEDULE_TABLE, TASK_TABLE, DatabaseError, SiteDatabase, SiteSettings,
+	summaries_of,
 )
 from btu.scheduler_daemon.log import log_event
 
@@ -124,6 +125,7 @@ class ServerReader:
 
 	def batches(self, dbs: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> tuple[list[list[SiteDatabase]], list[SiteDatabase]]:
 		"""Split `dbs` into batches of one server the reader may read, and the sites read on their own logins."""
+		self.discover([db for db in dbs if db._tables is None and not db.postgres and db.server is not None])
 		by_server: dict[Server, list[SiteDatabase]] = {}
 		alone = []
 		for db in dbs:
@@ -151,6 +153,32 @@ class ServerReader:
 		if not all(table in known for table in wanted):
 			return None
 		return (SINGLES_TABLE, TASK_TABLE, CALENDAR_TABLE, *wanted)
+
+	def discover(self, dbs: list[SiteDatabase]) -> None:
+		"""Which tables sites whose tables are not known yet have (a cold start), a query per server: what the reader
+		sees is there. It sees only the tables granted to it, so a site it sees no schedule table of is left unknown, for
+		its own login to look (`SiteDatabase.has_table`), as is any table it does not see."""
+		by_server: dict[Server, list[SiteDatabase]] = {}
+		for db in dbs:
+			by_server.setdefault(db.server, []).append(db)
+		for server, members in by_server.items():
+			names = {db.site.db_params["database"]: db for db in members}
+			listed = ", ".join(["%s"] * len(names))
+			wanted = ", ".join(["%s"] * len(KNOWN_TABLES))
+			try:
+				rows = self.reader_on(members[0]).query(
+					f"SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ({listed}) AND TABLE_NAME IN ({wanted})",
+					(*names, *KNOWN_TABLES),
+				)
+			except DatabaseError as exc:
+				self.refused_once(server, exc)
+				continue
+			seen: dict[str, set[str]] = {}
+			for row in rows:
+				seen.setdefault(row["db"], set()).add(row["tbl"])
+			for database, tables in seen.items():
+				if SCHEDULE_TABLE in tables and names[database]._tables is None:
+					names[database]._tables = frozenset(tables)
 
 	def grants_on(self, server: Server, any_site: SiteDatabase) -> Grants | None:
 		"""The reader's grants on `server`, read again every GRANTS_SECONDS; None when it cannot log in there."""
