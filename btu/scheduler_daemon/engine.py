@@ -69,6 +69,8 @@ NOTIFY_BLOCK_SECONDS = 30.0
 # when a moment comes or a change is announced, and at least this often, in case an
 # announcement was lost.
 RECHECK_SECONDS = 10.0
+# Fires were released: the Desk's published status shows them within this long.
+STATUS_AFTER_FIRES_SECONDS = 5.0
 # The Desk calls a scheduler gone after 60 s without one (btu_configuration.js).
 HEARTBEAT_SECONDS = 5.0
 SWITCH_INTERVAL_SECONDS = 0.0005
@@ -130,7 +132,8 @@ class Scheduler:
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
 		self.shared_redis = status.SharedRedisWatch(bench_path)
-		self.next_status = 0.0
+		self.next_status = 0.0  # when the reconcile thread next publishes the status
+		self.status_at = float("-inf")  # when it last did
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 
 	# -- process ----------------------------------------------------------------
@@ -266,22 +269,32 @@ class Scheduler:
 						pass
 
 	def reconcile_loop(self, stop: threading.Event) -> None:
-		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`)."""
-		wait = interval = self.config.full_refresh_interval_secs
+		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`);
+		and the published status, built here rather than on the firing thread (a thousand sites take it a tenth of a
+		second): when a cycle ends, and when `next_status` comes (fires were released)."""
+		interval = self.config.full_refresh_interval_secs
+		next_slice = time.monotonic() + interval
 		while not stop.is_set():
-			due = self.reconcile_due.wait(wait)
+			until = next_slice
+			if self.lease.held:
+				# At most STATUS_AFTER_FIRES_SECONDS: the firing thread may bring `next_status` forward meanwhile.
+				until = min(until, self.next_status, time.monotonic() + STATUS_AFTER_FIRES_SECONDS)
+			due = self.reconcile_due.wait(max(0.0, until - time.monotonic()))
 			self.reconcile_due.clear()
-			wait = interval  # also after a failure
 			if stop.is_set() or not self.lease.held:
+				next_slice = time.monotonic() + interval
 				continue
 			try:
 				cycles = self.reconciler.cycles_done
 				if due:
 					self.reconciler.full()
-					wait = 0.0  # the staggered cycle starts at once
-				else:
-					wait = self.reconciler.stagger(interval)
-				if self.reconciler.cycles_done != cycles:
+					next_slice = time.monotonic()  # the staggered cycle starts at once
+				elif time.monotonic() >= next_slice:
+					next_slice = time.monotonic() + interval  # stands if the slice fails
+					next_slice = time.monotonic() + self.reconciler.stagger(interval)
+				ended = self.reconciler.cycles_done != cycles
+				# A cycle's end publishes unless the status is fresh: a cycle and the timer, both a minute, make one a minute.
+				if time.monotonic() >= self.next_status or (ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2):
 					self.publish_status()
 				self.reconcile_access.ok()
 			except Exception as exc:
@@ -330,8 +343,6 @@ class Scheduler:
 			self.wake.clear()
 			if not self.fire_due():
 				return
-		if time.monotonic() >= self.next_status:
-			self.publish_status()
 		sleep = min(self.next_renew, self.next_check) - time.monotonic()
 		if sleep > 0:
 			self.wake.wait(sleep)
@@ -344,7 +355,7 @@ class Scheduler:
 		if released.push_refused:
 			self.retry_push_at = time.monotonic() + PUSH_RETRY_SECONDS
 		if released.released:
-			self.next_status = min(self.next_status, time.monotonic() + 5)
+			self.next_status = min(self.next_status, time.monotonic() + STATUS_AFTER_FIRES_SECONDS)
 		due = self.state.due(self.config.batch_size, self.firing.ahead_ms)
 		self.clock.sync(due.now_us / 1000)
 		if due.moved_aside:
@@ -396,7 +407,8 @@ class Scheduler:
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
 
 	def publish_status(self) -> None:
-		self.next_status = time.monotonic() + status.PUBLISH_SECONDS
+		self.status_at = time.monotonic()
+		self.next_status = self.status_at + status.PUBLISH_SECONDS
 		status.publish(self.redis, self.reconciler)
 
 
