@@ -169,11 +169,11 @@ class Site:
 	path: Path
 	config: dict
 
-	@property
+	@cached_property
 	def db_type(self) -> str:
 		return self.config.get("db_type") or "mariadb"
 
-	@property
+	@cached_property
 	def db_params(self) -> dict:
 		"""Connection parameters, as `frappe.connect` derives them (v15 and v16)."""
 		conf = self.config
@@ -199,6 +199,14 @@ class Site:
 			if self.config.get(key):
 				return key
 		return None
+
+
+# site_config.json path -> (its file's version and the common config's, the Site read from them)
+SITES_READ: dict[str, tuple[tuple, Site]] = {}
+
+
+class SiteMissing(BenchError):
+	"""The site's directory or its site_config.json is gone (dropped since the sites were listed)."""
 
 
 @dataclass
@@ -227,7 +235,7 @@ class Bench:
 		"""The bench's id as its queue names carry it (`frappe_bench_id` of common_site_config.json)."""
 		return frappe_bench_id(self.common_config, self.path)
 
-	@property
+	@cached_property
 	def queue_timeouts(self) -> dict[str, int]:
 		"""Queue type -> timeout, standard queues first, then `workers` of common config."""
 		timeouts = dict(STANDARD_QUEUE_TIMEOUTS)
@@ -298,27 +306,48 @@ class Bench:
 
 	def site_names(self) -> list[str]:
 		"""`frappe.utils.get_sites`: real directories holding site_config.json."""
-		if not self.sites_path.is_dir():
+		try:
+			entries = list(os.scandir(self.sites_path))
+		except (FileNotFoundError, NotADirectoryError):
 			return []
 		return sorted(
 			entry.name
-			for entry in self.sites_path.iterdir()
-			if entry.is_dir() and not entry.is_symlink() and (entry / "site_config.json").exists()
+			for entry in entries
+			if entry.is_dir(follow_symlinks=False) and os.path.exists(os.path.join(entry.path, "site_config.json"))
 		)
 
 	def site(self, name: str) -> Site:
+		"""The site with its config (common_site_config.json under its site_config.json); read again only when its file
+		changed: a reconcile asks for every site each cycle, and reading a thousand files was most of an idle
+		scheduler's CPU. Raises SiteMissing when the site has no site_config.json (any more)."""
 		problem = site_name_problem(name)
 		if problem:
 			raise BenchError(problem)
 		path = self.sites_path / name
-		if not (path / "site_config.json").exists():
-			raise BenchError(f"site {name!r}: {path / 'site_config.json'} does not exist")
-		own = read_json(path / "site_config.json")
+		config_path = os.path.join(path, "site_config.json")
+		try:
+			stat = os.stat(config_path)
+		except FileNotFoundError:
+			raise SiteMissing(f"site {name!r}: {config_path} does not exist") from None
+		except OSError as exc:
+			raise BenchError(f"{config_path}: cannot be read ({exc.strerror})") from exc
+		version = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino, self.common_version)
+		cached = SITES_READ.get(config_path)
+		if cached is not None and cached[0] == version:
+			return cached[1]
+		own = read_json(Path(config_path))
 		config = dict(self.common_config)
 		config.update(own)
 		apply_env_overrides(config)
 		check_site_config(name, path, self.sites_path / "common_site_config.json", own, config)
-		return Site(name, path, config)
+		site = Site(name, path, config)
+		SITES_READ[config_path] = (version, site)
+		return site
+
+	@cached_property
+	def common_version(self) -> str:
+		"""Tells one common_site_config.json from another, for SITES_READ."""
+		return json.dumps(self.common_config, sort_keys=True, default=str)
 
 	def sites(self) -> list[Site]:
 		return [self.site(name) for name in self.site_names()]

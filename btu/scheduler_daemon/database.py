@@ -173,6 +173,7 @@ class SiteDatabase:
 		self.site = site
 		self.connections = connections
 		self._tables: frozenset[str] | None = None  # which of KNOWN_TABLES the database has, as last read
+		self._settings_sql: dict[tuple, tuple[str, tuple]] = {}  # settings_sql's, by its shape
 
 	@property
 	def postgres(self) -> bool:
@@ -301,8 +302,21 @@ class SiteDatabase:
 		"""`settings`' one-row query and its parameters: the singles, and with `checksum` each part's `<part>_n` and
 		`<part>_checksum` (SUMMARY_PARTS; NULL for a part the site lacks, so that `server_read` can join many sites' rows
 		in one UNION ALL). `qualified`: tables named with their database; `cached`: which tables the site has as last
-		read, without asking (`has_table` asks again for one not seen)."""
-		has_table = (lambda table: table in (self._tables or ())) if cached else self.has_table
+		read, without asking (`has_table` asks again for one not seen). Made once per shape: a reader's batch asks for
+		every site's each second."""
+		if not cached and checksum:
+			# Looked for again while not seen, as before a shape is picked: a migrate that adds one is seen at once.
+			self.has_table(REQUEST_TABLE)
+			if scheduled_jobs:
+				self.has_table(scheduled_job_table.TABLE)
+		key = (checksum, scheduled_jobs, qualified, self._tables)
+		made = self._settings_sql.get(key)
+		if made is None:
+			made = self._settings_sql[key] = self._make_settings_sql(checksum, scheduled_jobs, qualified)
+		return made
+
+	def _make_settings_sql(self, checksum: bool, scheduled_jobs: bool, qualified: bool) -> tuple[str, tuple]:
+		has_table = lambda table: table in (self._tables or ())  # noqa: E731
 		q = self._quote
 		# One read of tabSingles for every value (a table read once is one table the server opens, not four).
 		picked = ", ".join(

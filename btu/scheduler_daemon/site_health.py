@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
+from btu.scheduler_daemon.bench import Bench, BenchError, SiteMissing, Site, site_name_problem
 from btu.scheduler_daemon.database import DatabaseBusy, DatabaseError
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
@@ -43,10 +43,10 @@ class SiteHealth:
 		directory went since it was listed is passed over."""
 		sites = []
 		for name in names:
-			if not (bench.sites_path / name / "site_config.json").exists():
-				continue
 			try:
 				sites.append(bench.site(name))
+			except SiteMissing:
+				continue
 			except BenchError as exc:
 				# Shown in the status like an unreachable database. An unreadable config keeps the site firing
 				# from the Redis state; a refused name never fires, and its state is dropped at the cycle's end.
