@@ -1,15 +1,15 @@
 """Reading BTU rows from a site's database with parameterised SQL.
 
-The scheduler only reads: schedule rows joined with their task, a few
-single values (`tabSingles`) and, to resume after Redis lost its data, the
-newest logged slot per schedule; all of that SQL is here, each query a
-named method. MariaDB goes through PyMySQL, PostgreSQL
+The scheduler only reads: schedule rows joined with their task and, to
+resume after Redis lost its data, the newest logged slot per schedule,
+each query a named method (the settings and checksums a reconcile reads
+first are `site_settings`', Frappe's Scheduled Job Types
+`scheduled_job_table`'s). MariaDB goes through PyMySQL, PostgreSQL
 (db_type "postgres") through psycopg2, as Frappe does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -42,58 +42,6 @@ VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
 KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_table.TABLE, HOLIDAY_TABLE)
-# What `settings` reads of tabSingles, as (alias, doctype, field).
-SETTINGS_SINGLES = (
-	("time_zone", "System Settings", "time_zone"),
-	("btu_enabled", "BTU Configuration", "enabled"),
-	("fire_frappe_jobs", "BTU Configuration", "fire_frappe_jobs"),
-	("enable_scheduler", "System Settings", "enable_scheduler"),
-)
-
-
-# The parts of a site's summary: x its schedules, r its pending run requests, j its Scheduled Job Types.
-SUMMARY_PARTS = ("x", "r", "j")
-
-
-@dataclass(frozen=True)
-class SiteSettings:
-	"""What a reconcile reads of a site before its rows, in one round trip (`SiteDatabase.settings`)."""
-
-	time_zone: str | None  # System Settings.time_zone; None when unset (Frappe's default zone applies)
-	btu_enabled: bool  # BTU Configuration.enabled; a site that never saved the configuration is enabled
-	fire_frappe_jobs: bool  # BTU Configuration.fire_frappe_jobs (off when never saved)
-	scheduler_enabled: bool  # System Settings.enable_scheduler, as Frappe's is_scheduler_disabled reads it (unset: disabled)
-	summaries: dict[str, tuple[int, str]] | None  # part -> (row count, checksum): x schedules, r run requests, j Scheduled Job Types
-
-	@classmethod
-	def of(cls, row: dict, summaries: dict | None) -> "SiteSettings":
-		enabled = row.get("btu_enabled")
-		return cls(
-			time_zone=row.get("time_zone") or None,
-			btu_enabled=enabled is None or str(enabled).strip() not in ("0", ""),
-			fire_frappe_jobs=str(row.get("fire_frappe_jobs") or "0").strip() not in ("0", ""),
-			scheduler_enabled=truthy_number(row.get("enable_scheduler")),
-			summaries=summaries,
-		)
-
-	def summary(self, scheduled_jobs_on: bool) -> tuple[int, str]:
-		"""(row count, checksum) of everything that fires: the Scheduled Job Types' part only when BTU fires them."""
-		parts = [summary for part, summary in (self.summaries or {}).items() if part != "j" or scheduled_jobs_on]
-		return (sum(count for count, _ in parts), "|".join(checksum for _, checksum in parts))
-
-
-def summaries_of(row: dict) -> dict[str, tuple[int, str]]:
-	"""The (row count, checksum) of each part `SiteDatabase.settings_sql` read (a part the site lacks is NULL)."""
-	return {part: (int(row[f"{part}_n"]), str(row[f"{part}_checksum"])) for part in SUMMARY_PARTS if row.get(f"{part}_n") is not None}
-
-
-def truthy_number(value) -> bool:
-	try:
-		return bool(int(float(str(value or "0").strip())))
-	except ValueError:
-		return False
-
-
 def is_missing_table(exc: BaseException) -> bool:
 	"""MariaDB's ER_NO_SUCH_TABLE (1146), PostgreSQL's undefined_table (42P01)."""
 	return getattr(exc, "pgcode", None) == "42P01" or (bool(getattr(exc, "args", None)) and exc.args[0] == 1146)
@@ -173,7 +121,7 @@ class SiteDatabase:
 		self.site = site
 		self.connections = connections
 		self._tables: frozenset[str] | None = None  # which of KNOWN_TABLES the database has, as last read
-		self._settings_sql: dict[tuple, tuple[str, tuple]] = {}  # settings_sql's, by its shape
+		self.settings_queries: dict[tuple, tuple[str, tuple]] = {}  # site_settings.settings_sql's, by its shape
 
 	@property
 	def postgres(self) -> bool:
@@ -287,71 +235,6 @@ class SiteDatabase:
 			(doctype, field),
 		)
 		return rows[0]["value"] if rows else None
-
-	def settings(self, *, checksum: bool, scheduled_jobs: bool) -> SiteSettings | None:
-		"""The site's settings the scheduler reads (and with `checksum`, the summary of its schedule rows,
-		`table_summary`'s) in one round trip; None when the site has no BTU tables. `scheduled_jobs`: whether
-		to sum the Scheduled Job Types too (their part counts only when BTU fires them)."""
-		if not self.has_btu_tables():
-			return None
-		sql, params = self.settings_sql(checksum=checksum, scheduled_jobs=scheduled_jobs)
-		[row] = self.query(sql, params)
-		return SiteSettings.of(row, summaries_of(row) if checksum else None)
-
-	def settings_sql(self, *, checksum: bool, scheduled_jobs: bool, qualified: bool = False, cached: bool = False) -> tuple[str, tuple]:
-		"""`settings`' one-row query and its parameters: the singles, and with `checksum` each part's `<part>_n` and
-		`<part>_checksum` (SUMMARY_PARTS; NULL for a part the site lacks, so that `server_read` can join many sites' rows
-		in one UNION ALL). `qualified`: tables named with their database; `cached`: which tables the site has as last
-		read, without asking (`has_table` asks again for one not seen). Made once per shape: a reader's batch asks for
-		every site's each second."""
-		if not cached and checksum:
-			# Looked for again while not seen, as before a shape is picked: a migrate that adds one is seen at once.
-			self.has_table(REQUEST_TABLE)
-			if scheduled_jobs:
-				self.has_table(scheduled_job_table.TABLE)
-		key = (checksum, scheduled_jobs, qualified, self._tables)
-		made = self._settings_sql.get(key)
-		if made is None:
-			made = self._settings_sql[key] = self._make_settings_sql(checksum, scheduled_jobs, qualified)
-		return made
-
-	def _make_settings_sql(self, checksum: bool, scheduled_jobs: bool, qualified: bool) -> tuple[str, tuple]:
-		has_table = lambda table: table in (self._tables or ())  # noqa: E731
-		q = self._quote
-		# One read of tabSingles for every value (a table read once is one table the server opens, not four).
-		picked = ", ".join(
-			f"MAX(CASE WHEN {q('doctype')} = %s AND {q('field')} = %s THEN {q('value')} END) AS {q(alias)}" for alias, _, _ in SETTINGS_SINGLES
-		)
-		doctypes = tuple(dict.fromkeys(doctype for _, doctype, _ in SETTINGS_SINGLES))
-		singles = f"(SELECT {picked} FROM {self._table('tabSingles', qualified)} WHERE {q('doctype')} {_in(doctypes)}) g"
-		params: list = [*(value for _, doctype, field in SETTINGS_SINGLES for value in (doctype, field)), *doctypes]
-		values = ", ".join(f"g.{q(alias)}" for alias, _, _ in SETTINGS_SINGLES)
-		if not checksum:
-			return f"SELECT {values} FROM {singles}", tuple(params)
-		parts = {"x": (self._schedules_sql(self._checksum_columns("schedules"), qualified), ())}
-		if has_table(REQUEST_TABLE):
-			parts["r"] = self._requests_sql(self._checksum_columns("requests"), qualified)
-		if scheduled_jobs and has_table(scheduled_job_table.TABLE):
-			parts["j"] = (scheduled_job_table.summary_sql(self, qualified), ())
-		selected = ", ".join(
-			f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum" if part in parts else f"NULL AS {part}_n, NULL AS {part}_checksum"
-			for part in SUMMARY_PARTS
-		)
-		sources = " CROSS JOIN ".join([singles, *(f"({sql}) {part}" for part, (sql, _) in parts.items())])
-		for _, extra in parts.values():
-			params += extra
-		return f"SELECT {values}, {selected} FROM {sources}", tuple(params)
-
-	def _checksum_columns(self, part: str) -> str:
-		"""`n` and `checksum` of a summary, computed by the database over the columns whose change `row_versions` reads:
-		equal summaries mean no schedule row (nor its task or calendar) or pending run request changed."""
-		q = self._quote
-		crc = "hashtext" if self.postgres else "CRC32"
-		if part == "schedules":
-			columns = ", ".join(f"{table}.{q(column)}" for table, column in VERSION_COLUMNS)
-		else:
-			columns = f"r.{q('name')}, r.{q('modified')}, t.{q('modified')}, s.{q('modified')}"
-		return f"COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum"
 
 	def row_versions(self, names: list[str] | None, scheduled_jobs_on: bool = False) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:

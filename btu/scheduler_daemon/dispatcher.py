@@ -34,13 +34,27 @@ class RpcDispatcher:
 		default = bench.default_site
 		if default and default in names:
 			return default
-		btu_sites = self.reconciler.btu_sites()
+		btu_sites = self.btu_sites()
 		if len(btu_sites) == 1:
 			return btu_sites[0]
 		raise CommandRejected(
 			f"no \"site\" field and this bench has {len(btu_sites)} BTU sites ({', '.join(btu_sites) or 'none'}) "
 			"and no default_site: add \"site\" to the command"
 		)
+
+	def btu_sites(self) -> list[str]:
+		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
+		reconciler = self.reconciler
+		sites = []
+		known = reconciler.state.sites()
+		for name in reconciler.bench.site_names():
+			try:
+				if reconciler.database(reconciler.bench.site(name)).has_btu_tables():
+					sites.append(name)
+			except (DatabaseError, BenchError):
+				if name in known:
+					sites.append(name)
+		return sites
 
 	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
 		"""The names that are not schedules of `site`, each with why it is refused. When the database does not
@@ -55,7 +69,7 @@ class RpcDispatcher:
 		if not unknown:
 			return {}
 		try:
-			existing = self.reconciler.existing_schedules(site, unknown)
+			existing = self.reconciler.database(self.reconciler.bench.site(site)).existing_schedules(unknown)
 		except (DatabaseError, BenchError):
 			return {}  # cannot tell now; the reconcile retries once the database answers
 		return {

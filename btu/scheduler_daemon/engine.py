@@ -44,24 +44,12 @@ from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics, StateCollector
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
+from btu.scheduler_daemon.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
-# Redis not answering, or refusing (out of memory, read-only replica, a permission, a wrong
-# value the state layer did not expect): the process backs off and tries again, never exits.
-REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
-OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
-# Redis answering but refusing every write (lua/guard.lua's SERVER_WIDE): redis-py 5+ raises these
-# classes, 4.5 a plain ResponseError starting with the code. The main loop reports those.
-REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError))
-REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
-MAX_BACKOFF = 5.0
-RESTORED_AFTER_SECONDS = 2.0
-OUTAGE_KINDS = "outage:"  # how redis_failure names an outage (any other failure is a refusal)
-# A failure's kind (btu_redis_errors_total) -> the event it logs.
-ERROR_EVENTS = {"outage": "redis_unreachable", "refusal": "redis_refused", "error": "redis_error"}
 # A message wakes the notifier at once; the timeout only lets it see `stop`, which a daemon
 # thread need not, so an idle scheduler wakes for it rarely.
 NOTIFY_BLOCK_SECONDS = 30.0
@@ -118,13 +106,10 @@ class Scheduler:
 		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
-		self.redis_down = False
-		self.redis_error: str | None = None
-		self.failed_at = 0.0
-		self.backoff = 0.1
 		self.access, self.notify_access, self.reconcile_access = (
 			redis_acl.Access(self.redis, self.reconciler.bench.bench_id, self.process_id, part) for part in ("main", "notifier", "reconciler")
 		)
+		self.redis_failures = RedisFailures(self.process_id, self.access, self.replication, self.metrics)
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
@@ -156,9 +141,9 @@ class Scheduler:
 						self.lead_once(stop)
 					else:
 						self.stand_by(stop)
-					self.redis_ok()
+					self.redis_failures.ok()
 				except REDIS_ERRORS as exc:  # NOPERM (grants revoked while running) is one
-					self.redis_failed(exc, stop)
+					self.redis_failures.failed(exc, stop)
 		finally:
 			self.step_down("stopped")
 			self.wake.set()
@@ -185,43 +170,6 @@ class Scheduler:
 		# reconciler thread; the shorter interval costs nothing while no other thread runs.
 		sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 		self.run(stop)
-
-	def redis_ok(self) -> None:
-		"""A loop went through. After an outage Redis is restored at once; after a refusal only once none
-		has failed for RESTORED_AFTER_SECONDS: under a refusal some steps still pass (a lease renewal
-		writes nothing new), and one such step must not make the next failure a new one to log."""
-		self.access.ok()
-		refused = self.redis_error is not None and not self.redis_error.startswith(OUTAGE_KINDS)
-		if self.redis_down and (not refused or time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS):
-			self.redis_down = False
-			self.redis_error = None
-			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
-
-	def redis_failed(self, exc: Exception, stop: threading.Event) -> None:
-		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
-		self.failed_at = time.monotonic()
-		self.replication.stale = True  # the Redis that answers next may be a promoted replica, with replicas of its own or none
-		if not (self.redis_down or self.access.reason):
-			self.backoff = 0.1
-		if protocol.is_denied(exc):
-			# Redis answers but refuses this user (grants revoked, password changed): not an outage.
-			self.metrics.redis_error("denied")
-			self.access.denied(exc)
-		else:
-			kind = redis_failure(exc)
-			error_kind = "outage" if isinstance(exc, OUTAGES) else "refusal" if is_outage(exc) else "error"
-			self.metrics.redis_error(error_kind)
-			if kind != self.redis_error:
-				event = ERROR_EVENTS[error_kind]
-				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback says where.
-				log_event(
-					logger, logging.ERROR, event, exc_info=event == "redis_error", process=self.process_id,
-					error=f"{type(exc).__name__}: {exc}", effect="retrying; missed fires follow each schedule's catch-up policy",
-				)
-			self.redis_down = True
-			self.redis_error = kind
-		stop.wait(self.backoff)
-		self.backoff = min(self.backoff * 2, MAX_BACKOFF)
 
 	def step_down(self, reason: str) -> None:
 		if self.lease.held:
@@ -410,15 +358,3 @@ class Scheduler:
 		self.status_at = time.monotonic()
 		self.next_status = self.status_at + status.PUBLISH_SECONDS
 		status.publish(self.redis, self.reconciler)
-
-
-def redis_failure(exc: Exception) -> str:
-	"""What kind of failure `exc` is, to log each kind once: "outage:" or "refusal:", its class and the error code Redis sent."""
-	code = str(exc).split(" ", 1)[0]
-	return f"{'outage' if isinstance(exc, OUTAGES) else 'refusal'}:{type(exc).__name__}:{code if code.isupper() else ''}"
-
-
-
-def is_outage(exc: Exception) -> bool:
-	"""Redis down, or refusing every write (out of memory, a read-only replica, loading): not a wrong value nor a bug."""
-	return isinstance(exc, (*OUTAGES, *REFUSALS)) or str(exc).split(" ", 1)[0] in REFUSAL_CODES

@@ -28,23 +28,22 @@ from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, row_instant
+from btu.shared.schedule.row import row_instant
 from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
-from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.connections import Connections
-from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, connect, split_names
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, connect
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.server_read import reader_for
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
+from btu.scheduler_daemon.site_rows import APPLY_CHUNK, SiteRows, read_ahead, read_chunk
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
-APPLY_CHUNK = 1000
 # Every this many full reconciles, one also audits the state (State.audit): a wrong value that no
 # fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within
 # this many full_refresh_interval_secs (5 minutes by default).
@@ -215,23 +214,6 @@ class Reconciler:
 		"""Which sites are held, unreachable or unreadable, as the last reconcile left them."""
 		return self.site_health.snapshot()
 
-	def btu_sites(self) -> list[str]:
-		"""Sites of the bench whose database has the BTU tables (by the state when a database is down)."""
-		sites = []
-		known = self.state.sites()
-		for name in self.bench.site_names():
-			try:
-				if self.database(self.bench.site(name)).has_btu_tables():
-					sites.append(name)
-			except (DatabaseError, BenchError):
-				if name in known:
-					sites.append(name)
-		return sites
-
-	def existing_schedules(self, site_name: str, names: list[str]) -> set[str]:
-		"""Which of `names` are schedule rows of the site; raises DatabaseError or BenchError when it cannot tell."""
-		return self.database(self.bench.site(site_name)).existing_schedules(names)
-
 	def check_generation(self) -> None:
 		"""After Redis lost the state (its generation changed), compile every schedule again."""
 		generation = self.state.generation()
@@ -306,12 +288,16 @@ class Reconciler:
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.reader, self.stopping)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
-		for site in sites:
-			if self.stopping.is_set():
-				return False
-			with self.lock:
-				if self.reconcile_site(site, reads[site.name], site.name in with_invalid):
-					self.cycle.served.add(site.name)
+		ahead = read_ahead(self, sites, reads)
+		try:
+			for site, rows in ahead:
+				if self.stopping.is_set():
+					return False
+				with self.lock:
+					if self.reconcile_site(site, reads[site.name], site.name in with_invalid, rows):
+						self.cycle.served.add(site.name)
+		finally:
+			ahead.close()
 		return not self.stopping.is_set()
 
 	def end_cycle(self) -> None:
@@ -348,11 +334,11 @@ class Reconciler:
 				effect="due entries put right; what was moved aside is rebuilt from the database rows",
 			)
 
-	def reconcile_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool) -> bool:
+	def reconcile_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None = None) -> bool:
 		"""Bring every schedule of one site in line with its table, from what `read_sites` read of it: compiled when its
 		row changed, removed when disabled or gone. True if it is a BTU site (or has state while its database does
 		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
-		touch `modified`: a DBA's UPDATE)."""
+		touch `modified`: a DBA's UPDATE). `ahead`: its rows read before the lock, used if nothing compiled it since."""
 		try:
 			if isinstance(read, DatabaseError):
 				raise read
@@ -362,7 +348,9 @@ class Reconciler:
 			retry = self.state.invalid_names(site.name) if has_invalid else set()
 			# Most reconciles find nothing changed: one checksum instead of every row's version.
 			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-			enabled = {} if unchanged else self.row_versions(read, None)
+			if site.name in self.seen:
+				ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
+			enabled = {} if unchanged else ahead.versions if ahead is not None else self.row_versions(read, None)
 			self.site_answered(site, read.held)
 			if unchanged:
 				self.frappe_jobs.took(site, read.scheduled_jobs)
@@ -371,7 +359,11 @@ class Reconciler:
 			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
 				self.remove(site.name, name, reason="disabled or deleted")
 			changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
-			self.apply(site, read, changed, enabled)
+			if ahead is not None:
+				self.apply_rows(site, read, ahead.rows, ahead.logged, enabled)
+				self.wake()
+			else:
+				self.apply(site, read, changed, enabled)
 			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
 			self.summaries[site.name] = summary
 			self.frappe_jobs.took(site, read.scheduled_jobs)
@@ -434,15 +426,10 @@ class Reconciler:
 		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
 		if not names:
 			return
-		# In chunks, so a site with 100k schedules costs the memory of one chunk, not of every row at once.
+		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			schedules, requests, jobs = split_names(names[start : start + APPLY_CHUNK])
-			rows = with_exclusions(read.db, read.db.schedule_rows(schedules), self.clock())
-			logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
-			rows += read.db.request_rows([run_requests.state_name(name) for name in requests])
-			rows += scheduled_job_table.schedule_rows(read.db, [scheduled_jobs.state_name(name) for name in jobs], read.scheduler_interval)
-			self.apply_rows(site, read, rows, logged, versions)
+			self.apply_rows(site, read, *read_chunk(read, names[start : start + APPLY_CHUNK], in_state, self.clock()), versions)
 		self.wake()
 
 	def apply_rows(self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]) -> None:
@@ -504,17 +491,6 @@ def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]],
 		elif int(row["enabled"] or 0):
 			versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
 	return versions
-
-
-def with_exclusions(db: SiteDatabase, rows: list[dict], now: datetime) -> list[dict]:
-	"""The rows with what their specs exclude: their skipped slots, their calendar's dates in calendar_window."""
-	skipped = db.skipped_slots([row["name"] for row in rows])
-	low, high = calendar_window(now.date())
-	dates = db.calendar_dates(sorted({row["calendar"] for row in rows if row.get("calendar")}), low, high)
-	for row in rows:
-		row[SKIPPED_KEY] = skipped.get(row["name"], [])
-		row[EXCLUDED_KEY] = sorted(dates.get(row.get("calendar"), ()))
-	return rows
 
 
 def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new: datetime | None, cursor_if_changed: datetime | None, *, active: bool) -> CompiledSchedule:

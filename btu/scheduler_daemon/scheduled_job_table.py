@@ -1,5 +1,5 @@
 """Frappe's own `tabScheduled Job Type`, as the scheduler reads it when a site has BTU fire those jobs (the switches
-that say whether it does are read with the site's settings: `SiteDatabase.settings`).
+that say whether it does are read with the site's settings: `site_settings.read`).
 
 Functions of a `SiteDatabase` (its connection, quoting and chunking), kept apart from BTU's own tables.
 """

@@ -28,9 +28,9 @@ from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, Server
 from btu.scheduler_daemon.database import (
-	CALENDAR_TABLE, KNOWN_TABLES, READER_MARK, REQUEST_TABLE, SCHEDULE_TABLE, TASK_TABLE, DatabaseError, SiteDatabase, SiteSettings,
-	summaries_of,
+	CALENDAR_TABLE, KNOWN_TABLES, READER_MARK, REQUEST_TABLE, SCHEDULE_TABLE, TASK_TABLE, DatabaseError, SiteDatabase,
 )
+from btu.scheduler_daemon.site_settings import SiteSettings, settings_sql, summaries_of
 from btu.scheduler_daemon.log import log_event
 
 logger = logging.getLogger("btu.scheduler")
@@ -202,7 +202,7 @@ class ServerReader:
 		return SiteDatabase(self.login.on_server_of(db.site), self.connections)
 
 	def read(self, batch: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> dict[str, SiteSettings] | None:
-		"""Each site's `SiteDatabase.settings` with its checksum, in one query; None when the server refused or failed it."""
+		"""Each site's `site_settings.read` with its checksum, in one query; None when the server refused or failed it."""
 		selects = [self.select_of(db, scheduled_jobs.get(db.site.name, False)) for db in batch]
 		try:
 			rows = self.reader_on(batch[0]).query(" UNION ALL ".join(selects))
@@ -219,7 +219,7 @@ class ServerReader:
 		shape = (db, scheduled_jobs, db._tables)
 		made = self.selects.get(db.site.name)
 		if made is None or made[0] != shape:
-			sql, params = db.settings_sql(checksum=True, scheduled_jobs=scheduled_jobs, qualified=True, cached=True)
+			sql, params = settings_sql(db, checksum=True, scheduled_jobs=scheduled_jobs, qualified=True, cached=True)
 			text = sql.replace("SELECT ", "SELECT %s AS site, ", 1) % tuple(sql_text(value) for value in (db.site.name, *params))
 			made = self.selects[db.site.name] = (shape, text)
 		return made[1]

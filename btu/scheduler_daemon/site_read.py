@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from btu.shared.job_contract import FRAPPE_EXECUTOR
 from btu.scheduler_daemon.bench import Bench, Site
-from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, SiteSettings
+from btu.scheduler_daemon import site_settings
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
+from btu.scheduler_daemon.site_settings import SiteSettings
 from btu.scheduler_daemon.server_read import ServerReader
 
 # A full reconcile reads sites' settings with at most this many threads (fewer: db_max_connections per server).
@@ -24,7 +26,7 @@ MAX_READ_THREADS = 32
 
 @dataclass(frozen=True)
 class SiteRead:
-	"""What a reconcile reads of a site before its rows (one round trip: `SiteDatabase.settings`)."""
+	"""What a reconcile reads of a site before its rows (one round trip: `site_settings.read`)."""
 
 	db: SiteDatabase
 	system_tz: str | None
@@ -40,7 +42,7 @@ class SiteRead:
 def read_site(db: SiteDatabase, bench: Bench, executor: str, checksum: bool) -> SiteRead | None:
 	"""The site's zone, whether it is held and whether BTU fires its Scheduled Job Types (with `checksum`, the
 	summary of its rows too), in one query on its own login; None when it is not a BTU site. Raises DatabaseError."""
-	settings = db.settings(checksum=checksum, scheduled_jobs=may_fire_jobs(db.site, executor))
+	settings = site_settings.read(db, checksum=checksum, scheduled_jobs=may_fire_jobs(db.site, executor))
 	return None if settings is None else site_read_of(db, bench, executor, settings)
 
 

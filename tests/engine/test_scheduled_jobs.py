@@ -178,7 +178,8 @@ def test_changes_to_a_row_are_seen_by_a_full_reconcile_and_by_the_rpc_path(site,
 	update_job_type(data, "edited", stopped=1)
 	scheduler.reconciler.sync_schedules(site_name, [state])
 	assert state not in state_names(r, site_name)
-	assert scheduler.reconciler.existing_schedules(site_name, [state, fj.state_name("nope")]) == {state}
+	reconciler = scheduler.reconciler
+	assert reconciler.database(reconciler.bench.site(site_name)).existing_schedules([state, fj.state_name("nope")]) == {state}
 
 
 def test_a_schedule_named_like_a_job_types_state_never_fires(site, r):

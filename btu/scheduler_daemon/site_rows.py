@@ -1,0 +1,101 @@
+"""What a reconcile reads of a site's rows to compile them, and, for sites this process never compiled, reading it
+ahead of the reconciler's lock.
+
+A cold start (or a new leader, or Redis that lost the state) compiles every row of every site: four or five
+queries a site on its own login, most of which is waiting on the database. Under the lock, one site after
+another, that was most of a thousand sites' cold start. A site not yet compiled is read ahead instead, side by
+side on the servers' connections, while the reconciler compiles the sites read before it; under the lock it is
+compiled from what was read only if nothing compiled it meanwhile (an RPC's edit): else it is read again there.
+A site with more rows than a chunk is read under the lock, a chunk at a time, so its memory stays one chunk's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from btu.shared import run_requests, scheduled_jobs
+from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window
+from btu.scheduler_daemon import scheduled_job_table
+from btu.scheduler_daemon.bench import Site
+from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, split_names
+from btu.scheduler_daemon.site_read import MAX_READ_THREADS, SiteRead
+
+if TYPE_CHECKING:
+	from btu.scheduler_daemon.reconcile import Reconciler
+
+# Rows compiled (and read) at a time: a site with 100k schedules costs the memory of one chunk, not of every row.
+APPLY_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class SiteRows:
+	"""A site's enabled rows as a reconcile compiles them, read before the lock (`read_ahead`)."""
+
+	versions: dict[str, str]  # enabled state name -> its version (`Reconciler.row_versions`)
+	rows: list[dict]  # every one of them, with their exclusions
+	logged: dict[str, str]  # schedule new to the state -> its newest logged slot
+
+
+def read_chunk(read: SiteRead, names: list[str], in_state: set[str], now: datetime) -> tuple[list[dict], dict[str, str]]:
+	"""The rows of `names` (schedules, run requests' and Scheduled Job Types' states) with their exclusions, and the newest
+	logged slot of each schedule not `in_state` (a cold start resumes after it)."""
+	schedules, requests, jobs = split_names(names)
+	rows = with_exclusions(read.db, read.db.schedule_rows(schedules), now)
+	logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
+	rows += read.db.request_rows([run_requests.state_name(name) for name in requests])
+	rows += scheduled_job_table.schedule_rows(read.db, [scheduled_jobs.state_name(name) for name in jobs], read.scheduler_interval)
+	return rows, logged
+
+
+def with_exclusions(db: SiteDatabase, rows: list[dict], now: datetime) -> list[dict]:
+	"""The rows with what their specs exclude: their skipped slots, their calendar's dates in calendar_window."""
+	skipped = db.skipped_slots([row["name"] for row in rows])
+	low, high = calendar_window(now.date())
+	dates = db.calendar_dates(sorted({row["calendar"] for row in rows if row.get("calendar")}), low, high)
+	for row in rows:
+		row[SKIPPED_KEY] = skipped.get(row["name"], [])
+		row[EXCLUDED_KEY] = sorted(dates.get(row.get("calendar"), ()))
+	return rows
+
+
+def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterator[tuple[Site, SiteRows | None]]:
+	"""Each site with its rows read ahead when it is to be compiled whole (`cold`; else None), in the order given, while
+	the reconciler works on the ones before: by one thread fewer than the servers have connections, as `read_sites`.
+	A site whose read fails is left to the lock's path, which notes the failure."""
+
+	def ahead(site: Site) -> SiteRows | None:
+		read = reads[site.name]
+		if not cold(reconciler, site, read):
+			return None
+		try:
+			return site_rows(reconciler, read)
+		except DatabaseError:
+			return None
+
+	wanted = [site for site in sites if cold(reconciler, site, reads[site.name])]
+	servers = len({reads[site.name].db.server for site in wanted}) or 1
+	threads = min(len(wanted), (reconciler.connections.limit - 1) * servers, MAX_READ_THREADS)
+	if threads < 1:
+		yield from ((site, None) for site in sites)
+		return
+	pool = ThreadPoolExecutor(threads, thread_name_prefix="btu-rows-ahead")
+	try:
+		yield from zip(sites, pool.map(ahead, sites))
+	finally:
+		pool.shutdown(wait=True, cancel_futures=True)  # a caller that stops early waits for the reads under way only
+
+
+def cold(reconciler: Reconciler, site: Site, read) -> bool:
+	"""Whether the site is to be compiled whole (this process never compiled it) and is small enough to read ahead."""
+	return isinstance(read, SiteRead) and site.name not in reconciler.seen and read.summary is not None and read.summary[0] <= APPLY_CHUNK
+
+
+def site_rows(reconciler: Reconciler, read: SiteRead) -> SiteRows:
+	"""Every enabled row of the site, as `Reconciler.apply` would read them a chunk at a time."""
+	versions = reconciler.row_versions(read, None)
+	rows, logged = read_chunk(read, list(versions), reconciler.state.names(read.db.site.name), reconciler.clock())
+	return SiteRows(versions, rows, logged)
