@@ -17,7 +17,18 @@ def utc_now() -> datetime:
 	return datetime.now(timezone.utc)
 
 
+# The system time zone as System Settings stores it, read without the System Settings Document.
+SYSTEM_ZONE_SQL = "select value from `tabSingles` where doctype = 'System Settings' and field = 'time_zone'"
+
+
 def system_zone() -> ZoneInfo:
+	"""The system time zone. Frappe's get_system_timezone loads System Settings as a Document, which costs a forked
+	work-horse Frappe's Document module and its imports (PIL among them) before a run's call: while this process has
+	not loaded System Settings, one SELECT reads the zone instead (Frappe's default when it is unset)."""
+	if getattr(frappe.local, "system_settings", None) is None:
+		rows = frappe.db.sql(SYSTEM_ZONE_SQL)
+		if rows and rows[0][0]:
+			return ZoneInfo(rows[0][0])
 	return ZoneInfo(get_system_timezone())
 
 

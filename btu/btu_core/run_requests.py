@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import frappe
 from frappe import _
-from frappe.utils import cint, flt, now_datetime
+from frappe.utils import cint, flt
 
 from btu.shared import protocol
 from btu.shared import run_requests as rr
@@ -294,7 +294,7 @@ def load(state: str):
 def mark_done(request, log_name: str | None, note: str | None = None) -> None:
 	"""In the caller's transaction: the request ran (or its slot had run), as Log `log_name`; the scheduler drops it.
 	One UPDATE (frappe.db.set_value would load Frappe's query engine before the run)."""
-	values = {"status": rr.DONE, "log": log_name, "modified": now_datetime(), "modified_by": frappe.session.user}
+	values = {"status": rr.DONE, "log": log_name, "modified": to_system_naive(utc_now()), "modified_by": frappe.session.user}
 	if note:
 		values["note"] = "\n".join(filter(None, [request.note, note]))
 	assignments = ", ".join(f"`{field}` = %s" for field in values)

@@ -13,11 +13,14 @@ hooks run for it; its end is a `save`, on which a Notification or hook on BTU Ta
 from __future__ import annotations
 
 import frappe
-from frappe.utils import now_datetime
+
+from btu.btu_core.instants import to_system_naive, utc_now
 
 LOG = "BTU Task Log"
-# btu_task_log.json's autoname (test_run_rows checks they agree): a Log named as Document.insert would name it.
+# btu_task_log.json's autoname (test_run_path checks they agree): a Log named as Document.insert would name it, from
+# the same tabSeries row (its prefix) and with as many digits.
 LOG_NAMING = "BTLOG-.#######"
+LOG_SERIES, LOG_DIGITS = LOG_NAMING.split(".")[0], LOG_NAMING.count("#")
 # What a run reads of its Task before the call; whether a recipient of the Task or the Schedule wants mail on start.
 TASK_AND_SCHEDULE_SQL = """
 select task.name, task.desc_short, task.function_string, task.arguments, task.queue_name, task.max_task_duration,
@@ -43,12 +46,14 @@ def task_and_schedule(task: str, schedule: str | None) -> frappe._dict:
 
 def insert_started_log(values: dict) -> str:
 	"""Insert a Log row with `values` (None left to the column's default) in the current transaction: its name."""
-	from frappe.model.naming import make_autoname
+	# getseries, not make_autoname: that one reads the date for series that hold one, through System Settings loaded
+	# as a Document (a work-horse would import Document for it); this series holds none.
+	from frappe.model.naming import getseries
 
-	now = now_datetime()
+	now = to_system_naive(utc_now())  # frappe.utils.now_datetime would load System Settings as a Document
 	user = frappe.session.user if getattr(frappe.local, "session", None) else "Administrator"
 	row = {
-		"name": make_autoname(LOG_NAMING, LOG),
+		"name": LOG_SERIES + getseries(LOG_SERIES, LOG_DIGITS),
 		"creation": now, "modified": now, "owner": user, "modified_by": user, "docstatus": 0, "idx": 0,
 		**{field: value for field, value in values.items() if value is not None},
 	}

@@ -3,8 +3,8 @@
 Each run starts in a fresh interpreter holding what `bench worker` holds before it forks (frappe, its background
 jobs, rq), connected as a work-horse is: one Task for a slot through `run_scheduled_task`, one `enqueue_at` request
 through `run_request`; the function notes the modules loaded when it is called. Alerts' HTTP and mail code,
-Prometheus's library, Frappe's Notification machinery, its query engine and defaults code, the Scheduled Job Type
-controller and the schedule rules are for later steps or other runs: none may be loaded by then.
+Prometheus's library, Frappe's Document (and with it its Notification machinery), its query engine and defaults code,
+the Scheduled Job Type controller and the schedule rules are for later steps or other runs: none may be loaded by then.
 """
 
 import json
@@ -30,6 +30,8 @@ NOT_BEFORE_THE_CALL = {
 	"urllib3": "alerts' webhook POST, through requests",
 	"smtplib": "mail sending (Frappe's Email Queue sends it, never the run)",
 	"prometheus_client": "the metrics scrape (metrics.scrape, task_outcomes.families)",
+	"frappe.model.document": "Frappe's Document: get_doc, and System Settings through get_system_timezone or "
+	"now_datetime (instants.system_zone reads the zone as a row)",
 	"frappe.email.doctype.notification.notification": "Document.insert/save (the Log's start must be a row)",
 	"frappe.model.create_new": "Document defaults (the Log's start must be a row)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL before the call)",
