@@ -38,6 +38,7 @@ import fcntl
 import importlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -695,6 +696,8 @@ def main() -> None:
 	parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, from {', '.join(KINDS)} (the first is the peer)")
 	parser.add_argument("--step-worker", action="store_true", help=argparse.SUPPRESS)
 	args = parser.parse_args()
+	# A SIGTERM unwinds as an exit does, so the workers, the scheduler and the rows made are removed.
+	signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 	bench = args.bench.resolve()
 	if args.step_worker:
 		return step_worker(bench)

@@ -172,7 +172,7 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		started = utc_now()
 		note = started_note(request, started, fire_lag_ms)
 		log = start_log(request, started, enqueued_at, fire_lag_ms) if request.task_log else None
-		run_requests.mark_done(request, log, note)
+		run_requests.mark_done(request, log, note, tell_scheduler=False)  # told after the call, by `record`
 		frappe.db.commit()
 	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}" + (f" log={log}" if log else ""))
 	called = {}
@@ -236,6 +236,7 @@ def record(name: str, note: str, outcome: str, log: str | None, call: Call, star
 	"""The outcome in the request's Note and, when it has one, the run's Task Log (with its start lag: the moment to the
 	function's call), in one transaction."""
 	frappe.db.set_value(rr.DOCTYPE, name, "note", f"{note}\n{outcome}"[:10_000], update_modified=False)
+	run_requests.announce(name)  # marked Done before the call; the scheduler drops its state once this commits
 	if log:
 		# Read locked, as a Task's run ends its Log: the lost-run sweep waits for this end.
 		doc = frappe.get_doc(LOG, log, for_update=True)

@@ -291,15 +291,18 @@ def load(state: str):
 	return rows[0] if rows else None
 
 
-def mark_done(request, log_name: str | None, note: str | None = None) -> None:
-	"""In the caller's transaction: the request ran (or its slot had run), as Log `log_name`; the scheduler drops it.
-	One UPDATE (frappe.db.set_value would load Frappe's query engine before the run)."""
+def mark_done(request, log_name: str | None, note: str | None = None, *, tell_scheduler: bool = True) -> None:
+	"""In the caller's transaction: the request ran (or its slot had run), as Log `log_name`; the scheduler drops it
+	after commit. One UPDATE (frappe.db.set_value would load Frappe's query engine before the run). A run marking its
+	own request passes `tell_scheduler=False` and `announce`s after its call: the RPC waits for the scheduler's reply,
+	and the Done request's state fires nothing meanwhile (its one moment is past; a full reconcile drops it too)."""
 	values = {"status": rr.DONE, "log": log_name, "modified": to_system_naive(utc_now()), "modified_by": frappe.session.user}
 	if note:
 		values["note"] = "\n".join(filter(None, [request.note, note]))
 	assignments = ", ".join(f"`{field}` = %s" for field in values)
 	frappe.db.sql(f"update `tab{rr.DOCTYPE}` set {assignments} where name = %s", [*values.values(), request.name])
-	announce(request.name)
+	if tell_scheduler:
+		announce(request.name)
 
 
 def cancel(request) -> None:

@@ -235,7 +235,7 @@ class TaskRun:
 		}
 		name = insert_started_log(values)
 		if self.request is not None:
-			run_requests.mark_done(self.request, name)
+			run_requests.mark_done(self.request, name, tell_scheduler=False)  # told with the Log's end
 		frappe.db.sql("update `tabBTU Task` set last_runtime = %s where name = %s", (now, rows.name))
 		notes = self.mail_on_start(name) if rows.mail_on_start else []
 		frappe.db.commit()
@@ -322,6 +322,8 @@ class TaskRun:
 		mail_note = notify(log, task, schedule) if task is not None else None
 		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
 		log.save(ignore_permissions=True)
+		if self.request is not None:
+			run_requests.announce(self.request.name)  # marked Done before the call, told now
 		frappe.db.commit()
 		self.event(f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
 		self.tell(log, call.elapsed, counted=was != "Started")

@@ -35,6 +35,7 @@ NOT_BEFORE_THE_CALL = {
 	"frappe.email.doctype.notification.notification": "Document.insert/save (the Log's start must be a row)",
 	"frappe.model.create_new": "Document defaults (the Log's start must be a row)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL before the call)",
+	"frappe.utils.response": "the RPC telling the scheduler a request is Done, and its realtime message (after the call)",
 	"frappe.core.doctype.scheduled_job_type.scheduled_job_type": "btu_core.scheduled_jobs (Frappe job runs only)",
 	"btu.shared.schedule": "a schedule's rules (late-start alert and retries' next fire, after the call)",
 	"croniter": "a schedule's rules, through btu.shared.schedule",
