@@ -321,12 +321,29 @@ class State:
 		"""Run the upsert script for each schedule, pipelined; returns each result."""
 		if not upserts:
 			return []
-		with self.redis.pipeline(transaction=False) as pipe:
-			for entry in upserts:
-				self._upsert(keys=upsert_keys(site, entry.name), args=[*entry.args(site), JOB_KEY_PREFIX], client=pipe)
-			results = pipe.execute()
-		self.guarded(protocol.SITES_KEY, lambda: self.redis.sadd(protocol.SITES_KEY, site))
-		self.clear_invalid(site, *[entry.name for entry in upserts])
+		names = [entry.name for entry in upserts]
+		# One round trip a site, the site's listing and its invalid rows' clearing included: a cold start upserts a
+		# thousand sites one after another. By sha, not through redis-py's script objects, which ask Redis whether the
+		# script is loaded before each pipeline (a round trip more); a Redis that lost its scripts gets it loaded.
+		for attempt in (1, 2):
+			with self.redis.pipeline(transaction=False) as pipe:
+				for entry in upserts:
+					keys = upsert_keys(site, entry.name)
+					pipe.evalsha(self._upsert.sha, len(keys), *keys, *entry.args(site), JOB_KEY_PREFIX)
+				pipe.sadd(protocol.SITES_KEY, site)
+				pipe.hdel(protocol.invalid_rows_key(site), *names)
+				*results, listed, cleared = pipe.execute(raise_on_error=False)
+			if attempt == 1 and any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
+				self.redis.script_load(self._upsert.script)
+				continue
+			break
+		for result in results:
+			if isinstance(result, Exception):
+				raise result
+		if isinstance(listed, Exception):
+			self.guarded(protocol.SITES_KEY, lambda: self.redis.sadd(protocol.SITES_KEY, site))
+		if isinstance(cleared, Exception):
+			self.clear_invalid(site, *names)
 		return [text(r) for r in results]
 
 	def remove(self, site: str, name: str, client=None) -> bool:

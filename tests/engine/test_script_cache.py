@@ -1,0 +1,34 @@
+"""A Redis that lost its scripts (SCRIPT FLUSH, as a restart or a promoted replica without them): a compile still lands.
+
+The reconcile runs the upsert script by its sha in one pipeline a site; redis-py's own script objects would have
+loaded it first, so the recovery from NOSCRIPT is the scheduler's, and each redis-py reports it its own way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from btu.shared import protocol
+from btu.scheduler_daemon.reconcile import Reconciler
+from btu.scheduler_daemon.state import State
+
+pytestmark = pytest.mark.versions
+
+
+def test_a_compile_after_the_scripts_were_flushed_lands(engine_bench, r):
+	bench, data = engine_bench()
+	site = data.site.name
+	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
+	first = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
+	reconciler = Reconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler.full()
+	assert reconciler.state.names(site) == {first}
+
+	r.script_flush()
+	second = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 4 * * *")
+	reconciler.sync_schedules(site, [second])
+	assert reconciler.state.names(site) == {first, second}
+	assert r.zscore(protocol.DUE_KEY, protocol.due_member(site, second)) is not None
+	assert r.sismember(protocol.SITES_KEY, site)
