@@ -79,11 +79,14 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(mari
 	with server.connect() as conn, conn.cursor() as cur:
 		for host in db_reader.USER_HOSTS:
 			cur.execute(f"REVOKE SELECT ON `{revoked}`.`tabSingles` FROM %s@%s", (READER, host))
+	wait_until(lambda: " db_reader_refused " in scheduler.log(), 30, "the refused batch logged")
+	# A row of the revoked site written by SQL alone: read on the site's own login now, it is compiled and fires.
+	moved = schedule_every_second(bench, sites[5])
+	wait_until(lambda: r.sismember(protocol.site_schedules_key(sites[5]), moved), 30, "the revoked site's new row in the state")
 	r.delete(queue_key(bench))
 	wait_until(lambda: sites_fired(r, bench) >= {*sites, "late.localhost"}, 30, "every site fires after the revoke")
 	assert scheduler.stop(timeout=30) == 0
 	log = scheduler.log()
-	assert log.count(" db_reader_refused ") >= 1, "the refused batch was not logged"
 	assert "database_unreachable" not in log and "Traceback" not in log
 
 
