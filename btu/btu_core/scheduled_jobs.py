@@ -115,10 +115,12 @@ class ScheduledJobType(FrappeScheduledJobType):
 			return super().enqueue(force=True)
 		if btu_takes(self):
 			return False
-		if switched_on():
-			# The tick read the rows when it began: a run BTU made since must count. Switched off (the default), BTU
-			# makes none, and a tick of every site pays no read per job type (a late one meets BTU's claim).
-			self.last_execution = frappe.db.get_value(shared.DOCTYPE, self.name, "last_execution")
+		# The tick's row may be old (Frappe reads it from its cache): a run BTU made since must count, also one made
+		# before its switch went off. A later run only makes the job type less due, so the row is read again only
+		# when the tick's says due: a tick of every site pays a read per job type due, not per job type.
+		if not self.is_event_due():
+			return False
+		self.last_execution = frappe.db.get_value(shared.DOCTYPE, self.name, "last_execution")
 		if not self.is_event_due():
 			return False
 		slot = due_slot(self)
