@@ -336,8 +336,11 @@ def stored_health(redis_conn) -> dict:
 	stored = reader.read(protocol.STATUS_KEY, lambda: redis_conn.get(protocol.STATUS_KEY), None)
 	published = reader.json(protocol.STATUS_KEY, stored, {}) if stored else {}
 	sites = published.get("sites", {}) if isinstance(published, dict) else {}
-	return {
+	# Only the sites with something to say: a site listed then only because it was in the state would outlive its drop
+	# until the next publication (a minute).
+	health = {
 		site: {k: v for k, v in entry.items() if k in ("paused_reason", "database", "site_config")}
 		for site, entry in sites.items()
 		if isinstance(entry, dict)
 	}
+	return {site: fields for site, fields in health.items() if fields}
