@@ -157,9 +157,14 @@ class Scheduler:
 		"""Run until SIGTERM, SIGINT or SIGHUP; each releases the lease so a standby takes over at once."""
 		stop = threading.Event()
 
-		def request_stop(signum, frame):
+		def stop_now() -> None:
 			stop.set()
 			self.wake.set()
+
+		def request_stop(signum, frame):
+			# Not Event.set() here: it takes the event's lock, which the interrupted main thread may be holding (a wait
+			# being woken re-acquires it), and the handler would wait on it for ever. Another thread sets them.
+			threading.Thread(target=stop_now, name="btu-stop", daemon=True).start()
 
 		# SIGHUP too: a closed terminal or a process manager's reload must hand the lease over, not drop it.
 		for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
