@@ -35,7 +35,7 @@ from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
 from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
-from btu.btu_core.run_rows import insert_started_log
+from btu.btu_core.run_rows import END_FIELDS, insert_log, locked_log, save_log
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
@@ -44,7 +44,6 @@ GRACE_SECS = 60
 MAX_KWARGS_CHARS = 64_000
 # The furthest ahead a moment may be.
 MAX_AHEAD_DAYS = 3660
-LOG = "BTU Task Log"
 
 
 class EnqueueError(frappe.ValidationError):
@@ -214,7 +213,7 @@ def started_note(request, started: datetime, fire_lag_ms) -> str:
 
 def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag_ms) -> str:
 	"""Insert the run's Task Log as Started (in the transaction that marks the request Done): its name."""
-	return insert_started_log(
+	return insert_log(
 		{
 			"method": request.method,
 			"task_desc_short": request.method,
@@ -235,14 +234,14 @@ def start_log(request, started: datetime, enqueued_at: datetime | None, fire_lag
 def record(name: str, note: str, outcome: str, log: str | None, call: Call, start_lag_ms: float | None = None) -> None:
 	"""The outcome in the request's Note and, when it has one, the run's Task Log (with its start lag: the moment to the
 	function's call), in one transaction."""
-	frappe.db.set_value(rr.DOCTYPE, name, "note", f"{note}\n{outcome}"[:10_000], update_modified=False)
+	frappe.db.sql(f"update `tab{rr.DOCTYPE}` set note = %s where name = %s", (f"{note}\n{outcome}"[:10_000], name))
 	run_requests.announce(name)  # marked Done before the call; the scheduler drops its state once this commits
 	if log:
 		# Read locked, as a Task's run ends its Log: the lost-run sweep waits for this end.
-		doc = frappe.get_doc(LOG, log, for_update=True)
-		doc.update({
+		row = locked_log(log)
+		row.update({
 			**call.log_values(), "date_time_ended": to_system_naive(utc_now()), "logging_output": call.log_output.getvalue(),
 			"start_lag_ms": start_lag_ms,
 		})
-		doc.save(ignore_permissions=True)
+		save_log(row, END_FIELDS)
 	frappe.db.commit()

@@ -19,16 +19,25 @@ def utc_now() -> datetime:
 
 # The system time zone as System Settings stores it, read without the System Settings Document.
 SYSTEM_ZONE_SQL = "select value from `tabSingles` where doctype = 'System Settings' and field = 'time_zone'"
+# What frappe.utils.get_system_timezone answers while System Settings has no time zone (a site whose setup wizard has
+# not run); test_instants checks that they agree.
+UNSET_SYSTEM_ZONE = "Asia/Kolkata"
 
 
 def system_zone() -> ZoneInfo:
 	"""The system time zone. Frappe's get_system_timezone loads System Settings as a Document, which costs a forked
 	work-horse Frappe's Document module and its imports (PIL among them) before a run's call: while this process has
-	not loaded System Settings, one SELECT reads the zone instead (Frappe's default when it is unset)."""
+	not loaded System Settings, one SELECT reads the zone instead."""
 	if getattr(frappe.local, "system_settings", None) is None:
-		rows = frappe.db.sql(SYSTEM_ZONE_SQL)
-		if rows and rows[0][0]:
-			return ZoneInfo(rows[0][0])
+		# Read once per background job (a run reads it several times), on each call elsewhere.
+		job = getattr(frappe.local, "job", None)
+		zone = job.get("btu_system_zone") if job is not None else None
+		if zone is None:
+			rows = frappe.db.sql(SYSTEM_ZONE_SQL)
+			zone = (rows[0][0] if rows else None) or UNSET_SYSTEM_ZONE
+			if job is not None:
+				job.btu_system_zone = zone
+		return ZoneInfo(zone)
 	return ZoneInfo(get_system_timezone())
 
 

@@ -35,7 +35,7 @@ from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.metrics import add_to_monitor, record_outcome
 from btu.btu_core.notifications import notify
-from btu.btu_core.run_rows import insert_started_log, task_and_schedule
+from btu.btu_core.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
 from btu.btu_core.task_inputs import merge_arguments, resolve_function
 
 # A run still "Started" this long after its max duration was lost with its worker.
@@ -222,6 +222,7 @@ class TaskRun:
 		now = system_now()
 		values = {
 			"task": rows.name,
+			"task_desc_short": rows.desc_short,
 			"schedule": self.schedule_name,
 			"slot": to_system_naive(self.slot) if self.slot else None,
 			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
@@ -233,7 +234,7 @@ class TaskRun:
 			**where_it_runs(self.job),
 			**self.lineage(),
 		}
-		name = insert_started_log(values)
+		name = insert_log(values)
 		if self.request is not None:
 			run_requests.mark_done(self.request, name, tell_scheduler=False)  # told with the Log's end
 		frappe.db.sql("update `tabBTU Task` set last_runtime = %s where name = %s", (now, rows.name))
@@ -315,13 +316,15 @@ class TaskRun:
 		# Read locked (its latest version, whatever the function read before) until the commit below, so the
 		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
 		# still gets the true end, but its outcome is counted once.
-		log = frappe.get_doc("BTU Task Log", name, for_update=True)
+		log = locked_log(name)
 		was = log.status
-		task, schedule = self.documents()
+		task, schedule = self.documents(rows)
 		log.update({**call.log_values(), "date_time_ended": system_now(), "start_lag_ms": self.start_lag_ms()})
+		if task is not None:
+			log.task_desc_short = task.desc_short
 		mail_note = notify(log, task, schedule) if task is not None else None
 		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
-		log.save(ignore_permissions=True)
+		save_log(log, (*END_FIELDS, "task_desc_short"))
 		if self.request is not None:
 			run_requests.announce(self.request.name)  # marked Done before the call, told now
 		frappe.db.commit()
@@ -334,13 +337,14 @@ class TaskRun:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
 
-	def documents(self):
-		"""The Task and Schedule as Documents, for what follows the call (mail, retries, chains, alerts); a Task deleted
-		while it ran is None (its Log still ends), a Schedule deleted meanwhile too."""
-		task = frappe.get_doc("BTU Task", self.task_name) if frappe.db.exists("BTU Task", self.task_name) else None
-		schedule = None
-		if task is not None and self.schedule_name and frappe.db.exists("BTU Task Schedule", self.schedule_name):
-			schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name)
+	def documents(self, rows):
+		"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
+		those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
+		ends), a Schedule deleted meanwhile too."""
+		recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
+		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
+		task = document_rows("BTU Task", self.task_name, {**recipients, **chain})
+		schedule = document_rows("BTU Task Schedule", self.schedule_name, recipients) if task is not None else None
 		return task, schedule
 
 	def start_lag_ms(self) -> float | None:

@@ -166,6 +166,12 @@ def probe_scheduled_job() -> None:
 
 # test_run_path: the modules loaded when a run's function is called, kept by `note_modules` in this process.
 MODULES_AT_CALL: list[set[str]] = []
+LOGS_SAVED: list[tuple[str, str]] = []
+
+
+def note_log_saved(doc, method=None) -> None:
+	"""A doc_events hook on BTU Task Log in the tests: notes each save's Log and status."""
+	LOGS_SAVED.append((doc.name, doc.status))
 
 
 @runnable

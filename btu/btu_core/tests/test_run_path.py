@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import frappe
 
 from btu.btu_core import run_rows
+from btu.btu_core.tests import sample_tasks
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task
 from btu.shared import task_outcomes
 from btu.shared.instants import format_utc_iso
@@ -41,12 +42,23 @@ NOT_BEFORE_THE_CALL = {
 	"croniter": "a schedule's rules, through btu.shared.schedule",
 }
 
+# Module -> what loads it, were it loaded by a Task run's end on a site where nothing listens to BTU Task Log.
+NOT_BY_THE_END = {
+	"frappe.model.document": "Frappe's Document: the Log's end, the Task and Schedule read after the call (rows: run_rows)",
+	"frappe.email.doctype.notification.notification": "Document.save (the Log's end is a row where nothing listens)",
+	"frappe.utils.response": "frappe.publish_realtime's JSON encoder (run_rows.publish tells the Desk)",
+	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL after the call too)",
+	"requests": "alerts' webhook POST (only when an alert is sent)",
+	"prometheus_client": "the metrics scrape",
+}
+
 WORK_HORSE = """
 import json, sys
 import frappe, frappe.utils.background_jobs, rq  # what `bench worker` holds when it forks
 frappe.init(site=sys.argv[1], sites_path=".")
 frappe.connect()
 frappe.set_user("Administrator")
+frappe.local.job = frappe._dict()  # as execute_job sets it
 from btu.btu_core.tests import sample_tasks
 from btu.btu_core.task_runner import run_request, run_scheduled_task
 if sys.argv[2] == "task":
@@ -54,8 +66,13 @@ if sys.argv[2] == "task":
 else:
 	run_request("run-request:" + sys.argv[3], None, None)
 frappe.db.commit()
-print(json.dumps([sorted(modules) for modules in sample_tasks.MODULES_AT_CALL]))
+print(json.dumps([*[sorted(modules) for modules in sample_tasks.MODULES_AT_CALL], sorted(sys.modules)]))
 """
+
+
+def loaded(watched: dict[str, str], modules: list[str]) -> dict[str, str]:
+	"""The `watched` modules (or packages) among `modules`, with why each must not be there."""
+	return {name: why for name, why in watched.items() if any(module == name or module.startswith(name + ".") for module in modules)}
 
 
 class TestRunPath(IntegrationTestCase):
@@ -72,20 +89,100 @@ class TestRunPath(IntegrationTestCase):
 		frappe.db.delete("BTU Run Request", {"name": self.request})
 		delete_committed(self.task)
 
+	def run_in_work_horse(self, *argv: str) -> tuple[list[str], list[str]]:
+		"""The modules loaded when the function was called, and when the run had ended."""
+		done = subprocess.run(
+			[sys.executable, "-c", WORK_HORSE, frappe.local.site, *argv],
+			cwd=frappe.utils.get_bench_path() + "/sites", capture_output=True, text=True, timeout=120,
+		)
+		self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+		at_call, at_end = json.loads(done.stdout.strip().splitlines()[-1])
+		return at_call, at_end
+
 	def test_nothing_heavy_is_loaded_before_the_function_is_called(self):
 		slot = format_utc_iso(datetime.now(timezone.utc).replace(microsecond=0))
 		for what, argv in (("a Task's run", ["task", self.task, self.schedule, slot]), ("an enqueue_at run", ["enqueue_at", self.request])):
-			done = subprocess.run(
-				[sys.executable, "-c", WORK_HORSE, frappe.local.site, *argv],
-				cwd=frappe.utils.get_bench_path() + "/sites", capture_output=True, text=True, timeout=120,
-			)
-			self.assertEqual(done.returncode, 0, done.stderr[-3000:])
-			[modules] = json.loads(done.stdout.strip().splitlines()[-1])
-			loaded = {
-				name: why for name, why in NOT_BEFORE_THE_CALL.items()
-				if any(module == name or module.startswith(name + ".") for module in modules)
-			}
-			self.assertEqual(loaded, {}, f"{what} loaded these before its function's call; import them where they are used")
+			modules, _at_end = self.run_in_work_horse(*argv)
+			self.assertEqual(loaded(NOT_BEFORE_THE_CALL, modules), {}, f"{what} loaded these before its function's call; import them where they are used")
+
+	def test_nothing_heavy_is_loaded_by_the_end_of_a_run_nobody_listens_to(self):
+		self.assertFalse(run_rows.log_listened(), "this site listens to BTU Task Log: the test needs one that does not")
+		slot = format_utc_iso(datetime.now(timezone.utc).replace(microsecond=0))
+		_at_call, modules = self.run_in_work_horse("task", self.task, self.schedule, slot)
+		self.assertEqual(loaded(NOT_BY_THE_END, modules), {}, "a Task's run loaded these by its end")
+		frappe.db.rollback()  # a new snapshot: the work-horse committed the Log
+		log = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["status", "task_desc_short", "execution_time", "start_lag_ms"])
+		self.assertEqual([(row.status, row.task_desc_short) for row in log], [("Succeeded", "test note_modules")])
+
+	def test_a_log_listener_is_honoured_by_a_runs_end(self):
+		"""Each kind of listener makes the Log's end a Document save (so it fires); a disabled one does not."""
+		for doctype, values in (
+			("Notification", {"subject": "btu listener", "document_type": "BTU Task Log", "event": "Save", "channel": "System Notification", "enabled": 0}),
+			("Webhook", {"name": "btu listener test", "webhook_doctype": "BTU Task Log", "webhook_docevent": "on_update", "request_url": "http://127.0.0.1:9/", "enabled": 0}),
+		):
+			with self.subTest(doctype):
+				doc = frappe.get_doc({"doctype": doctype, **values}).insert(ignore_permissions=True)
+				try:
+					self.assertFalse(run_rows.log_listened(), f"a disabled {doctype}")
+					doc.db_set("enabled", 1)
+					self.assertTrue(run_rows.log_listened(), f"an enabled {doctype}")
+				finally:
+					doc.delete(ignore_permissions=True)
+		frappe.local.doc_events_hooks = {**frappe.get_doc_hooks(), "BTU Task Log": {"on_update": [f"{sample_tasks.__name__}.note_log_saved"]}}
+		try:
+			self.assertTrue(run_rows.log_listened(), "a doc_events hook on BTU Task Log")
+			from btu.btu_core.task_runner import TaskRun
+
+			sample_tasks.LOGS_SAVED.clear()
+			log = TaskRun(self.task).execute()
+			self.assertEqual(sample_tasks.LOGS_SAVED, [(log.name, "Succeeded")], "the hook ran on the Log's end")
+		finally:
+			del frappe.local.doc_events_hooks
+
+	def test_the_desk_is_told_of_a_log_row_as_a_document_save_tells_it(self):
+		from frappe.utils.background_jobs import get_redis_connection_without_auth
+
+		log = frappe.get_doc({"doctype": "BTU Task Log", "task": self.task, "status": "Started"}).insert(ignore_permissions=True)
+		frappe.db.commit()
+		listener = get_redis_connection_without_auth().pubsub()
+		listener.subscribe("events")
+		listener.get_message(timeout=5)  # the subscription's confirmation
+		try:
+			log.status = "Succeeded"
+			log.save(ignore_permissions=True)
+			frappe.db.commit()
+			published = [json.loads(message["data"]) for message in iter(lambda: listener.get_message(timeout=2), None) if message["type"] == "message"]
+		finally:
+			listener.close()
+			frappe.db.delete("BTU Task Log", {"name": log.name})
+			frappe.db.commit()
+		ours = run_rows.desk_messages(frappe._dict(name=log.name, modified=log.modified, modified_by=log.modified_by))
+		theirs = [message for message in published if message.get("message", {}).get("name") == log.name]
+		self.assertEqual(sorted(theirs, key=lambda m: m["event"]), sorted(ours, key=lambda m: m["event"]))
+
+	def test_the_logs_numbers_are_its_not_null_columns(self):
+		meta = frappe.get_meta("BTU Task Log")
+		numbers = {field.fieldname for field in meta.fields if field.fieldtype in ("Float", "Int", "Check", "Currency", "Percent")}
+		self.assertEqual(set(run_rows.LOG_NUMBERS), numbers)
+
+	def test_an_unset_system_zone_is_frappes_default(self):
+		from frappe.utils import get_system_timezone
+
+		from btu.btu_core import instants
+
+		def forget_system_settings():
+			frappe.clear_document_cache("System Settings", "System Settings")
+			if hasattr(frappe.local, "system_settings"):
+				del frappe.local.system_settings
+
+		frappe.db.sql("delete from `tabSingles` where doctype = 'System Settings' and field = 'time_zone'")
+		forget_system_settings()
+		try:
+			self.assertEqual(str(instants.system_zone()), instants.UNSET_SYSTEM_ZONE, "read as a row")
+			self.assertEqual(get_system_timezone(), instants.UNSET_SYSTEM_ZONE, "Frappe's own answer")
+		finally:
+			frappe.db.rollback()
+			forget_system_settings()
 
 	def test_the_started_log_is_named_as_its_doctype_names_it(self):
 		self.assertEqual(run_rows.LOG_NAMING, frappe.get_meta("BTU Task Log").autoname)
