@@ -115,6 +115,12 @@ def all_rules(event: str, limit: int = MAX_CHECKED) -> list:
 	)
 
 
+def watched(task, schedule=None) -> bool:
+	"""Whether the Task or its Schedule has alert rules: their `alert_rules` rows, as loaded with them (a run reads them
+	only when it started with some)."""
+	return bool(task.get("alert_rules") or (schedule is not None and schedule.get("alert_rules")))
+
+
 def own_scope(rule) -> str | None:
 	"""The schedule an incident of `rule` is about: a Schedule's rule, its own; a Task's rule watches the whole Task (None)."""
 	return rule.parent if rule.parenttype == SCHEDULE else None
@@ -346,7 +352,7 @@ def guarded(function, *args) -> None:
 def run_started(log, task, schedule, start_lag_secs: float | None) -> None:
 	"""Late start: a scheduled run whose function was called more than a rule's threshold after its fire time (slot +
 	jitter; a retry's or backfill's request: its run_at). Told after the call: nothing here may delay the run."""
-	if schedule is not None and start_lag_secs is not None and log.slot_utc:
+	if schedule is not None and start_lag_secs is not None and log.slot_utc and watched(task, schedule):
 		guarded(late_start, log, task, schedule, start_lag_secs)
 
 
@@ -375,7 +381,8 @@ def run_finished(log, task, schedule=None, *, final: bool = True) -> None:
 def finished(log, task, schedule) -> None:
 	failed = log.status in FAILED
 	streak = bump_streak(schedule.name, failed) if schedule else 0
-	for rule in rules_for(("Failure", "Consecutive Failures"), task.name, schedule.name if schedule else None):
+	rules = rules_for(("Failure", "Consecutive Failures"), task.name, schedule.name if schedule else None) if watched(task, schedule) else []
+	for rule in rules:
 		scope = own_scope(rule)
 		if not failed:
 			resolve(rule, scope, _("Run {0} succeeded.").format(log.name))
@@ -393,10 +400,10 @@ def finished(log, task, schedule) -> None:
 
 def bump_streak(schedule: str, failed: bool) -> int:
 	"""The schedule's failed runs in a row, this one counted (a success ends it)."""
-	if failed:
-		frappe.db.sql("update `tabBTU Task Schedule` set failure_streak = failure_streak + 1 where name = %s", schedule)
-	else:
+	if not failed:
 		frappe.db.sql("update `tabBTU Task Schedule` set failure_streak = 0 where name = %s and failure_streak != 0", schedule)
+		return 0
+	frappe.db.sql("update `tabBTU Task Schedule` set failure_streak = failure_streak + 1 where name = %s", schedule)
 	# Plain SQL: frappe.db.get_value would load Frappe's query engine in the work-horse, after every scheduled run.
 	rows = frappe.db.sql(f"select failure_streak from `tab{SCHEDULE}` where name = %s", schedule)
 	return cint(rows[0][0]) if rows else 0

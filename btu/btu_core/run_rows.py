@@ -33,7 +33,7 @@ LOG_NUMBERS = ("execution_time", "fire_lag_ms", "start_lag_ms", "attempt", "retr
 # A Log's end: what its call decided (capture.Call.log_values), when it ended, the start lag and the logging output.
 END_FIELDS = ("status", "execution_time", "result_message", "stdout", "stderr", "traceback", "date_time_ended", "start_lag_ms", "logging_output")
 # What a run reads of its Task before the call; whether a recipient of the Task or the Schedule wants mail on start,
-# and whether they have recipients or chained tasks at all (what follows the call reads those rows only then).
+# and whether they have recipients, chained tasks or alert rules at all (what follows the call reads those only then).
 TASK_AND_SCHEDULE_SQL = """
 select task.name, task.desc_short, task.function_string, task.arguments, task.queue_name, task.max_task_duration,
 	task.repeat_log_in_stdout, schedule.name as schedule, schedule.overlap_policy, schedule.argument_overrides,
@@ -47,7 +47,12 @@ select task.name, task.desc_short, task.function_string, task.arguments, task.qu
 		where (recipient.parenttype = 'BTU Task' and recipient.parent = task.name)
 			or (recipient.parenttype = 'BTU Task Schedule' and recipient.parent = schedule.name)
 	) as has_recipients,
-	exists(select 1 from `tabBTU Chained Task` link where link.parenttype = 'BTU Task' and link.parent = task.name) as has_chain
+	exists(select 1 from `tabBTU Chained Task` link where link.parenttype = 'BTU Task' and link.parent = task.name) as has_chain,
+	exists(
+		select 1 from `tabBTU Alert Rule` rule
+		where (rule.parenttype = 'BTU Task' and rule.parent = task.name)
+			or (rule.parenttype = 'BTU Task Schedule' and rule.parent = schedule.name)
+	) as has_alert_rules
 from `tabBTU Task` task left join `tabBTU Task Schedule` schedule on schedule.name = %(schedule)s
 where task.name = %(task)s
 """

@@ -289,23 +289,21 @@ class TaskRun:
 	def after(self, log, task, schedule, exc) -> None:
 		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next slot.
 		Never raises: the run's Log is committed already."""
-		final, note = True, None
+		final, note, requested = True, None, []
 		try:
 			if log.status in ("Failed", "Timed Out"):
 				note, retried = run_requests.schedule_retry(self, log, task, schedule, exc)
 				final = not retried
 			if final:
-				run_requests.start_chained(log, task)
+				requested += run_requests.start_chained(log, task)
 			if self.request is not None:
-				run_requests.release_next(self.request)
+				requested.append(run_requests.release_next(self.request))
 			if note:
-				frappe.db.set_value(
-					"BTU Task Log", log.name,
-					{"retried": 0 if final else 1, "logging_output": "\n".join(filter(None, [log.logging_output, note]))},
-					update_modified=False,
-				)
 				log.retried = 0 if final else 1
-			frappe.db.commit()
+				log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
+				frappe.db.sql("update `tabBTU Task Log` set retried = %s, logging_output = %s where name = %s", (log.retried, log.logging_output, log.name))
+			if note or any(requested):
+				frappe.db.commit()
 		except Exception:
 			frappe.db.rollback()
 			frappe.logger("btu").error(f"site={frappe.local.site} log={log.name} retry or chain not requested", exc_info=True)
@@ -342,9 +340,12 @@ class TaskRun:
 		those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
 		ends), a Schedule deleted meanwhile too."""
 		recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
+		rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
 		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
-		task = document_rows("BTU Task", self.task_name, {**recipients, **chain})
-		schedule = document_rows("BTU Task Schedule", self.schedule_name, recipients) if task is not None else None
+		task = document_rows("BTU Task", self.task_name, {**recipients, **rules, **chain})
+		schedule = document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules}) if task is not None else None
+		for row in filter(None, (task, schedule)):
+			row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
 		return task, schedule
 
 	def start_lag_ms(self) -> float | None:
