@@ -11,7 +11,12 @@ before_install = "btu.btu_core.install.before_install"
 after_install = "btu.btu_core.install.after_install"
 before_uninstall = "btu.btu_core.install.before_uninstall"
 after_uninstall = "btu.btu_core.install.after_uninstall"
-after_migrate = ["btu.btu_core.install.ensure_roles", "btu.btu_core.declared_schedules.sync", "btu.btu_core.install.ensure_desk_entry"]
+after_migrate = [
+	"btu.btu_core.install.ensure_roles",
+	"btu.btu_core.declared_schedules.sync",
+	"btu.btu_core.install.ensure_desk_entry",
+	"btu.btu_core.install.compile_bytecode",
+]
 # Another app's btu_schedules: synced when it is installed, its rows removed when it is uninstalled.
 after_app_install = "btu.btu_core.declared_schedules.app_installed"
 after_app_uninstall = "btu.btu_core.declared_schedules.app_uninstalled"

@@ -7,10 +7,13 @@ Prometheus's library, Frappe's Document (and with it its Notification machinery)
 the Scheduled Job Type controller and the schedule rules are for later steps or other runs: none may be loaded by then.
 """
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import frappe
 
@@ -42,7 +45,7 @@ NOT_BEFORE_THE_CALL = {
 	"croniter": "a schedule's rules, through btu.shared.schedule",
 }
 
-# Module -> what loads it, were it loaded by a Task run's end on a site where nothing listens to BTU Task Log.
+# Module -> what loads it, were it loaded by a run's end on a site where nothing listens to BTU Task Log.
 NOT_BY_THE_END = {
 	"frappe.model.document": "Frappe's Document: the Log's end, the Task and Schedule read after the call (rows: run_rows)",
 	"frappe.email.doctype.notification.notification": "Document.save (the Log's end is a row where nothing listens)",
@@ -108,8 +111,9 @@ class TestRunPath(IntegrationTestCase):
 	def test_nothing_heavy_is_loaded_by_the_end_of_a_run_nobody_listens_to(self):
 		self.assertFalse(run_rows.log_listened(), "this site listens to BTU Task Log: the test needs one that does not")
 		slot = format_utc_iso(datetime.now(timezone.utc).replace(microsecond=0))
-		_at_call, modules = self.run_in_work_horse("task", self.task, self.schedule, slot)
-		self.assertEqual(loaded(NOT_BY_THE_END, modules), {}, "a Task's run loaded these by its end")
+		for what, argv in (("a Task's run", ["task", self.task, self.schedule, slot]), ("an enqueue_at run", ["enqueue_at", self.request])):
+			_at_call, modules = self.run_in_work_horse(*argv)
+			self.assertEqual(loaded(NOT_BY_THE_END, modules), {}, f"{what} loaded these by its end")
 		frappe.db.rollback()  # a new snapshot: the work-horse committed the Log
 		log = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["status", "task_desc_short", "execution_time", "start_lag_ms"])
 		self.assertEqual([(row.status, row.task_desc_short) for row in log], [("Succeeded", "test note_modules")])
@@ -183,6 +187,22 @@ class TestRunPath(IntegrationTestCase):
 		finally:
 			frappe.db.rollback()
 			forget_system_settings()
+
+	def test_migrate_writes_the_run_paths_bytecode(self):
+		"""A bench that writes no bytecode (PYTHONDONTWRITEBYTECODE, uv) still runs BTU's run path compiled, as Python
+		takes it: a .pyc whose header names the source's mtime and size."""
+		from btu.btu_core import install, task_runner
+
+		self.assertIn("btu.btu_core.install.compile_bytecode", frappe.get_hooks("after_migrate", app_name="btu"))
+		cached = Path(importlib.util.cache_from_source(task_runner.__file__))
+		cached.unlink(missing_ok=True)
+		install.compile_bytecode()
+		header = cached.read_bytes()[:16]
+		source = os.stat(task_runner.__file__)
+		self.assertEqual(
+			(int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")),
+			(int(source.st_mtime) & 0xFFFFFFFF, source.st_size & 0xFFFFFFFF),
+		)
 
 	def test_the_started_log_is_named_as_its_doctype_names_it(self):
 		self.assertEqual(run_rows.LOG_NAMING, frappe.get_meta("BTU Task Log").autoname)
