@@ -23,9 +23,10 @@ all of the run: after the call too). Then the same runs on an instrumented worke
 setup, the import of the method's module, claim, Log insert, commits, alerts, capture, other SQL; and what follows the call.
 
 `--bytecode compiled` runs the workers with every module of the bench (standard library, site-packages, Frappe, BTU)
-compiled into a private cache (PYTHONPYCACHEPREFIX, made once with compileall); `source` with
-PYTHONDONTWRITEBYTECODE=1 and no cache prefix, i.e. whatever .pyc the trees hold (the output counts them). `both`
-(the default) runs one after the other. Only this bench's Frappe version is measured; the output names it.
+compiled into a private cache (PYTHONPYCACHEPREFIX, made once with compileall); `source` as on a bench that writes no
+bytecode (PYTHONDONTWRITEBYTECODE=1, or built with uv): a private cache holding only the standard library's and
+BTU's own (what BTU's migrate writes, `btu.btu_core.install.compile_bytecode`), so Frappe and its libraries are read
+from source whatever .pyc their trees hold. `both` (the default) runs one after the other. Only this bench's Frappe version is measured; the output names it.
 
 Holds the bench's tier-2 lock (`.btu-tier2.lock`) while it runs, so it never shares the worker with a test run.
 Deletes what it makes. Prints tables, writes benchmarks/results/run_overhead.json.
@@ -56,6 +57,7 @@ TASK_RUNNER = "btu.btu_core.task_runner.run_scheduled_task"  # btu.shared.job_co
 QUEUE = "default"
 KINDS = ("frappe.enqueue", "Task run", "enqueue_at", "enqueue_at task_log", "chained run", "retry", "Frappe job via BTU")
 CACHE_PREFIX = Path("/tmp/btu-run-overhead-pycache")
+SOURCE_PREFIX = Path("/tmp/btu-run-overhead-source-pycache")
 STEP_LOG = Path("/tmp/btu-run-overhead-steps.jsonl")
 
 
@@ -64,9 +66,7 @@ STEP_LOG = Path("/tmp/btu-run-overhead-steps.jsonl")
 
 def worker_env(mode: str) -> dict:
 	env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-	env.pop("PYTHONPYCACHEPREFIX", None)
-	if mode == "compiled":
-		env["PYTHONPYCACHEPREFIX"] = str(CACHE_PREFIX)
+	env["PYTHONPYCACHEPREFIX"] = str(CACHE_PREFIX if mode == "compiled" else SOURCE_PREFIX)
 	return env
 
 
@@ -77,35 +77,22 @@ def import_roots(python: str, sites: Path) -> list[str]:
 	return [line for line in out.splitlines() if line and Path(line).resolve() != sites.resolve()]
 
 
-def compile_bytecode(python: str, sites: Path) -> float:
-	"""Every module the bench can import, compiled into CACHE_PREFIX (compileall skips what is up to date): seconds."""
+def compile_bytecode(python: str, sites: Path, mode: str) -> float:
+	"""The mode's cache (compileall skips what is up to date): every module the bench can import when `compiled`; the
+	standard library and BTU's package otherwise. Seconds."""
 	started = time.monotonic()
 	roots = import_roots(python, sites)
 	# The BTU checkout holds virtualenvs beside its package: only the package itself.
 	roots = [root for root in roots if not (Path(root) / "btu" / "__init__.py").exists()]
+	if mode != "compiled":
+		stdlib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"], capture_output=True, text=True, check=True).stdout.strip()
+		roots = [root for root in roots if root == stdlib or root.rstrip("/").endswith("/btu")]
+	prefix = CACHE_PREFIX if mode == "compiled" else SOURCE_PREFIX
 	subprocess.run(
 		[python, "-m", "compileall", "-q", "-j", "0", *roots],
-		cwd=sites, env={**os.environ, "PYTHONPYCACHEPREFIX": str(CACHE_PREFIX)}, stdout=subprocess.DEVNULL, check=False,
+		cwd=sites, env={**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}, stdout=subprocess.DEVNULL, check=False,
 	)
 	return time.monotonic() - started
-
-
-def source_bytecode_share(python: str, sites: Path) -> str:
-	"""How many of the bench's .py files (Frappe, its libraries, BTU) have an in-tree .pyc that matches this Python."""
-	code = (
-		"import sys, os, importlib.util\n"
-		"total = compiled = 0\n"
-		"for root in sys.argv[1:]:\n"
-		"  for folder, _, files in os.walk(root):\n"
-		"    for f in files:\n"
-		"      if f.endswith('.py'):\n"
-		"        total += 1; compiled += os.path.exists(importlib.util.cache_from_source(os.path.join(folder, f)))\n"
-		"print(compiled, total)"
-	)
-	roots = [r for r in import_roots(python, sites) if "site-packages" in r or "/apps/" in r or r.endswith("/btu")]
-	env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
-	compiled, total = subprocess.run([python, "-c", code, *roots], cwd=sites, env=env, capture_output=True, text=True, check=True).stdout.split()
-	return f"{compiled} of {total} .py files of Frappe, its libraries and BTU have a .pyc; the standard library's are compiled"
 
 
 @contextmanager
@@ -651,11 +638,14 @@ def tier2_lock(bench: Path):
 def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int, kinds) -> dict:
 	python = str(bench / "env" / "bin" / "python")
 	sites = bench / "sites"
+	secs = compile_bytecode(python, sites, mode)
 	if mode == "compiled":
-		secs = compile_bytecode(python, sites)
 		note = f"bytecode compiled for every module (PYTHONPYCACHEPREFIX={CACHE_PREFIX}, compileall {secs:.0f} s)"
 	else:
-		note = "no bytecode written (PYTHONDONTWRITEBYTECODE=1, no cache prefix): " + source_bytecode_share(python, sites)
+		note = (
+			f"no bytecode for Frappe and its libraries, as a bench built with uv or under PYTHONDONTWRITEBYTECODE=1: only the "
+			f"standard library's and BTU's own (what BTU's migrate writes) in PYTHONPYCACHEPREFIX={SOURCE_PREFIX}"
+		)
 	with worker_running(bench, mode) as pid:
 		warm = Runs(frappe, pid, 1, 1, f"{mode}:warm")
 		warm.peer()
