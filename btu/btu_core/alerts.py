@@ -374,6 +374,8 @@ def run_finished(log, task, schedule=None, *, final: bool = True) -> None:
 	`final`: no retry follows this run. A failure that will be retried (final=False) neither counts toward
 	a streak nor alerts; only its last attempt does.
 	"""
+	if log.status == "Succeeded" and not watched(task, schedule) and not (schedule is not None and cint(schedule.get("failure_streak"))):
+		return  # no incident to resolve, no streak to end: not a statement more after every successful run
 	if log.status == "Succeeded" or (log.status in FAILED and final):
 		guarded(finished, log, task, schedule)
 

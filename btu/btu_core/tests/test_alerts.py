@@ -171,6 +171,19 @@ class TestRunAlerts(AlertCase):
 		self.assertEqual(paused_incident.status, "Resolved")
 		self.assertEqual(self.bells(paused_incident.name), 2)
 
+	def test_a_success_ends_the_streak_of_a_schedule_without_rules(self):
+		task = self.task()
+		schedule = make_schedule(task.name)
+		frappe.db.commit()
+		for _ in range(2):
+			run_in_this_process(task.name, schedule=schedule.name)
+		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 2)
+		self.set_fail(task, False)
+		run_in_this_process(task.name, schedule=schedule.name)
+		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 0)
+		run_in_this_process(task.name, schedule=schedule.name)  # nothing to end: no statement, and still 0
+		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 0)
+
 	def test_a_form_saved_with_a_stale_streak_keeps_the_counted_one(self):
 		task = self.task()
 		schedule = make_schedule(task.name)
