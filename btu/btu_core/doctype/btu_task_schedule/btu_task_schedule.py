@@ -53,12 +53,13 @@ class BTUTaskSchedule(Document):
 		declared_time_zone: DF.Data | None
 		email_recipients: DF.Table[BTUEmailRecipient]
 		enabled: DF.Check
-		failure_streak: DF.Int
 		end_time: DF.Datetime | None
 		every: DF.Int
 		every_unit: DF.Literal["Seconds", "Minutes", "Hours", "Days"]
+		failure_streak: DF.Int
 		hour: DF.Int
 		jitter_secs: DF.Int
+		max_attempts: DF.Int
 		minute: DF.Int
 		month: DF.Literal["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 		overlap_policy: DF.Literal["allow", "skip"]
@@ -66,6 +67,10 @@ class BTUTaskSchedule(Document):
 		pause_note: DF.SmallText | None
 		paused: DF.Check
 		queue_name: DF.Data | None
+		retry_backoff_factor: DF.Float
+		retry_delay_secs: DF.Int
+		retry_max_delay_secs: DF.Int
+		retry_on: DF.Literal["", "Any Failure", "Timeout", "Retry Signal"]
 		run_at: DF.Datetime | None
 		run_frequency: DF.Literal["Hourly", "Daily", "Weekly", "Monthly", "Yearly", "Cron Style", "Interval", "Once"]
 		run_limit: DF.Int
