@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import frappe
 from frappe.utils import get_datetime, get_system_timezone
 
-from btu.shared.instants import parse_iso
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE, parse_iso
 
 
 def utc_now() -> datetime:
@@ -19,9 +19,6 @@ def utc_now() -> datetime:
 
 # The system time zone as System Settings stores it, read without the System Settings Document.
 SYSTEM_ZONE_SQL = "select value from `tabSingles` where doctype = 'System Settings' and field = 'time_zone'"
-# What frappe.utils.get_system_timezone answers while System Settings has no time zone (a site whose setup wizard has
-# not run); test_instants checks that they agree.
-UNSET_SYSTEM_ZONE = "Asia/Kolkata"
 
 
 def system_zone() -> ZoneInfo:
@@ -34,7 +31,7 @@ def system_zone() -> ZoneInfo:
 		zone = job.get("btu_system_zone") if job is not None else None
 		if zone is None:
 			rows = frappe.db.sql(SYSTEM_ZONE_SQL)
-			zone = (rows[0][0] if rows else None) or UNSET_SYSTEM_ZONE
+			zone = (rows[0][0] if rows else None) or FRAPPE_DEFAULT_ZONE
 			if job is not None:
 				job.btu_system_zone = zone
 		return ZoneInfo(zone)

@@ -18,7 +18,7 @@ import pymysql
 
 from btu.scheduler_daemon.bench import Bench
 from btu.devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
-from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE
 
 ADMINISTRATOR = "Administrator"
 STANDARD_FIELDS = ("name", "owner", "creation", "modified", "modified_by", "docstatus", "idx")

@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from btu.shared import scheduled_jobs, protocol, run_requests
-from btu.shared.instants import from_ms, parse_iso, slot_text, to_ms
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import row_instant
-from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, clock_for, parse_zone
+from btu.shared.schedule.zones import clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.connections import Connections

@@ -5,6 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
+# What Frappe (v15 and v16, frappe.utils.data.get_system_timezone) uses when System Settings has no time_zone
+# (btu_core's test_run_path checks it against Frappe's own answer).
+FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 ISO_EXAMPLE = "2026-11-22T02:33:00Z"
 

@@ -21,7 +21,7 @@ from btu.btu_core import run_rows
 from btu.btu_core.tests import sample_tasks
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task
 from btu.shared import task_outcomes
-from btu.shared.instants import format_utc_iso
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE, format_utc_iso
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -182,8 +182,8 @@ class TestRunPath(IntegrationTestCase):
 		frappe.db.sql("delete from `tabSingles` where doctype = 'System Settings' and field = 'time_zone'")
 		forget_system_settings()
 		try:
-			self.assertEqual(str(instants.system_zone()), instants.UNSET_SYSTEM_ZONE, "read as a row")
-			self.assertEqual(get_system_timezone(), instants.UNSET_SYSTEM_ZONE, "Frappe's own answer")
+			self.assertEqual(str(instants.system_zone()), FRAPPE_DEFAULT_ZONE, "read as a row")
+			self.assertEqual(get_system_timezone(), FRAPPE_DEFAULT_ZONE, "Frappe's own answer")
 		finally:
 			frappe.db.rollback()
 			forget_system_settings()

@@ -6,6 +6,7 @@ import sys
 from datetime import datetime, timezone
 
 from btu.shared.instants import parse_iso
+from btu.shared.messages import _
 from btu.shared.schedule import ScheduleError, ScheduleSpec, parse_zone
 from btu.shared.schedule.zones import clock_for, wall_seconds
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
@@ -33,7 +34,7 @@ def run(args) -> int:
 		spec = ScheduleSpec(name="cli", zone_name=args.tz, kind="cron", cron=args.cron)
 		after = parse_after(args.after, zone)
 		if args.n < 1:
-			raise ScheduleError("-n", args.n, "must be 1 or more")
+			raise ScheduleError("-n", args.n, _("must be 1 or more"))
 	except ValueError as exc:  # a ScheduleError, or --after that is not ISO 8601
 		print(f"btu-scheduler next: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT

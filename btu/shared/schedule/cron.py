@@ -24,6 +24,7 @@ from bisect import bisect_left
 from datetime import date
 from functools import lru_cache
 
+from btu.shared.messages import _
 from btu.shared.schedule.errors import ScheduleError
 from btu.shared.schedule.zones import DAY
 
@@ -69,10 +70,10 @@ class CronExpression:
 		self.text = text
 		source = " ".join((text or "").split())
 		if not source:
-			raise ScheduleError(field, text, "is empty; give 5 fields (minute hour day-of-month month day-of-week), e.g. 0 9 * * 1-5")
+			raise ScheduleError(field, text, _("is empty; give 5 fields (minute hour day-of-month month day-of-week), e.g. 0 9 * * 1-5"))
 		if source.startswith("@"):
 			if source.lower() not in MACROS:
-				raise ScheduleError(field, text, f"unknown macro {source}; use one of {', '.join(MACROS)}")
+				raise ScheduleError(field, text, _("unknown macro {macro}; use one of {macros}"), macro=source, macros=", ".join(MACROS))
 			source = MACROS[source.lower()]
 		parts = source.split(" ")
 		if len(parts) == 5:
@@ -82,7 +83,7 @@ class CronExpression:
 		else:
 			raise ScheduleError(
 				field, text,
-				f"has {len(parts)} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)",
+				_("has {count} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)"), count=len(parts),
 			)
 		normal = {name: _normalise(field, text, name, part) for name, part in zip(names, parts)}
 		normal.setdefault("second", "0")
@@ -104,9 +105,9 @@ class CronExpression:
 		longest = max(MONTH_DAYS[m] for m in self.months)
 		if not self.dom_star and self.doms[0] > longest:
 			month_names = ", ".join(calendar.month_name[m] for m in self.months)
-			raise ScheduleError(field, text, f"day-of-month {self.doms[0]} never occurs in {month_names}; pick a day that exists")
+			raise ScheduleError(field, text, _("day-of-month {day} never occurs in {months}; pick a day that exists"), day=self.doms[0], months=month_names)
 		if self.next_match(0, 0 + HORIZON_YEARS * 366 * DAY) is None:
-			raise ScheduleError(field, text, "never matches any date; check day-of-month, month and day-of-week")
+			raise ScheduleError(field, text, _("never matches any date; check day-of-month, month and day-of-week"))
 
 	def _month_days(self, year: int, month: int) -> tuple[int, ...]:
 		"""Matching days of one month, by the Vixie day-of-month/day-of-week rule."""
@@ -189,11 +190,11 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 	out = []
 	for token in part.lower().split(","):
 		if not token:
-			raise ScheduleError(field, text, f"{name} '{part}' has an empty list item; remove the extra comma")
+			raise ScheduleError(field, text, _("{name} '{part}' has an empty list item; remove the extra comma"), name=name, part=part)
 		base, slash, step = token.partition("/")
 		if slash:
 			if not step.isdigit() or int(step) == 0:
-				raise ScheduleError(field, text, f"{name} step '/{step}' must be a whole number of 1 or more")
+				raise ScheduleError(field, text, _("{name} step '/{step}' must be a whole number of 1 or more"), name=name, step=step)
 		if base == "*":
 			out.append(token)
 			continue
@@ -202,7 +203,7 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 		if dash:
 			b = _value(field, text, name, last, low, high, names)
 			if b < a:
-				raise ScheduleError(field, text, f"{name} range {base} runs backwards; write it as low-high, or as two ranges")
+				raise ScheduleError(field, text, _("{name} range {span} runs backwards; write it as low-high, or as two ranges"), name=name, span=base)
 		else:
 			b = max(a, STEP_TOP[name]) if slash else a
 		# A single value alone, never a-a: the canonical text is shown to users and compared.
@@ -212,16 +213,16 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 
 def _expand(name: str, normal: str) -> tuple[int, ...]:
 	"""The sorted values of one field in _normalise's form; day-of-week 7 is Sunday, 0."""
-	low, high, _ = FIELDS[name]
+	low, high = FIELDS[name][:2]
 	if name == "day-of-week":
 		high = 6  # "*" and "*/n" run over Sunday to Saturday once
 	values = set()
 	for token in normal.split(","):
-		base, _, step = token.partition("/")
+		base, _slash, step = token.partition("/")
 		if base == "*":
 			a, b = low, high
 		else:
-			first, _, last = base.partition("-")
+			first, _dash, last = base.partition("-")
 			a = int(first)
 			b = int(last) if last else a
 		values.update(range(a, b + 1, int(step or 1)))
@@ -235,13 +236,13 @@ def _value(field: str, text: str, name: str, item: str, low: int, high: int, nam
 	if item.isdigit():
 		value = int(item)
 		if not low <= value <= high:
-			raise ScheduleError(field, text, f"{name} {value} is outside {low}-{high}")
+			raise ScheduleError(field, text, _("{name} {value} is outside {low}-{high}"), name=name, value=value, low=low, high=high)
 		return value
 	if names and item in names:
 		return names.index(item) + (1 if name == "month" else 0)
 	if item in ("l", "w", "?", "h") or "#" in item or item.endswith(("l", "w")):
-		raise ScheduleError(field, text, f"{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps")
+		raise ScheduleError(field, text, _("{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps"), name=name, item=item)
 	if names:
 		listed = ", ".join(names)
-		raise ScheduleError(field, text, f"{name} '{item}' is neither a number {low}-{high} nor a name ({listed})")
-	raise ScheduleError(field, text, f"{name} '{item}' is not a number {low}-{high}")
+		raise ScheduleError(field, text, _("{name} '{item}' is neither a number {low}-{high} nor a name ({names})"), name=name, item=item, low=low, high=high, names=listed)
+	raise ScheduleError(field, text, _("{name} '{item}' is not a number {low}-{high}"), name=name, item=item, low=low, high=high)

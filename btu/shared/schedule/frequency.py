@@ -9,6 +9,7 @@ from __future__ import annotations
 import calendar
 from typing import Any
 
+from btu.shared.messages import _
 from btu.shared.schedule.errors import ScheduleError
 
 HELPERS = ("Hourly", "Daily", "Weekly", "Monthly", "Yearly")
@@ -27,10 +28,12 @@ def whole_number(field: str, value: Any, default: int, low: int, high: int | Non
 	try:
 		number = int(str(value).strip()) if not isinstance(value, int) else value
 	except ValueError:
-		raise ScheduleError(field, value, "must be a whole number") from None
+		raise ScheduleError(field, value, _("must be a whole number")) from None
 	if number < low or (high is not None and number > high):
-		bounds = f"{low}-{high}" if high is not None else f"{low} or more"
-		raise ScheduleError(field, value, f"{field.replace('_', ' ')} {number} is outside {bounds}")
+		name = field.replace("_", " ")
+		if high is None:
+			raise ScheduleError(field, value, _("{name} {number} is outside {low} or more"), name=name, number=number, low=low)
+		raise ScheduleError(field, value, _("{name} {number} is outside {low}-{high}"), name=name, number=number, low=low, high=high)
 	return number
 
 
@@ -44,7 +47,7 @@ def frequency_to_cron(
 ) -> str:
 	"""A 5-field cron expression for one of the form's helper frequencies."""
 	if run_frequency not in HELPERS:
-		raise ScheduleError("run_frequency", run_frequency, f"has no cron form; expected one of {', '.join(HELPERS)}")
+		raise ScheduleError("run_frequency", run_frequency, _("has no cron form; expected one of {choices}"), choices=", ".join(HELPERS))
 	m = whole_number("minute", minute, 0, 0, 59)
 	if run_frequency == "Hourly":
 		return f"{m} * * * *"
@@ -54,18 +57,18 @@ def frequency_to_cron(
 	if run_frequency == "Weekly":
 		name = _title(day_of_week, "Monday")
 		if name not in WEEKDAYS:
-			raise ScheduleError("day_of_week", day_of_week, f"must be one of {', '.join(WEEKDAYS[1:] + WEEKDAYS[:1])}")
+			raise ScheduleError("day_of_week", day_of_week, _("must be one of {choices}"), choices=", ".join(WEEKDAYS[1:] + WEEKDAYS[:1]))
 		return f"{m} {h} * * {WEEKDAYS.index(name)}"
 	d = whole_number("day_of_month", day_of_month, 1, 1, 31)
 	if run_frequency == "Monthly":
 		return f"{m} {h} {d} * *"
 	name = _title(month, "January")
 	if name not in MONTH_NAMES:
-		raise ScheduleError("month", month, f"must be a month name, {MONTH_NAMES[0]} to {MONTH_NAMES[-1]}")
+		raise ScheduleError("month", month, _("must be a month name, {first} to {last}"), first=MONTH_NAMES[0], last=MONTH_NAMES[-1])
 	number = MONTH_NAMES.index(name) + 1
 	if d > MONTH_DAYS[number - 1]:
 		raise ScheduleError(
-			"day_of_month", day_of_month, f"{name} has no day {d}; pick a day from 1 to {MONTH_DAYS[number - 1]}"
+			"day_of_month", day_of_month, _("{month} has no day {day}; pick a day from 1 to {last}"), month=name, day=d, last=MONTH_DAYS[number - 1]
 		)
 	return f"{m} {h} {d} {number} *"
 

@@ -10,10 +10,11 @@ import math
 from datetime import date, datetime, timezone
 from typing import Any, Mapping
 
-from btu.shared.instants import parse_iso
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE, parse_iso
+from btu.shared.messages import _
 from btu.shared.schedule.errors import ScheduleError, check_one_of
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron, whole_number
-from btu.shared.schedule.zones import FRAPPE_DEFAULT_ZONE, ZoneClock, clock_for, parse_zone, wall_seconds
+from btu.shared.schedule.zones import ZoneClock, clock_for, parse_zone, wall_seconds
 from btu.shared.schedule.zones import zone_name as canonical_zone_name
 
 # The columns a spec is made of.
@@ -45,15 +46,14 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 			parse_zone(system_zone)
 		except ScheduleError:
 			raise ScheduleError(
-				"time_zone", "", f"is empty and the site's System Settings time_zone {system_zone!r} is not a known zone; "
-				"set this schedule's time_zone or fix System Settings"
+				"time_zone", "", _("is empty and the site's System Settings time_zone {zone} is not a known zone; set this schedule's time_zone or fix System Settings"), zone=repr(system_zone)
 			) from None
 	zone = parse_zone(_get(row, "time_zone"), system_zone)
 	clock = clock_for(zone)
 	frequency = _get(row, "run_frequency")
 	if frequency is None:
 		# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
-		raise ScheduleError("run_frequency", "", f"is empty; set it to one of {', '.join(FREQUENCIES)}")
+		raise ScheduleError("run_frequency", "", _("is empty; set it to one of {choices}"), choices=", ".join(FREQUENCIES))
 	check_one_of("run_frequency", frequency, FREQUENCIES)
 	start = row_instant("start_time", _get(row, "start_time"), clock)
 	end = row_instant("end_time", _get(row, "end_time"), clock)
@@ -99,7 +99,7 @@ def skipped_instant(value: Any) -> int:
 		except ValueError:
 			value = None
 	if not isinstance(value, datetime):
-		raise ScheduleError(SKIPPED_KEY, value, "is not a UTC instant; use e.g. 2026-11-22T02:30:00Z")
+		raise ScheduleError(SKIPPED_KEY, value, _("is not a UTC instant; use e.g. 2026-11-22T02:30:00Z"))
 	if value.tzinfo is None:
 		value = value.replace(tzinfo=timezone.utc)
 	return math.floor(value.timestamp())
@@ -126,7 +126,7 @@ def _cron_text(row: Mapping[str, Any], frequency: str) -> str:
 		)
 	text = _get(row, "cron_string")
 	if not text:
-		raise ScheduleError("cron_string", "", "is required for Cron Style; e.g. 0 9 * * 1-5")
+		raise ScheduleError("cron_string", "", _("is required for Cron Style; e.g. 0 9 * * 1-5"))
 	return " ".join(str(text).split())
 
 
@@ -134,17 +134,17 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 	"""An Interval row's kind, every (seconds) and origin: start_time, else creation + every."""
 	every = whole_number("every", _get(row, "every"), 0, 1)
 	if every == 0:
-		raise ScheduleError("every", _get(row, "every"), "is required for Interval; give a whole number of 1 or more")
+		raise ScheduleError("every", _get(row, "every"), _("is required for Interval; give a whole number of 1 or more"))
 	unit = _get(row, "every_unit", "Minutes")
 	check_one_of("every_unit", unit, UNITS)
 	if every * UNITS[unit] > MAX_INTERVAL:
-		raise ScheduleError("every", every, f"{unit} is more than 100 years; use a Yearly or Once schedule")
+		raise ScheduleError("every", every, _("{unit} is more than 100 years; use a Yearly or Once schedule"), unit=unit)
 	if start is not None:
 		origin = start
 	else:
 		created = row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
 		if created is None:
-			raise ScheduleError("start_time", "", "an Interval schedule needs a start_time (or a saved creation time) to anchor on")
+			raise ScheduleError("start_time", "", _("an Interval schedule needs a start_time (or a saved creation time) to anchor on"))
 		origin = created + every * UNITS[unit]
 	return {"kind": "interval", "every": every * UNITS[unit], "origin": origin}
 
@@ -154,7 +154,7 @@ def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
 	value = _get(row, "run_at")
 	at = row_instant("run_at", value, clock)
 	if at is None:
-		raise ScheduleError("run_at", "", "is required for a Once schedule; give the date and time to run")
+		raise ScheduleError("run_at", "", _("is required for a Once schedule; give the date and time to run"))
 	# Once is the one kind whose moment may fall within a second (enqueue_at, a Datetime with a fraction).
 	if isinstance(value, str):
 		value = parse_iso(value, "run_at")
@@ -169,9 +169,9 @@ def row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
 		try:
 			value = parse_iso(value, field_name)
 		except ValueError:
-			raise ScheduleError(field_name, value, "is not a date and time; use YYYY-MM-DD HH:MM:SS") from None
+			raise ScheduleError(field_name, value, _("is not a date and time; use YYYY-MM-DD HH:MM:SS")) from None
 	if not isinstance(value, datetime):
-		raise ScheduleError(field_name, value, "is not a date and time; use YYYY-MM-DD HH:MM:SS")
+		raise ScheduleError(field_name, value, _("is not a date and time; use YYYY-MM-DD HH:MM:SS"))
 	if value.tzinfo is not None:
 		return math.floor(value.timestamp())
 	return clock.instant(wall_seconds(value))

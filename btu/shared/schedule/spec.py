@@ -12,6 +12,7 @@ import json
 from datetime import date, datetime, timedelta
 from typing import Any, Mapping
 
+from btu.shared.messages import _
 from btu.shared.schedule import catch_up
 from btu.shared.schedule.catch_up import MAX_CATCH_UP, FirePlan
 from btu.shared.schedule.cron import CronExpression, compile_cron
@@ -72,12 +73,12 @@ class ScheduleSpec:
 		if not 0 <= catch_up_max <= MAX_CATCH_UP:
 			raise ScheduleError(
 				"catch_up_max", catch_up_max,
-				f"must be from 0 to {MAX_CATCH_UP}, the most fires one catch-up may make; lower it, or use fire_once",
+				_("must be from 0 to {limit}, the most fires one catch-up may make; lower it, or use fire_once"), limit=MAX_CATCH_UP,
 			)
 		if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms <= 999 or (at_ms and kind != "once"):
-			raise ScheduleError("run_at", at_ms, "milliseconds must be a whole number from 0 to 999, and only a Once schedule has them")
+			raise ScheduleError("run_at", at_ms, _("milliseconds must be a whole number from 0 to 999, and only a Once schedule has them"))
 		if start is not None and end is not None and end < start:
-			raise ScheduleError("end_time", utc(end).isoformat(), "is before start_time; move it later or clear it")
+			raise ScheduleError("end_time", utc(end).isoformat(), _("is before start_time; move it later or clear it"))
 		self.name = name
 		self.zone = parse_zone(zone_name)
 		self.zone_name = canonical_zone_name(self.zone)
@@ -109,11 +110,11 @@ class ScheduleSpec:
 			rule = CronRule(self._expr, clock_for(self.zone))
 		elif self.kind == "interval":
 			if not self.every or self.every < 1 or self.origin is None:
-				raise ScheduleError("every", self.every, "an interval needs every >= 1 and an anchor (start_time or creation)")
+				raise ScheduleError("every", self.every, _("an interval needs every >= 1 and an anchor (start_time or creation)"))
 			rule = IntervalRule(self.origin, self.every)
 		else:
 			if self.at is None:
-				raise ScheduleError("run_at", self.at, "is required for a Once schedule")
+				raise ScheduleError("run_at", self.at, _("is required for a Once schedule"))
 			rule = OnceRule(self.at)
 		if self.skipped or self.excluded_dates:
 			days = frozenset(date.fromisoformat(text).toordinal() - _EPOCH_DAY for text in self.excluded_dates)
@@ -160,7 +161,7 @@ class ScheduleSpec:
 	def from_dict(cls, d: Mapping[str, Any]) -> ScheduleSpec:
 		"""The spec to_dict() gave (ScheduleError for another format version)."""
 		if d.get("v") != FORMAT_VERSION:
-			raise ScheduleError("v", d.get("v"), f"unknown spec format; this code reads version {FORMAT_VERSION}")
+			raise ScheduleError("v", d.get("v"), _("unknown spec format; this code reads version {version}"), version=FORMAT_VERSION)
 		args = {k: v for k, v in d.items() if k != "v"}
 		args["zone_name"] = args.pop("zone")
 		if "skip" in args:
@@ -168,7 +169,7 @@ class ScheduleSpec:
 		if "calendar" in args:
 			calendar = args.pop("calendar")
 			if not isinstance(calendar, Mapping):
-				raise ScheduleError("calendar", calendar, "is not an object of policy and dates")
+				raise ScheduleError("calendar", calendar, _("is not an object of policy and dates"))
 			args["calendar_policy"], args["excluded_dates"] = calendar.get("policy"), calendar.get("dates") or ()
 		return cls(**args)
 
@@ -297,31 +298,31 @@ class ScheduleSpec:
 def _skipped(values) -> tuple[int, ...]:
 	"""Skipped slot instants, sorted and unique (ScheduleError for too many or one not a whole second)."""
 	if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-		raise ScheduleError("skipped_slots", values, "is not a list of slot instants")
+		raise ScheduleError("skipped_slots", values, _("is not a list of slot instants"))
 	out = set()
 	for value in values:
 		if isinstance(value, bool) or not isinstance(value, int):
-			raise ScheduleError("skipped_slots", value, "is not a slot instant (whole seconds since the epoch)")
+			raise ScheduleError("skipped_slots", value, _("is not a slot instant (whole seconds since the epoch)"))
 		out.add(value)
 	if len(out) > MAX_SKIPPED:
-		raise ScheduleError("skipped_slots", len(out), f"slots are skipped, more than {MAX_SKIPPED}; unskip some, or pause or disable the schedule")
+		raise ScheduleError("skipped_slots", len(out), _("slots are skipped, more than {limit}; unskip some, or pause or disable the schedule"), limit=MAX_SKIPPED)
 	return tuple(sorted(out))
 
 
 def _excluded_dates(values) -> tuple[str, ...]:
 	"""Excluded dates as sorted unique YYYY-MM-DD texts (ScheduleError for too many or one not a date)."""
 	if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-		raise ScheduleError("excluded_dates", values, "is not a list of dates")
+		raise ScheduleError("excluded_dates", values, _("is not a list of dates"))
 	out = set()
 	for value in values:
 		if isinstance(value, datetime) or not isinstance(value, (str, date)):
-			raise ScheduleError("excluded_dates", value, "is not a date; use YYYY-MM-DD")
+			raise ScheduleError("excluded_dates", value, _("is not a date; use YYYY-MM-DD"))
 		try:
 			out.add((value if isinstance(value, date) else date.fromisoformat(value)).isoformat())
 		except ValueError:
-			raise ScheduleError("excluded_dates", value, "is not a date; use YYYY-MM-DD") from None
+			raise ScheduleError("excluded_dates", value, _("is not a date; use YYYY-MM-DD")) from None
 	if len(out) > MAX_EXCLUDED_DATES:
-		raise ScheduleError("excluded_dates", len(out), f"dates are excluded, more than {MAX_EXCLUDED_DATES} (7 years of days)")
+		raise ScheduleError("excluded_dates", len(out), _("dates are excluded, more than {limit} (7 years of days)"), limit=MAX_EXCLUDED_DATES)
 	return tuple(sorted(out))
 
 

@@ -15,12 +15,11 @@ from bisect import bisect_right
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
+from btu.shared.messages import _
 from btu.shared.schedule.errors import ScheduleError
 
 DAY = 86400
 EPOCH = datetime(1970, 1, 1)
-# What Frappe (v15 and v16, frappe.utils.data.get_system_timezone) uses when System Settings has no time_zone.
-FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
 _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})$")
 
 
@@ -32,21 +31,21 @@ def parse_zone(name: str | None, default: str | None = None) -> tzinfo:
 	"""
 	text = (name or "").strip() or (default or "").strip()
 	if not text:
-		raise ScheduleError("time_zone", name, "is empty; give an IANA zone such as America/New_York, or UTC, or an offset such as +05:30")
+		raise ScheduleError("time_zone", name, _("is empty; give an IANA zone such as America/New_York, or UTC, or an offset such as +05:30"))
 	if text.upper() in ("UTC", "Z", "GMT"):
 		return timezone.utc
 	match = _OFFSET.match(text)
 	if match:
 		sign, hours, minutes = match.groups()
 		if int(hours) > 23 or int(minutes) > 59:
-			raise ScheduleError("time_zone", text, "offset is outside -23:59..+23:59")
+			raise ScheduleError("time_zone", text, _("offset is outside -23:59..+23:59"))
 		delta = timedelta(hours=int(hours), minutes=int(minutes))
 		return timezone(-delta if sign == "-" else delta)
 	try:
 		return ZoneInfo(text)
 	except Exception:
 		raise ScheduleError(
-			"time_zone", text, "is not a known IANA time zone (e.g. America/New_York, Europe/London) nor a UTC offset like +05:30"
+			"time_zone", text, _("is not a known IANA time zone (e.g. America/New_York, Europe/London) nor a UTC offset like +05:30")
 		) from None
 
 
@@ -69,7 +68,7 @@ def utc(instant: int) -> datetime:
 def posix_seconds(moment: datetime, field: str) -> int:
 	"""An aware datetime as an instant (the second it falls in); a naive one is a ScheduleError for `field`."""
 	if moment.tzinfo is None:
-		raise ScheduleError(field, moment, "must be an aware datetime (with a time zone)")
+		raise ScheduleError(field, moment, _("must be an aware datetime (with a time zone)"))
 	return math.floor(moment.timestamp())
 
 

@@ -6,6 +6,36 @@ from frappe.model.document import Document
 
 
 class BTURunRequest(Document):
+	# begin: auto-generated types
+	# This code is auto-generated. Do not modify anything in this block.
+
+	from typing import TYPE_CHECKING
+
+	if TYPE_CHECKING:
+		from frappe.types import DF
+
+		attempt: DF.Int
+		backfill: DF.Data | None
+		enqueued_by: DF.Link | None
+		first_log: DF.Link | None
+		kwargs: DF.Code | None
+		log: DF.Link | None
+		method: DF.Data | None
+		note: DF.SmallText | None
+		origin: DF.Literal["Retry", "Backfill", "Chain", "Enqueue"]
+		parent_log: DF.Link | None
+		previous_request: DF.Link | None
+		queue: DF.Data | None
+		run_at: DF.Datetime | None
+		run_at_utc: DF.Data | None
+		schedule: DF.Link | None
+		slot_utc: DF.Data | None
+		status: DF.Literal["Pending", "Waiting", "Done", "Cancelled"]
+		task: DF.Link | None
+		task_log: DF.Check
+		timeout: DF.Int
+	# end: auto-generated types
+
 	def on_trash(self):
 		# A deleted pending request must leave the scheduler too; cancelling says so and keeps the record.
 		if self.status in ("Pending", "Waiting"):

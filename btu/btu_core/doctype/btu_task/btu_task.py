@@ -24,11 +24,13 @@ class BTUTask(Document):
 
 	if TYPE_CHECKING:
 		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
+		from btu.btu_core.doctype.btu_chained_task.btu_chained_task import BTUChainedTask
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from frappe.types import DF
 
 		alert_rules: DF.Table[BTUAlertRule]
 		arguments: DF.Code | None
+		chained_tasks: DF.Table[BTUChainedTask]
 		declared_by_app: DF.Data | None
 		declared_key: DF.Data | None
 		desc_long: DF.SmallText | None
@@ -36,10 +38,15 @@ class BTUTask(Document):
 		email_recipients: DF.Table[BTUEmailRecipient]
 		function_string: DF.Data
 		last_runtime: DF.Datetime | None
+		max_attempts: DF.Int
 		max_concurrent_runs: DF.Int
 		max_task_duration: DF.Int
 		queue_name: DF.Data
 		repeat_log_in_stdout: DF.Check
+		retry_backoff_factor: DF.Float
+		retry_delay_secs: DF.Int
+		retry_max_delay_secs: DF.Int
+		retry_on: DF.Literal["Any Failure", "Timeout", "Retry Signal"]
 		run_only_as_worker: DF.Check
 		task_group: DF.Data | None
 		task_type: DF.Literal["Persistent", "One-Shot", "Subtask", "Other"]

@@ -19,15 +19,21 @@ class BTUTaskLog(Document):
 	if TYPE_CHECKING:
 		from frappe.types import DF
 
+		attempt: DF.Int
 		date_time_ended: DF.Datetime | None
 		date_time_enqueued: DF.Datetime | None
 		date_time_started: DF.Datetime | None
 		execution_time: DF.Float
 		fire_lag_ms: DF.Float
+		first_attempt_log: DF.Link | None
 		logging_output: DF.Code | None
 		method: DF.Data | None
+		origin: DF.Literal["", "Retry", "Backfill", "Chain", "Enqueue"]
+		parent_log: DF.Link | None
 		result_message: DF.Code | None
+		retried: DF.Check
 		rq_job_id: DF.Data | None
+		run_request: DF.Link | None
 		schedule: DF.Link | None
 		site: DF.Data | None
 		slot: DF.Datetime | None

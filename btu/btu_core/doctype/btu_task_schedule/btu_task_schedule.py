@@ -14,6 +14,7 @@ from frappe.model.document import Document
 from btu.shared import protocol
 from btu.btu_core import alerts, declared_schedules
 from btu.btu_core.exclusions import tidy_skipped
+from btu.btu_core.messages import schedule_error
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
@@ -53,12 +54,13 @@ class BTUTaskSchedule(Document):
 		declared_time_zone: DF.Data | None
 		email_recipients: DF.Table[BTUEmailRecipient]
 		enabled: DF.Check
-		failure_streak: DF.Int
 		end_time: DF.Datetime | None
 		every: DF.Int
 		every_unit: DF.Literal["Seconds", "Minutes", "Hours", "Days"]
+		failure_streak: DF.Int
 		hour: DF.Int
 		jitter_secs: DF.Int
+		max_attempts: DF.Int
 		minute: DF.Int
 		month: DF.Literal["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 		overlap_policy: DF.Literal["allow", "skip"]
@@ -66,6 +68,10 @@ class BTUTaskSchedule(Document):
 		pause_note: DF.SmallText | None
 		paused: DF.Check
 		queue_name: DF.Data | None
+		retry_backoff_factor: DF.Float
+		retry_delay_secs: DF.Int
+		retry_max_delay_secs: DF.Int
+		retry_on: DF.Literal["", "Any Failure", "Timeout", "Retry Signal"]
 		run_at: DF.Datetime | None
 		run_frequency: DF.Literal["Hourly", "Daily", "Weekly", "Monthly", "Yearly", "Cron Style", "Interval", "Once"]
 		run_limit: DF.Int
@@ -111,7 +117,7 @@ class BTUTaskSchedule(Document):
 			dropped = tidy_skipped(self, spec_of(self, skipped=False))
 			spec = spec_of(self)
 		except ScheduleError as exc:
-			frappe.throw(str(exc), title=_("Invalid schedule"))
+			frappe.throw(schedule_error(exc), title=_("Invalid schedule"))
 		if dropped:
 			frappe.msgprint(
 				_("Removed skipped runs that are no runs of this schedule (its timing changed?): {0}").format(", ".join(dropped)),
@@ -152,5 +158,6 @@ class BTUTaskSchedule(Document):
 		try:
 			preview = next_fires(self, int(n))
 		except ScheduleError as exc:
-			return {"error": str(exc), "html": f"<p class='text-danger'>{frappe.utils.escape_html(str(exc))}</p>"}
+			message = schedule_error(exc)
+			return {"error": message, "html": f"<p class='text-danger'>{frappe.utils.escape_html(message)}</p>"}
 		return {**preview, "html": render_html(preview)}
