@@ -88,9 +88,9 @@ class TestRunPath(IntegrationTestCase):
 		frappe.db.commit()
 
 	def tearDown(self):
-		frappe.db.rollback()
-		frappe.db.delete("BTU Run Request", {"name": self.request})
 		delete_committed(self.task)
+		frappe.db.delete("BTU Run Request", {"name": self.request})  # a request names no Task
+		frappe.db.commit()
 
 	def run_in_work_horse(self, *argv: str) -> tuple[list[str], list[str]]:
 		"""The modules loaded when the function was called, and when the run had ended."""
