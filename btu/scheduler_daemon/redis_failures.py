@@ -44,12 +44,14 @@ class RedisFailures:
 		self.backoff = 0.1
 
 	def ok(self) -> None:
-		"""A loop went through. After an outage Redis is restored at once; after a refusal only once none
-		has failed for RESTORED_AFTER_SECONDS: under a refusal some steps still pass (a lease renewal
-		writes nothing new), and one such step must not make the next failure a new one to log."""
-		self.access.ok()
+		"""A loop went through. After an outage Redis is restored at once; after a refusal (a permission's
+		included) only once none has failed for RESTORED_AFTER_SECONDS: under a refusal some steps still pass
+		(a lease renewal writes nothing new), and one such step must not make the next failure a new one to log."""
+		quiet = time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS
+		if quiet:
+			self.access.ok()
 		refused = self.error is not None and not self.error.startswith(OUTAGE_KINDS)
-		if self.down and (not refused or time.monotonic() - self.failed_at >= RESTORED_AFTER_SECONDS):
+		if self.down and (not refused or quiet):
 			self.down = False
 			self.error = None
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
