@@ -87,6 +87,11 @@ SETTINGS: tuple[Setting, ...] = (
 		"full_refresh_interval_secs", 60, "int", "seconds between full re-reads of every site's schedules",
 		minimum=1, maximum=86400,
 	),
+	Setting(
+		"full_refresh_secs_per_site", 0.3, "float",
+		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, when longer than its default (many sites)",
+		minimum=0, maximum=3600,
+	),
 	Setting("lease_ttl_secs", 5.0, "float", "seconds the leader lease lives without renewal", minimum=0.1, maximum=3600),
 	Setting(
 		"misfire_grace_secs", 10.0, "float", "how late a slot may still fire after its moment",
@@ -135,6 +140,7 @@ class Config:
 
 	disable_redis_rpc: bool = False
 	full_refresh_interval_secs: int = 60
+	full_refresh_secs_per_site: float = 0.3
 	lease_ttl_secs: float = 5.0
 	misfire_grace_secs: float = 10.0
 	prepare_ahead_secs: float = 2.0
@@ -155,6 +161,15 @@ class Config:
 	sources: dict[str, str] = field(default_factory=lambda: {s.key: "default" for s in SETTINGS}, compare=False)
 	config_file: str = DEFAULT_CONFIG_PATH
 	config_file_found: bool = False
+
+	def refresh_interval(self, sites: int) -> float:
+		"""Seconds in which a staggered cycle reads every site once: `full_refresh_interval_secs` where it is set; by default
+		a minute, or `full_refresh_secs_per_site` a site on a bench of more sites than that reads at this pace. Edits arrive
+		at once by RPC; the cycle is the safety net for what SQL changed, and a thousand sites read every minute were most
+		of an idle scheduler's CPU."""
+		if self.sources.get("full_refresh_interval_secs", "default") != "default":
+			return self.full_refresh_interval_secs
+		return max(self.full_refresh_interval_secs, self.full_refresh_secs_per_site * sites)
 
 	def values(self) -> dict[str, Any]:
 		return {setting.key: getattr(self, setting.key) for setting in SETTINGS}

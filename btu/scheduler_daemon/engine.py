@@ -225,9 +225,9 @@ class Scheduler:
 		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`);
 		and the published status, built here rather than on the firing thread (a thousand sites take it a tenth of a
 		second): when a cycle ends, and when `next_status` comes (fires were released)."""
-		interval = self.config.full_refresh_interval_secs
-		next_slice = time.monotonic() + interval
+		next_slice = time.monotonic() + self.refresh_interval()
 		while not stop.is_set():
+			interval = self.refresh_interval()
 			until = next_slice
 			if self.lease.held:
 				# At most STATUS_AFTER_FIRES_SECONDS: the firing thread may bring `next_status` forward meanwhile.
@@ -358,6 +358,9 @@ class Scheduler:
 		self.shared_redis.check(self.redis)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+
+	def refresh_interval(self) -> float:
+		return self.config.refresh_interval(len(self.reconciler.cycle.sites))
 
 	def publish_status(self) -> None:
 		self.status_at = time.monotonic()

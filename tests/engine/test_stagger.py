@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 from btu.devbench.bench import create_dev_bench
 from btu.devbench.data import SiteData
+from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.reconcile import MIN_TICK_SECS, Cycle, Reconciler
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
@@ -27,6 +28,12 @@ def test_a_small_bench_reads_one_site_a_tick():
 	cycle = Cycle(["a.localhost", "b.localhost"])
 	assert cycle.next_slice(60) == (["a.localhost"], 30.0)
 	assert cycle.next_slice(60) == (["b.localhost"], 30.0) and cycle.rotation == []
+
+
+def test_a_thousand_sites_at_the_default_pace_are_read_four_a_tick():
+	cycle = Cycle([f"site{i}" for i in range(1000)])
+	names, tick = cycle.next_slice(Config().refresh_interval(len(cycle.sites)))
+	assert (len(names), tick) == (4, MIN_TICK_SECS), "each of 1,000 sites read every 5 minutes by default: 4 a second, not 17"
 
 
 def reconciler(bench, r) -> Reconciler:

@@ -106,7 +106,7 @@ def test_config_prints_each_key_with_its_source(cli, tmp_path):
 	assert "s3cret" not in out
 	rows = {line.split()[0]: line for line in out.splitlines() if not line.startswith("#")}
 	assert rows.keys() == {
-		"disable_redis_rpc", "full_refresh_interval_secs", "lease_ttl_secs", "misfire_grace_secs", "prepare_ahead_secs",
+		"disable_redis_rpc", "full_refresh_interval_secs", "full_refresh_secs_per_site", "lease_ttl_secs", "misfire_grace_secs", "prepare_ahead_secs",
 		"db_max_connections", "db_idle_secs", "batch_size", "release_batch_size", "replica_acks", "replica_ack_timeout_ms", "log_level", "log_format", "executor", "redis_url",
 		"metrics_address", "metrics_schedules",
 	}

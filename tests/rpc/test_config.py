@@ -26,6 +26,17 @@ def parse(*argv: str) -> argparse.Namespace:
 	return parser.parse_args(list(argv))
 
 
+def test_refresh_interval_grows_with_sites_unless_set(tmp_path):
+	no_file = ("--config", str(tmp_path / "missing.toml"))
+	assert Config().refresh_interval(100) == 60, "a bench of up to 200 sites: each site read once a minute"
+	assert Config().refresh_interval(1000) == 300, "1,000 sites by default: each read every 5 minutes (0.3 s a site), edits come by RPC"
+	assert load_config(parse(*no_file, "--full-refresh-secs-per-site", "0"), environ={}).refresh_interval(1000) == 60
+	set_interval = load_config(parse(*no_file, "--full-refresh-interval-secs", "1"), environ={})
+	assert set_interval.refresh_interval(1000) == 1, "an interval the operator set is kept, whatever the number of sites"
+	from_env = load_config(parse(*no_file), environ={"BTU_SCHEDULER_FULL_REFRESH_INTERVAL_SECS": "90"})
+	assert from_env.refresh_interval(1000) == 90
+
+
 @pytest.fixture
 def toml(tmp_path):
 	def write(text: str) -> str:
@@ -39,7 +50,7 @@ def toml(tmp_path):
 def test_defaults_with_no_file(tmp_path):
 	config = load_config(parse("--config", str(tmp_path / "missing.toml")), environ={})
 	assert config.values() == Config().values() == {
-		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
+		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "full_refresh_secs_per_site": 0.3, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
 		"prepare_ahead_secs": 2.0, "db_max_connections": 4, "db_idle_secs": 60.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
 		"executor": "frappe", "redis_url": None, "bench": None,
 		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (),
@@ -75,7 +86,7 @@ def test_precedence_flag_over_env_over_file_over_default(toml):
 
 def test_every_key_has_env_and_flag(tmp_path):
 	values = {
-		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "lease_ttl_secs": ("1.5", 1.5),
+		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "full_refresh_secs_per_site": ("0", 0.0), "lease_ttl_secs": ("1.5", 1.5),
 		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "db_max_connections": ("1", 1), "db_idle_secs": ("2.5", 2.5),
 		"batch_size": ("10", 10),
 		"release_batch_size": ("2000", 2000), "replica_acks": ("0", 0), "replica_ack_timeout_ms": ("50", 50),
