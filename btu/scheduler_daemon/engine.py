@@ -119,6 +119,7 @@ class Scheduler:
 		self.shared_redis = status.SharedRedisWatch(bench_path)
 		self.next_status = 0.0  # when the reconcile thread next publishes the status
 		self.status_at = float("-inf")  # when it last did
+		self.publisher = status.Publisher()
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 
 	# -- process ----------------------------------------------------------------
@@ -261,6 +262,7 @@ class Scheduler:
 	def stand_by(self, stop: threading.Event) -> None:
 		if self.lease.acquire():
 			self.reconciler.frappe_jobs.bench_ids.clear()  # an earlier term's may be stale: acknowledge this term's
+			self.publisher = status.Publisher()  # and another leader wrote the state meanwhile
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
 			self.next_check = 0.0
@@ -365,4 +367,4 @@ class Scheduler:
 	def publish_status(self) -> None:
 		self.status_at = time.monotonic()
 		self.next_status = self.status_at + status.PUBLISH_SECONDS
-		status.publish(self.redis, self.reconciler)
+		self.publisher.publish(self.redis, self.reconciler)

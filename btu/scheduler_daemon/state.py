@@ -237,6 +237,10 @@ class State:
 		# Replicas each release waits for (`replication.Replication` sets it from those connected).
 		self.replicas_wanted = 0
 		self.replica_ack_timeout_ms = replica_ack_timeout_ms
+		# Writes that change what a status shows (a site's schedules, invalid rows, fires, counters); the leader's
+		# published status is built again only when this moved (`status.Publisher`). Counted where the write is known
+		# to change something: the firing loop calls `release` on every step, mostly for nothing.
+		self.changes = 0
 		self._due = scripts.register(redis_conn, "due")
 		self._prepare = scripts.register(redis_conn, "prepare")
 		self._release = scripts.register(redis_conn, "release")
@@ -253,6 +257,7 @@ class State:
 		"""Move `key` aside with the reason; with a schedule, also take it off the due set and rebuild it from its row."""
 		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
 		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
+		self.changes += 1
 		self.on_quarantine("schedule_state" if member else "key")
 
 	def guarded(self, key: str, read):
@@ -272,6 +277,8 @@ class State:
 		for start in range(0, max(len(members), 1), AUDIT_CHUNK):
 			done = self._audit(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=members[start : start + AUDIT_CHUNK])
 			mended, moved = mended + int(done[0]), moved + int(done[1])
+		if mended or moved:
+			self.changes += 1
 		return mended, moved
 
 	def check_types(self, sites: set[str]) -> list[str]:
@@ -337,6 +344,7 @@ class State:
 				self.redis.script_load(self._upsert.script)
 				continue
 			break
+		self.changes += 1  # upserts come only for rows whose checksum moved
 		for result in results:
 			if isinstance(result, Exception):
 				raise result
@@ -349,6 +357,7 @@ class State:
 	def remove(self, site: str, name: str, client=None) -> bool:
 		"""Take a schedule out of the state, withdrawing its prepared fires; True when it was there."""
 		keys = [*upsert_keys(site, name)]
+		self.changes += 1
 		return bool(self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client))
 
 	def names(self, site: str) -> set[str]:
@@ -378,6 +387,7 @@ class State:
 	def hold_site(self, site: str) -> None:
 		"""Take a paused site's schedules off the due set; their cursors stay."""
 		members = [protocol.due_member(site, name) for name in self.names(site)]
+		self.changes += 1
 		for start in range(0, len(members), PURGE_CHUNK):
 			self.redis.zrem(protocol.DUE_KEY, *members[start : start + PURGE_CHUNK])
 
@@ -394,11 +404,13 @@ class State:
 		# a site no longer listed, and a fire record that comes later is refused (record.lua).
 		with self.redis.pipeline(transaction=True) as pipe:
 			pipe.srem(protocol.SITES_KEY, site)
+			self.changes += 1
 			pipe.delete(protocol.site_schedules_key(site), protocol.recent_fires_key(site), protocol.invalid_rows_key(site), protocol.counters_key(site))
 			pipe.execute()
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
 		key = protocol.invalid_rows_key(site)
+		self.changes += 1
 
 		def write():
 			with self.redis.pipeline() as pipe:
@@ -424,6 +436,7 @@ class State:
 	def clear_invalid(self, site: str, *names: str) -> None:
 		key = protocol.invalid_rows_key(site)
 		if names:
+			self.changes += 1
 			self.guarded(key, lambda: self.redis.hdel(key, *names))
 
 	# -- leader side ---------------------------------------------------------------------
@@ -465,6 +478,7 @@ class State:
 		Written after the fires, not with them: it is a record for people, and
 		keeping it out of the release script keeps that script short.
 		"""
+		self.changes += 1
 		by_site: dict[str, list[str]] = {}
 		for site, fire in fires:
 			by_site.setdefault(site, []).append(json.dumps(fire))
@@ -480,11 +494,13 @@ class State:
 		if not schedules:
 			return 0
 		args = [value for site, schedule, fingerprint in schedules for value in (protocol.due_member(site, schedule), fingerprint)]
+		self.changes += 1
 		return int(self._drop_due(keys=[protocol.DUE_KEY], args=args))
 
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
+		self.changes += 1  # the schedules' next fires move on
 		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
 		if raw and text(raw[0]) == "not_leader":
 			return Preparation(fenced=True)

@@ -70,3 +70,4 @@ def test_a_site_made_during_a_cycle_keeps_the_state_an_rpc_gave_it(make_bench, r
 	reconcile.stagger(60)  # the cycle ends
 	assert r.sismember(protocol.site_schedules_key("new.localhost"), name), "dropped as no longer a BTU site"
 	assert b"new.localhost" in r.smembers(protocol.SITES_KEY)
+

@@ -1,12 +1,15 @@
 """`status.build`: each site's next fires come from the heads of the prepared and due sets,
-read a page at a time, never the whole sets."""
+read a page at a time, never the whole sets; the leader's `status.Publisher` reads the sites again only when
+something changed."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from btu.shared import protocol
 from btu.scheduler_daemon import status
+from tests.engine.test_stagger import SITES, add_schedule, reconciler
 
 
 def prepared_member(site: str, schedule: str, fire_ms: int) -> str:
@@ -54,3 +57,35 @@ def test_an_idle_status_reads_one_page_of_each_set(r):
 	built = status.build(r, next_n=10)
 	assert len(built["sites"]["a.localhost"]["next_fires"]) == 10
 	assert int(r.info("commandstats")["cmdstat_zrange"]["calls"]) == 2  # the (empty) prepared set, then one page of due
+
+def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(make_bench, r, monkeypatch):
+	bench = make_bench(*SITES[:2])
+	first = add_schedule(bench, SITES[0])
+	reconcile = reconciler(bench, r)
+	reconcile.full()
+	publisher = status.Publisher()
+
+	def published() -> dict:
+		publisher.publish(r, reconcile)
+		return json.loads(r.get(protocol.STATUS_KEY))
+
+	before = published()
+	assert before["sites"][SITES[0]]["schedules"] == 1
+	# Written behind the state's back (as another process would): the sites' part is not read again...
+	r.sadd(protocol.site_schedules_key(SITES[0]), "TS-elsewhere")
+	time.sleep(0.002)
+	unchanged = published()
+	assert unchanged["sites"] == before["sites"] and unchanged["updated_at"] > before["updated_at"], "the time moves, the sites are the last read"
+	# ...until this process's state changes,
+	second = add_schedule(bench, SITES[0])
+	reconcile.sync_schedules(SITES[0], [second])
+	assert published()["sites"][SITES[0]]["schedules"] == 3
+	# a site's health changes,
+	reconcile.site_health.paused[SITES[1]] = "site_config: pause_scheduler"
+	assert published()["sites"][SITES[1]]["paused_reason"] == "site_config: pause_scheduler"
+	# or REBUILD_SECONDS pass.
+	r.srem(protocol.site_schedules_key(SITES[0]), "TS-elsewhere")
+	assert published()["sites"][SITES[0]]["schedules"] == 3
+	monkeypatch.setattr(status, "REBUILD_SECONDS", 0.0)
+	assert published()["sites"][SITES[0]]["schedules"] == 2
+	assert first and second
