@@ -708,7 +708,7 @@ def main() -> None:
 			f"{full['median_s']:.2f} s / {full['max_s']:.2f} s",
 			"<= 1 s",
 		],
-		[f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: every site read once a minute)", BEFORE["cpu"], f"{idle['scheduler_percent']:.2f} %", "<= 0.2 %"],
+		[f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: each site read once in 0.3 s times the sites)", BEFORE["cpu"], f"{idle['scheduler_percent']:.2f} %", "<= 0.2 %"],
 		[
 			f"an edit takes effect, --full-refresh-interval-secs 1 (p50 / p99 / max of {edit['landed']})",
 			BEFORE["edit"],
