@@ -48,8 +48,10 @@ logger = logging.getLogger("btu.scheduler.reconcile")
 # fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within
 # this many full_refresh_interval_secs (5 minutes by default).
 AUDIT_EVERY = 5
-# Slices of a staggered cycle come at least this far apart: a bench of a few sites reads one site a tick.
-MIN_TICK_SECS = 1.0
+# Slices of a staggered cycle come at least this far apart (or the interval, when shorter): a bench of a few sites
+# reads one site a tick, and a slice's own cost (a query through the reader, a Redis round trip) is paid 12 times a
+# minute, not 60: at a thousand sites those were half of an idle leader's CPU.
+MIN_TICK_SECS = 5.0
 
 
 class RowError(Exception):
@@ -127,8 +129,9 @@ class Cycle:
 		self.rotation = list(self.sites)
 
 	def next_slice(self, interval: float) -> tuple[list[str], float]:
-		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS, so that each site is read once per `interval`."""
-		tick = max(MIN_TICK_SECS, interval / max(len(self.sites), 1))
+		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS (or `interval`), so that each site is read once per
+		`interval`."""
+		tick = max(min(MIN_TICK_SECS, interval), interval / max(len(self.sites), 1))
 		size = max(1, math.ceil(len(self.sites) * tick / interval))
 		names, self.rotation = self.rotation[:size], self.rotation[size:]
 		return names, tick

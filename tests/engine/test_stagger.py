@@ -20,8 +20,13 @@ def test_a_cycle_reads_every_site_once_in_slices_a_tick_apart():
 	while cycle.rotation:
 		names, tick = cycle.next_slice(60)
 		slices.append(names)
-	assert tick == MIN_TICK_SECS and len(slices) * tick <= 60 and max(map(len, slices)) == 17, "1,000 sites over a minute: 17 a second"
+	assert tick == MIN_TICK_SECS and len(slices) * tick <= 60 and max(map(len, slices)) == 84, "1,000 sites over a minute: 84 every 5 s"
 	assert sorted(name for names in slices for name in names) == sorted(cycle.sites)
+
+
+def test_an_interval_shorter_than_a_tick_reads_every_site_each_interval():
+	cycle = Cycle([f"s{i}.localhost" for i in range(6)])
+	assert cycle.next_slice(1) == ([f"s{i}.localhost" for i in range(6)], 1), "full_refresh_interval_secs 1: the whole bench each second"
 
 
 def test_a_small_bench_reads_one_site_a_tick():
@@ -33,7 +38,7 @@ def test_a_small_bench_reads_one_site_a_tick():
 def test_a_thousand_sites_at_the_default_pace_are_read_four_a_tick():
 	cycle = Cycle([f"site{i}" for i in range(1000)])
 	names, tick = cycle.next_slice(Config().refresh_interval(len(cycle.sites)))
-	assert (len(names), tick) == (4, MIN_TICK_SECS), "each of 1,000 sites read every 5 minutes by default: 4 a second, not 17"
+	assert (len(names), tick) == (17, MIN_TICK_SECS), "each of 1,000 sites read every 5 minutes by default: 17 every 5 s, not 84"
 
 
 def reconciler(bench, r) -> Reconciler:
@@ -52,9 +57,9 @@ def test_an_edit_by_sql_is_found_when_its_sites_slice_comes(make_bench, r):
 	reconcile.full()
 	name = add_schedule(bench, SITES[-1])  # written as SQL would, with no RPC: only a reconcile finds it
 	for _ in SITES[:-1]:
-		assert reconcile.stagger(len(SITES)) == MIN_TICK_SECS
+		assert reconcile.stagger(len(SITES) * MIN_TICK_SECS) == MIN_TICK_SECS
 		assert not r.sismember(protocol.site_schedules_key(SITES[-1]), name), "read before its slice: not staggered"
-	reconcile.stagger(len(SITES))
+	reconcile.stagger(len(SITES) * MIN_TICK_SECS)
 	assert r.sismember(protocol.site_schedules_key(SITES[-1]), name)
 
 
