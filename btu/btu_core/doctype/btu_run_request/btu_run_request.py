@@ -16,8 +16,12 @@ class BTURunRequest(Document):
 
 		attempt: DF.Int
 		backfill: DF.Data | None
+		chain_depth: DF.Int
+		chain_root: DF.Link | None
 		enqueued_by: DF.Link | None
 		first_log: DF.Link | None
+		job_generation: DF.Int
+		job_id: DF.Data | None
 		kwargs: DF.Code | None
 		log: DF.Link | None
 		method: DF.Data | None
@@ -26,6 +30,7 @@ class BTURunRequest(Document):
 		parent_log: DF.Link | None
 		previous_request: DF.Link | None
 		queue: DF.Data | None
+		run_as: DF.Link | None
 		run_at: DF.Datetime | None
 		run_at_utc: DF.Data | None
 		schedule: DF.Link | None
