@@ -310,8 +310,23 @@ def mark_done(request, log_name: str | None, note: str | None = None, *, tell_sc
 		announce(request.name)
 
 
+def check_may_cancel(request) -> None:
+	"""Raise frappe.PermissionError unless the session user may withdraw `request`: an enqueued run only the user who
+	enqueued it, a System Manager or Administrator (a BTU Manager withdraws retries and backfills, not another user's or
+	another app's jobs); any other request whoever reached this (api.cancel_run_request checks BTU's roles first)."""
+	user = frappe.session.user
+	if request.origin != rr.ENQUEUE or user in ("Administrator", request.enqueued_by) or "System Manager" in frappe.get_roles(user):
+		return
+	frappe.throw(
+		_("Run request {0}: enqueued by {1}; only that user or a System Manager may cancel it").format(request.name, request.enqueued_by),
+		frappe.PermissionError,
+		title=_("Not permitted"),
+	)
+
+
 def cancel(request) -> None:
 	"""Withdraw a request that has not run; a backfill's waiting ones after it are withdrawn too."""
+	check_may_cancel(request)
 	if request.status not in (rr.PENDING, rr.WAITING):
 		frappe.throw(_("Run request {0} is {1}; only a Pending or Waiting one can be cancelled").format(request.name, request.status))
 	chain = [request.name]
