@@ -46,6 +46,17 @@ btu_schedules = [
 		"overlap_policy": "skip",
 	},
 	{
+		"name": "delete_expired_run_requests",
+		"function": "btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
+		"description": "BTU: delete finished Run Requests older than the retention days",
+		"frequency": "Daily",
+		"hour": 3,
+		"minute": 23,
+		"queue": "long",
+		"timeout": 3600,
+		"overlap_policy": "skip",
+	},
+	{
 		"name": "mark_lost_runs_timed_out",
 		"function": "btu.btu_core.task_runner.mark_lost_runs_timed_out",
 		"description": "BTU: mark runs whose worker died Timed Out",
@@ -73,5 +84,6 @@ btu_tasks = [
 	"btu.devbench.demo_tasks.*",
 	# BTU's maintenance (btu_schedules above)
 	"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
+	"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
 	"btu.btu_core.task_runner.mark_lost_runs_timed_out",
 ]

@@ -6,7 +6,8 @@ site database stays its source of truth through failovers and Redis losing
 its data. After commit the scheduler is told (as for any request); it fires
 the request as a Once state at its millisecond on the request's queue, and
 the job runs `run` here, which claims the request, marks it Done and calls
-the function. A second delivery finds it Done and runs nothing: at most once
+the function as the user who enqueued it (as frappe.enqueue's job runs as
+its caller), or as the user a System Manager named. A second delivery finds it Done and runs nothing: at most once
 per request, and exactly once while a worker survives its run. The outcome
 goes into the request's Note; with `task_log=True` the run also writes a
 BTU Task Log (no Task; its Function is the method) with its stdout, stderr,
@@ -44,6 +45,8 @@ GRACE_SECS = 60
 MAX_KWARGS_CHARS = 64_000
 # The furthest ahead a moment may be.
 MAX_AHEAD_DAYS = 3660
+# A job key ("<app>:<job_id>") fits the request's Job ID field.
+MAX_JOB_KEY_CHARS = 140
 
 
 class EnqueueError(frappe.ValidationError):
@@ -51,14 +54,17 @@ class EnqueueError(frappe.ValidationError):
 
 
 def enqueue_at(
-	method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, task_log: bool = False, **kwargs
+	method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, task_log: bool = False,
+	as_user: str | None = None, **kwargs
 ) -> str:
-	"""Run `method(**kwargs)` at `at` on `queue`, once; the handle (the request's name) for `cancel`.
+	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for `cancel`.
 
 	`method`: a function or its dotted path, declared runnable. `at`: an aware datetime, ISO 8601 text with an
 	offset, or a naive one in the site's time zone (as Frappe stores Datetimes). `timeout`: seconds (None: the
-	queue's). `job_id`: a key of your own; enqueueing the same key again adds nothing and returns the same handle.
-	`task_log`: the run writes a BTU Task Log with its output and outcome (off: only the request's Note says it).
+	queue's). `job_id`: a key of your own, scoped to the function's app: while its request is pending, the same call
+	with it adds nothing and returns the same handle (that request keeps its moment and user), another call with it
+	raises; once that request ran or was cancelled, it asks for a new run. `task_log`: the run writes a BTU Task Log with its output and outcome (off: only the request's Note says it).
+	`as_user`: run as this user instead of the caller (only a System Manager, or code running as Administrator, may).
 	"""
 	path = method_path(method)
 	moment = instant(at)
@@ -82,21 +88,74 @@ def enqueue_at(
 		raise EnqueueError(_("timeout {0!r}: give whole seconds, 1 or more, or None for the queue's").format(timeout))
 	if not isinstance(task_log, bool):
 		raise EnqueueError(_("task_log {0!r}: give True or False").format(task_log))
-	doc, _inserted = run_requests.insert(
-		rr.enqueue_request_name(job_id),
-		run_at=max(moment, now),
-		exact=True,
-		status=rr.PENDING,
-		origin=rr.ENQUEUE,
-		method=path,
-		kwargs=text,
-		queue=queue,
-		timeout=timeout or 0,
-		attempt=1,
-		enqueued_by=frappe.session.user,
-		task_log=int(task_log),
-	)
-	return doc.name
+	user = run_as(as_user)
+	values = {
+		"run_at": max(moment, now),
+		"exact": True,
+		"status": rr.PENDING,
+		"origin": rr.ENQUEUE,
+		"method": path,
+		"kwargs": text,
+		"queue": queue,
+		"timeout": timeout or 0,
+		"attempt": 1,
+		"enqueued_by": frappe.session.user,
+		"run_as": user,
+		"task_log": int(task_log),
+	}
+	if job_id is None:
+		doc, _inserted = run_requests.insert(rr.enqueue_request_name(), **values)
+		return doc.name
+	return request_of_job(job_key(path, job_id), values)
+
+
+def job_key(path: str, job_id) -> str:
+	"""`job_id` scoped to the app of the function it runs, as the request stores it."""
+	if not isinstance(job_id, str) or not job_id.strip():
+		raise EnqueueError(_("job_id {0!r}: give non-empty text, or leave it out").format(job_id))
+	key = rr.job_key(path, job_id)
+	if len(key) > MAX_JOB_KEY_CHARS:
+		raise EnqueueError(_("job_id {0!r}: with its app's prefix it is {1} characters, more than {2}; give a shorter one").format(
+			job_id, len(key), MAX_JOB_KEY_CHARS
+		))
+	return key
+
+
+def request_of_job(key: str, values: dict) -> str:
+	"""The pending request of job key `key` if there is one and it makes the same call, else a new one: its name.
+
+	Only a pending request dedupes (as rq and Frappe dedupe only a queued job): once it ran or was cancelled, the key
+	asks for its next generation, a request of its own. Two callers asking at once insert the same generation's name,
+	so the second finds the first's row; a stale read of the newest generation only costs a step of the loop."""
+	rows = frappe.db.sql(f"select max(job_generation) from `tab{rr.DOCTYPE}` where job_id = %s", key)
+	generation = max(1, rows[0][0] or 1)
+	while True:
+		doc, inserted = run_requests.insert(rr.enqueue_request_name(key, generation), job_id=key, job_generation=generation, **values)
+		if inserted:
+			return doc.name
+		if doc.status == rr.PENDING and not past_catch_up(doc):
+			if (doc.method, doc.kwargs) != (values["method"], values["kwargs"]):
+				raise EnqueueError(
+					_("job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give this call a job_id of its own, or cancel {1} first to replace it").format(
+						key.partition(":")[2], doc.name, doc.method, shorten(doc.kwargs), values["method"], shorten(values["kwargs"])
+					)
+				)
+			return doc.name
+		if doc.status == rr.PENDING:
+			withdraw(doc, _("Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was asked again.").format(
+				rr.CATCH_UP_WINDOW_SECS
+			))
+		generation += 1
+
+
+def past_catch_up(request) -> bool:
+	"""Whether a pending request's moment is past the window within which the scheduler still fires it: it never will."""
+	return parse_utc_iso(request.run_at_utc, "run_at_utc") + timedelta(seconds=rr.CATCH_UP_WINDOW_SECS) < utc_now()
+
+
+def shorten(text: str | None, limit: int = 200) -> str:
+	text = text or ""
+	return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def enqueue_in(seconds: float, method, **options) -> str:
@@ -109,13 +168,37 @@ def enqueue_in(seconds: float, method, **options) -> str:
 def cancel(handle: str) -> bool:
 	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was withdrawn."""
 	# get_value with no name reads the first row: a handle must be a name.
-	request = frappe.db.get_value(rr.DOCTYPE, handle, ["name", "status", "origin"], as_dict=True, for_update=True) if handle and isinstance(handle, str) else None
+	request = frappe.db.get_value(rr.DOCTYPE, handle, ["name", "status", "origin", "enqueued_by"], as_dict=True, for_update=True) if handle and isinstance(handle, str) else None
 	if request is None or request.origin != rr.ENQUEUE:
 		raise EnqueueError(_("handle {0!r}: no enqueued run has it; pass what enqueue_at returned").format(handle))
+	run_requests.check_may_cancel(request)
 	if request.status != rr.PENDING:
 		return False
 	run_requests.cancel(frappe.get_doc(rr.DOCTYPE, handle))
 	return True
+
+
+def run_as(as_user) -> str:
+	"""The user the run switches to, as frappe.enqueue's job does: the caller, or `as_user` when the caller may choose.
+
+	The default keeps what code moved from frappe.enqueue had: a portal handler's job runs with the portal user's
+	rights, not Administrator's. Naming another user is for a System Manager (or code running as Administrator: a
+	migrate, a scheduled job), who may act as anyone anyway."""
+	caller = frappe.session.user
+	if as_user is None or as_user == caller:
+		return caller
+	if caller != "Administrator" and "System Manager" not in frappe.get_roles(caller):
+		frappe.throw(
+			_("as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out to run it as {1}").format(
+				as_user, caller
+			),
+			frappe.PermissionError,
+			title=_("Not permitted"),
+		)
+	enabled = frappe.db.get_value("User", as_user, "enabled") if isinstance(as_user, str) and as_user else None
+	if not enabled:
+		raise EnqueueError(_("as_user {0!r}: no enabled user has this name; give a User's name (its e-mail) or leave as_user out").format(as_user))
+	return as_user
 
 
 def method_path(method) -> str:
@@ -168,6 +251,12 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		if status != rr.PENDING:
 			logger.info(f"{where} {str(status).lower()}; not run")
 			return None
+		user = request.run_as or request.enqueued_by  # enqueued_by: a request written before run_as was
+		if not enabled_user(user):
+			withdraw(request, _("Not run: it runs as {0}, who is no longer an enabled user.").format(user or "?"))
+			frappe.db.commit()
+			logger.info(f"{where} user={user} not enabled; not run")
+			return None
 		started = utc_now()
 		note = started_note(request, started, fire_lag_ms)
 		log = start_log(request, started, enqueued_at, fire_lag_ms) if request.task_log else None
@@ -181,10 +270,18 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		called["at"] = utc_now()
 		return function(**kwargs)
 
-	# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
-	call = call_captured(function_call, capture=log is not None)
+	# The job itself runs as Administrator (the scheduler's jobs are one per request, not per user): it claimed the
+	# request and writes its outcome; the function, and the commit of its work, run as the request's user.
+	runner = frappe.session.user
+	frappe.set_user(user)
+	try:
+		# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
+		call = call_captured(function_call, capture=log is not None)
+		if call.exc is None:
+			frappe.db.commit()
+	finally:
+		frappe.set_user(runner)
 	if call.exc is None:
-		frappe.db.commit()
 		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
 	else:
 		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
@@ -199,6 +296,21 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 			raise RunFailed(call.result_message) from call.exc
 		raise call.exc
 	return request.name
+
+
+def enabled_user(user: str | None) -> bool:
+	"""Whether `user` may still run what it enqueued: one that was disabled or deleted since runs nothing."""
+	# Plain SQL, as every read before the call (frappe.db.get_value would load Frappe's query engine).
+	return bool(user) and bool(frappe.db.sql("select 1 from `tabUser` where name = %s and enabled = 1", user))
+
+
+def withdraw(request, note: str) -> None:
+	"""Mark the request Cancelled with `note`, in the caller's transaction; the scheduler drops it after commit."""
+	frappe.db.sql(
+		f"update `tab{rr.DOCTYPE}` set status = %s, note = %s where name = %s",
+		(rr.CANCELLED, "\n".join(filter(None, [request.note, note])), request.name),
+	)
+	run_requests.announce(request.name)
 
 
 def started_note(request, started: datetime, fire_lag_ms) -> str:

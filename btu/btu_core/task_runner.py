@@ -295,7 +295,9 @@ class TaskRun:
 				note, retried = run_requests.schedule_retry(self, log, task, schedule, exc)
 				final = not retried
 			if final:
-				requested += run_requests.start_chained(log, task)
+				chained, chain_note = run_requests.start_chained(log, task, self.request)
+				requested += chained
+				note = "\n".join(filter(None, [note, chain_note])) or None
 			if self.request is not None:
 				requested.append(run_requests.release_next(self.request))
 			if note:

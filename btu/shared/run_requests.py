@@ -36,6 +36,14 @@ CATCH_UP_WINDOW_SECS = 86400
 # The most slots one backfill may ask for; a wider range is refused with the count it would make.
 MAX_BACKFILL_SLOTS = 1000
 MAX_ATTEMPTS = 100
+# Chains are bounded at run time (a cycle written past the save's check, or a fan-out that doubles at each link, stops
+# here) and on save. A chained run carries its lineage: the Log of the run that started the chain (its root) and its depth.
+# The longest chain of links from a root run: a run this deep starts no chained task.
+MAX_CHAIN_DEPTH = 10
+# The most chained runs one root run may start, at every depth together.
+MAX_CHAIN_RUNS = 100
+# The most Chained Tasks rows one Task may have.
+MAX_CHAINED_TASKS = 20
 # The longest a retry waits, whatever its backoff says.
 MAX_RETRY_DELAY_SECS = 30 * 86400
 RETRY_ON = ("Any Failure", "Timeout", "Retry Signal")
@@ -71,9 +79,24 @@ def chain_request_name(parent_log: str, task: str, attempt: int = 1) -> str:
 	return request_name(CHAIN, parent_log, task, *([attempt] if attempt > 1 else []))
 
 
-def enqueue_request_name(job_id: str | None = None) -> str:
-	"""An enqueue_at request's name: one per `job_id` when the caller gives one (asking twice adds nothing), else new."""
-	return request_name(ENQUEUE, job_id) if job_id else request_name(ENQUEUE, uuid.uuid4().hex)
+def job_key(method: str, job_id: str) -> str:
+	"""An enqueue_at `job_id` as its request stores it, scoped to the app whose function it runs ("myapp:reminder-1"):
+	two apps choosing one id never meet, and an app's own code is the only one choosing ids in its scope."""
+	return f"{method.partition('.')[0]}:{job_id}"
+
+
+def enqueue_request_name(key: str | None = None, generation: int = 1) -> str:
+	"""An enqueue_at request's name: with a `job_key`, one per (key, generation), so two asks of the same pending
+	generation insert one row and the next one follows only once that one ran or was withdrawn; without, a new one."""
+	return request_name(ENQUEUE, key, generation) if key else request_name(ENQUEUE, uuid.uuid4().hex)
+
+
+def chained_runs_allowed(depth: int, started: int, wanted: int) -> int:
+	"""How many of `wanted` chained runs a run at chain `depth` (0: a root run) may start, its root run's chain having
+	started `started` already: none past MAX_CHAIN_DEPTH, and no more than MAX_CHAIN_RUNS in all."""
+	if depth >= MAX_CHAIN_DEPTH:
+		return 0
+	return max(0, min(wanted, MAX_CHAIN_RUNS - started))
 
 
 def retry_delay(attempt: int, initial: float, factor: float, maximum: float) -> float:

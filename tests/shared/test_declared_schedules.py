@@ -162,6 +162,10 @@ def test_btus_own_maintenance_hook_checks():
 	hooks = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(HOOKS.read_text()).body if isinstance(node, ast.Assign) and node.targets[0].id in (HOOK, "btu_tasks", "scheduler_events")}
 	items = check_entries("btu", hooks[HOOK])
 	functions = {item.task["function_string"] for item in items}
-	assert functions == {"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs", "btu.btu_core.task_runner.mark_lost_runs_timed_out"}
+	assert functions == {
+		"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
+		"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
+		"btu.btu_core.task_runner.mark_lost_runs_timed_out",
+	}
 	assert functions <= set(hooks["btu_tasks"])
 	assert hooks["scheduler_events"] == {"cron": {"* * * * *": ["btu.btu_core.alerts.check"]}}, "only the watchdog stays on Frappe's scheduler"

@@ -61,3 +61,48 @@ def test_a_request_row_is_a_once_schedule_at_its_run_at_without_a_concurrency_li
 	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
 	assert spec.kind == "once" and spec.at == int(datetime(2026, 11, 24, 2, 30, 5, tzinfo=timezone.utc).timestamp())
 	assert spec.catch_up_policy == "fire_once" and spec.catch_up_window.total_seconds() == rr.CATCH_UP_WINDOW_SECS
+
+
+def test_an_enqueue_job_id_is_scoped_to_its_functions_app_and_each_generation_is_a_new_request():
+	"""Issue 32: a job_id was one name across apps and for ever. Two apps' same id are two keys; a key's next generation
+	(asked once the pending one ran) is a new request name, and the same generation asked twice is one."""
+	mine, theirs = rr.job_key("myapp.billing.send_reminder", "reminder-1"), rr.job_key("otherapp.mail.send", "reminder-1")
+	assert (mine, theirs) == ("myapp:reminder-1", "otherapp:reminder-1")
+	assert rr.job_key("myapp.other.function", "reminder-1") == mine, "one scope per app, whichever of its functions"
+	assert rr.enqueue_request_name(mine, 1) == rr.enqueue_request_name(mine, 1)
+	names = {rr.enqueue_request_name(mine, 1), rr.enqueue_request_name(mine, 2), rr.enqueue_request_name(theirs, 1)}
+	assert len(names) == 3 and all(name.startswith("RR-") for name in names)
+	assert rr.enqueue_request_name() != rr.enqueue_request_name(), "no job_id: a new request each time"
+
+
+@pytest.mark.parametrize(
+	("depth", "started", "wanted", "allowed"),
+	[
+		(0, 0, 3, 3),
+		(rr.MAX_CHAIN_DEPTH - 1, 0, 3, 3),
+		# At the deepest link a run starts nothing, however few its chain started: a cycle stops there.
+		(rr.MAX_CHAIN_DEPTH, 0, 1, 0),
+		(rr.MAX_CHAIN_DEPTH + 5, 0, 1, 0),
+		# A fan-out stops at MAX_CHAIN_RUNS for the root run, counted across every depth.
+		(3, rr.MAX_CHAIN_RUNS - 2, 5, 2),
+		(3, rr.MAX_CHAIN_RUNS, 5, 0),
+		(3, rr.MAX_CHAIN_RUNS + 7, 5, 0),
+	],
+)
+def test_a_chained_run_starts_no_more_than_its_depth_and_its_root_runs_allow(depth, started, wanted, allowed):
+	assert rr.chained_runs_allowed(depth, started, wanted) == allowed
+
+
+def test_the_chain_bounds_stop_a_doubling_fan_out_far_below_its_size():
+	"""25 Tasks each chained to every later one: one run of the first would start 2^23 runs of the last. Bounded, every
+	run of the chain together is at most MAX_CHAIN_RUNS, each at most MAX_CHAIN_DEPTH links from the root."""
+	tasks = 25
+	started, frontier, deepest = 0, [(0, 0)], 0
+	while frontier:
+		task, depth = frontier.pop(0)
+		children = list(range(task + 1, tasks))
+		allowed = rr.chained_runs_allowed(depth, started, len(children))
+		started += allowed
+		frontier += [(child, depth + 1) for child in children[:allowed]]
+		deepest = max(deepest, depth)
+	assert started == rr.MAX_CHAIN_RUNS and deepest <= rr.MAX_CHAIN_DEPTH

@@ -83,6 +83,12 @@ def note_call(marker: str, value: str = "") -> None:
 	frappe.cache().rpush(f"btu-test-calls:{marker}", f"{time.time():.6f} {value}")
 
 
+@runnable
+def note_user(marker: str) -> None:
+	"""Records the user the call runs as, and whether it may read System Settings (a System Manager's doctype)."""
+	frappe.cache().rpush(f"btu-test-calls:{marker}", f"{frappe.session.user} {int(frappe.has_permission('System Settings', 'read'))}")
+
+
 # Not @runnable: a Scheduled Job Type's method is declared by its app's scheduler_events, and BTU runs it through
 # the Scheduled Job Type's own execute(), never as a Task.
 FRAPPE_JOB_CALLS = "btu-test-frappe-job-calls"

@@ -211,6 +211,7 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		declared_schedules.sync()
 		maintenance = {
 			"delete_expired_logs": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
+			"delete_expired_run_requests": "btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
 			"mark_lost_runs_timed_out": "btu.btu_core.task_runner.mark_lost_runs_timed_out",
 		}
 		for key, function in maintenance.items():

@@ -14,10 +14,12 @@ from datetime import datetime, timedelta, timezone
 import frappe
 
 import btu
-from btu.btu_core import enqueue
+from btu.btu_core import api, enqueue
+from btu.btu_core.doctype.btu_run_request.btu_run_request import delete_expired_run_requests
 from btu.btu_core.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
 from btu.btu_core.instants import to_system_naive
 from btu.btu_core.task_runner import run_scheduled_task
+from btu.btu_core.tests.utils import make_user
 from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso
 
@@ -29,6 +31,7 @@ except ImportError:
 REQUEST = "BTU Run Request"
 LOG = "BTU Task Log"
 NOTE_CALL = "btu.btu_core.tests.sample_tasks.note_call"
+NOTE_USER = "btu.btu_core.tests.sample_tasks.note_user"
 SAY_HELLO = "btu.btu_core.tests.sample_tasks.say_hello"
 
 
@@ -230,6 +233,152 @@ class TestEnqueue(EnqueueCase):
 		raised = self.fire(handle)
 		self.assertIn("not declared runnable", str(raised))
 		self.assertIn("not declared runnable", frappe.db.get_value(REQUEST, handle, "note"))
+
+
+class TestEnqueueUser(EnqueueCase):
+	"""Issue 32 item 1: an enqueued function ran as Administrator whoever enqueued it. It runs as its caller, as
+	frappe.enqueue's job does; only a System Manager (or code running as Administrator) names another user."""
+
+	PLAIN = "btu-enqueue-plain@example.com"
+	MANAGER = "btu-enqueue-sysmgr@example.com"
+
+	def setUp(self):
+		super().setUp()
+		make_user(self.PLAIN)
+		make_user(self.MANAGER, ("System Manager",))
+		frappe.db.set_value("User", self.PLAIN, "enabled", 1)
+		frappe.db.commit()
+
+	def tearDown(self):
+		super().tearDown()
+		frappe.db.set_value("User", self.PLAIN, "enabled", 1)
+		frappe.db.commit()
+
+	def test_a_run_runs_as_the_user_who_enqueued_it_not_administrator(self):
+		frappe.set_user(self.PLAIN)
+		handle = self.enqueue(NOTE_USER, now(), marker=self.marker)
+		frappe.set_user("Administrator")  # the scheduler's job runs as Administrator until the call
+		frappe.db.commit()
+		self.assertEqual(frappe.db.get_value(REQUEST, handle, ["enqueued_by", "run_as"]), (self.PLAIN, self.PLAIN))
+		self.assertEqual(self.fire(handle), handle)
+		self.assertEqual(self.calls(), [f"{self.PLAIN} 0"], "the caller's rights: no System Settings")
+		self.assertEqual(frappe.session.user, "Administrator", "the job's own user back for what follows the call")
+
+	def test_only_a_system_manager_or_administrator_names_another_user(self):
+		frappe.set_user(self.PLAIN)
+		with self.assertRaises(frappe.PermissionError) as refused:
+			enqueue_at(NOTE_USER, now(), marker=self.marker, as_user="Administrator")
+		self.assertIn("only a System Manager may run an enqueued function as another user", str(refused.exception))
+		self.assertIsNone(frappe.db.get_value(REQUEST, {"kwargs": ("like", f"%{self.marker}%")}))
+		frappe.set_user(self.MANAGER)
+		as_plain = self.enqueue(NOTE_USER, now(), marker=self.marker, as_user=self.PLAIN)
+		for unknown in ("nobody@example.com", "", 7):
+			with self.assertRaises(EnqueueError, msg=unknown) as refused:
+				enqueue_at(NOTE_USER, now(), marker=self.marker, as_user=unknown)
+			self.assertIn("as_user", str(refused.exception))
+		frappe.set_user("Administrator")
+		as_manager = self.enqueue(NOTE_USER, now(), marker=self.marker, as_user=self.MANAGER)
+		frappe.db.commit()
+		self.assertEqual(frappe.db.get_value(REQUEST, as_plain, ["enqueued_by", "run_as"]), (self.MANAGER, self.PLAIN))
+		self.fire(as_plain)
+		self.fire(as_manager)
+		self.assertEqual(self.calls(), [f"{self.PLAIN} 0", f"{self.MANAGER} 1"])
+
+	def test_a_user_disabled_since_it_was_enqueued_runs_nothing(self):
+		frappe.set_user(self.PLAIN)
+		handle = self.enqueue(NOTE_USER, now(), marker=self.marker)
+		frappe.set_user("Administrator")
+		frappe.db.set_value("User", self.PLAIN, "enabled", 0)
+		frappe.db.commit()
+		self.assertIsNone(self.fire(handle))
+		self.assertEqual(self.calls(), [])
+		request = frappe.get_doc(REQUEST, handle)
+		self.assertEqual(request.status, "Cancelled")
+		self.assertIn(f"it runs as {self.PLAIN}, who is no longer an enabled user", request.note)
+
+
+class TestEnqueueJobIds(EnqueueCase):
+	"""Issue 32 item 2: a job_id was one request for ever (the README's reminder could never be scheduled again), any
+	call with it got the first one's handle, and anyone could cancel anyone's run."""
+
+	OWNER = "btu-enqueue-owner@example.com"
+	OTHER = "btu-enqueue-other@example.com"
+	MANAGER = "btu-enqueue-sysmgr@example.com"
+
+	def test_a_job_id_dedupes_only_while_its_request_is_pending(self):
+		key = f"reminder-{self.marker}"
+		first = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker, value="first")
+		self.assertEqual(self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker, value="first"), first)
+		frappe.db.commit()
+		self.fire(first)
+		again = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker, value="first")
+		self.assertNotEqual(again, first, "the reminder is scheduled again once the first ran")
+		self.assertEqual(frappe.db.get_value(REQUEST, again, ["status", "job_id", "job_generation"]), ("Pending", f"btu:{key}", 2))
+		frappe.db.commit()
+		self.fire(again)
+		self.assertEqual([call.split()[1] for call in self.calls()], ["first", "first"])
+		self.assertTrue(cancel(third := self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker)))
+		self.assertNotIn(self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker), (first, again, third), "a cancelled one too")
+
+	def test_the_same_job_id_for_another_call_is_refused_by_name(self):
+		key = f"reminder-{self.marker}"
+		first = self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker, value="a")
+		for method, kwargs in ((NOTE_CALL, {"value": "b"}), (NOTE_USER, {})):
+			with self.subTest(method=method), self.assertRaises(EnqueueError) as refused:
+				enqueue_at(method, now() + timedelta(minutes=5), job_id=key, marker=self.marker, **kwargs)
+			self.assertIn(f"job_id '{key}': request {first} is pending with it", str(refused.exception))
+			self.assertIn(f"cancel {first} first to replace it", str(refused.exception))
+		for bad in ("", "   ", 12):
+			with self.assertRaises(EnqueueError, msg=bad):
+				enqueue_at(NOTE_CALL, now(), job_id=bad, marker=self.marker)
+
+	def test_a_pending_request_past_its_catch_up_window_does_not_hold_its_job_id(self):
+		key = f"reminder-{self.marker}"
+		stale = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker)
+		frappe.db.set_value(REQUEST, stale, "run_at_utc", "2020-01-01T00:00:00Z")
+		fresh = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker)
+		self.assertNotEqual(fresh, stale)
+		self.assertEqual(frappe.db.get_value(REQUEST, stale, "status"), "Cancelled")
+
+	def test_only_the_enqueuer_or_a_system_manager_cancels(self):
+		make_user(self.OWNER, ("BTU Manager",))
+		make_user(self.OTHER, ("BTU Manager",))
+		make_user(self.MANAGER, ("System Manager",))
+		frappe.db.commit()
+		frappe.set_user(self.OWNER)
+		mine = self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker)
+		theirs = self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker, value="2")
+		frappe.db.commit()
+		frappe.set_user(self.OTHER)
+		with self.assertRaises(frappe.PermissionError):
+			cancel(mine)
+		with self.assertRaises(frappe.PermissionError):
+			api.cancel_run_request(mine)
+		self.assertEqual(frappe.db.get_value(REQUEST, mine, "status"), "Pending")
+		frappe.set_user(self.OWNER)
+		self.assertTrue(cancel(mine))
+		frappe.set_user(self.MANAGER)
+		self.assertEqual(api.cancel_run_request(theirs)["status"], "Cancelled")
+
+	def test_finished_requests_are_deleted_after_the_log_retention(self):
+		retention = frappe.db.get_single_value("BTU Configuration", "log_retention_days")
+		frappe.db.set_single_value("BTU Configuration", "log_retention_days", 30)
+		try:
+			old_done, old_cancelled, old_pending, recent_done = (self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker, value=str(i)) for i in range(4))
+			frappe.db.set_value(REQUEST, old_cancelled, "status", "Cancelled")
+			for name in (old_done, recent_done):
+				frappe.db.set_value(REQUEST, name, "status", "Done")
+			for name in (old_done, old_cancelled, old_pending):
+				frappe.db.set_value(REQUEST, name, "modified", frappe.utils.add_days(frappe.utils.now_datetime(), -31), update_modified=False)
+			frappe.db.commit()
+			self.assertEqual(delete_expired_run_requests(), 2)
+			self.assertEqual(sorted(frappe.get_all(REQUEST, filters={"name": ("in", self.made)}, pluck="name")), sorted([old_pending, recent_done]))
+			frappe.db.set_single_value("BTU Configuration", "log_retention_days", 0)
+			frappe.db.set_value(REQUEST, old_pending, "status", "Done", update_modified=False)
+			self.assertEqual(delete_expired_run_requests(), 0, "0 keeps them all, as it keeps Logs")
+		finally:
+			frappe.db.set_single_value("BTU Configuration", "log_retention_days", retention)
+			frappe.db.commit()
 
 
 class TestEnqueueTaskLog(EnqueueCase):

@@ -7,9 +7,11 @@ A request's fire is what the scheduler's job calls: run_scheduled_task(task, "ru
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from unittest import mock
 
 import frappe
 
@@ -356,3 +358,90 @@ class TestChains(RunRequestCase):
 			a.save()
 		with self.assertRaises(frappe.ValidationError):
 			api.set_chained_tasks(a.name, [{"next_task": "no such task"}])
+
+
+class TestChainBounds(RunRequestCase):
+	"""Issue 32 item 3: chains could loop or explode. A cycle written past the save's check (or closed by two saves at
+	once) ran for ever, and Tasks each chained to every later one made one run start 2^(n-2) runs of the last."""
+
+	def link(self, parent: str, *children: str):
+		"""Chained rows written as SQL writes them, past BTU Task's validation (what a race or a bug leaves)."""
+		for child in children:
+			row = frappe.get_doc({"doctype": "BTU Chained Task", "parent": parent, "parenttype": "BTU Task", "parentfield": "chained_tasks", "next_task": child, "on_outcome": "Any"})
+			row.db_insert()
+		frappe.db.commit()
+
+	def run_chain(self, root_task: str, most: int) -> tuple[str, list[str]]:
+		"""Run `root_task`, then fire its chain's requests until none is pending (at most `most`): its Log and the Logs."""
+		root = run_in_this_process(root_task)
+		logs = []
+		for _ in range(most):
+			pending = frappe.get_all(REQUEST, filters={"origin": "Chain", "status": "Pending", "task": ("in", self.tasks)}, pluck="name", order_by="creation")
+			if not pending:
+				break
+			logs += [self.fire(name) for name in pending]
+		return root.name, logs
+
+	def test_a_cycle_stops_at_the_deepest_link_and_its_last_log_says_why(self):
+		a, b = self.task(), self.task()
+		self.link(a.name, b.name)
+		self.link(b.name, a.name)
+		with mock.patch.object(rr, "MAX_CHAIN_DEPTH", 3):
+			root, logs = self.run_chain(a.name, 10)
+		chained = frappe.get_all(REQUEST, filters={"origin": "Chain", "task": ("in", self.tasks)}, fields=["chain_root", "chain_depth"], order_by="chain_depth")
+		self.assertEqual([(r.chain_root, r.chain_depth) for r in chained], [(root, 1), (root, 2), (root, 3)])
+		last = frappe.get_doc("BTU Task Log", logs[-1])
+		self.assertIn(f"not started: this run is 3 links from the chain's first run {root}, the most a chain may have (3)", last.logging_output)
+
+	def test_a_doubling_fan_out_stops_at_the_runs_one_root_may_start(self):
+		a, b, c = self.task(), self.task(), self.task()
+		for parent in (a, b, c):
+			self.link(parent.name, b.name, c.name)
+		with mock.patch.object(rr, "MAX_CHAIN_RUNS", 5):
+			root, logs = self.run_chain(a.name, 10)
+		self.assertEqual(frappe.db.count(REQUEST, {"chain_root": root, "origin": "Chain"}), 5)
+		self.assertEqual(frappe.db.count(REQUEST, {"origin": "Chain", "task": ("in", self.tasks)}), 5)
+		notes = [frappe.db.get_value("BTU Task Log", log, "logging_output") or "" for log in logs]
+		self.assertTrue(any(f"the chain of the run {root} has started 5 runs, the most one run's chain may start (5)" in note for note in notes), notes)
+
+	def test_a_task_chains_at_most_a_bounded_number_of_tasks(self):
+		parent, child = self.task(), self.task()
+		with self.assertRaises(frappe.ValidationError) as refused:
+			api.set_chained_tasks(parent.name, [{"next_task": child.name}] * (rr.MAX_CHAINED_TASKS + 1))
+		self.assertIn(f"{rr.MAX_CHAINED_TASKS + 1} rows, more than {rr.MAX_CHAINED_TASKS}", str(refused.exception))
+		api.set_chained_tasks(parent.name, [{"next_task": child.name}] * rr.MAX_CHAINED_TASKS)
+
+	def test_two_saves_closing_a_cycle_at_once_cannot_both_pass(self):
+		a, b = self.task(), self.task()
+		site, sites_path = frappe.local.site, frappe.local.sites_path
+		outcome = {}
+
+		def save_b_to_a():
+			frappe.init(site=site, sites_path=sites_path)
+			frappe.connect()
+			frappe.set_user("Administrator")
+			try:
+				doc = frappe.get_doc("BTU Task", b.name)
+				doc.append("chained_tasks", {"next_task": a.name, "on_outcome": "Success"})
+				doc.save()
+				frappe.db.commit()
+				outcome["saved"] = True
+			except frappe.ValidationError as exc:
+				outcome["refused"] = str(exc)
+				frappe.db.rollback()
+			finally:
+				frappe.destroy()
+
+		a.reload()
+		a.append("chained_tasks", {"next_task": b.name, "on_outcome": "Success"})
+		a.save()  # not committed yet: its chain lock is held
+		other = threading.Thread(target=save_b_to_a)
+		other.start()
+		try:
+			other.join(2)
+			self.assertTrue(other.is_alive(), f"B -> A did not wait for A -> B to commit: {outcome}")
+		finally:
+			frappe.db.commit()
+			other.join(60)
+		self.assertIn(f"{b.name} -> {a.name} -> {b.name}", outcome.get("refused", ""), outcome)
+		self.assertEqual(frappe.get_all("BTU Chained Task", filters={"parent": b.name}), [])

@@ -4,6 +4,9 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
+from btu.shared import run_requests as rr
+from btu.btu_core.retention import delete_expired
+
 
 class BTURunRequest(Document):
 	# begin: auto-generated types
@@ -16,8 +19,12 @@ class BTURunRequest(Document):
 
 		attempt: DF.Int
 		backfill: DF.Data | None
+		chain_depth: DF.Int
+		chain_root: DF.Link | None
 		enqueued_by: DF.Link | None
 		first_log: DF.Link | None
+		job_generation: DF.Int
+		job_id: DF.Data | None
 		kwargs: DF.Code | None
 		log: DF.Link | None
 		method: DF.Data | None
@@ -26,6 +33,7 @@ class BTURunRequest(Document):
 		parent_log: DF.Link | None
 		previous_request: DF.Link | None
 		queue: DF.Data | None
+		run_as: DF.Link | None
 		run_at: DF.Datetime | None
 		run_at_utc: DF.Data | None
 		schedule: DF.Link | None
@@ -40,3 +48,9 @@ class BTURunRequest(Document):
 		# A deleted pending request must leave the scheduler too; cancelling says so and keeps the record.
 		if self.status in ("Pending", "Waiting"):
 			frappe.throw(_("Run request {0} is {1}: cancel it (Cancel button or btu.btu_core.api.cancel_run_request) before deleting it").format(self.name, self.status))
+
+
+def delete_expired_run_requests() -> int:
+	"""Daily (btu_schedules in hooks.py): delete Done and Cancelled requests finished (last modified) longer ago than
+	BTU Configuration.log_retention_days (0 keeps all), as their runs' Logs are; a pending one stays until it runs."""
+	return delete_expired(rr.DOCTYPE, "modified", {"status": ("in", (rr.DONE, rr.CANCELLED))}, "finished BTU Run Requests")

@@ -13,7 +13,7 @@ from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 from btu.shared import protocol
 from btu.shared.declared_schedules import TASK_FIELDS
-from btu.shared.run_requests import MAX_ATTEMPTS, RETRY_ON
+from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 
 class BTUTask(Document):
@@ -80,14 +80,26 @@ class BTUTask(Document):
 			)
 
 	def validate_chain(self):
-		"""Refuse a chained task that is missing, or a chain that leads back to this Task."""
+		"""Refuse a chained task that is missing, more than MAX_CHAINED_TASKS rows, or a chain that leads back to this Task."""
+		if len(self.chained_tasks or []) > MAX_CHAINED_TASKS:
+			frappe.throw(
+				_("Chained Tasks: {0} rows, more than {1}; chain fewer tasks here (one of them can start the others)").format(
+					len(self.chained_tasks), MAX_CHAINED_TASKS
+				),
+				title=_("BTU Task {0}: invalid input").format(self.name or ""),
+			)
 		for row in self.chained_tasks or []:
 			if row.next_task and not frappe.db.exists("BTU Task", row.next_task) and row.next_task != self.name:
 				frappe.throw(_("Chained Tasks row {0}: no BTU Task named {1}; pick an existing task").format(row.idx, row.next_task))
 			if (row.delay_secs or 0) < 0:
 				frappe.throw(_("Chained Tasks row {0}: Delay {1}: give 0 or more seconds").format(row.idx, row.delay_secs))
+		links = {row.next_task for row in self.chained_tasks or [] if row.next_task}
+		if not links:
+			return  # a Task that starts none is on no cycle
+		# Held until this save commits: a concurrent save closing a cycle with this one waits, then sees these links.
+		run_requests.lock_chains()
 		edges = run_requests.chain_edges()
-		edges[self.name] = {row.next_task for row in self.chained_tasks or [] if row.next_task}
+		edges[self.name] = links
 		cycle = run_requests.chain_cycle(self.name, edges)
 		if cycle:
 			frappe.throw(

@@ -3,11 +3,10 @@ enqueued function's, with task_log=True: no Task, its Function set)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import frappe
 from frappe.model.document import Document
-from frappe.utils import cint, now_datetime
+
+from btu.btu_core.retention import delete_expired
 
 
 class BTUTaskLog(Document):
@@ -60,13 +59,4 @@ def on_doctype_update():
 
 def delete_expired_logs() -> int:
 	"""Daily (btu_schedules in hooks.py): delete Logs older than BTU Configuration.log_retention_days (0 keeps all)."""
-	days = cint(frappe.db.get_single_value("BTU Configuration", "log_retention_days"))
-	if days <= 0:
-		return 0
-	cutoff = now_datetime() - timedelta(days=days)
-	count = frappe.db.count("BTU Task Log", {"creation": ("<", cutoff)})
-	if count:
-		frappe.db.delete("BTU Task Log", {"creation": ("<", cutoff)})
-		frappe.db.commit()
-		frappe.logger("btu").info(f"site={frappe.local.site} deleted {count} BTU Task Logs older than {days} days")
-	return count
+	return delete_expired("BTU Task Log", "creation", {}, "BTU Task Logs")
