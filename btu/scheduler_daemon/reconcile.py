@@ -546,7 +546,9 @@ def first_cursors(row: dict, spec: ScheduleSpec, logged_slot: str | None, system
 		# Frappe's next run is its cron's first moment after last_execution; one missed fires once now.
 		last = row_moment(row.get("last_execution"), system_tz) or now
 		return spec.next_slot(min(last, now)), spec.next_slot(now)
-	return spec.next_slot(resume_after(logged_slot, row.get("modified"), system_tz, now)), spec.next_slot(now)
+	from_now = spec.next_slot(now)
+	resume = resume_after(logged_slot, row.get("modified"), system_tz, now)
+	return (from_now if resume == now else spec.next_slot(resume)), from_now
 
 
 def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: datetime) -> datetime:
