@@ -34,10 +34,11 @@ from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY
 from btu.scheduler_daemon.planner import DueEntry, FireItem
 
 RECENT_FIRES = 200
-STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "spec", "job", "paused", "finished")
+# A schedule's state hash; "spec" and "job" only in a state written before they had their definition key.
+STATE_FIELDS = ("cursor", "fire_at", "runs", "fingerprint", "paused", "finished", "spec", "job")
 
 
-# JSON as the state stores it: every schedule's hash holds two documents, so each space is paid per schedule.
+# JSON as the state stores it: every schedule's definition holds two documents, so each space is paid per schedule.
 COMPACT = (",", ":")
 
 
@@ -457,19 +458,25 @@ class State:
 		)
 
 	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
-		"""Each schedule's state fields, or the error reading it raised (a key of the wrong type)."""
+		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised (a
+		key of the wrong type)."""
 		with self.redis.pipeline(transaction=False) as pipe:
 			for entry in entries:
 				pipe.hmget(protocol.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
-			rows = pipe.execute(raise_on_error=False)
+				pipe.get(protocol.definition_key(entry.site, entry.schedule))
+			replies = pipe.execute(raise_on_error=False)
 		out: list[dict | Exception] = []
-		for values in rows:
-			if isinstance(values, Exception):
-				if not isinstance(values, redis.ResponseError) or not is_wrong_type(values):
-					raise values
-				out.append(values)
-			else:
-				out.append({field: text(v) for field, v in zip(STATE_FIELDS, values)})
+		for values, definition in zip(replies[::2], replies[1::2]):
+			error = next((reply for reply in (values, definition) if isinstance(reply, Exception)), None)
+			if error is not None:
+				if not isinstance(error, redis.ResponseError) or not is_wrong_type(error):
+					raise error
+				out.append(error)
+				continue
+			state = {field: text(v) for field, v in zip(STATE_FIELDS, values)}
+			if definition is not None:
+				state["spec"], _, state["job"] = text(definition).partition("\n")
+			out.append(state)
 		return out
 
 	def record_fires(self, fires: list[tuple[str, dict]]) -> None:
@@ -573,6 +580,7 @@ def upsert_keys(site: str, name: str) -> list[str]:
 		protocol.site_schedules_key(site),
 		protocol.PREPARED_KEY,
 		protocol.prepared_index_key(site, name),
+		protocol.definition_key(site, name),
 	]
 
 

@@ -335,6 +335,7 @@ def parse_due_member(member: str | bytes) -> tuple[str, str]:
 # into Lua functions of the same names, so the scripts never spell a key themselves.
 SITE_KEY_TEMPLATES = {
 	"schedule_key": "btu:site:{site}:schedule:{schedule}",
+	"definition_key": "btu:site:{site}:definition:{schedule}",
 	"prepared_index_key": "btu:site:{site}:prepared:{schedule}",
 	"site_schedules_key": "btu:site:{site}:schedules",
 	"recent_fires_key": "btu:site:{site}:fires",
@@ -345,8 +346,16 @@ SITE_KEY_TEMPLATES = {
 
 
 def schedule_key(site: str, schedule: str) -> str:
-	"""Hash: spec, cursor (pending slot, ms), fire_at, runs, last fire, counters."""
+	"""Hash: the schedule's state: name, fingerprint, cursor (pending slot, ms), fire_at, runs, paused, finished,
+	modified (its spec and job template: `definition_key`)."""
 	return SITE_KEY_TEMPLATES["schedule_key"].format(site=site, schedule=schedule)
+
+
+def definition_key(site: str, schedule: str) -> str:
+	"""String: the schedule's spec and job template, two JSON documents a newline apart. Kept out of its state hash so
+	that the hash stays a listpack: Redis keeps a hash with a value over hash-max-listpack-value (64 bytes) as a hash
+	table, and the two documents are hundreds of bytes (1,658 bytes a schedule in one hash, 1,136 apart)."""
+	return SITE_KEY_TEMPLATES["definition_key"].format(site=site, schedule=schedule)
 
 
 def prepared_index_key(site: str, schedule: str) -> str:

@@ -322,6 +322,15 @@ def counters(r, site: str) -> dict[str, int]:
 	return {text(k): int(v) for k, v in r.hgetall(protocol.counters_key(site)).items()}
 
 
+def definition(r, site: str, name: str) -> tuple[str, str] | None:
+	"""The schedule's (spec, job template) JSON as the state keeps them, None when it holds none."""
+	stored = r.get(protocol.definition_key(site, name))
+	if stored is None:
+		return None
+	spec, _, job = text(stored).partition("\n")
+	return spec, job
+
+
 def state_names(r, site: str) -> set[str]:
 	return {text(n) for n in r.smembers(protocol.site_schedules_key(site))}
 

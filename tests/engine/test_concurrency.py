@@ -14,7 +14,7 @@ import pytest
 
 from btu.shared import protocol
 from tests.engine.helpers import (
-	ONE_SECOND, counters, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_for_leader, wait_until,
+	ONE_SECOND, counters, definition, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_for_leader, wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, sleep_until_ms
 
@@ -210,7 +210,7 @@ def test_the_limit_reaches_the_state_and_follows_edits_of_the_task(engine_bench,
 	scheduler = leader(bench)
 
 	def limit() -> int:
-		return json.loads(text(r.hget(protocol.schedule_key(site, name), "job")))["max_concurrent"]
+		return json.loads(definition(r, site, name)[1])["max_concurrent"]
 
 	assert limit() == 3
 	data.update("BTU Task", task, max_concurrent_runs=1)

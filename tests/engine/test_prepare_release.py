@@ -17,7 +17,7 @@ from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
 from btu.shared import protocol
-from tests.engine.helpers import ONE_SECOND, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
+from tests.engine.helpers import ONE_SECOND, definition, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
 
 pytestmark = pytest.mark.versions
 
@@ -99,7 +99,7 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	assert stored["enqueued_at"].decode() == rq_time(job.enqueued_at.replace(tzinfo=timezone.utc))
 	assert before.replace(microsecond=0) <= job.enqueued_at.replace(tzinfo=timezone.utc) <= after
 	# The whole hash is what rq's own Job.create(...).to_dict() makes.
-	template = JobTemplate.from_dict(json.loads(state(r, data.site.name, name, "job")))
+	template = JobTemplate.from_dict(json.loads(definition(r, data.site.name, name)[1]))
 	slot = datetime.fromtimestamp(instant, timezone.utc)
 	reference = rq_job_hash(
 		JobShape(r, template, data.site.name), name, slot, slot,

@@ -8,6 +8,7 @@ from btu.shared import protocol
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
+from tests.engine.helpers import definition
 
 
 class CountingReconciler(Reconciler):
@@ -29,7 +30,7 @@ def test_unchanged_table_skips_the_row_read_and_every_change_is_seen(engine_benc
 	reconciler = CountingReconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 
 	def spec_of(name):
-		return r.hget(protocol.schedule_key(site, name), "spec")
+		return definition(r, site, name)[0]
 
 	reconciler.full()
 	assert reconciler.row_reads == 1 and len(reconciler.state.names(site)) == 3
@@ -76,12 +77,12 @@ def test_a_database_failing_amid_a_reconcile_is_diffed_again_next_time(engine_be
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 	reconciler = FailingOnce(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 	reconciler.full()
-	before = r.hget(protocol.schedule_key(site, name), "spec")
+	before = definition(r, site, name)[0]
 
 	data.update_schedule(name, cron_string="30 4 * * *")
 	reconciler.fail = True
 	reconciler.full()
-	assert site in reconciler.health().unreachable and r.hget(protocol.schedule_key(site, name), "spec") == before
+	assert site in reconciler.health().unreachable and definition(r, site, name)[0] == before
 
 	reconciler.full()  # same checksum as the failed reconcile read: the rows are read all the same
-	assert site not in reconciler.health().unreachable and r.hget(protocol.schedule_key(site, name), "spec") != before
+	assert site not in reconciler.health().unreachable and definition(r, site, name)[0] != before

@@ -21,7 +21,7 @@ from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.shared import scheduled_jobs as fj
 from btu.shared.job_contract import TASK_RUNNER
-from tests.engine.helpers import queue_ids, queue_key, recent_fires, state_names
+from tests.engine.helpers import definition, queue_ids, queue_key, recent_fires, state_names
 from tests.engine.test_prepare_release import prepare_due, release
 
 pytestmark = pytest.mark.versions
@@ -107,7 +107,7 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	fire_at = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "fire_at")) for name in taken}
 	assert fire_at[fj.state_name("every_minute")] == cursors[fj.state_name("every_minute")]
 	assert 0 <= fire_at[fj.state_name("daily_long")] - cursors[fj.state_name("daily_long")] <= fj.LONG_JITTER_SECS * 1000
-	template = json.loads(r.hget(f"btu:site:{data.site.name}:schedule:{fj.state_name('daily_long')}", "job"))
+	template = json.loads(definition(r, data.site.name, fj.state_name("daily_long"))[1])
 	assert template["queue"].endswith(":long") and template["executor"] == "frappe"
 	# Never run (no last_execution): Frappe counts from its creation, so one catch-up run is due now, as Frappe makes.
 	never = insert_job_type(data, "never_run", cron_format="0 3 * * *", last_execution="")
@@ -168,12 +168,11 @@ def test_changes_to_a_row_are_seen_by_a_full_reconcile_and_by_the_rpc_path(site,
 	site_name = data.site.name
 	state = insert_job_type(data, "edited", cron_format="0 3 * * *")
 	scheduler = frappe_leader(bench)
-	key = f"btu:site:{site_name}:schedule:{state}"
-	before = r.hget(key, "spec")
+	before = definition(r, site_name, state)[0]
 	# Changed by SQL without touching modified (as a DBA's UPDATE would): the checksum still moves.
 	update_job_type(data, "edited", cron_format="0 4 * * *")
 	scheduler.reconciler.full()
-	assert r.hget(key, "spec") != before and "0 4 * * *" in r.hget(key, "spec").decode()
+	assert definition(r, site_name, state)[0] != before and "0 4 * * *" in definition(r, site_name, state)[0]
 	# Stopped in the Desk: the after-commit RPC names the state; it leaves at once.
 	update_job_type(data, "edited", stopped=1)
 	scheduler.reconciler.sync_schedules(site_name, [state])

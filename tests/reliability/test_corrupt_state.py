@@ -19,7 +19,7 @@ import pytest
 
 from btu.shared import protocol
 from btu.devbench.data import SiteData
-from tests.engine.helpers import ONE_SECOND, cli, duplicates, gaps, slots_by_schedule, wait_until
+from tests.engine.helpers import ONE_SECOND, cli, definition, duplicates, gaps, slots_by_schedule, wait_until
 from tests.reliability.helpers import site_job_ids
 
 SITES = ("site1.localhost", "site2.localhost")
@@ -62,6 +62,7 @@ def look_alike_member(site: str, victim: str) -> str:
 
 
 STATE = protocol.schedule_key
+DEFINITION = protocol.definition_key
 # Every kind of key and member BTU owns, each made wrong in one way; the chaos benchmark uses them too.
 CASES = {
 	"schedule state is a string": Case(lambda r, s, v: replace(r, STATE(s, v)), STATE),
@@ -69,8 +70,9 @@ CASES = {
 	"cursor out of range": Case(lambda r, s, v: r.hset(STATE(s, v), "cursor", "9" * 25), STATE),
 	"fire_at is text": Case(lambda r, s, v: r.hset(STATE(s, v), "fire_at", "soon")),  # the next prepare writes it anew
 	"runs is text": Case(lambda r, s, v: r.hset(STATE(s, v), "runs", "many"), STATE),
-	"spec is not JSON": Case(lambda r, s, v: r.hset(STATE(s, v), "spec", "{not json"), STATE),
-	"job is not a template": Case(lambda r, s, v: r.hset(STATE(s, v), "job", json.dumps({"queue": 1})), STATE),
+	"spec is not JSON": Case(lambda r, s, v: r.set(DEFINITION(s, v), "{not json\n" + definition(r, s, v)[1]), STATE),
+	"job is not a template": Case(lambda r, s, v: r.set(DEFINITION(s, v), definition(r, s, v)[0] + "\n" + json.dumps({"queue": 1})), STATE),
+	"definition is a hash": Case(lambda r, s, v: replace(r, DEFINITION(s, v), ("hset", "spec", "{}")), STATE),
 	"due entry far in the future": Case(lambda r, s, v: r.zadd(protocol.DUE_KEY, {protocol.due_member(s, v): 10**15})),
 	"due entry gone": Case(lambda r, s, v: r.zrem(protocol.DUE_KEY, protocol.due_member(s, v))),
 	"counter holds text": Case(

@@ -1,7 +1,7 @@
 -- uses prepared.lua
 -- Put one schedule's definition into the state, as the reconcile read it.
 -- KEYS[1] state key, KEYS[2] due sorted set, KEYS[3] site's schedule set,
--- KEYS[4] prepared sorted set, KEYS[5] the schedule's prepared index.
+-- KEYS[4] prepared sorted set, KEYS[5] the schedule's prepared index, KEYS[6] its definition (spec and job).
 -- ARGV: member, name, spec fingerprint, spec JSON, job JSON, paused ('1'/'0'),
 --   site active ('1'/'0'), cursor for a new schedule, its fire_at, cursor
 --   from now, its fire_at, row modified, rq job key prefix.
@@ -39,7 +39,10 @@ end
 if result ~= 'same' then
 	try('HSET', KEYS[1], 'cursor', cursor, 'fire_at', fire_at, 'finished', cursor == '' and '1' or '0')
 end
-try('HSET', KEYS[1], 'name', name, 'fingerprint', fingerprint, 'spec', spec, 'job', job, 'paused', paused, 'modified', ARGV[12])
+try('HSET', KEYS[1], 'name', name, 'fingerprint', fingerprint, 'paused', paused, 'modified', ARGV[12])
+-- A state written before definitions had their own key held them in the hash: the definition key is read first.
+try('HDEL', KEYS[1], 'spec', 'job')
+redis.call('SET', KEYS[6], spec .. '\n' .. job)
 try('SREM', RESYNC, member)
 local _, set_err = try('SADD', KEYS[3], name)
 if set_err then
