@@ -125,6 +125,12 @@ class Released:
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or its push refused
 
+	@classmethod
+	def of(cls, member: bytes | str, outcome: bytes | str, lag_ms: int) -> "Released":
+		"""A fire as the release script names it: its outcome text is "<outcome>" or "<outcome>: <reason>"."""
+		outcome, _, reason = text(outcome).partition(": ")
+		return cls(member, outcome, lag_ms, reason)
+
 	@cached_property
 	def entry(self) -> Prepared:
 		return Prepared.parse(self.member)
@@ -192,6 +198,17 @@ class Due:
 	next_prepared_ms: int | None  # the next prepared fire to release
 	moved_aside: bool  # a set held a wrong value and was moved aside: the reconcile rebuilds it
 
+	@classmethod
+	def of(cls, raw: list) -> "Due":
+		"""The due script's reply: now, next due, next prepared, moved aside, then (member, score) pairs."""
+		return cls(
+			now_us=int(raw[0]),
+			entries=[DueEntry(*protocol.parse_due_member(member), int(float(score))) for member, score in zip(raw[4::2], raw[5::2])],
+			next_due_ms=int(float(raw[1])) if raw[1] else None,
+			next_prepared_ms=int(float(raw[2])) if raw[2] else None,
+			moved_aside=bool(int(raw[3])),
+		)
+
 
 # Per item of a prepare: the jobs' outcomes ("prepared", "duplicate"), or why none was written.
 WRITTEN = "prepared"  # its jobs were written (each "prepared", or "duplicate" when its id existed)
@@ -206,6 +223,13 @@ class ItemResult:
 	jobs: list[str]  # per job: "prepared" or "duplicate" (empty unless prepared)
 	error: str = ""
 
+	@classmethod
+	def of(cls, result) -> "ItemResult":
+		if isinstance(result, list):
+			return cls(WRITTEN, [text(o) for o in result])
+		outcome, _, error = text(result).partition(": ")
+		return cls(outcome, [], error)
+
 
 @dataclass(frozen=True)
 class Preparation:
@@ -215,6 +239,13 @@ class Preparation:
 	now_ms: int = 0  # Redis's clock
 	results: list[ItemResult] = field(default_factory=list)
 
+	@classmethod
+	def of(cls, raw: list) -> "Preparation":
+		"""The prepare script's reply: "not_leader", or now then per item its jobs' outcomes or "<outcome>: <error>"."""
+		if raw and text(raw[0]) == "not_leader":
+			return cls(fenced=True)
+		return cls(fenced=False, now_ms=int(raw[0]), results=[ItemResult.of(result) for result in raw[1:]])
+
 
 @dataclass(frozen=True)
 class Release:
@@ -223,6 +254,13 @@ class Release:
 	fenced: bool
 	fires: list[Released] = field(default_factory=list)
 	acks: Acks | None = None  # replicas holding every write up to this release (WAIT), None when none were waited for
+
+	@classmethod
+	def of(cls, raw: list, acks: Acks | None) -> "Release":
+		"""The release script's reply: "not_leader", or (member, outcome, lag) triples."""
+		if raw and text(raw[0]) == "not_leader":
+			return cls(fenced=True)
+		return cls(fenced=False, fires=[Released.of(*fire) for fire in zip(raw[0::3], raw[1::3], raw[2::3])], acks=acks)
 
 	@property
 	def push_refused(self) -> bool:
@@ -444,18 +482,7 @@ class State:
 
 	def due(self, batch_size: int, ahead_ms: int = 0) -> Due:
 		"""What is due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment."""
-		raw = self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms])
-		entries = []
-		for member, score in zip(raw[4::2], raw[5::2]):
-			site, schedule = protocol.parse_due_member(member)
-			entries.append(DueEntry(site, schedule, int(float(score))))
-		return Due(
-			now_us=int(raw[0]),
-			entries=entries,
-			next_due_ms=int(float(raw[1])) if raw[1] else None,
-			next_prepared_ms=int(float(raw[2])) if raw[2] else None,
-			moved_aside=bool(int(raw[3])),
-		)
+		return Due.of(self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms]))
 
 	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
 		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised (a
@@ -508,17 +535,7 @@ class State:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
 		self.changes += 1  # the schedules' next fires move on
-		raw = self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items))
-		if raw and text(raw[0]) == "not_leader":
-			return Preparation(fenced=True)
-		results = []
-		for result in raw[1:]:
-			if isinstance(result, list):
-				results.append(ItemResult(WRITTEN, [text(o) for o in result]))
-			else:
-				outcome, _, error = text(result).partition(": ")
-				results.append(ItemResult(outcome, [], error))
-		return Preparation(fenced=False, now_ms=int(raw[0]), results=results)
+		return Preparation.of(self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items)))
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> Release:
 		"""Release up to `batch_size` prepared fires whose moment has come.
@@ -526,14 +543,7 @@ class State:
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
 		whose catch-up policy then decides, as for any missed slot.
 		"""
-		raw, acks = self.durably(self._release, [protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], [lease_value, batch_size, JOB_KEY_PREFIX, grace_ms])
-		if raw and text(raw[0]) == "not_leader":
-			return Release(fenced=True)
-		released = []
-		for member, outcome, lag in zip(raw[0::3], raw[1::3], raw[2::3]):
-			outcome, _, reason = text(outcome).partition(": ")
-			released.append(Released(member, outcome, lag, reason))
-		return Release(fenced=False, fires=released, acks=acks)
+		return Release.of(*self.durably(self._release, [protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], [lease_value, batch_size, JOB_KEY_PREFIX, grace_ms]))
 
 	def durably(self, script, keys: list, args: list) -> tuple:
 		"""Run a fire script, then WAIT on the same connection for `replicas_wanted` replicas to hold its writes
