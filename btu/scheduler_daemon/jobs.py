@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 
 import redis
@@ -62,12 +62,21 @@ class JobTemplate:
 		# Not dataclasses.asdict, which copies every value deeply: a cold start writes twenty thousand of these.
 		return {name: getattr(self, name) for name in TEMPLATE_FIELDS}
 
+	def stored(self) -> dict:
+		"""to_dict() less the fields at their defaults, as the scheduler's state keeps it (from_dict reads either)."""
+		return {name: value for name, value in self.to_dict().items() if name not in TEMPLATE_DEFAULTS or value != TEMPLATE_DEFAULTS[name]}
+
 	@classmethod
 	def from_dict(cls, data: dict) -> "JobTemplate":
 		return cls(**data)
 
 
 TEMPLATE_FIELDS = tuple(f.name for f in fields(JobTemplate))
+TEMPLATE_DEFAULTS = {
+	f.name: f.default if f.default is not MISSING else f.default_factory()
+	for f in fields(JobTemplate)
+	if f.default is not MISSING or f.default_factory is not MISSING
+}
 
 
 class IdForm:

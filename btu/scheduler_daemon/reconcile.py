@@ -501,8 +501,8 @@ def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new
 	return CompiledSchedule(
 		name=row["name"],
 		fingerprint=spec.fingerprint,
-		spec=spec.to_dict(),
-		job=template.to_dict(),
+		spec=spec.stored(),
+		job=template.stored(),
 		paused=bool(int(row.get("paused") or 0)),
 		active=active,
 		cursor_if_new=cursor_text(cursor_if_new),

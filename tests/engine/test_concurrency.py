@@ -210,7 +210,7 @@ def test_the_limit_reaches_the_state_and_follows_edits_of_the_task(engine_bench,
 	scheduler = leader(bench)
 
 	def limit() -> int:
-		return json.loads(definition(r, site, name)[1])["max_concurrent"]
+		return json.loads(definition(r, site, name)[1]).get("max_concurrent", 0)  # a default is not stored
 
 	assert limit() == 3
 	data.update("BTU Task", task, max_concurrent_runs=1)

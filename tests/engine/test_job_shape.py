@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zlib
 from datetime import datetime, timedelta, timezone
 
@@ -51,3 +52,11 @@ def test_rq_reads_the_written_hash(r):
 	assert job.timeout == 123 and job.origin == "bench-x:long" and job.get_status() == "queued"
 	assert job.enqueued_at.replace(tzinfo=None) == datetime(2026, 3, 29, 1, 30, 0, 2000)
 	r.delete(f"rq:job:{identifier}")
+
+
+@pytest.mark.parametrize("executor", TEMPLATES)
+def test_the_stored_template_leaves_out_defaults_and_reads_back_alike(executor):
+	template = TEMPLATES[executor]
+	stored = template.stored()
+	assert JobTemplate.from_dict(json.loads(json.dumps(stored))) == template
+	assert "result_ttl" not in stored and "max_concurrent" not in stored and ("function" in stored) == (executor == "rq")

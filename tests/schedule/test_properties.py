@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from btu.shared.schedule import ScheduleSpec, parse_zone
+from btu.shared.schedule.spec import STORED_DEFAULTS
 
 pytestmark = pytest.mark.versions
 
@@ -110,6 +111,25 @@ def test_round_trip_and_fingerprint(expr, zone_name, start):
 	assert copy == spec and copy.fingerprint == spec.fingerprint
 	after = datetime.fromtimestamp(start, timezone.utc)
 	assert copy.preview(5, after) == spec.preview(5, after)
+
+
+@SETTINGS
+@given(
+	kind=st.sampled_from(["cron", "interval", "once"]), zone_name=st.sampled_from(ZONES), start=st.none() | instants,
+	run_limit=st.sampled_from([0, 3]), jitter=st.sampled_from([0, 30]), catch_up=st.sampled_from(["fire_once", "skip", "fire_all"]),
+	window=st.sampled_from([86400, 600]), overlap=st.sampled_from(["allow", "skip"]),
+)
+def test_the_stored_form_leaves_out_defaults_and_reads_back_alike(kind, zone_name, start, run_limit, jitter, catch_up, window, overlap):
+	what = {"cron": {"cron": "*/5 * * * *"}, "interval": {"every": 90, "origin": 1_700_000_000}, "once": {"at": 1_900_000_000}}[kind]
+	spec = ScheduleSpec(
+		name="st", zone_name=zone_name, kind=kind, start=start, run_limit=run_limit, jitter_secs=jitter, catch_up_policy=catch_up,
+		catch_up_window=window, overlap_policy=overlap, **what,
+	)
+	stored = spec.stored()
+	copy = ScheduleSpec.from_dict(stored)
+	assert copy == spec and copy.fingerprint == spec.fingerprint
+	assert not any(k in stored and stored[k] == v for k, v in STORED_DEFAULTS.items()), "a default is stored"
+	assert None not in stored.values()
 
 
 @SETTINGS

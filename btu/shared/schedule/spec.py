@@ -8,6 +8,7 @@ spec in row.py; plan() is the catch-up planner in catch_up.py.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from datetime import date, datetime, timedelta
 from typing import Any, Mapping
@@ -157,9 +158,14 @@ class ScheduleSpec:
 			d["calendar"] = {"policy": self.calendar_policy, "dates": list(self.excluded_dates)}
 		return d
 
+	def stored(self) -> dict[str, Any]:
+		"""to_dict() less the values that are the constructor's defaults, as the scheduler's state keeps it: most of a
+		spec's fields are unset, and a million schedules pay each field's bytes once each."""
+		return {k: v for k, v in self.to_dict().items() if k not in STORED_DEFAULTS or v != STORED_DEFAULTS[k]}
+
 	@classmethod
 	def from_dict(cls, d: Mapping[str, Any]) -> ScheduleSpec:
-		"""The spec to_dict() gave (ScheduleError for another format version)."""
+		"""The spec to_dict() or stored() gave (ScheduleError for another format version)."""
 		if d.get("v") != FORMAT_VERSION:
 			raise ScheduleError("v", d.get("v"), _("unknown spec format; this code reads version {version}"), version=FORMAT_VERSION)
 		args = {k: v for k, v in d.items() if k != "v"}
@@ -293,6 +299,14 @@ class ScheduleSpec:
 	) -> FirePlan:
 		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
+
+
+# The constructor's defaults, by their names in to_dict() (the fields stored() leaves out when they hold them).
+STORED_DEFAULTS = {
+	name: parameter.default
+	for name, parameter in inspect.signature(ScheduleSpec.__init__).parameters.items()
+	if parameter.default is not inspect.Parameter.empty
+}
 
 
 def _skipped(values) -> tuple[int, ...]:
