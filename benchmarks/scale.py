@@ -290,6 +290,7 @@ def cold_start(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine:
 	extra = ExtraClients(bench, r, EXTRA_CLIENTS, mine)
 	extra.start()
 	started_wall = time.time()
+	memory_before = int(r.info("memory")["used_memory"])
 	t0 = time.monotonic()
 	scheduler = common.start_scheduler(bench, redis_url, "frappe", log=log)
 	seconds = None
@@ -301,6 +302,7 @@ def cold_start(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine:
 			raise RuntimeError(f"the scheduler exited with {scheduler.returncode} during the cold start")
 		time.sleep(0.02)
 	loaded = time.monotonic()
+	redis_bytes = int(r.info("memory")["used_memory"]) - memory_before
 	counts = schedules_per_site(r, bench.sites)
 	# The extra clients hold their connections at least a second beside the loaded scheduler.
 	while extra.opened_at is None and time.monotonic() - loaded < 60:
@@ -311,6 +313,8 @@ def cold_start(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine:
 	pools = wait_heartbeat(r, started_wall + (loaded - t0) + 0.1)
 	return scheduler, {
 		"cold_start_s": seconds,
+		"redis_bytes_per_schedule": redis_bytes / total,  # used_memory after the load less before it, the state's keys only
+		"rss_mb_loaded": common.rss_mb(scheduler.pid),
 		"timeout_s": timeout,
 		"due_entries": r.zcard(protocol.DUE_KEY),
 		"expected": total,
@@ -632,7 +636,7 @@ def main() -> None:
 		sampler.start()
 		progress("cold start")
 		log = (log_dir / "scheduler-default.log").open("w")
-		scheduler, result["cold"] = cold_start(bench, r, redis_server.url, sampler, mine, args.schedules, log, timeout=max(120.0, 0.3 * args.sites))
+		scheduler, result["cold"] = cold_start(bench, r, redis_server.url, sampler, mine, args.schedules, log, timeout=max(120.0, 0.3 * args.sites, 0.0005 * args.sites * args.schedules))
 		progress(f"cold start: {result['cold']['cold_start_s']} s; idle CPU over {args.idle_seconds:g} s")
 		result["idle"] = idle_cpu(scheduler, redis_server.process.pid, args.idle_seconds, args.settle)
 		progress(f"idle: {result['idle']['scheduler_percent']:.3f} % of a core; fires")
@@ -707,6 +711,12 @@ def main() -> None:
 			BEFORE["full"],
 			f"{full['median_s']:.2f} s / {full['max_s']:.2f} s",
 			"<= 1 s",
+		],
+		[
+			"Redis memory per schedule (used_memory loaded less before); the scheduler's RSS loaded",
+			"1.66 KB",
+			f"{cold['redis_bytes_per_schedule']:.0f} bytes ({cold['redis_bytes_per_schedule'] * 1e6 / 2**30:.2f} GB for 1M); {cold['rss_mb_loaded']:.0f} MB",
+			"1M: Redis <= 1 GB, RSS <= 500 MB",
 		],
 		[f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: each site read once in 0.3 s times the sites)", BEFORE["cpu"], f"{idle['scheduler_percent']:.2f} %", "<= 0.2 %"],
 		[
