@@ -14,7 +14,7 @@ from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, run_requests, scheduler_link
 from btu.btu_core import exclusions
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
-from btu.btu_core.messages import schedule_error
+from btu.btu_core.messages import input_error
 from btu.btu_core.preview import next_fires as schedule_next_fires
 from btu.btu_core.roles import require_btu_manager
 from btu.btu_core.task_runner import max_duration, run_in_this_process
@@ -247,7 +247,7 @@ def backfill(schedule: str, start: str, end: str, one_at_a_time: int = 1) -> dic
 	try:
 		result = run_requests.backfill(doc, instant(start, "start"), instant(end, "end"), bool(cint(one_at_a_time)))
 	except ScheduleError as exc:
-		frappe.throw(schedule_error(exc), title=_("{0}: invalid schedule").format(schedule))
+		frappe.throw(input_error(exc), title=_("{0}: invalid schedule").format(schedule))
 	return {"schedule": doc.name, **result}
 
 
@@ -294,7 +294,7 @@ def next_fires(schedule: str, n: int = 10) -> dict:
 	try:
 		return schedule_next_fires(doc, cint(n) or 10)
 	except ScheduleError as exc:
-		frappe.throw(schedule_error(exc), title=_("{0}: invalid schedule").format(schedule))
+		frappe.throw(input_error(exc), title=_("{0}: invalid schedule").format(schedule))
 
 
 @frappe.whitelist(methods=["POST"])

@@ -18,6 +18,7 @@ import frappe
 from frappe import _
 from frappe.utils import cast
 
+from btu.btu_core.messages import input_error
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.shared import protocol
 from btu.shared.declared_schedules import (
@@ -49,7 +50,7 @@ def sync(declared: dict[str, list] | None = None) -> None:
 	try:
 		wanted = {app: check_entries(app, entries) for app, entries in declared.items()}
 	except DeclaredScheduleError as exc:
-		frappe.throw(str(exc), title=_("Invalid {0} hook").format(HOOK))
+		frappe.throw(input_error(exc), title=_("Invalid {0} hook").format(HOOK))
 	frappe.db.savepoint(SAVEPOINT)
 	try:
 		for items in wanted.values():

@@ -32,10 +32,12 @@ from rq import get_current_job
 
 from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso, slot_text
+from btu.shared.messages import InputError
 from btu.shared.slot_claim import SlotLock, lock_key
 from btu.btu_core import run_requests
 from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
+from btu.btu_core.messages import input_error
 from btu.btu_core.run_rows import END_FIELDS, insert_log, locked_log, save_log
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
@@ -79,10 +81,10 @@ def enqueue_at(
 		raise EnqueueError(_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS))
 	try:
 		check_queue(queue, "queue")
-		function = resolve_function(path)
+		function = resolve_function(path, "method")
 		check_arguments_fit(function, path, kwargs, complete=True)
 	except TaskInputError as exc:
-		raise EnqueueError(str(exc).replace("function_string ", "method ", 1)) from None
+		raise EnqueueError(str(exc)) from None
 	text = kwargs_json(kwargs)
 	if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
 		raise EnqueueError(_("timeout {0!r}: give whole seconds, 1 or more, or None for the queue's").format(timeout))
@@ -214,8 +216,8 @@ def instant(at) -> datetime:
 	"""`at` as an aware UTC instant, rounded up to the millisecond (a run never starts before its moment)."""
 	try:
 		moment = to_utc(at, "at")
-	except ValueError as exc:
-		raise EnqueueError(str(exc)) from None
+	except InputError as exc:
+		raise EnqueueError(input_error(exc)) from None
 	except TypeError:
 		raise EnqueueError(_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at)) from None
 	extra = moment.microsecond % 1000

@@ -19,7 +19,7 @@ from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.row import calendar_window, skipped_instant
 from btu.shared.schedule.zones import utc
 from btu.btu_core.instants import utc_now
-from btu.btu_core.messages import schedule_error
+from btu.btu_core.messages import input_error
 from btu.btu_core.scheduler_link import announce_after_commit
 
 # A calendar's own dates; beyond it a Holiday List (or a second calendar) is the tool.
@@ -71,7 +71,7 @@ def tidy_skipped(doc, base_spec) -> list[str]:
 		try:
 			instant = skipped_instant(row.slot_utc)
 		except ScheduleError as exc:
-			frappe.throw(_("Skipped run {0}: {1}").format(row.idx, schedule_error(exc)), title=_("Invalid schedule"))
+			frappe.throw(_("Skipped run {0}: {1}").format(row.idx, input_error(exc)), title=_("Invalid schedule"))
 		if instant in seen:
 			continue
 		seen.add(instant)
@@ -108,7 +108,7 @@ def skip_next(doc, count: int) -> list[str]:
 	try:
 		slots = next_slots(spec_of(doc), count)
 	except ScheduleError as exc:
-		frappe.throw(schedule_error(exc), title=_("Invalid schedule"))
+		frappe.throw(input_error(exc), title=_("Invalid schedule"))
 	if not slots:
 		frappe.throw(_("{0} has no run left to skip").format(doc.name))
 	texts = [slot_text(utc(slot)) for slot in slots]
@@ -123,7 +123,7 @@ def unskip(doc, slot: str) -> str:
 	try:
 		instant = skipped_instant(slot)
 	except ScheduleError as exc:
-		frappe.throw(schedule_error(exc))
+		frappe.throw(input_error(exc))
 	rows = [row for row in doc.get("skipped_slots") or [] if _instant_or_none(row.slot_utc) == instant]
 	if not rows:
 		frappe.throw(_("{0}: the run at {1} is not skipped").format(doc.name, slot_text(utc(instant))))

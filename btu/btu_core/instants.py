@@ -50,8 +50,8 @@ def from_system_naive(value: datetime) -> datetime:
 
 def to_utc(value: datetime | str, field: str) -> datetime:
 	"""A datetime, or text in ISO 8601 or a form Frappe reads, as an aware UTC instant: one with an offset as it says,
-	a naive one on the system time zone's wall clock (as Frappe stores Datetimes). ValueError naming `field` for
-	unreadable text, TypeError for a value neither text nor a datetime."""
+	a naive one on the system time zone's wall clock (as Frappe stores Datetimes). InputError (a ValueError) naming
+	`field` for unreadable text, TypeError for a value neither text nor a datetime."""
 	if isinstance(value, str):
 		try:
 			value = parse_iso(value, field)

@@ -1,8 +1,8 @@
 """The inputs of a Task and a Schedule that must hold before anything runs.
 
-Each check raises TaskInputError with a message that names the field, the
-value and the fix; controllers turn it into frappe.throw, the task runner
-lets it fail the run.
+Each check raises TaskInputError with a message, in the user's language, that
+names the field, the value and the fix; controllers turn it into frappe.throw,
+the task runner lets it fail the run.
 """
 
 from __future__ import annotations
@@ -12,11 +12,15 @@ import inspect
 import json
 from collections.abc import Callable
 
+import frappe
+from frappe import _
+
+from btu.btu_core.messages import input_error
 from btu.shared import declared, task_args
 
 
 class TaskInputError(ValueError):
-	"""A Task or Schedule input that cannot be used; str() says which and how to fix it."""
+	"""A Task or Schedule input that cannot be used; str() says which and how to fix it, translated."""
 
 
 def parse_arguments(text: str | None, field: str = "arguments") -> dict:
@@ -24,7 +28,7 @@ def parse_arguments(text: str | None, field: str = "arguments") -> dict:
 	try:
 		return task_args.parse_arguments(text, field)
 	except task_args.ArgumentsError as exc:
-		raise TaskInputError(str(exc)) from None
+		raise TaskInputError(input_error(exc)) from None
 
 
 def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
@@ -32,41 +36,42 @@ def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
 	try:
 		return task_args.merge_arguments(task_arguments, overrides)
 	except task_args.ArgumentsError as exc:
-		raise TaskInputError(str(exc)) from None
+		raise TaskInputError(input_error(exc)) from None
 
 
-def resolve_function(path: str | None) -> Callable:
-	"""The function `path` names, if an installed app declares it runnable (btu.shared.declared)."""
-	import frappe
-
+def resolve_function(path: str | None, field: str = "function_string") -> Callable:
+	"""The function `path` names, if an installed app declares it runnable (btu.shared.declared); errors name `field`."""
 	try:
 		# Checked before the import: importing a module can itself do things.
 		target = declared.target(path, frappe.get_installed_apps())
 	except declared.NotRunnable as exc:
-		raise TaskInputError(str(exc)) from None
+		raise TaskInputError(input_error(exc, field)) from None
 	path = target.path
 	try:
 		module = importlib.import_module(target.module)
 	except ModuleNotFoundError as exc:
 		raise TaskInputError(
-			f"function_string '{path}': module '{target.module}' cannot be imported ({exc}); "
-			"check the spelling and that its app is installed in this bench"
+			_(
+				"{0} '{1}': module '{2}' cannot be imported ({3}); check the spelling and that its app is installed in this bench"
+			).format(field, path, target.module, exc)
 		) from None
 	except Exception as exc:
 		raise TaskInputError(
-			f"function_string '{path}': importing module '{target.module}' raised "
-			f"{type(exc).__name__}: {exc}; fix that module"
+			_("{0} '{1}': importing module '{2}' raised {3}: {4}; fix that module").format(
+				field, path, target.module, type(exc).__name__, exc
+			)
 		) from None
 	try:
 		function = getattr(module, target.name)
 	except AttributeError:
 		raise TaskInputError(
-			f"function_string '{path}': module '{target.module}' has no attribute '{target.name}'; "
-			"check the function's name"
+			_("{0} '{1}': module '{2}' has no attribute '{3}'; check the function's name").format(
+				field, path, target.module, target.name
+			)
 		) from None
 	if not callable(function):
 		raise TaskInputError(
-			f"function_string '{path}': is a {type(function).__name__}, not a function; point it at a function"
+			_("{0} '{1}': is a {2}, not a function; point it at a function").format(field, path, type(function).__name__)
 		)
 	try:
 		declared.check_declared(
@@ -77,7 +82,7 @@ def resolve_function(path: str | None) -> Callable:
 			allow_any_app_function=declared.allows_any_app_function(frappe.conf.get(declared.ALLOW_ANY_APP_FUNCTION)),
 		)
 	except declared.NotRunnable as exc:
-		raise TaskInputError(str(exc)) from None
+		raise TaskInputError(input_error(exc, field)) from None
 	return function
 
 
@@ -94,8 +99,10 @@ def check_arguments_fit(function: Callable, path: str, arguments: dict, *, compl
 			signature.bind_partial(**arguments)
 	except TypeError as exc:
 		raise TaskInputError(
-			f"arguments {json.dumps(arguments, default=str)}: do not fit {path}{signature}: {exc}; "
-			"change the arguments (or the Schedule's argument_overrides) to match the function"
+			_(
+				"arguments {0}: do not fit {1}{2}: {3}; change the arguments (or the Schedule's argument_overrides) "
+				"to match the function"
+			).format(json.dumps(arguments, default=str), path, signature, exc)
 		) from None
 
 
@@ -110,6 +117,8 @@ def check_queue(name: str | None, field: str = "queue_name") -> None:
 	queues = site_queues()
 	if name not in queues:
 		raise TaskInputError(
-			f"{field} '{name or ''}': is not a queue of this bench; use one of {', '.join(queues)} "
-			"(custom queues come from the `workers` key of common_site_config.json)"
+			_(
+				"{0} '{1}': is not a queue of this bench; use one of {2} "
+				"(custom queues come from the `workers` key of common_site_config.json)"
+			).format(field, name or "", ", ".join(queues))
 		)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from btu.shared import declared
 from btu.shared.declared import NotRunnable
+from btu.shared.messages import _
 
 
 def read_apps(path: Path) -> list[str]:
@@ -36,9 +37,9 @@ class AppFiles:
 		self.apps_txt = Path(bench_path) / "sites" / "apps.txt"
 		self.allow_any_app_function = allow_any_app_function
 		self.apps = read_apps(self.apps_txt)
-		self.checked: dict[str, str | None] = {}  # path -> why it is refused, None if runnable
+		self.checked: dict[str, NotRunnable | None] = {}  # path -> why it is refused, None if runnable
 		self.modules: dict[str, dict[str, tuple[str, object]]] = {}
-		self.patterns: dict[str, object] = {}
+		self.patterns: dict[str, object] = {}  # app -> its btu_tasks, None if hooks.py does not write it as a literal
 
 	@cached_property
 	def fingerprint(self) -> str:
@@ -59,16 +60,22 @@ class AppFiles:
 				self.check_files(path)
 				self.checked[path] = None
 			except NotRunnable as exc:
-				self.checked[path] = str(exc)
-		if self.checked[path] is not None:
-			raise NotRunnable(self.checked[path])
+				self.checked[path] = exc
+		refusal = self.checked[path]
+		if refusal is not None:
+			# Without its last traceback: raised again at every check, it would keep each one.
+			raise refusal.with_traceback(None)
 
 	def check_files(self, path: str) -> None:
 		target = declared.target(path, self.apps)
 		kind, detail = self.bindings(target).get(target.name, ("missing", None))
 		if kind == "missing":
 			raise NotRunnable(
-				f"function_string '{target.path}': {self.module_file(target)} defines no {target.name}; check the function's name"
+				"function_string",
+				target.path,
+				_("{file} defines no {name}; check the function's name"),
+				file=self.module_file(target),
+				name=target.name,
 			)
 		decorated = kind == "def" and detail is True
 		# hooks.py is read only when it decides: a broken one must not refuse a decorated function.
@@ -92,12 +99,19 @@ class AppFiles:
 				return candidate
 		if not self.package(target.app).is_dir():
 			raise NotRunnable(
-				f"function_string '{target.path}': app {target.app} is listed in {self.apps_txt} but "
-				f"{self.package(target.app)} does not exist; get the app into apps/ (bench get-app)"
+				"function_string",
+				target.path,
+				_("app {app} is listed in {apps_txt} but {package} does not exist; get the app into apps/ (bench get-app)"),
+				app=target.app,
+				apps_txt=self.apps_txt,
+				package=self.package(target.app),
 			)
 		raise NotRunnable(
-			f"function_string '{target.path}': module '{target.module}' has no file {base}.py or {base}/__init__.py; "
-			"check the spelling"
+			"function_string",
+			target.path,
+			_("module '{module}' has no file {base}.py or {base}/__init__.py; check the spelling"),
+			module=target.module,
+			base=base,
 		)
 
 	def bindings(self, target: declared.Target) -> dict[str, tuple[str, object]]:
@@ -133,14 +147,20 @@ class AppFiles:
 						except (ValueError, TypeError, RecursionError):
 							value = None
 				if not isinstance(value, (str, list, tuple)):
-					value = NotRunnable(
-						f"btu_tasks in {path} must be a literal list of strings (the scheduler reads hooks.py "
-						f'without running it); write it as btu_tasks = ["{target.app}.tasks.*"]'
-					)
+					value = None
 			self.patterns[target.app] = value
 		value = self.patterns[target.app]
-		if isinstance(value, NotRunnable):
-			raise NotRunnable(f"function_string '{target.path}': {value}")
+		if value is None:
+			raise NotRunnable(
+				"function_string",
+				target.path,
+				_(
+					"btu_tasks in {hooks} must be a literal list of strings (the scheduler reads hooks.py without running it); "
+					'write it as btu_tasks = ["{app}.tasks.*"]'
+				),
+				hooks=self.package(target.app) / "hooks.py",
+				app=target.app,
+			)
 		return value
 
 
@@ -148,7 +168,9 @@ def parse(path: Path, function_path: str) -> ast.Module:
 	try:
 		return ast.parse(path.read_bytes(), filename=str(path))
 	except (SyntaxError, ValueError, OSError) as exc:
-		raise NotRunnable(f"function_string '{function_path}': {path} cannot be read as Python ({exc}); fix that file") from None
+		raise NotRunnable(
+			"function_string", function_path, _("{file} cannot be read as Python ({error}); fix that file"), file=path, error=exc
+		) from None
 
 
 def is_runnable(decorator: ast.expr) -> bool:

@@ -15,7 +15,7 @@ lifts rule 3 (rules 1 and 2 stay): for single-tenant benches only.
 Both halves check with this module: the Frappe side after importing the
 function (btu.btu_core.task_inputs), the scheduler from the app's files,
 without importing them (btu.scheduler_daemon.app_files). It imports nothing
-but the standard library.
+but the standard library and the shared messages (btu.shared.messages).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import inspect
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+
+from btu.shared.messages import InputError, _
 
 HOOK = "btu_tasks"
 ALLOW_ANY_APP_FUNCTION = "btu_allow_any_app_function"
@@ -48,8 +50,8 @@ def allows_any_app_function(value) -> bool:
 	return str(value).strip().lower() in ("1", "true")
 
 
-class NotRunnable(ValueError):
-	"""A function BTU must not run; str() names it and how to declare it."""
+class NotRunnable(InputError):
+	"""A function BTU must not run; str() names it and how to declare it: "function_string 'os.system': ..."."""
 
 
 @dataclass(frozen=True)
@@ -65,13 +67,6 @@ class Target:
 	def module_file(self) -> str:
 		return self.module.replace(".", "/") + ".py"
 
-	def how_to_declare(self) -> str:
-		return (
-			f'declare it in app {self.app}: add "{self.path}" to btu_tasks in {self.app}/hooks.py '
-			f'(btu_tasks = ["{self.path}"]), or put @runnable (from btu import runnable) above def {self.name} '
-			f"in {self.module_file}"
-		)
-
 
 def target(path: str | None, installed_apps) -> Target:
 	"""`path` split, if it is a dotted path into an installed app; checked before anything is imported."""
@@ -79,15 +74,25 @@ def target(path: str | None, installed_apps) -> Target:
 	parts = path.split(".")
 	if len(parts) < 2 or not all(IDENTIFIER.match(part) for part in parts):
 		raise NotRunnable(
-			f"function_string '{path}': must be a dotted path of ASCII identifiers to a module-level function "
-			"of an installed app, e.g. myapp.tasks.send_reminders"
+			"function_string",
+			path,
+			_(
+				"must be a dotted path of ASCII identifiers to a module-level function of an installed app, "
+				"e.g. myapp.tasks.send_reminders"
+			),
 		)
 	apps = list(installed_apps)
 	if parts[0] not in apps:
 		raise NotRunnable(
-			f"function_string '{path}': '{parts[0]}' is not an installed app ({', '.join(apps) or 'none'}); "
-			"BTU runs only functions of installed apps that declare them runnable: write the task as a function "
-			"in a module of your app, e.g. myapp/tasks.py, and declare it (@runnable or the btu_tasks hook)"
+			"function_string",
+			path,
+			_(
+				"'{app}' is not an installed app ({apps}); BTU runs only functions of installed apps that declare them "
+				"runnable: write the task as a function in a module of your app, e.g. myapp/tasks.py, and declare it "
+				"(@runnable or the btu_tasks hook)"
+			),
+			app=parts[0],
+			apps=", ".join(apps) or "none",
 		)
 	return Target(path, parts[0], ".".join(parts[:-1]), parts[-1])
 
@@ -100,17 +105,36 @@ def check_declared(target: Target, *, defined_in: str | None, decorated: bool, p
 	"""
 	if defined_in is None:
 		raise NotRunnable(
-			f"function_string '{target.path}': is not a function defined with def in {target.module}; "
-			"point it at such a function"
+			"function_string",
+			target.path,
+			_("is not a function defined with def in {module}; point it at such a function"),
+			module=target.module,
 		)
 	if defined_in != target.module:
 		raise NotRunnable(
-			f"function_string '{target.path}': is defined in {defined_in} and only imported into {target.module}; "
-			"BTU runs a function by the path of the module that defines it, in an app that declares it"
+			"function_string",
+			target.path,
+			_(
+				"is defined in {source} and only imported into {module}; BTU runs a function by the path of the module "
+				"that defines it, in an app that declares it"
+			),
+			source=defined_in,
+			module=target.module,
 		)
 	if decorated or allow_any_app_function or matches(target, patterns):
 		return
-	raise NotRunnable(f"function_string '{target.path}': is not declared runnable by BTU; {target.how_to_declare()}")
+	raise NotRunnable(
+		"function_string",
+		target.path,
+		_(
+			'is not declared runnable by BTU; declare it in app {app}: add "{path}" to btu_tasks in {app}/hooks.py '
+			'(btu_tasks = ["{path}"]), or put @runnable (from btu import runnable) above def {name} in {module_file}'
+		),
+		app=target.app,
+		path=target.path,
+		name=target.name,
+		module_file=target.module_file,
+	)
 
 
 def matches(target: Target, patterns) -> bool:
@@ -120,8 +144,14 @@ def matches(target: Target, patterns) -> bool:
 	for pattern in patterns or ():
 		if not isinstance(pattern, str):
 			raise NotRunnable(
-				f"function_string '{target.path}': btu_tasks in {target.app}/hooks.py holds {pattern!r}, not a string; "
-				'write dotted paths or globs, e.g. btu_tasks = ["myapp.tasks.*"]'
+				"function_string",
+				target.path,
+				_(
+					"btu_tasks in {app}/hooks.py holds {pattern!r}, not a string; write dotted paths or globs, "
+					'e.g. btu_tasks = ["myapp.tasks.*"]'
+				),
+				app=target.app,
+				pattern=pattern,
 			)
 		if fnmatchcase(target.path, pattern.strip()):
 			return True

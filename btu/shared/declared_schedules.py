@@ -15,9 +15,10 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import Any, Callable
 
 from btu.shared import declared
+from btu.shared.messages import InputError, _
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
@@ -62,8 +63,14 @@ SCHEDULE_FIELDS = (
 )  # fmt: skip
 
 
-class DeclaredScheduleError(ValueError):
-	"""A bad `btu_schedules` hook; str() names the app, the entry, the key and the fix."""
+class DeclaredScheduleError(InputError):
+	"""A bad `btu_schedules` hook; str() names the app, the entry, the key and the fix.
+
+	Its field is where in the hook ("btu_schedules in myapp/hooks.py, entry 'nightly', key 'cron'"), its value the
+	one found there; a value worth showing is in the problem, written as the hook writes it.
+	"""
+
+	layout = _("{field}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -81,9 +88,10 @@ class Declared:
 		return self.schedule["time_zone"] or ""
 
 
-def where(app: str, key: Any = None) -> str:
-	"""The start of every message: the hook, and the entry when known."""
-	return f"{HOOK} in {app}/hooks.py" + (f", entry {key!r}" if key is not None else "")
+def where(app: str, key: Any = None, hook_key: str | None = None) -> str:
+	"""The start of every message: the hook, and the entry and its key when known."""
+	entry = f", entry {key!r}" if key is not None else ""
+	return f"{HOOK} in {app}/hooks.py{entry}" + (f", key {hook_key!r}" if hook_key is not None else "")
 
 
 def check_entries(app: str, entries: Any) -> list[Declared]:
@@ -92,15 +100,22 @@ def check_entries(app: str, entries: Any) -> list[Declared]:
 		return []
 	if not isinstance(entries, (list, tuple)):
 		raise DeclaredScheduleError(
-			f"{where(app)}: is a {type(entries).__name__}; write a list of dicts, e.g. "
-			f'{HOOK} = [{{"name": "nightly", "function": "{app}.tasks.nightly", "cron": "0 2 * * *"}}]'
+			where(app),
+			entries,
+			_(
+				'is a {kind}; write a list of dicts, e.g. {hook} = [{{"name": "nightly", "function": "{app}.tasks.nightly", '
+				'"cron": "0 2 * * *"}}]'
+			),
+			kind=type(entries).__name__,
+			hook=HOOK,
+			app=app,
 		)
 	checked = []
 	seen = set()
 	for index, entry in enumerate(entries):
 		item = check_entry(app, entry, index)
 		if item.key in seen:
-			raise DeclaredScheduleError(f"{where(app, item.key)}, key 'name': two entries use this name; give each its own")
+			raise DeclaredScheduleError(where(app, item.key, "name"), item.key, _("two entries use this name; give each its own"))
 		seen.add(item.key)
 		checked.append(item)
 	return checked
@@ -109,39 +124,52 @@ def check_entries(app: str, entries: Any) -> list[Declared]:
 def check_entry(app: str, entry: Any, index: int = 0) -> Declared:
 	"""One entry checked and mapped onto Task and Schedule fields."""
 	if not isinstance(entry, dict):
-		raise DeclaredScheduleError(f"{where(app)}, item {index + 1}: is a {type(entry).__name__}, not a dict; write {{\"name\": ..., \"function\": ..., ...}}")
+		raise DeclaredScheduleError(
+			f"{where(app)}, item {index + 1}",
+			entry,
+			_('is a {kind}, not a dict; write {{"name": ..., "function": ..., ...}}'),
+			kind=type(entry).__name__,
+		)
 	key = entry.get("name")
 	if not isinstance(key, str) or not KEY.match(key):
 		raise DeclaredScheduleError(
-			f"{where(app)}, item {index + 1}, key 'name': {key!r} is not a name; give a stable name of letters, digits, "
-			"'_', '-' or '.' (up to 100), unique within the app: it ties the entry to its rows across migrates"
+			f"{where(app)}, item {index + 1}, key 'name'",
+			key,
+			_(
+				"{key!r} is not a name; give a stable name of letters, digits, '_', '-' or '.' (up to 100), unique within "
+				"the app: it ties the entry to its rows across migrates"
+			),
+			key=key,
 		)
 
-	def fail(field: str, problem: str) -> NoReturn:
-		raise DeclaredScheduleError(f"{where(app, key)}, key {field!r}: {problem}")
+	def at(hook_key: str) -> str:
+		return where(app, key, hook_key)
 
 	unknown = [name for name in entry if name not in KEYS]
 	if unknown:
-		fail(unknown[0], f"is not a key of {HOOK}; use {', '.join(KEYS)}")
+		raise DeclaredScheduleError(
+			at(unknown[0]), entry[unknown[0]], _("is not a key of {hook}; use {keys}"), hook=HOOK, keys=", ".join(KEYS)
+		)
 	# None is a key left out (its default); any other value must have the key's type.
 	for name in INT_KEYS:
 		if entry.get(name) is not None and (isinstance(entry[name], bool) or not isinstance(entry[name], int)):
-			fail(name, f"{entry[name]!r} is not a whole number")
+			raise DeclaredScheduleError(at(name), entry[name], _("{value!r} is not a whole number"), value=entry[name])
 	for name in TEXT_KEYS:
 		if entry.get(name) is not None and not isinstance(entry[name], str):
-			fail(name, f"{entry[name]!r} is not text")
-	if entry.get("retry_backoff_factor") is not None and (isinstance(entry["retry_backoff_factor"], bool) or not isinstance(entry["retry_backoff_factor"], (int, float))):
-		fail("retry_backoff_factor", f"{entry['retry_backoff_factor']!r} is not a number")
-	_check_function(app, entry.get("function"), fail)
+			raise DeclaredScheduleError(at(name), entry[name], _("{value!r} is not text"), value=entry[name])
+	factor = entry.get("retry_backoff_factor")
+	if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))):
+		raise DeclaredScheduleError(at("retry_backoff_factor"), factor, _("{value!r} is not a number"), value=factor)
+	_check_function(app, entry.get("function"), at)
 	task = {field: entry.get(name) for name, field in TASK_KEYS.items()}
-	task["arguments"] = _arguments(entry.get("arguments"), fail)
+	task["arguments"] = _arguments(entry.get("arguments"), at)
 	task["desc_short"] = entry.get("description") or f"{app}: {key}"
 	if len(task["desc_short"]) > 140:
-		fail("description", "is longer than 140 characters; shorten it")
+		raise DeclaredScheduleError(at("description"), task["desc_short"], _("is longer than 140 characters; shorten it"))
 	schedule = {field: entry.get(name) for name, field in SCHEDULE_KEYS.items()}
-	schedule.update(_timing(entry, fail))
-	schedule["time_zone"] = _zone(entry.get("time_zone"), fail)
-	_check_spec(key, schedule, fail)
+	schedule.update(_timing(entry, at))
+	schedule["time_zone"] = _zone(entry.get("time_zone"), at)
+	_check_spec(key, schedule, at)
 	return Declared(app, key, task, schedule)
 
 
@@ -152,76 +180,115 @@ def zone_after(row_zone: str | None, row_declared_zone: str | None, hook_zone: s
 	return hook_zone
 
 
-def _check_function(app: str, path: Any, fail) -> None:
+# An entry's key -> where it is in the hook (`where`), for the messages of the helpers below.
+At = Callable[[str], str]
+
+
+def _check_function(app: str, path: Any, at: At) -> None:
 	"""The function must be a dotted path into the declaring app itself: an app schedules its own code only."""
 	if not path:
-		fail("function", f"is required: the dotted path of a function of {app} declared runnable, e.g. {app}.tasks.nightly")
+		raise DeclaredScheduleError(
+			at("function"),
+			path,
+			_("is required: the dotted path of a function of {app} declared runnable, e.g. {app}.tasks.nightly"),
+			app=app,
+		)
 	first = path.split(".")[0]
 	try:
 		target = declared.target(path, [first])
 	except declared.NotRunnable as exc:
-		fail("function", str(exc))
+		raise DeclaredScheduleError(at("function"), path, _("{error}"), error=exc) from None
 	if target.path != path:
-		fail("function", f"{path!r} has spaces around it; write {target.path!r}")
+		raise DeclaredScheduleError(
+			at("function"), path, _("{path!r} has spaces around it; write {stripped!r}"), path=path, stripped=target.path
+		)
 	if target.app != app:
-		fail(
-			"function", f"{path!r} is not a function of app {app}: an app's {HOOK} names only its own functions, "
-			f"paths starting {app}."
+		raise DeclaredScheduleError(
+			at("function"),
+			path,
+			_("{path!r} is not a function of app {app}: an app's {hook} names only its own functions, paths starting {app}."),
+			path=path,
+			app=app,
+			hook=HOOK,
 		)
 
 
-def _arguments(value: Any, fail) -> str | None:
+def _arguments(value: Any, at: At) -> str | None:
 	"""The keyword arguments dict as the Task's JSON text."""
 	if value is None:
 		return None
 	if not isinstance(value, dict):
-		fail("arguments", f"{value!r} is not a dict of keyword arguments")
+		raise DeclaredScheduleError(at("arguments"), value, _("{value!r} is not a dict of keyword arguments"), value=value)
 	try:
 		return json.dumps(value, sort_keys=True)
 	except (TypeError, ValueError) as exc:
-		fail("arguments", f"cannot be written as JSON ({exc}); use strings, numbers, booleans, lists and dicts")
+		raise DeclaredScheduleError(
+			at("arguments"),
+			value,
+			_("cannot be written as JSON ({error}); use strings, numbers, booleans, lists and dicts"),
+			error=exc,
+		) from None
 
 
-def _timing(entry: dict, fail) -> dict[str, Any]:
+def _timing(entry: dict, at: At) -> dict[str, Any]:
 	"""run_frequency and cron_string from exactly one of `cron`, `frequency` or `every`."""
 	given = [name for name in ("cron", "frequency", "every") if entry.get(name) is not None]
 	if len(given) != 1:
-		fail(
-			given[1] if given else "cron",
-			"give exactly one timing: cron (e.g. \"*/5 * * * *\"), frequency (Hourly, Daily, Weekly, Monthly, "
-			"Yearly, with minute, hour, day_of_week, day_of_month, month) or every (with every_unit)",
+		raise DeclaredScheduleError(
+			at(given[1] if given else "cron"),
+			entry.get(given[1]) if given else None,
+			_(
+				'give exactly one timing: cron (e.g. "*/5 * * * *"), frequency (Hourly, Daily, Weekly, Monthly, '
+				"Yearly, with minute, hour, day_of_week, day_of_month, month) or every (with every_unit)"
+			),
 		)
 	misplaced = [name for name in HELPER_KEYS if entry.get(name) is not None and given != ["frequency"]]
 	misplaced += ["every_unit"] if entry.get("every_unit") is not None and given != ["every"] else []
 	if misplaced:
-		fail(misplaced[0], f"applies only with {'every' if misplaced[0] == 'every_unit' else 'frequency'}; remove it or use that timing")
+		raise DeclaredScheduleError(
+			at(misplaced[0]),
+			entry[misplaced[0]],
+			_("applies only with {timing}; remove it or use that timing"),
+			timing="every" if misplaced[0] == "every_unit" else "frequency",
+		)
 	if given == ["cron"]:
 		return {"run_frequency": "Cron Style"}
 	if given == ["every"]:
 		return {"run_frequency": "Interval"}
 	if entry["frequency"] not in HELPERS:
-		fail("frequency", f"{entry['frequency']!r} is not one of {', '.join(HELPERS)}; for other timings use cron or every")
+		raise DeclaredScheduleError(
+			at("frequency"),
+			entry["frequency"],
+			_("{value!r} is not one of {choices}; for other timings use cron or every"),
+			value=entry["frequency"],
+			choices=", ".join(HELPERS),
+		)
 	# What the Schedule's validate writes for a helper frequency, so an unchanged hook finds the row unchanged.
 	try:
 		return {"cron_string": frequency_to_cron(entry["frequency"], *(entry.get(name) for name in HELPER_KEYS))}
 	except ScheduleError as exc:
-		fail(exc.field, str(exc))
+		raise DeclaredScheduleError(at(exc.field), exc.value, _("{error}"), error=exc) from None
 
 
-def _zone(value: str | None, fail) -> str | None:
+def _zone(value: str | None, at: At) -> str | None:
 	"""None (the row's empty time_zone) for the site zone, else the IANA name as given."""
 	if value is None or value.strip().lower() == SITE_ZONE:
 		return None
 	if not value.strip():
-		fail("time_zone", f"is empty; give an IANA zone such as Europe/Paris, or {SITE_ZONE!r} (the site's System Settings zone)")
+		raise DeclaredScheduleError(
+			at("time_zone"),
+			value,
+			_("is empty; give an IANA zone such as Europe/Paris, or {site_zone!r} (the site's System Settings zone)"),
+			site_zone=SITE_ZONE,
+		)
 	return value.strip()
 
 
-def _check_spec(key: str, schedule: dict, fail) -> None:
+def _check_spec(key: str, schedule: dict, at: At) -> None:
 	"""The timing and policies read as the scheduler will read them (btu.shared.schedule)."""
 	row = {**schedule, "name": key, "creation": datetime(2026, 1, 1, tzinfo=timezone.utc)}
 	try:
 		ScheduleSpec.from_row(row, system_time_zone="UTC")
 	except ScheduleError as exc:
 		hook_key = next((name for name, field in SCHEDULE_KEYS.items() if field == exc.field), exc.field)
-		fail(hook_key, str(exc))
+		raise DeclaredScheduleError(at(hook_key), exc.value, _("{error}"), error=exc) from None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
+from btu.shared.messages import InputError, _
+
 # What Frappe (v15 and v16, frappe.utils.data.get_system_timezone) uses when System Settings has no time_zone
 # (btu_core's test_run_path checks it against Frappe's own answer).
 FRAPPE_DEFAULT_ZONE = "Asia/Kolkata"
@@ -39,16 +41,16 @@ def slot_text(slot: datetime) -> str:
 def parse_iso(text: str, field: str) -> datetime:
 	"""The datetime ISO 8601 `text` writes ("Z" or "z" for UTC): aware with an offset, naive without.
 
-	A ValueError names `field`, the text and an example; callers decide what a naive value means."""
+	An InputError (a ValueError) names `field`, the text and an example; callers decide what a naive value means."""
 	try:
 		return datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
 	except (AttributeError, ValueError):
-		raise ValueError(f"{field} {text!r}: not an ISO 8601 instant; expected e.g. {ISO_EXAMPLE}") from None
+		raise InputError(field, text, _("not an ISO 8601 instant; expected e.g. {example}"), example=ISO_EXAMPLE) from None
 
 
 def parse_utc_iso(text: str, field: str) -> datetime:
-	"""The aware UTC datetime of ISO 8601 `text` with an offset ("Z", "+05:30"); ValueError for a naive one."""
+	"""The aware UTC datetime of ISO 8601 `text` with an offset ("Z", "+05:30"); InputError for a naive one."""
 	value = parse_iso(text, field)
 	if value.tzinfo is None:
-		raise ValueError(f"{field} {text!r}: has no UTC offset; add Z for UTC or +HH:MM, e.g. {ISO_EXAMPLE}")
+		raise InputError(field, text, _("has no UTC offset; add Z for UTC or +HH:MM, e.g. {example}"), example=ISO_EXAMPLE)
 	return value.astimezone(timezone.utc)

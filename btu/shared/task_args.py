@@ -1,20 +1,21 @@
 """Task arguments as both halves read them: a JSON object of keyword arguments on the Task, overridden per Schedule.
 
-Errors are `ArgumentsError` (a ValueError) whose text names the field, what is wrong and the fix; each
-caller wraps it in its own error (TaskInputError, RowError) with `str(exc)`.
+Errors are `ArgumentsError` (an InputError) whose text names the field, what is wrong and the fix; each caller
+wraps it in its own error: the scheduler's RowError with `str(exc)`, the Frappe side's TaskInputError translated.
 """
 
 from __future__ import annotations
 
 import json
 
+from btu.shared.messages import InputError, _
 
-class ArgumentsError(ValueError):
-	"""Arguments that are not a JSON object; `field` is the field they came from."""
 
-	def __init__(self, field: str, message: str):
-		super().__init__(message)
-		self.field = field
+class ArgumentsError(InputError):
+	"""Arguments that are not a JSON object; `field` is the field they came from, `value` their text."""
+
+	# "arguments is not valid JSON (...)": the text itself is not shown, it can be long.
+	layout = _("{field} {problem}")
 
 
 def parse_arguments(text: str | None, field: str = "arguments") -> dict:
@@ -24,15 +25,23 @@ def parse_arguments(text: str | None, field: str = "arguments") -> dict:
 	try:
 		value = json.loads(text)
 	except ValueError as exc:  # a JSONDecodeError, or a UnicodeDecodeError for bytes
+		# The parser's own words, in English as Python writes them.
 		where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
 		raise ArgumentsError(
 			field,
-			f"{field} is not valid JSON ({where}); write a JSON object such as "
-			'{"company": "ACME", "dry_run": false} (double quotes, true/false/null in lower case, no trailing commas)',
+			text,
+			_(
+				'is not valid JSON ({where}); write a JSON object such as {{"company": "ACME", "dry_run": false}} '
+				"(double quotes, true/false/null in lower case, no trailing commas)"
+			),
+			where=where,
 		) from None
 	if not isinstance(value, dict):
 		raise ArgumentsError(
-			field, f'{field} must be a JSON object of keyword arguments, not {json_type(value)}; wrap it like {{"name": value}}'
+			field,
+			text,
+			_('must be a JSON object of keyword arguments, not {kind}; wrap it like {{"name": value}}'),
+			kind=json_type(value),
 		)
 	return value
 

@@ -9,7 +9,7 @@ from frappe.utils import cint
 
 from btu.shared.schedule import ScheduleError, parse_zone
 from btu.btu_core import scheduled_jobs
-from btu.btu_core.messages import schedule_error
+from btu.btu_core.messages import input_error
 
 
 class BTUConfiguration(Document):
@@ -62,4 +62,4 @@ class BTUConfiguration(Document):
 			try:
 				parse_zone(self.default_time_zone)
 			except ScheduleError as exc:
-				frappe.throw(schedule_error(exc, field="default_time_zone"), title=_("Invalid default time zone"))
+				frappe.throw(input_error(exc, field="default_time_zone"), title=_("Invalid default time zone"))

@@ -14,7 +14,7 @@ from frappe.model.document import Document
 from btu.shared import protocol
 from btu.btu_core import alerts, declared_schedules
 from btu.btu_core.exclusions import tidy_skipped
-from btu.btu_core.messages import schedule_error
+from btu.btu_core.messages import input_error
 from btu.btu_core.preview import next_fires, render_html, spec_of
 from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
@@ -117,7 +117,7 @@ class BTUTaskSchedule(Document):
 			dropped = tidy_skipped(self, spec_of(self, skipped=False))
 			spec = spec_of(self)
 		except ScheduleError as exc:
-			frappe.throw(schedule_error(exc), title=_("Invalid schedule"))
+			frappe.throw(input_error(exc), title=_("Invalid schedule"))
 		if dropped:
 			frappe.msgprint(
 				_("Removed skipped runs that are no runs of this schedule (its timing changed?): {0}").format(", ".join(dropped)),
@@ -158,6 +158,6 @@ class BTUTaskSchedule(Document):
 		try:
 			preview = next_fires(self, int(n))
 		except ScheduleError as exc:
-			message = schedule_error(exc)
+			message = input_error(exc)
 			return {"error": message, "html": f"<p class='text-danger'>{frappe.utils.escape_html(message)}</p>"}
 		return {**preview, "html": render_html(preview)}

@@ -7,7 +7,7 @@ from frappe import _
 from frappe.query_builder.functions import Count
 from frappe.utils import add_to_date, now_datetime
 
-from btu.btu_core.messages import schedule_error
+from btu.btu_core.messages import input_error
 from btu.btu_core.preview import next_fires
 from btu.shared.schedule import ScheduleError
 
@@ -39,7 +39,7 @@ def execute(filters=None):
 				first = preview["fires"][0]
 				row.update(next_fire_zone=first["schedule_zone"], next_fire_user=first["user_zone"], next_fire_utc=first["utc"])
 		except ScheduleError as exc:
-			row["schedule_description"] = _("INVALID: {0}").format(schedule_error(exc))
+			row["schedule_description"] = _("INVALID: {0}").format(input_error(exc))
 		last = frappe.get_all(
 			"BTU Task Log",
 			filters={"schedule": doc.name},
