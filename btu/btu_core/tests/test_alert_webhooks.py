@@ -99,7 +99,8 @@ class TestAlertWebhooks(AlertCase):
 		doc.alert_rules[0].webhook_url = "http://127.0.0.1:3306/"
 		with self.assertRaisesRegex(frappe.ValidationError, "Webhook Secret"):
 			doc.save()
-		doc.alert_rules[0].webhook_secret = SECRET
+		doc = frappe.get_doc("BTU Task", task.name)
+		doc.alert_rules[0].update({"webhook_url": "http://127.0.0.1:3306/", "webhook_secret": SECRET})
 		doc.save()
 
 	def test_each_post_is_signed_with_the_rules_secret(self):
