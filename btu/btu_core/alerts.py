@@ -2,11 +2,13 @@
 
 A rule (a BTU Alert Rule row) on a Task watches all its runs; one on a Schedule, that schedule's. It says
 which event to tell whom: by email (Frappe's Email Queue), by a Desk notification (a Notification Log of
-type Alert, for its users and the users of its role), by a webhook (a JSON POST from a job on the short
-queue: WEBHOOK_TIMEOUT_SECS, no redirects). An event opens one BTU Alert Incident per (rule, scope) and
+type Alert, for its users and the users of its role), by a webhook (a signed JSON POST from a job on the short
+queue, to public addresses only, within WEBHOOK_TIMEOUT_SECS in all: btu.shared.webhooks). An event opens one BTU Alert Incident per (rule, scope) and
 sends one message; repeats while it is open are counted on it, not sent; the end of the problem resolves
 it and sends one recovery message. Nothing here raises into a run or a check: a delivery that fails is
-written on its incident, any other error to the "btu" log.
+written on its incident, any other error to the "btu" log. A webhook's failure says only "delivery failed" where a
+BTU Manager reads it (the incident, a test alert's reply): its reason (refused, connection refused, timed out) would
+tell which internal ports answer. The reason goes to the Error Log, which System Managers read.
 
 The task runner calls `run_started` (late start) and `run_finished` (failure, consecutive failures,
 recovery, pause on failure). `check` runs every minute from Frappe's scheduler (hooks.py) for what no run
@@ -15,21 +17,23 @@ reports: missed fires, stuck runs, no scheduler alive.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from datetime import datetime, timedelta
 from functools import partial
-from urllib.parse import urlsplit
 
 import frappe
 from frappe import _
 from frappe.utils import cint, get_url_to_form, validate_email_address
+from frappe.utils.password import get_decrypted_password
 from redis.exceptions import RedisError
 
 from btu.shared import liveness, protocol
 from btu.shared.instants import format_utc_iso
 from btu.btu_core import scheduler_link
 from btu.btu_core.instants import from_system_naive, to_system_naive, utc_now
-from btu.btu_core.roles import require_system_manager_for_rows
+from btu.btu_core.roles import is_system_manager, require_system_manager_for_rows
 
 INCIDENT = "BTU Alert Incident"
 RULE = "BTU Alert Rule"
@@ -38,8 +42,11 @@ SCHEDULE = "BTU Task Schedule"
 FAILED = ("Failed", "Timed Out")
 # A rule's threshold 0 means these (runs for Consecutive Failures, seconds for the rest).
 DEFAULT_THRESHOLD = {"Consecutive Failures": 3, "Missed Fire": 300, "Late Start": 60, "Stuck Run": 0, "Scheduler Down": 300}
-WEBHOOK_SCHEMES = ("http", "https")
+# The whole POST, from the lookup to the answer's status line.
 WEBHOOK_TIMEOUT_SECS = 5
+# Site config (site_config.json over common_site_config.json): hosts a webhook may post to though they resolve to
+# internal addresses, such as a chat server on the LAN.
+WEBHOOK_ALLOWED_HOSTS_KEY = "btu_webhook_allowed_hosts"
 WEBHOOK_JOB = "btu.btu_core.alerts.post_webhook"
 # How far back the missed-fire check looks, and how many (rule, schedule) pairs or Started Logs one check reads.
 MISSED_LOOKBACK_SECS = 6 * 3600
@@ -68,22 +75,49 @@ def utc_of(system_naive) -> datetime:
 
 
 def check_webhook_url(url: str) -> str | None:
-	"""Why `url` cannot be a webhook (only http(s) with a host), or None."""
-	parts = urlsplit(url.strip())
-	if parts.scheme.lower() not in WEBHOOK_SCHEMES or not parts.hostname or any(c.isspace() for c in url.strip()):
-		return _("{0} is not an http(s) URL with a host").format(protocol.mask_url(url))
+	"""Why `url` cannot be a webhook (not http(s) with a host, or resolving to an internal address), or None. A host
+	that does not resolve now is accepted: every POST checks again, and DNS down at save must not block the save."""
+	from btu.shared import webhooks
+
+	try:
+		webhooks.addresses(webhooks.target(url), webhook_allowed_hosts(), time.monotonic() + WEBHOOK_TIMEOUT_SECS)
+	except webhooks.WebhookRefused as exc:
+		return webhook_error(exc)
+	except webhooks.DeliveryFailed:
+		return None
 	return None
 
 
+def webhook_error(exc) -> str:
+	"""A btu.shared.webhooks error, translated (its template is marked for extraction there)."""
+	return _(exc.template).format(**{key: protocol.mask_url(str(value)) for key, value in exc.params.items()})
+
+
+def webhook_allowed_hosts() -> list[str]:
+	"""The site config's btu_webhook_allowed_hosts: a list of host names, or text with commas."""
+	hosts = frappe.conf.get(WEBHOOK_ALLOWED_HOSTS_KEY) or []
+	return [host for host in (hosts.split(",") if isinstance(hosts, str) else hosts) if isinstance(host, str) and host.strip()]
+
+
 def validate_rules(doc) -> None:
-	"""A Task's or Schedule's alert rules: webhook URLs set by a System Manager only, each an http(s) URL."""
+	"""A Task's or Schedule's alert rules: webhooks set by a System Manager only, each to a public http(s) URL and
+	with a secret to sign its posts."""
 	# A webhook makes this host send requests where it points: not a choice for a Desk role (SSRF).
-	require_system_manager_for_rows(doc, "alert_rules", ("webhook_url",))
+	from btu.shared.webhooks import SIGNATURE_HEADER
+
+	require_system_manager_for_rows(doc, "alert_rules", ("webhook_url", "webhook_secret"))
 	for row in doc.get("alert_rules") or []:
 		row.webhook_url = (row.webhook_url or "").strip() or None
 		problem = row.webhook_url and check_webhook_url(row.webhook_url)
 		if problem:
 			frappe.throw(_("Alert rule {0}: {1}").format(row.idx, problem), title=_("Invalid webhook"))
+		if row.webhook_url and not row.webhook_secret:
+			frappe.throw(
+				_("Alert rule {0}: a webhook needs a Webhook Secret; set one and give it to the receiver, which checks the {1} header with it").format(
+					row.idx, SIGNATURE_HEADER
+				),
+				title=_("Invalid webhook"),
+			)
 		unknown = [name for name in recipient_names(row) if not validate_email_address(name) and not frappe.db.exists("User", name)]
 		if unknown:
 			frappe.throw(
@@ -237,9 +271,10 @@ def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = Fa
 		except Exception as exc:
 			errors.append(_("Desk notification to {0}: {1}: {2}").format(user, type(exc).__name__, exc))
 	if rule.webhook_url and webhook_now:
-		errors += [error for error in [post(rule.webhook_url, body)] if error]
+		error = post(rule.name, body)
+		errors += [error if is_system_manager() else delivery_failed()] if error else []
 	elif rule.webhook_url:
-		frappe.db.after_commit.add(partial(queue_webhook, rule.webhook_url, body, reference[1]))
+		frappe.db.after_commit.add(partial(queue_webhook, rule.name, body, reference[1]))
 	return errors
 
 
@@ -272,41 +307,52 @@ def recipient_names(rule) -> list[str]:
 	return [part.strip() for part in re.split(r"[,;\s]+", rule.recipients or "") if part.strip()]
 
 
-def queue_webhook(url: str, body: dict, incident: str) -> None:
-	"""After the incident commits: the POST as a short-queue job; a queue that refuses it is noted on the incident."""
+def queue_webhook(rule: str, body: dict, incident: str) -> None:
+	"""After the incident commits: the POST as a short-queue job naming the rule (its URL and secret stay out of the
+	job's arguments, which the RQ Job list shows); a queue that refuses it is noted on the incident."""
 	try:
-		frappe.enqueue(WEBHOOK_JOB, queue="short", timeout=WEBHOOK_TIMEOUT_SECS * 4, url=url, body=body, incident=incident)
+		frappe.enqueue(WEBHOOK_JOB, queue="short", timeout=WEBHOOK_TIMEOUT_SECS * 4, rule=rule, body=body, incident=incident)
 	except Exception as exc:
-		note_delivery_error(incident, _("webhook {0} not queued: {1}: {2}").format(protocol.mask_url(url), type(exc).__name__, exc))
+		frappe.log_error(title="BTU webhook not queued", reference_doctype=RULE, reference_name=rule, message=_("alert rule {0}: {1}: {2}").format(rule, type(exc).__name__, exc))
+		note_delivery_error(incident, delivery_failed())
 		frappe.db.commit()
 
 
-def post_webhook(url: str, body: dict, incident: str | None = None) -> None:
+def post_webhook(rule: str, body: dict, incident: str | None = None) -> None:
 	"""The webhook job: one POST; a failure is noted on the incident, never raised (RQ would retry nothing anyway)."""
-	error = post(url, body)
-	if error and incident:
-		note_delivery_error(incident, error)
+	if post(rule, body) and incident:
+		note_delivery_error(incident, delivery_failed())
 		frappe.db.commit()
 
 
-def post(url: str, body: dict) -> str | None:
-	"""POST `body` as JSON to `url`; returns why it failed, or None."""
-	# Imported here, not with this module: every run's end imports alerts, and requests costs a forked work-horse
-	# about 0.3 s from source; only a webhook's POST needs it.
-	import requests
+def delivery_failed() -> str:
+	"""What a webhook's failure says where a BTU Manager reads it."""
+	return _("webhook delivery failed (a System Manager finds the reason in the Error Log)")
 
-	shown = protocol.mask_url(url)
-	problem = check_webhook_url(url)
-	if problem:
-		return _("webhook refused: {0}").format(problem)
-	try:
-		# No redirects: a redirect could point the request where the URL's checks never looked.
-		response = requests.post(url, json=body, timeout=WEBHOOK_TIMEOUT_SECS, allow_redirects=False, headers={"User-Agent": "BTU alerts"})
-	except requests.RequestException as exc:
-		return _("webhook {0}: {1}: {2}").format(shown, type(exc).__name__, exc)
-	if not 200 <= response.status_code < 300:
-		return _("webhook {0}: HTTP {1}").format(shown, response.status_code)
-	return None
+
+def post(rule: str, body: dict) -> str | None:
+	"""POST `body` as signed JSON to alert rule `rule`'s webhook; None, or why it failed (also in the Error Log)."""
+	# Imported here, not with this module: every run's end imports alerts; only a webhook's POST needs it.
+	from btu.shared import webhooks
+
+	url = frappe.db.get_value(RULE, rule, "webhook_url")
+	if not url:
+		return None  # the rule, or its webhook, was removed after the alert was queued
+	secret = get_decrypted_password(RULE, rule, "webhook_secret", raise_exception=False)
+	problem = None
+	if not secret:
+		problem = _("it has no Webhook Secret to sign its posts; a System Manager sets one on the alert rule")
+	else:
+		try:
+			code = webhooks.post(url, json.dumps(body).encode(), secret=secret, allowed_hosts=webhook_allowed_hosts(), timeout_secs=WEBHOOK_TIMEOUT_SECS)
+			problem = None if 200 <= code < 300 else _("HTTP {0}").format(code)
+		except webhooks.WebhookError as exc:
+			problem = webhook_error(exc)
+	if problem is None:
+		return None
+	reason = _("webhook {0} of alert rule {1}: {2}").format(protocol.mask_url(url), rule, problem)
+	frappe.log_error(title="BTU webhook delivery failed", message=reason, reference_doctype=RULE, reference_name=rule)
+	return reason
 
 
 def note_delivery_error(incident: str, error: str) -> None:
@@ -331,7 +377,7 @@ def test_fire(rule, parent) -> dict:
 	return {
 		"emails": emails if cint(rule.by_email) else [],
 		"users": users if cint(rule.by_bell) else [],
-		"webhook": protocol.mask_url(rule.webhook_url) if rule.webhook_url else None,
+		"webhook": (protocol.mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook")) if rule.webhook_url else None,
 		"errors": errors,
 	}
 

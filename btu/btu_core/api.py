@@ -11,7 +11,7 @@ from frappe.utils import cint
 
 from btu.shared import liveness, protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.btu_core import alerts, run_requests, scheduler_link
+from btu.btu_core import alerts, declared_schedules, run_requests, scheduler_link
 from btu.btu_core import exclusions
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
@@ -74,6 +74,7 @@ def status() -> dict:
 		"error": published.get("error"),
 		"error_outcome": published.get("outcome"),
 		"published": bool(published) and not published.get("error"),
+		"declared_skipped": declared_schedules.skipped(),
 	}
 
 

@@ -9,20 +9,25 @@ row is made: enabled, paused, the time zone (see zone_after), calendar, skipped 
 An entry gone from its hook, or whose app is no longer installed, loses its rows. Task Logs and Run
 Requests link to them, and Frappe refuses to delete what is linked, so such rows are kept disabled,
 their key cleared ("retired"), and deleted at a later sync once nothing links to them (log retention
-removes the Logs). A bad hook raises, naming the app, the entry and the key, and changes nothing.
+removes the Logs). A bad entry (the hook's check refuses it, or a Task's or Schedule's validation refuses its save) is
+skipped with one line in the migrate output and the "btu" log, naming the app, the entry and the key; its rows, if
+any, stay as they were, and the entries around it sync. Frappe's migrate has no `except` around `after_migrate`: a
+raise here would stop `bench migrate --site all` for every later site and every later app's hooks. The entries
+skipped are listed in BTU Configuration's status panel (`skipped`). In developer mode, or with the site config's
+`btu_fail_on_bad_schedule_hooks`, a bad entry raises instead and nothing changes, so the app's author sees it at once.
 """
 
 from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.utils import cast
+from frappe.utils import cast, cint
 
 from btu.btu_core.messages import input_error
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.shared import protocol
 from btu.shared.declared_schedules import (
-	HOOK, SCHEDULE_FIELDS, Declared, DeclaredScheduleError, check_entries, where, zone_after,
+	HOOK, SCHEDULE_FIELDS, Declared, Refused, check_each, where, zone_after,
 )  # fmt: skip
 
 TASK = "BTU Task"
@@ -30,6 +35,11 @@ SCHEDULE = "BTU Task Schedule"
 # Set on the documents the sync saves or deletes: the one path allowed to change a declared row's app fields.
 FLAG = "from_declared_sync"
 SAVEPOINT = "btu_declared_schedules"
+ENTRY_SAVEPOINT = "btu_declared_entry"
+# Site config: a bad entry fails the migrate (as developer mode does) instead of being skipped.
+STRICT_KEY = "btu_fail_on_bad_schedule_hooks"
+# frappe.db's global defaults: the entries the last sync of each app skipped, as JSON, for the status panel.
+SKIPPED_KEY = "btu_declared_schedules_skipped"
 # What stays the admin's on a declared row, as a refused save names it (README: Declaring schedules).
 ADMIN_FIELDS = {
 	TASK: "Long Description, Task Group, Max Concurrent Runs, Run Only as Worker, alert rules, email recipients and chained tasks",
@@ -41,26 +51,72 @@ def sync(declared: dict[str, list] | None = None) -> None:
 	"""Make declared rows match the hooks, and remove those of apps no longer installed.
 
 	`declared` maps apps to their hook lists and syncs only those apps (tests, app install); None
-	reads every installed app's hook. All lists are checked before anything is written, and a save
-	refused by a Task's or Schedule's own validation undoes the whole sync.
+	reads every installed app's hook. Every entry is checked before anything is written; a bad one is
+	skipped (or, when `strict()`, raised: then nothing changes).
 	"""
 	installed = frappe.get_installed_apps()
 	if declared is None:
 		declared = {app: frappe.get_hooks(HOOK, app_name=app) for app in installed}
-	try:
-		wanted = {app: check_entries(app, entries) for app, entries in declared.items()}
-	except DeclaredScheduleError as exc:
-		frappe.throw(input_error(exc), title=_("Invalid {0} hook").format(HOOK))
+	checked = {app: check_each(app, entries) for app, entries in declared.items()}
+	refused = [bad for _good, refusals in checked.values() for bad in refusals]
+	if refused and strict():
+		frappe.throw("\n".join(input_error(bad.error) if bad.error else bad.reason for bad in refused), title=_("Invalid {0} hook").format(HOOK))
+	wanted = {app: good for app, (good, _refusals) in checked.items()}
 	frappe.db.savepoint(SAVEPOINT)
 	try:
 		for items in wanted.values():
-			for item in items:
-				apply(item)
-		for task, schedule in stale_rows(wanted, installed):
+			refused += [bad for bad in map(apply, items) if bad]
+		for task, schedule in stale_rows(kept_keys(wanted, refused), installed):
 			remove(task, schedule)
 	except Exception:
 		frappe.db.rollback(save_point=SAVEPOINT)
 		raise
+	for bad in refused:
+		skipped_line(bad)
+	remember_skipped(list(declared), installed, refused)
+
+
+def strict() -> bool:
+	"""Whether a bad entry fails the sync: developer mode, or the site config's btu_fail_on_bad_schedule_hooks."""
+	return bool(cint(frappe.conf.get("developer_mode")) or cint(frappe.conf.get(STRICT_KEY)))
+
+
+def kept_keys(wanted: dict[str, list[Declared]], refused: list[Refused]) -> dict[str, set[str]]:
+	"""Per app, the entry names whose rows stay: those synced and those skipped (an entry with a typo keeps its rows
+	and the admin's settings on them until it is fixed). An app with an entry whose name is unknown (or a hook that
+	is no list) is left out, as if not synced this time: which of its rows that entry stood for cannot be told."""
+	keys = {app: {item.key for item in items} for app, items in wanted.items()}
+	for bad in refused:
+		if bad.key is None:
+			keys.pop(bad.app, None)
+		elif bad.app in keys:
+			keys[bad.app].add(bad.key)
+	return keys
+
+
+def skipped_line(bad: Refused) -> None:
+	"""The one line a skipped entry gets: in the migrate's output and in the "btu" log."""
+	line = (
+		f"BTU: site {frappe.local.site}: skipped {bad.reason}; the entry's rows, if any, are kept as they were. Fix the entry "
+		f"and run bench migrate (developer mode or the site config's {STRICT_KEY} makes a bad entry fail the migrate)"
+	)
+	frappe.logger("btu").warning(line)
+	print(line)
+
+
+def remember_skipped(synced: list[str], installed: list[str], refused: list[Refused]) -> None:
+	"""Keep the entries this sync skipped beside the earlier syncs' of other apps still installed (`skipped`);
+	written only when the list changes, not at every migrate."""
+	earlier = skipped()
+	rows = [row for row in earlier if row["app"] not in synced and row["app"] in installed]
+	rows += [{"app": bad.app, "entry": bad.key, "reason": bad.reason} for bad in refused]
+	if rows != earlier:
+		frappe.db.set_global(SKIPPED_KEY, frappe.as_json(rows))
+
+
+def skipped() -> list[dict]:
+	"""The `btu_schedules` entries the last syncs skipped: app, entry (None when unknown) and reason."""
+	return frappe.parse_json(frappe.db.get_global(SKIPPED_KEY) or "[]")
 
 
 def app_installed(app: str) -> None:
@@ -77,8 +133,10 @@ def app_uninstalled(app: str) -> None:
 	frappe.db.commit()
 
 
-def apply(item: Declared) -> None:
-	"""Create or update the entry's Task, then its Schedule; a save the controllers refuse names the entry."""
+def apply(item: Declared) -> Refused | None:
+	"""Create or update the entry's Task, then its Schedule. A save the controllers refuse is undone and returned as
+	the entry's refusal (raised when `strict()`), naming the entry."""
+	frappe.db.savepoint(ENTRY_SAVEPOINT)
 	try:
 		task = _declared_doc(TASK, item)
 		_write(task, {**item.task, "declared_by_app": item.app, "declared_key": item.key})
@@ -88,7 +146,12 @@ def apply(item: Declared) -> None:
 		values.update(item.schedule, task=task.name, time_zone=zone, declared_by_app=item.app, declared_key=item.key, declared_time_zone=item.time_zone)
 		_write(schedule, values)
 	except frappe.ValidationError as exc:
-		frappe.throw(f"{where(item.app, item.key)}: {exc}", title=_("Invalid {0} hook").format(HOOK))
+		if strict():
+			frappe.throw(f"{where(item.app, item.key)}: {exc}", title=_("Invalid {0} hook").format(HOOK))
+		frappe.db.rollback(save_point=ENTRY_SAVEPOINT)
+		frappe.clear_last_message()  # the controller's message: the skipped line says it, with the entry
+		return Refused(item.app, item.key, f"{where(item.app, item.key)}: {exc}")
+	return None
 
 
 def _declared_doc(doctype: str, item: Declared):
@@ -119,10 +182,9 @@ def differing(doc, values: dict) -> list[str]:
 	return [field for field, value in values.items() if (doc.get(field) or None) != (value or None)]
 
 
-def stale_rows(wanted: dict[str, list[Declared]], installed: list[str]) -> list[tuple[str, str | None]]:
-	"""(task, schedule) of declared rows no hook wants: entries gone from a synced app's hook, apps no longer
-	installed, and rows retired earlier."""
-	keys = {app: {item.key for item in items} for app, items in wanted.items()}
+def stale_rows(keys: dict[str, set[str]], installed: list[str]) -> list[tuple[str, str | None]]:
+	"""(task, schedule) of declared rows no hook wants: entries gone from a synced app's hook (`keys`: the names each
+	synced app keeps), apps no longer installed, and rows retired earlier."""
 	stale = []
 	for task in frappe.get_all(TASK, filters={"declared_by_app": ("is", "set")}, fields=["name", "declared_by_app", "declared_key"]):
 		app = task.declared_by_app

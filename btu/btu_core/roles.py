@@ -34,6 +34,12 @@ def require_any_role(roles: tuple[str, ...], refusal: str) -> None:
 		frappe.throw(refusal.format(user, ", ".join(_(role) for role in roles)), frappe.PermissionError, title=_("Not permitted"))
 
 
+def is_system_manager() -> bool:
+	"""Whether the session user is Administrator or holds System Manager."""
+	user = frappe.session.user
+	return user == "Administrator" or "System Manager" in frappe.get_roles(user)
+
+
 def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
 	"""Raise frappe.PermissionError if a user without System Manager sets or changes one of `fieldnames`.
 

@@ -34,6 +34,9 @@ ENV_PREFIX = "BTU_SCHEDULER_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 SECRET_KEYS = frozenset({"redis_url"})
+# Secrets that are no URL: shown as MASK whole.
+TOKEN_KEYS = frozenset({"metrics_bearer_token"})
+MASK = "***"
 # Each name in metrics_schedules is a series set of its own: a short list, or the cardinality is the operator's to regret.
 MAX_METRICS_SCHEDULES = 100
 HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
@@ -130,6 +133,14 @@ SETTINGS: tuple[Setting, ...] = (
 	),
 	Setting("metrics_address", "127.0.0.1", "address", "the address the metrics port listens on (0.0.0.0 for every interface)"),
 	Setting("metrics_schedules", (), "names", "schedules whose fires get metrics labelled with their name (btu_schedule_*)"),
+	Setting(
+		"metrics_bearer_token", None, "str",
+		"a scrape must send 'Authorization: Bearer <this>' (set it in the TOML file: a flag shows in ps, the environment in /proc)",
+	),
+	Setting(
+		"metrics_allow_unauthenticated", False, "bool",
+		"serve metrics without metrics_bearer_token on an address other than loopback (a network only Prometheus reaches)",
+	),
 )
 SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}
 
@@ -158,6 +169,8 @@ class Config:
 	metrics_port: int | None = None
 	metrics_address: str = "127.0.0.1"
 	metrics_schedules: tuple[str, ...] = ()
+	metrics_bearer_token: str | None = None
+	metrics_allow_unauthenticated: bool = False
 	sources: dict[str, str] = field(default_factory=lambda: {s.key: "default" for s in SETTINGS}, compare=False)
 	config_file: str = DEFAULT_CONFIG_PATH
 	config_file_found: bool = False
@@ -221,6 +234,8 @@ def format_number(value: float | None) -> str:
 
 
 def mask_secret(key: str, value: Any) -> Any:
+	if key in TOKEN_KEYS and value:
+		return MASK
 	if key in SECRET_KEYS and isinstance(value, str):
 		return mask_url(value)
 	return value

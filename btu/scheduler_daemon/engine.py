@@ -93,7 +93,7 @@ class Scheduler:
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
 		self.metrics = Metrics(self.process_id, config.executor, config.metrics_schedules)
-		self.metrics.registry.register(StateCollector(config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS)))
+		self.metrics.registry.register(StateCollector(config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS), lambda: self.reconciler.bench.site_names()))
 		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
 		self.replication = Replication(self.redis, self.state, config.replica_acks)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)

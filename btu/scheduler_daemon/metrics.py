@@ -4,19 +4,25 @@ Every process counts into its own registry, whether or not it serves it:
 the heartbeat carries a summary (`Metrics.summary`) that `btu-scheduler
 status` and the Desk print, so they show the same figures as Prometheus.
 `btu-scheduler run --metrics-port N` serves the registry over HTTP
-(`MetricsServer`), on 127.0.0.1 unless `metrics_address` says otherwise.
+(`MetricsServer`), on 127.0.0.1 unless `metrics_address` says otherwise;
+with `metrics_bearer_token`, only to a scrape that sends it (as Prometheus's
+`authorization` scrape setting does), and on any other address only with it
+(or `metrics_allow_unauthenticated`).
 
 Counters are the process's own (Prometheus's `rate()` and `increase()`
 handle a restart); the state every process shares (schedules, prepared
 fires, invalid rows, the quarantine) is read from Redis when scraped
 (`StateCollector`), so a standby exports it too and the fire path pays
-nothing for it. Label values are bounded: sites and queues are the
+nothing for it. Only this bench's sites are read: benches sharing one set of
+key names on a Redis list each other's sites in `btu:sites`, and a scrape must
+not name a neighbour's. Label values are bounded: sites and queues are the
 bench's, capped at MAX_LABEL_VALUES each; request types are the protocol's;
 a schedule gets labels of its own only when `metrics_schedules` names it.
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 import socket
@@ -24,7 +30,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -331,8 +337,9 @@ class StateCollector:
 	"""The state every process shares, read from Redis when scraped: schedules and invalid rows per site,
 	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed scrape."""
 
-	def __init__(self, redis_conn):
+	def __init__(self, redis_conn, bench_sites: Callable[[], Iterable[str]]):
 		self.redis = redis_conn
+		self.bench_sites = bench_sites
 
 	def collect(self):
 		readable = GaugeMetricFamily("btu_state_readable", "1 when this scrape could read the scheduler state from Redis")
@@ -349,7 +356,8 @@ class StateCollector:
 
 	def read(self) -> list[GaugeMetricFamily]:
 		# Leniently decoded: one member that is not UTF-8 must not blank every gauge (the audit moves it aside).
-		sites = sorted(s.decode("utf-8", "replace") for s in self.redis.smembers(protocol.SITES_KEY))[:MAX_LABEL_VALUES]
+		listed = {s.decode("utf-8", "replace") for s in self.redis.smembers(protocol.SITES_KEY)}
+		sites = sorted(listed.intersection(self.bench_sites()))[:MAX_LABEL_VALUES]
 		now_ms = time.time() * 1000
 		with self.redis.pipeline(transaction=False) as pipe:
 			pipe.zcard(protocol.PREPARED_KEY)
@@ -393,11 +401,13 @@ class _ThreadingServer6(_ThreadingServer):
 
 
 class MetricsServer:
-	"""Serves a registry at /metrics (any path answers, as prometheus_client's own server does) on a daemon thread."""
+	"""Serves a registry at /metrics (any path answers, as prometheus_client's own server does) on a daemon thread;
+	with `token`, only to requests that carry it as a bearer token."""
 
-	def __init__(self, registry: CollectorRegistry, address: str, port: int):
+	def __init__(self, registry: CollectorRegistry, address: str, port: int, token: str | None = None):
 		server_class = _ThreadingServer6 if is_ipv6(address) else _ThreadingServer
-		self.server = make_server(address, port, limited(make_wsgi_app(registry), MAX_SCRAPES), server_class, handler_class=_QuietHandler)
+		app = limited(make_wsgi_app(registry), MAX_SCRAPES)
+		self.server = make_server(address, port, bearer_only(app, token) if token else app, server_class, handler_class=_QuietHandler)
 		self.address = address
 		self.port = self.server.server_port
 		self.thread = threading.Thread(target=self.server.serve_forever, name="btu-metrics", daemon=True)
@@ -411,8 +421,23 @@ class MetricsServer:
 		self.server.server_close()
 
 
+def bearer_only(app, token: str):
+	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before it costs a scrape."""
+	expected = f"Bearer {token}".encode()
+
+	def serve(environ, start_response):
+		given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+		# compare_digest: the time a refusal takes tells nothing of how much of the token was right.
+		if not hmac.compare_digest(given, expected):
+			start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="btu-scheduler"')])
+			return [b"send Authorization: Bearer <metrics_bearer_token>\n"]
+		return app(environ, start_response)
+
+	return serve
+
+
 def limited(app, slots: int):
-	"""`app` serving at most `slots` requests at once; one more is answered 503 at once (the endpoint has no authentication)."""
+	"""`app` serving at most `slots` requests at once; one more is answered 503 at once."""
 	free = threading.BoundedSemaphore(slots)
 
 	def serve(environ, start_response):
@@ -432,3 +457,25 @@ def is_ipv6(address: str) -> bool:
 		return ipaddress.ip_address(address).version == 6
 	except ValueError:
 		return False
+
+
+def exposure_refusal(address: str, token: str | None, allow_unauthenticated: bool) -> str | None:
+	"""Why the endpoint may not listen on `address` as configured, or None: an address other hosts can reach needs
+	`metrics_bearer_token`, or `metrics_allow_unauthenticated` for a network only Prometheus reaches. The process's
+	host name and its bench's site names are no one else's business."""
+	if token or allow_unauthenticated or is_loopback(address):
+		return None
+	return (
+		f"metrics_address {address} is reachable from other hosts and metrics_bearer_token is not set; set metrics_bearer_token "
+		f"in the configuration file (Prometheus sends it with authorization: credentials), listen on 127.0.0.1, or set "
+		f"metrics_allow_unauthenticated = true if only Prometheus can reach that network"
+	)
+
+
+def is_loopback(address: str) -> bool:
+	"""Whether every address `address` resolves to is a loopback one (a name that does not resolve is not)."""
+	try:
+		found = {info[4][0] for info in socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)}
+	except (socket.gaierror, UnicodeError):
+		return False
+	return bool(found) and all(ipaddress.ip_address(ip.split("%", 1)[0]).is_loopback for ip in found)

@@ -3,8 +3,8 @@ Task Schedule field values.
 
 An entry is a dict: a `name` (its key, unique within the app), the app's own declared `function`, one
 timing (`cron`, `frequency` with its helper fields, or `every` with `every_unit`), and optional
-settings. `check_entries` checks an app's whole list before anything is written, so one bad entry
-changes none of the app's schedules; every error names the app, the entry and the key. The Frappe
+settings. `check_each` checks every entry of an app's list on its own before anything is written: the good ones
+mapped, each bad one refused with why (naming the app, the entry and the key), so one bad entry costs only itself. The Frappe
 side (btu.btu_core.declared_schedules) writes the rows, and the controllers' own validation (the
 function declared runnable, the queue, the retry bounds) still runs on every save.
 """
@@ -94,12 +94,23 @@ def where(app: str, key: Any = None, hook_key: str | None = None) -> str:
 	return f"{HOOK} in {app}/hooks.py{entry}" + (f", key {hook_key!r}" if hook_key is not None else "")
 
 
-def check_entries(app: str, entries: Any) -> list[Declared]:
-	"""Every entry of `app`'s hook checked and mapped, or DeclaredScheduleError for the first bad one."""
+@dataclass(frozen=True)
+class Refused:
+	"""An entry left out of a sync: its app, its name when it has a usable one (None: unknown), and why."""
+
+	app: str
+	key: str | None
+	reason: str  # in English, for the migrate's output, btu.log and the status panel
+	error: DeclaredScheduleError | None = None  # the hook's own error, which the Desk shows translated (a save's refusal has none)
+
+
+def check_each(app: str, entries: Any) -> tuple[list[Declared], list[Refused]]:
+	"""Every entry of `app`'s hook checked on its own: (the good ones mapped, the bad ones refused). A hook that is
+	not a list refuses itself whole; of two entries with one name, the second is refused."""
 	if entries is None:
-		return []
+		return [], []
 	if not isinstance(entries, (list, tuple)):
-		raise DeclaredScheduleError(
+		whole = DeclaredScheduleError(
 			where(app),
 			entries,
 			_(
@@ -110,15 +121,20 @@ def check_entries(app: str, entries: Any) -> list[Declared]:
 			hook=HOOK,
 			app=app,
 		)
-	checked = []
-	seen = set()
+		return [], [Refused(app, None, str(whole), whole)]
+	checked, refused, seen = [], [], set()
 	for index, entry in enumerate(entries):
-		item = check_entry(app, entry, index)
-		if item.key in seen:
-			raise DeclaredScheduleError(where(app, item.key, "name"), item.key, _("two entries use this name; give each its own"))
+		try:
+			item = check_entry(app, entry, index)
+			if item.key in seen:
+				raise DeclaredScheduleError(where(app, item.key, "name"), item.key, _("two entries use this name; give each its own"))
+		except DeclaredScheduleError as exc:
+			key = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) and KEY.match(entry["name"]) else None
+			refused.append(Refused(app, key, str(exc), exc))
+			continue
 		seen.add(item.key)
 		checked.append(item)
-	return checked
+	return checked, refused
 
 
 def check_entry(app: str, entry: Any, index: int = 0) -> Declared:

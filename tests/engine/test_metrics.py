@@ -173,7 +173,7 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	r.set(protocol.site_schedules_key("bad.localhost"), "a string where a set belongs")
 	r.set(protocol.PREPARED_KEY, "a string where a sorted set belongs")
 	metrics = Metrics("p", "rq")
-	metrics.registry.register(StateCollector(redis.Redis.from_url(redis_url)))
+	metrics.registry.register(StateCollector(redis.Redis.from_url(redis_url), lambda: ["good.localhost", "bad.localhost"]))
 	scraped, _ = served(metrics)
 	assert scraped.value("btu_state_readable") == 1
 	assert scraped.value("btu_schedules", site="good.localhost") == 2
@@ -184,7 +184,7 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	from tests.support.ports import claim_port
 
 	down = Metrics("p", "rq")
-	down.registry.register(StateCollector(redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5)))
+	down.registry.register(StateCollector(redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5), lambda: ["good.localhost"]))
 	scraped, _ = served(down)
 	assert scraped.value("btu_state_readable") == 0
 	assert scraped.value("btu_scheduler_leader") == 0 and scraped.value("process_resident_memory_bytes") > 0
@@ -201,6 +201,67 @@ def test_a_port_in_use_is_refused_in_one_line(engine_bench):
 	assert "Traceback" not in done.stderr
 	[line] = [line for line in done.stderr.splitlines() if line.startswith("btu-scheduler run:")]
 	assert f"metrics_port {port} (from flag --metrics-port) on metrics_address 127.0.0.1 (from default) cannot be bound" in line
+
+
+def test_an_endpoint_with_a_token_answers_only_its_bearer_and_names_only_its_benchs_sites(engine_bench, processes, r):
+	"""On 0.0.0.0 with metrics_bearer_token: 401 without the token or with a wrong one, 200 with it; a neighbour
+	bench's site, listed in the btu:sites the two share, is named nowhere in the scrape."""
+	import urllib.error
+
+	bench, data = engine_bench()
+	data.insert_schedule(data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), run_frequency="Cron Style", cron_string="0 0 1 1 *")
+	token = "s3cret-token-of-this-bench"
+	scheduler = processes.scheduler(bench.path, "--metrics-port", "0", "--metrics-address", "0.0.0.0", "--metrics-bearer-token", token)
+	found = wait_until(lambda: LISTENING.search(scheduler.log()), 20, f"metrics_listening logged\n{scheduler.tail()}")
+	url = f"http://127.0.0.1:{found.group(2)}/metrics"
+
+	def status(headers: dict) -> int:
+		try:
+			with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=patient(5)) as response:
+				return response.status
+		except urllib.error.HTTPError as exc:
+			assert exc.headers["WWW-Authenticate"] == 'Bearer realm="btu-scheduler"'
+			assert b"neighbour" not in exc.read()
+			return exc.code
+
+	assert status({}) == 401
+	assert status({"Authorization": f"Bearer {token}x"}) == 401
+	assert status({"Authorization": f"Basic {token}"}) == 401
+	assert status({"Authorization": f"Bearer {token}"}) == 200
+	wait_until(lambda: data.site.name in authorized_scrape(url, token).label_values("btu_schedules", "site") or None, 20, "this bench's site scraped")
+	# Listed as another bench's scheduler lists its sites (this one drops them from the set at its next full reconcile).
+	r.sadd(protocol.SITES_KEY, "neighbour.localhost")
+	r.sadd(protocol.site_schedules_key("neighbour.localhost"), "TS-9")
+	r.hset(protocol.invalid_rows_key("neighbour.localhost"), "TS-8", "a neighbour's bad row")
+	scraped = authorized_scrape(url, token)
+	assert scraped.value("btu_schedules", site=data.site.name) == 1
+	assert "neighbour.localhost" not in scraped.text, "a scrape names only this bench's sites"
+	assert token not in scheduler.log(), "the token is never logged"
+
+
+def authorized_scrape(url: str, token: str) -> Scrape:
+	request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+	with urllib.request.urlopen(request, timeout=patient(5)) as response:
+		return Scrape(response.read().decode())
+
+
+def test_an_address_other_hosts_reach_needs_a_token_or_an_explicit_allowance(engine_bench):
+	bench, _ = engine_bench()
+	done = cli(bench.path, "run", "--metrics-port", "0", "--metrics-address", "0.0.0.0", timeout=30)
+	assert done.returncode == 2, done.stderr
+	[line] = [line for line in done.stderr.splitlines() if line.startswith("btu-scheduler run:")]
+	assert "metrics_address 0.0.0.0 is reachable from other hosts and metrics_bearer_token is not set" in line
+	assert "metrics_allow_unauthenticated" in line and "Traceback" not in done.stderr
+
+
+def test_only_loopback_is_served_without_a_token_unless_allowed():
+	from btu.scheduler_daemon.metrics import exposure_refusal
+
+	for address in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+		assert exposure_refusal(address, None, False) is None, address
+	for address in ("0.0.0.0", "::", "10.1.2.3", "no-such-host.invalid"):
+		assert exposure_refusal(address, None, False), address
+		assert exposure_refusal(address, "token", False) is None and exposure_refusal(address, None, True) is None
 
 
 def test_the_summary_status_prints_is_what_a_scrape_reads():

@@ -53,7 +53,8 @@ def test_defaults_with_no_file(tmp_path):
 		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "full_refresh_secs_per_site": 0.3, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
 		"prepare_ahead_secs": 2.0, "db_max_connections": 4, "db_idle_secs": 60.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
 		"executor": "frappe", "redis_url": None, "bench": None,
-		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (),
+		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (), "metrics_bearer_token": None,
+		"metrics_allow_unauthenticated": False,
 	}
 	assert set(config.sources.values()) == {"default"}
 	assert config.config_file_found is False
@@ -93,6 +94,7 @@ def test_every_key_has_env_and_flag(tmp_path):
 		"log_level": ("debug", "DEBUG"), "log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
 		"bench": (str(tmp_path), str(tmp_path)), "metrics_port": ("9464", 9464), "metrics_address": ("::1", "::1"),
 		"metrics_schedules": ("TS-000001, TS-000002,,TS-000001", ("TS-000001", "TS-000002")),
+		"metrics_bearer_token": ("t0ken", "t0ken"), "metrics_allow_unauthenticated": ("yes", True),
 	}
 	assert set(values) == {setting.key for setting in SETTINGS}
 	missing = ["--config", str(tmp_path / "none.toml")]

@@ -284,6 +284,9 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	"""The registry a scheduler process serves (the engine's own), with a sample in every family."""
 	(tmp_path / "sites").mkdir()
 	(tmp_path / "sites" / "common_site_config.json").write_text(json.dumps({"redis_queue": redis_url}))
+	# A site of this bench: a scrape reads the state of the bench's own sites only.
+	(tmp_path / "sites" / SITE).mkdir()
+	(tmp_path / "sites" / SITE / "site_config.json").write_text("{}")
 	scheduler = Scheduler(Config(redis_url=redis_url, bench=str(tmp_path), metrics_schedules=(NAMED_SCHEDULE,)), tmp_path)
 	r.sadd(protocol.SITES_KEY, SITE)
 	r.sadd(protocol.site_schedules_key(SITE), NAMED_SCHEDULE)

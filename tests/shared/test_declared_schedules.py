@@ -15,7 +15,7 @@ from btu.shared.declared_schedules import (
 	TASK_FIELDS,
 	TASK_KEYS,
 	DeclaredScheduleError,
-	check_entries,
+	check_each,
 	zone_after,
 )  # fmt: skip
 
@@ -23,6 +23,24 @@ pytestmark = pytest.mark.versions
 
 BASE = {"name": "nightly", "function": "myapp.tasks.nightly", "cron": "0 2 * * *"}
 HOOKS = Path(__file__).resolve().parents[2] / "btu" / "hooks.py"
+
+
+def check_entries(app, entries) -> list:
+	"""`check_each`, raising the first refusal (as the sync does in strict mode)."""
+	checked, bad = check_each(app, entries)
+	if bad:
+		raise bad[0].error
+	return checked
+
+
+def test_each_entry_is_checked_on_its_own():
+	"""A bad entry is refused with its reason and its name when usable; the entries around it are kept."""
+	good, bad = check_each("myapp", [BASE, {**BASE, "name": "second", "cron": "nope"}, {"name": "", "cron": "x"}, {**BASE, "name": "third"}, BASE])
+	assert [item.key for item in good] == ["nightly", "third"]
+	assert [(r.app, r.key) for r in bad] == [("myapp", "second"), ("myapp", None), ("myapp", "nightly")]
+	assert "entry 'second', key 'cron'" in bad[0].reason and "two entries use this name" in bad[2].reason
+	[whole] = check_each("myapp", "not a list")[1]
+	assert whole.key is None and "is a str; write a list of dicts" in whole.reason
 
 
 def refused(entries, app="myapp") -> str:

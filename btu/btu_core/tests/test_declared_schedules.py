@@ -1,5 +1,7 @@
 """Schedules declared in an app's hooks.py (`btu_schedules`): synced into BTU Tasks and Schedules at migrate,
-the app's fields the app's, the admin's the admin's, a bad hook refused whole."""
+the app's fields the app's, the admin's the admin's; a bad entry skipped and listed (refused whole in strict mode)."""
+
+from unittest import mock
 
 import frappe
 
@@ -50,6 +52,48 @@ class TestDeclaredSchedules(IntegrationTestCase):
 	def tearDown(self):
 		frappe.set_user("Administrator")
 		frappe.db.rollback(save_point="test_declared")
+
+	def conf(self, **values):
+		"""The site config for this test: developer mode and btu_fail_on_bad_schedule_hooks off unless given."""
+		patcher = mock.patch.dict(frappe.conf, {"developer_mode": 0, declared_schedules.STRICT_KEY: 0, **values})
+		patcher.start()
+		self.addCleanup(patcher.stop)
+
+	def test_a_bad_entry_is_skipped_logged_and_listed_and_the_good_ones_sync(self):
+		"""What bench migrate runs (after_migrate): a bad entry must not stop it for the later sites and apps."""
+		self.conf()
+		sync(HELLO, {**HELLO, "name": "typo"})
+		typo_task, _ = rows("typo")
+		bad_cron = {**HELLO, "name": "typo", "cron": "0 25 * * *"}
+		refused_save = {**HELLO, "name": "undeclared", "function": f"{SAMPLES}.undeclared_task"}
+		with mock.patch("builtins.print") as printed, mock.patch.object(frappe.logger("btu"), "warning") as logged:
+			sync({**HELLO, "cron": "5 2 * * *"}, bad_cron, refused_save, {**HELLO, "name": "after_them", "cron": "7 2 * * *"})
+		self.assertEqual(rows("test_hello")[1].cron_string, "5 2 * * *", "the good entry before the bad ones synced")
+		self.assertEqual(rows("after_them")[1].cron_string, "7 2 * * *", "and the one after them")
+		task, schedule = rows("typo")
+		self.assertEqual((task.name, schedule.cron_string), (typo_task.name, "0 2 * * *"), "a skipped entry's rows stay as they were")
+		self.assertEqual(rows("undeclared"), (None, None), "a refused save is undone, alone")
+		lines = [call.args[0] for call in printed.call_args_list]
+		self.assertEqual(lines, [call.args[0] for call in logged.call_args_list])
+		self.assertEqual(len(lines), 2, lines)
+		self.assertIn("skipped btu_schedules in btu/hooks.py, entry 'typo', key 'cron': cron_string '0 25 * * *': hour 25", lines[0])
+		self.assertIn("entry 'undeclared': ", lines[1])
+		self.assertIn("is not declared runnable by BTU", lines[1])
+		listed = api.status()["declared_skipped"]
+		self.assertEqual([(row["app"], row["entry"]) for row in listed], [("btu", "typo"), ("btu", "undeclared")])
+		self.assertIn("hour 25", listed[0]["reason"])
+		sync(HELLO)
+		self.assertEqual(api.status()["declared_skipped"], [], "a fixed hook clears the list")
+
+	def test_a_bad_entry_fails_the_sync_in_developer_mode_or_with_the_flag(self):
+		for values in ({"developer_mode": 1}, {declared_schedules.STRICT_KEY: 1}):
+			self.conf(**values)
+			sync(HELLO)
+			before = snapshot()
+			with self.subTest(conf=values), self.assertRaises(frappe.ValidationError) as caught:
+				sync({**HELLO, "cron": "5 2 * * *"}, {**HELLO, "name": "bad", "cron": "0 25 * * *"})
+			self.assertIn("entry 'bad', key 'cron'", str(caught.exception))
+			self.assertEqual(snapshot(), before, "nothing changed")
 
 	def test_an_entry_becomes_a_task_and_a_schedule_marked_with_the_app(self):
 		frappe.db.set_single_value("BTU Configuration", "default_time_zone", "Asia/Tokyo")
@@ -125,6 +169,7 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		self.assertFalse(frappe.db.exists(TASK, task.name))
 
 	def test_a_bad_hook_names_app_entry_and_key_and_changes_nothing(self):
+		self.conf(**{declared_schedules.STRICT_KEY: 1})
 		sync(HELLO)
 		before = snapshot()
 		cases = {
@@ -146,6 +191,7 @@ class TestDeclaredSchedules(IntegrationTestCase):
 			self.assertEqual(rows("test_hello")[1].cron_string, "0 2 * * *")
 
 	def test_a_save_the_controllers_refuse_names_the_entry_and_is_undone_whole(self):
+		self.conf(**{declared_schedules.STRICT_KEY: 1})
 		sync(HELLO)
 		before = snapshot()
 		for bad, message in (

@@ -38,6 +38,10 @@ def run(args) -> int:
 	except (ConfigError, BenchError) as exc:
 		print(f"btu-scheduler run: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
+	exposed = metrics_exposed(config)
+	if exposed:
+		print(f"btu-scheduler run: {exposed}", file=sys.stderr)
+		return EXIT_BAD_INPUT
 	# Refused like a bad configuration, in one line: a user without BTU's grants would fail deep in a loop.
 	denied = redis_acl.check(config.redis(socket_timeout=10, socket_connect_timeout=3), bench.bench_id)
 	if denied:
@@ -66,9 +70,18 @@ def serve_metrics(config, metrics):
 		return None
 	from btu.scheduler_daemon.metrics import MetricsServer
 
-	server = MetricsServer(metrics.registry, config.metrics_address, config.metrics_port).start()
+	server = MetricsServer(metrics.registry, config.metrics_address, config.metrics_port, config.metrics_bearer_token).start()
 	log_event(logger, logging.INFO, "metrics_listening", address=config.metrics_address, port=server.port, path="/metrics")
 	return server
+
+
+def metrics_exposed(config) -> str | None:
+	"""Why the metrics endpoint may not listen as configured (None when it is off, or may)."""
+	if config.metrics_port is None:
+		return None
+	from btu.scheduler_daemon.metrics import exposure_refusal
+
+	return exposure_refusal(config.metrics_address, config.metrics_bearer_token, config.metrics_allow_unauthenticated)
 
 
 def metrics_unbound(config, exc: OSError) -> str:

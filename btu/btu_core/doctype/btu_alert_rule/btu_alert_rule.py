@@ -22,6 +22,7 @@ class BTUAlertRule(Document):
 		recipients: DF.SmallText | None
 		role: DF.Link | None
 		threshold: DF.Int
+		webhook_secret: DF.Password | None
 		webhook_url: DF.Data | None
 	# end: auto-generated types
 	pass

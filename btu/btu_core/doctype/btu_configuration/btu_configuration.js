@@ -55,18 +55,27 @@ function btu_table(headers, rows) {
 	return `<table class="table table-bordered table-sm"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
 }
 
+// The btu_schedules entries bench migrate skipped: shown whether or not a scheduler runs, as they never reach one.
+function btu_declared_skipped(s) {
+	const skipped = s.declared_skipped || [];
+	if (!skipped.length) return "";
+	return `<h5 class="text-danger">${__("btu_schedules entries bench migrate skipped")}</h5>` +
+		btu_table([__("App"), __("Entry"), __("Reason")], skipped.map((row) => [row.app, row.entry || "", row.reason]));
+}
+
 function btu_render_status(frm) {
 	const wrapper = frm.get_field("status_html").$wrapper;
 	frappe.call({ method: "btu.btu_core.api.status" }).then((r) => {
 		const s = r.message || {};
 		if (s.error) {
 			const title = s.error_outcome === "denied" ? __("Permission denied by Redis.") : __("Redis failed.");
-			wrapper.html(`<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>`);
+			wrapper.html(`<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>` + btu_declared_skipped(s));
 			return;
 		}
 		if (!s.published) {
 			wrapper.html(
-				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>`
+				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>` +
+					btu_declared_skipped(s)
 			);
 			return;
 		}
@@ -110,6 +119,7 @@ function btu_render_status(frm) {
 		if (Object.keys(invalid).length) {
 			html += `<h5 class="text-danger">${__("Schedules the scheduler refused")}</h5>` + btu_table([__("Schedule"), __("Reason")], Object.entries(invalid));
 		}
+		html += btu_declared_skipped(s);
 		const next = site.next_fires || [];
 		const with_slot = next.some((f) => f.slot);
 		html += `<h5>${__("Next fires")}</h5>` + btu_table(
