@@ -30,6 +30,7 @@ def test_generated_key_functions_build_protocol_s_keys(r):
 	site, schedule = "a.b-c:d'e\\f", "TS-0001 |x"
 	calls = {
 		"schedule_key": (site, schedule),
+		"definition_key": (site, schedule),
 		"prepared_index_key": (site, schedule),
 		"site_schedules_key": (site,),
 		"recent_fires_key": (site,),
