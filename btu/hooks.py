@@ -79,6 +79,10 @@ doc_events = {
 # Scheduled Jobs"); otherwise Frappe's controller as it is. See btu/btu_core/scheduled_jobs.py.
 override_doctype_class = {"Scheduled Job Type": "btu.btu_core.scheduled_jobs.ScheduledJobType"}
 
+# An enqueued run's Log is a System Manager's, as Frappe's own background jobs are (btu/btu_core/log_access.py).
+has_permission = {"BTU Task Log": "btu.btu_core.log_access.log_has_permission"}
+permission_query_conditions = {"BTU Task Log": "btu.btu_core.log_access.log_query_conditions"}
+
 # Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
 btu_tasks = [
 	"btu.devbench.demo_tasks.*",

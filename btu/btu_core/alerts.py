@@ -59,6 +59,12 @@ ALIVE_KEY = "btu_alerts_scheduler_seen_at"
 MISSED_CURSOR_KEY = "btu_alerts_missed_cursor"
 # Missed Fire rules listed per check (their pairs are names only; MAX_CHECKED of them are checked).
 MAX_MISSED_RULES = 10_000
+# Test messages (test_alert) a user may send in TEST_WINDOW_SECS: of one rule, of all rules (frappe.cache, counted
+# under TEST_COUNT_KEY:<user>[:<rule>], each count expiring with its window).
+TESTS_PER_RULE = 3
+TESTS_PER_USER = 10
+TEST_WINDOW_SECS = 60
+TEST_COUNT_KEY = "btu_test_alerts"
 RULE_FIELDS = "name, parent, parenttype, event, threshold, notify_recovery, by_email, by_bell, recipients, role, webhook_url"
 
 
@@ -362,6 +368,31 @@ def note_delivery_error(incident: str, error: str) -> None:
 	frappe.db.set_value(INCIDENT, incident, "delivery_errors", (before + "\n" + line).strip()[-DELIVERY_ERRORS_CHARS:], update_modified=False)
 
 
+def take_test_turn(rule, parent) -> None:
+	"""Count a test of `rule` by the session's user; past TESTS_PER_RULE of the rule or TESTS_PER_USER in all within
+	TEST_WINDOW_SECS, raise frappe.RateLimitExceededError. A test sends at once and outside the one message an
+	incident sends: unbounded, it would make the site's mail server a Desk user's relay."""
+	user = frappe.session.user
+	cache = frappe.cache()
+	for scope, limit, sent in (
+		(f"{user}:{rule.name}", TESTS_PER_RULE, _("{0} tests of this rule").format(TESTS_PER_RULE)),
+		(user, TESTS_PER_USER, _("{0} tests of alert rules").format(TESTS_PER_USER)),
+	):
+		key = cache.make_key(f"{TEST_COUNT_KEY}:{scope}")
+		# One transaction: the window's expiry is set with its first count, so a count never outlives it.
+		pipe = cache.pipeline()
+		pipe.set(key, 0, ex=TEST_WINDOW_SECS, nx=True)
+		pipe.incr(key)
+		if pipe.execute()[1] > limit:
+			frappe.throw(
+				_("Alert rule {0} of {1} {2}: user {3} sent {4} in the last {5} s, the most allowed; wait a minute, then test again").format(
+					rule.idx, _(parent.doctype), parent.name, user, sent, TEST_WINDOW_SECS
+				),
+				frappe.RateLimitExceededError,
+				title=_("Too many test alerts"),
+			)
+
+
 def test_fire(rule, parent) -> dict:
 	"""Send a test message on `rule`'s channels now (the webhook too, in this request); no incident is made."""
 	body = {
@@ -437,7 +468,9 @@ def finished(log, task, schedule) -> None:
 			continue
 		count = streak if rule.parenttype == SCHEDULE else task_streak(task.name, threshold(rule))
 		if rule.event == "Failure" or count >= threshold(rule):
-			message = _("Run {0} of {1} {2}: {3}").format(log.name, task.name, _(log.status).lower(), (log.result_message or "")[:500])
+			# What the run raised goes out by mail only where the Task's mail_run_output (a System Manager's) says so.
+			outcome = (log.result_message or "")[:500] if cint(task.get("mail_run_output")) else _("see its Log")
+			message = _("Run {0} of {1} {2}: {3}").format(log.name, task.name, _(log.status).lower(), outcome)
 			if rule.event == "Consecutive Failures":
 				message = _("{0} failed runs in a row. {1}").format(count, message)
 			open_incident(rule, task.name, scope, message, key=log.name, log=log.name)

@@ -374,4 +374,5 @@ def test_alert(doctype: str, name: str, rule: str) -> dict:
 	row = next((row for row in parent.get("alert_rules") or [] if row.name == rule), None)
 	if row is None:
 		frappe.throw(_("{0} {1} has no alert rule {2}").format(_(doctype), name, rule))
+	alerts.take_test_turn(row, parent)
 	return alerts.test_fire(row, parent)

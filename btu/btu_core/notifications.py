@@ -1,4 +1,5 @@
-"""Run notifications: mail to the Task's and the Schedule's recipients per their flags.
+"""Run notifications: mail to the Task's and the Schedule's recipients per their flags; the run's output only where
+the Task's Run Output in Mail (mail_run_output) says so.
 
 Mail goes through Frappe's email queue (Email Queue + its sender), never an
 SMTP session inside the run; a mail that cannot be queued never fails the run.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.utils import escape_html, get_url_to_form
+from frappe.utils import cint, escape_html, get_url_to_form
 
 # Log status -> the recipient flag that asks for it.
 FLAG_FOR_STATUS = {
@@ -71,11 +72,17 @@ def _body(log, task, prefix: str) -> str:
 	]
 	table = "".join(f"<tr><th align='left'>{escape_html(k)}</th><td>{escape_html(str(v))}</td></tr>" for k, v in rows)
 	heading = escape_html(prefix) + _("BTU Task Log")
-	parts = [f"<p>{heading} <a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a></p>", f"<table>{table}</table>"]
-	for label, text in ((_("Return value"), log.result_message), (_("Traceback"), log.traceback), (_("Standard output"), log.stdout)):
-		if text:
-			excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
-			parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
+	link = f"<a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a>"
+	parts = [f"<p>{heading} {link}</p>", f"<table>{table}</table>"]
+	output = ((_("Return value"), log.result_message), (_("Traceback"), log.traceback), (_("Standard output"), log.stdout))
+	if cint(task.get("mail_run_output")):
+		for label, text in output:
+			if text:
+				excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
+				parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
+	elif any(text for _label, text in output):
+		# Opt-in (a System Manager's, per Task): what a run printed or raised may hold data its recipients must not see.
+		parts.append("<p>" + _("The return value, traceback and output are in the Log {0}.").format(link) + "</p>")
 	if log.status == "Timed Out":
 		stopped = _("The run exceeded the Task's max duration ({0} s) and was stopped.").format(task.max_task_duration)
 		parts.append(f"<p>{stopped}</p>")

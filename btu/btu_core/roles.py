@@ -40,11 +40,11 @@ def is_system_manager() -> bool:
 	return user == "Administrator" or "System Manager" in frappe.get_roles(user)
 
 
-def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
+def require_system_manager_for(doc, fieldnames: tuple[str, ...], why: str | None = None) -> None:
 	"""Raise frappe.PermissionError if a user without System Manager sets or changes one of `fieldnames`.
 
-	They choose what code runs and with what: a BTU Manager, or a user the
-	document is shared with, may run Tasks but not rewrite them. The
+	By default they choose what code runs and with what: a BTU Manager, or a user the
+	document is shared with, may run Tasks but not rewrite them. `why`, a translated clause, names another reason. The
 	DocType's permlevel 1 already hides the fields from such users in the
 	Desk; this holds on every other path too (REST, `save(ignore_permissions=True)`).
 	"""
@@ -57,9 +57,9 @@ def require_system_manager_for(doc, fieldnames: tuple[str, ...]) -> None:
 		if value != ((before.get(fieldname) or None) if before is not None else None):
 			raise frappe.PermissionError(
 				_(
-					"{0} {1}: only a System Manager may set {2}, it decides what code runs; "
-					"user {3} lacks that role (ask a System Manager to make the change)"
-				).format(_(doc.doctype), doc.name or _("(new)"), fieldname, user)
+					"{0} {1}: only a System Manager may set {2}, {3}; "
+					"user {4} lacks that role (ask a System Manager to make the change)"
+				).format(_(doc.doctype), doc.name or _("(new)"), fieldname, why or _("it decides what code runs"), user)
 			)
 
 

@@ -104,7 +104,7 @@ class TestRunAlerts(AlertCase):
 	"""Failure, recovery, consecutive failures, pause on failure, late start: what a run reports."""
 
 	def test_a_failure_opens_one_incident_with_one_message_repeats_are_counted_and_recovery_tells_once(self):
-		task = self.task([rule("Failure")])
+		task = self.task([rule("Failure")], mail_run_output=1)  # the message carries what the run raised
 		first = run_in_this_process(task.name)
 		second = run_in_this_process(task.name)
 		self.assertEqual((first.status, second.status), ("Failed", "Failed"))
@@ -419,9 +419,9 @@ class TestAlertDelivery(AlertCase):
 		doc.append("alert_rules", rule("Failure", webhook_url="http://127.0.0.1:8000/"))
 		with self.assertRaises(frappe.PermissionError):
 			doc.save(ignore_permissions=True)
-		# A rule without a webhook is a BTU Manager's to add.
+		# A rule without a webhook, telling the site's users, is a BTU Manager's to add.
 		doc = frappe.get_doc("BTU Task", task.name)
-		doc.append("alert_rules", rule("Stuck Run"))
+		doc.append("alert_rules", rule("Stuck Run", recipients=MANAGER))
 		doc.save()
 		frappe.set_user("Administrator")
 		for hostile in ("file:///etc/passwd", "gopher://127.0.0.1:25/", "not a url", "http://", "javascript:alert(1)"):

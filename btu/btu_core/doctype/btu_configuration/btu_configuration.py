@@ -5,10 +5,9 @@ from __future__ import annotations
 import frappe
 from frappe import _
 from frappe.model.document import Document
-from frappe.utils import cint
 
 from btu.shared.schedule import ScheduleError, parse_zone
-from btu.btu_core import scheduled_jobs
+from btu.btu_core import recipients, scheduled_jobs
 from btu.btu_core.messages import input_error
 
 
@@ -34,23 +33,23 @@ class BTUConfiguration(Document):
 	# end: auto-generated types
 	def validate_higher_perm_levels(self):
 		# Frappe resets a permlevel field its user may not write to the stored value here, before validate and
-		# silently; and a save with ignore_permissions skips that. A change of the switch is refused on both paths.
-		self.refuse_switch_change()
+		# silently; and a save with ignore_permissions skips that. A change of one of them is refused on both paths.
+		self.refuse_system_manager_fields()
 		super().validate_higher_perm_levels()
 
-	def refuse_switch_change(self):
-		"""Only a System Manager may switch who fires Frappe's own jobs (backups, email, ERPNext's): a mistake
-		there stops them for the whole site."""
-		stored = cint(frappe.db.get_single_value("BTU Configuration", scheduled_jobs.SWITCH))
-		if cint(self.get(scheduled_jobs.SWITCH)) == stored or "System Manager" in frappe.get_roles():
+	def refuse_system_manager_fields(self):
+		"""Only a System Manager may change SYSTEM_MANAGER_FIELDS."""
+		if "System Manager" in frappe.get_roles():
 			return
-		frappe.throw(
-			_("{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it.").format(
-				_(self.meta.get_label(scheduled_jobs.SWITCH)), scheduled_jobs.SWITCH, frappe.session.user
-			),
-			frappe.PermissionError,
-			title=_("Not permitted"),
-		)
+		for field in SYSTEM_MANAGER_FIELDS:
+			if (self.get(field) or None) != (frappe.db.get_single_value("BTU Configuration", field) or None):
+				frappe.throw(
+					_("{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it.").format(
+						_(self.meta.get_label(field)), field, frappe.session.user
+					),
+					frappe.PermissionError,
+					title=_("Not permitted"),
+				)
 
 	def on_update(self):
 		if self.has_value_changed("fire_frappe_jobs"):
@@ -58,8 +57,15 @@ class BTUConfiguration(Document):
 			scheduled_jobs.announce_all()
 
 	def validate(self):
+		recipients.require_system_manager_for_outsiders(self)
 		if self.default_time_zone:
 			try:
 				parse_zone(self.default_time_zone)
 			except ScheduleError as exc:
 				frappe.throw(input_error(exc, field="default_time_zone"), title=_("Invalid default time zone"))
+
+
+# A System Manager's (also permlevel 1 in btu_configuration.json): who fires Frappe's own jobs (backups, email,
+# ERPNext's), a mistake there stops them for the whole site; and the prefix of every BTU mail's subject, which
+# must not be a BTU Manager's free text (a test alert sends at once to whom its rule names).
+SYSTEM_MANAGER_FIELDS = (scheduled_jobs.SWITCH, "environment_name")

@@ -57,11 +57,14 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 	def setUp(self):
 		self.stored = frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0
 		self.environment_name = frappe.db.get_single_value(CONFIG, "environment_name")
+		self.default_time_zone = frappe.db.get_single_value(CONFIG, "default_time_zone")
 
 	def tearDown(self):
 		frappe.set_user("Administrator")
 		frappe.db.rollback()
-		frappe.db.set_single_value(CONFIG, {scheduled_jobs.SWITCH: self.stored, "environment_name": self.environment_name})
+		frappe.db.set_single_value(
+			CONFIG, {scheduled_jobs.SWITCH: self.stored, "environment_name": self.environment_name, "default_time_zone": self.default_time_zone}
+		)
 		frappe.db.commit()
 
 	def flipped(self):
@@ -84,9 +87,9 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0, self.stored)
 		# The rest of the configuration is still theirs.
 		config = frappe.get_single(CONFIG)
-		config.environment_name = "TEST"
+		config.default_time_zone = "UTC"
 		config.save()
-		self.assertEqual(frappe.db.get_single_value(CONFIG, "environment_name"), "TEST")
+		self.assertEqual(frappe.db.get_single_value(CONFIG, "default_time_zone"), "UTC")
 
 	def test_a_system_manager_may_change_it(self):
 		frappe.set_user(SYSTEM_MANAGER)

@@ -6,7 +6,7 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.btu_core import alerts, declared_schedules, run_requests
+from btu.btu_core import alerts, declared_schedules, recipients, run_requests
 from btu.btu_core.metrics import forget_task
 from btu.btu_core.roles import require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
@@ -38,6 +38,7 @@ class BTUTask(Document):
 		email_recipients: DF.Table[BTUEmailRecipient]
 		function_string: DF.Data
 		last_runtime: DF.Datetime | None
+		mail_run_output: DF.Check
 		max_attempts: DF.Int
 		max_concurrent_runs: DF.Int
 		max_task_duration: DF.Int
@@ -62,7 +63,9 @@ class BTUTask(Document):
 	def validate(self):
 		declared_schedules.check_save(self, TASK_FIELDS)
 		require_system_manager_for(self, CODE_FIELDS)
+		require_system_manager_for(self, OUTPUT_FIELDS, _("it sends each run's output to the Task's email recipients"))
 		alerts.validate_rules(self)
+		recipients.require_system_manager_for_outsiders(self)
 		try:
 			arguments = parse_arguments(self.arguments, "arguments")
 			function = resolve_function(self.function_string)
@@ -140,6 +143,8 @@ def validate_retries(doc, title: str) -> None:
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).
 CODE_FIELDS = ("function_string", "arguments")
+# Whether run mails carry the return value, traceback and output: System Manager only (also permlevel 1 in btu_task.json).
+OUTPUT_FIELDS = ("mail_run_output",)
 # Schedules told of a changed concurrency limit on save; each is one RPC of up to 5 s when the scheduler is down.
 ANNOUNCED_SCHEDULES = 10
 RECIPIENT_FIELDS = ("email_address", "email_on_start", "email_on_success", "email_on_error", "email_on_timeout")

@@ -12,7 +12,7 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
-from btu.btu_core import alerts, declared_schedules
+from btu.btu_core import alerts, declared_schedules, recipients
 from btu.btu_core.exclusions import tidy_skipped
 from btu.btu_core.messages import input_error
 from btu.btu_core.preview import next_fires, render_html, spec_of
@@ -102,6 +102,7 @@ class BTUTaskSchedule(Document):
 		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
 		require_system_manager_for(self, ("argument_overrides",))
 		alerts.validate_rules(self)
+		recipients.require_system_manager_for_outsiders(self)
 		if self.name and (is_state_name(self.name) or scheduled_jobs.is_state_name(self.name)):
 			frappe.throw(
 				_("Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it").format(
