@@ -147,7 +147,9 @@ def test_random_payloads_never_hurt_the_listener(listener, r, caplog):
 	assert crashed == [], crashed[0].btu_fields if crashed else None
 	# Every reply the fuzz caused expires on its own.
 	ttls = {r.ttl(key) for key in r.scan_iter(match=protocol.RESPONSE_KEY_PREFIX + "*", count=1000)}
-	assert ttls and all(0 < ttl <= 60 for ttl in ttls)
+	# TTL says 0 for a key with under a second left and -2 for one gone since the scan (a slow fuzz outlives its first
+	# replies); -1, no expiry, is the failure.
+	assert ttls and all(ttl == -2 or 0 <= ttl <= 60 for ttl in ttls), ttls
 
 
 def test_valid_commands_among_garbage_are_all_acked(listener, r):
