@@ -1,14 +1,16 @@
 """Prometheus metrics: scraped from a running leader and standby, during real fires and a failover.
 
 Every exposition is read with prometheus_client's own parser. Counts are
-compared with the queue itself at half-second moments, when no every-second
-fire is being released, so they must be equal, not close.
+compared with the queue itself in a window where the queue did not move
+(read before and after the scrape, retried from the next half second if a
+fire landed), so they must be equal, not close.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 import urllib.request
@@ -62,6 +64,19 @@ def at_half_second() -> None:
 	time.sleep((0.5 - time.time() % 1) % 1)
 
 
+def between_fires(r, queue: str, read, undo=lambda: None, attempts: int = 10):
+	"""(queue ids, read()) from a window no fire landed in: a loaded machine can take longer than half a second to
+	scrape. A read whose window saw a fire is undone and tried again from the next half second."""
+	for _ in range(attempts):
+		at_half_second()
+		before = queue_ids(r, queue)
+		result = read()
+		if queue_ids(r, queue) == before:
+			return before, result
+		undo()
+	raise AssertionError(f"a fire landed during each of {attempts} reads of a second each")
+
+
 def fires_on_queue(ids: list[str], schedule: str | None = None) -> int:
 	return sum(len(slots) for name, slots in slots_by_schedule(ids).items() if schedule in (None, name))
 
@@ -87,9 +102,7 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	reply = protocol.call(r, protocol.PING, None, site=site)
 	assert reply.ok, reply.message
 
-	at_half_second()
-	ids = queue_ids(r, queue)
-	leader, standby = scrape(ports[first.pid]), scrape(ports[second.pid])
+	ids, (leader, standby) = between_fires(r, queue, lambda: (scrape(ports[first.pid]), scrape(ports[second.pid])))
 	epoch_before, _ = lease(r)
 	assert leader.value("btu_scheduler_leader") == 1 and standby.value("btu_scheduler_leader") == 0
 	assert leader.value("btu_scheduler_lease_epoch") == epoch_before == standby.value("btu_scheduler_lease_epoch")
@@ -112,9 +125,14 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	assert sum(s.value for s in rpc if s.labels["request_type"] == OTHER and s.labels["outcome"] == "rejected") == 30
 	assert sum(s.value for s in rpc if s.labels["request_type"] == protocol.PING and s.labels["outcome"] == "accepted") == 1
 
-	# The leader is killed between two fires: what it exported is what it had queued.
-	at_half_second()
-	last = scrape(ports[first.pid])
+	# The leader is killed between two fires: what it exported is what it had queued. It is frozen
+	# (SIGSTOP) right after the scrape, so no fire can land between the scrape and the kill.
+	def scrape_and_freeze() -> Scrape:
+		last = scrape(ports[first.pid])
+		first.signal(signal.SIGSTOP)
+		return last
+
+	_, last = between_fires(r, queue, scrape_and_freeze, undo=lambda: first.signal(signal.SIGCONT))
 	exported, skipper_exported = last.value("btu_fires_total"), last.value("btu_schedule_fires_total", schedule=skipper)
 	first.kill()
 	assert fires_on_queue(queue_ids(r, queue)) == exported
