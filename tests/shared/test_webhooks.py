@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.shared import webhooks
 from btu.shared.webhooks import DeliveryFailed, WebhookRefused
 
@@ -121,27 +122,10 @@ def test_each_post_is_signed_with_the_rules_secret_as_frappe_signs(receiver):
 
 def test_one_deadline_bounds_a_server_that_answers_a_byte_at_a_time():
 	"""Each byte comes within any per-read timeout; the whole answer never does. The POST gives up at the deadline."""
-	stop = threading.Event()
-	with socket.socket() as server:
-		server.bind(("127.0.0.1", 0))
-		server.listen()
-
-		def dribble():
-			conn, _ = server.accept()
-			with conn:
-				conn.recv(65536)
-				for byte in b"HTTP/1.1 200 OK and never the end of the line":
-					if stop.wait(0.2):
-						return
-					conn.sendall(bytes([byte]))
-
-		threading.Thread(target=dribble, daemon=True).start()
+	with dribbling_server(b"HTTP/1.1 200 OK and never the end of the line") as url:
 		started = time.monotonic()
-		try:
-			with pytest.raises(DeliveryFailed, match=r"did not answer within 1 s"):
-				webhooks.post(f"http://127.0.0.1:{server.getsockname()[1]}/", b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=1)
-		finally:
-			stop.set()
+		with pytest.raises(DeliveryFailed, match=r"did not answer within 1 s"):
+			webhooks.post(url, b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=1)
 	assert time.monotonic() - started < 2
 
 

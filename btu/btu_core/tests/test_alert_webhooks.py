@@ -16,6 +16,7 @@ from frappe.desk.form.load import getdoc
 
 import btu.btu_core.api as api
 from btu.btu_core import alerts
+from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.btu_core.tests.test_alerts import MANAGER, AlertCase, rule
 from btu.shared.webhooks import SIGNATURE_HEADER
 
@@ -115,26 +116,10 @@ class TestAlertWebhooks(AlertCase):
 		self.assertEqual(signature, base64.b64encode(hmac.new(SECRET.encode(), body, hashlib.sha256).digest()).decode())
 
 	def test_a_test_alert_waits_for_a_slow_webhook_no_longer_than_its_time_limit(self):
-		stop = threading.Event()
-		server = socket.socket()
-		server.bind(("127.0.0.1", 0))
-		server.listen()
-		self.addCleanup(server.close)
-		self.addCleanup(stop.set)
-
-		def dribble():
-			conn, _ = server.accept()
-			with conn:
-				conn.recv(65536)
-				for byte in b"HTTP/1.1 204 No Content, a byte every 0.2 s\r\n\r\n":
-					if stop.wait(0.2):
-						return
-					conn.sendall(bytes([byte]))
-
-		threading.Thread(target=dribble, daemon=True).start()
-		task = self.webhook_task(f"http://127.0.0.1:{server.getsockname()[1]}/hook")
-		started = time.monotonic()
-		with mock.patch.object(alerts, "WEBHOOK_TIMEOUT_SECS", 1):
-			reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
-		self.assertLess(time.monotonic() - started, 3, "the whole POST is bounded, not each read")
+		with dribbling_server(b"HTTP/1.1 204 No Content, a byte every 0.2 s\r\n\r\n") as url:
+			task = self.webhook_task(url)
+			started = time.monotonic()
+			with mock.patch.object(alerts, "WEBHOOK_TIMEOUT_SECS", 1):
+				reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
+			self.assertLess(time.monotonic() - started, 3, "the whole POST is bounded, not each read")
 		self.assertIn("did not answer within 1 s", reply["errors"][0])
