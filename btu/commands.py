@@ -3,6 +3,9 @@
 With no arguments it runs `btu-scheduler run` (the long-running scheduler,
 what a Procfile or supervisor line starts). `--bench <this bench>` is added
 for every subcommand that takes it, so `bench btu-scheduler status` just works.
+
+`bench worker` imports every app's commands module before it starts, then forks a work-horse for each job:
+BTU's run path imported here, in a worker only, is inherited by every horse instead of imported by each run.
 """
 
 from __future__ import annotations
@@ -10,6 +13,20 @@ from __future__ import annotations
 import sys
 
 import click
+
+WORKER_COMMANDS = frozenset({"worker", "worker-pool"})
+
+
+def preload_run_path(argv: list[str]) -> bool:
+	"""Import the modules a BTU run needs when this process is to be a bench worker; True if it did. A failure is left
+	to each run, which imports them again and reports it in its own job: the bench's other commands keep working."""
+	if WORKER_COMMANDS.isdisjoint(argv[1:]):
+		return False
+	try:
+		import btu.btu_core.task_runner  # noqa: F401
+	except Exception:
+		return False
+	return True
 
 
 def bench_argv(args: tuple[str, ...] | list[str], bench_path: str) -> list[str]:
@@ -40,3 +57,4 @@ def btu_scheduler(args):
 
 
 commands = [btu_scheduler]
+preload_run_path(sys.argv)

@@ -26,7 +26,6 @@ from functools import partial
 import frappe
 from frappe import _
 from frappe.utils import cint, get_url_to_form, validate_email_address
-from frappe.utils.password import get_decrypted_password
 from redis.exceptions import RedisError
 
 from btu.shared import liveness, protocol
@@ -338,7 +337,10 @@ def delivery_failed() -> str:
 
 def post(rule: str, body: dict) -> str | None:
 	"""POST `body` as signed JSON to alert rule `rule`'s webhook; None, or why it failed (also in the Error Log)."""
-	# Imported here, not with this module: every run's end imports alerts; only a webhook's POST needs it.
+	# Imported here, not with this module: every run's end imports alerts; only a webhook's POST needs them
+	# (the password module brings passlib and cryptography, tens of ms in every work-horse).
+	from frappe.utils.password import get_decrypted_password
+
 	from btu.shared import webhooks
 
 	url = frappe.db.get_value(RULE, rule, "webhook_url")

@@ -19,7 +19,7 @@ import frappe
 
 from btu.btu_core import run_rows
 from btu.btu_core.tests import sample_tasks
-from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task
+from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, patient
 from btu.shared import task_outcomes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, format_utc_iso
 
@@ -202,6 +202,21 @@ class TestRunPath(IntegrationTestCase):
 			(int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")),
 			(int(source.st_mtime) & 0xFFFFFFFF, source.st_size & 0xFFFFFFFF),
 		)
+
+	def test_a_bench_worker_imports_the_run_path_before_it_forks_and_no_other_command_does(self):
+		"""`bench worker` imports every app's commands module before it starts: btu.commands loads the run path there,
+		so each work-horse it forks inherits it instead of importing it for each run; other bench commands stay as fast."""
+
+		def imported(*command: str) -> set[str]:
+			done = subprocess.run(
+				[sys.executable, "-X", "importtime", "-m", "frappe.utils.bench_helper", "frappe", *command, "--help"],
+				cwd=frappe.utils.get_bench_path() + "/sites", capture_output=True, text=True, timeout=patient(120),
+			)
+			self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+			return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+		self.assertIn("btu.btu_core.task_runner", imported("worker"))
+		self.assertNotIn("btu.btu_core.task_runner", imported("migrate"))
 
 	def test_the_started_log_is_named_as_its_doctype_names_it(self):
 		self.assertEqual(run_rows.LOG_NAMING, frappe.get_meta("BTU Task Log").autoname)
