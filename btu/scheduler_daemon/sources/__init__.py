@@ -3,7 +3,8 @@
 Each answers the same questions of a site's database, with its rows' own names: which rows are enabled, with what
 tells that one changed (`versions`); those rows as the schedule rows the reconciler compiles (`rows`, each with its
 `kind` and its key's text as `name`); which of some named rows exist (`existing`). Here the reconciler's names, its
-runs' key texts, are sorted by kind and handed to each; nothing else reads a kind from a name.
+runs' key texts (the state's names, and those RPC commands carry), are read back as keys (`RunKey.parse`) and each
+kind's handed to its source.
 """
 
 from __future__ import annotations
