@@ -60,8 +60,8 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 	the job. `enqueued_at` and `fire_lag_ms` are what earlier BTU schedulers
 	put in the kwargs instead; jobs they queued still run.
 	"""
-	run = run_of(schedule, kind)
 	slot = parse_utc_iso(slot, "slot")
+	run = run_of(schedule or "", kind)  # no schedule: a Task run for no schedule's slot, as TaskRun takes it
 	if enqueued_at:
 		enqueued_at = parse_utc_iso(enqueued_at, "enqueued_at")
 	else:
