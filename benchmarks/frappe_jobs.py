@@ -430,7 +430,8 @@ def main() -> None:
 		records = benchmark.records()
 		logs = benchmark.job_logs()
 		notable = benchmark.notable_log_lines()
-		btu_fires = [line for line in benchmark.processes.log("btu-scheduler").splitlines() if RunKind.FRAPPE_JOB.qualifier() in line]
+		scheduler_lines = benchmark.processes.log("btu-scheduler").splitlines()
+		btu_fires = [line for line in scheduler_lines if RunKind.FRAPPE_JOB.qualifier() in line]
 	finally:
 		benchmark.teardown()
 

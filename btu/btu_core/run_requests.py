@@ -60,7 +60,8 @@ def announce(name: str) -> None:
 	"""Tell the scheduler about the request (or that it is no longer pending) once this transaction commits. Quietly:
 	most are a run's own (its Done, its retry, its chain), in a worker with no one to show the reply to, where the
 	realtime message would load Frappe's response encoder and Document on every run; the reply is logged."""
-	announce_after_commit(protocol.CREATE_TASK_SCHEDULE, RunKey(RunKind.RUN_REQUEST, name).format(), only_if_running=True, quiet=True)
+	run = RunKey(RunKind.RUN_REQUEST, name).format()
+	announce_after_commit(protocol.CREATE_TASK_SCHEDULE, run, only_if_running=True, quiet=True)
 
 
 # -- retries ----------------------------------------------------------------------

@@ -79,7 +79,8 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 		from btu.btu_core import scheduled_jobs
 
 		return scheduled_jobs.run(run.name, slot_text(slot))
-	return TaskRun(task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment).execute().name
+	task_run = TaskRun(task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment)
+	return task_run.execute().name
 
 
 def run_request(name: str, enqueued_at, fire_lag_ms, moment=None):

@@ -248,7 +248,8 @@ class SiteDatabase:
 
 	def _existing(self, table: str, names: list[str]) -> list[str]:
 		q = self._quote
-		return [row["name"] for row in self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(table)} WHERE {q('name')} {_in(chunk)}")]
+		rows = self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(table)} WHERE {q('name')} {_in(chunk)}")
+		return [row["name"] for row in rows]
 
 	# -- run requests ---------------------------------------------------------------
 
@@ -279,8 +280,8 @@ class SiteDatabase:
 		its task's `task_modified` and its schedule's `schedule_modified`."""
 		q = self._quote
 		return self._select_requests(
-			f"r.{q('name')} AS {q('name')}, r.{q('modified')} AS {q('modified')}, t.{q('modified')} AS {q('task_modified')}, "
-			f"s.{q('modified')} AS {q('schedule_modified')}",
+			f"r.{q('name')} AS {q('name')}, r.{q('modified')} AS {q('modified')}, "
+			f"t.{q('modified')} AS {q('task_modified')}, s.{q('modified')} AS {q('schedule_modified')}",
 			names,
 		)
 

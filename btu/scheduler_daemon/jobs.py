@@ -248,8 +248,8 @@ class JobShape:
 		return job
 
 	def kwargs(self, schedule: str, slot: datetime, fire_at: datetime) -> dict:
-		"""The job's kwargs for the run whose key's text is `schedule`. The runner reads the enqueue time from the rq job:
-		it is stamped at release."""
+		"""The job's kwargs for the run whose key's text is `schedule`. The runner reads the enqueue time from the rq
+		job: it is stamped at release."""
 		template = self.template
 		if template.executor != FRAPPE_EXECUTOR:
 			return template.kwargs

@@ -47,8 +47,8 @@ def read_chunk(read: SiteRead, names: list[str], in_state: set[str], now: dateti
 	"""The rows of the runs `names` (their key texts) as schedule rows, and the newest logged slot of each schedule not
 	`in_state` (a cold start resumes after it)."""
 	rows = sources.rows(read, names, now)
-	logged = read.db.last_logged_slots([row["name"] for row in rows if row["kind"] is RunKind.SCHEDULE and row["name"] not in in_state])
-	return rows, logged
+	new = [row["name"] for row in rows if row["kind"] is RunKind.SCHEDULE and row["name"] not in in_state]
+	return rows, read.db.last_logged_slots(new)
 
 
 def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterator[tuple[Site, SiteRows | None]]:

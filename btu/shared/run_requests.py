@@ -2,8 +2,8 @@
 
 A retry, a backfilled slot, a chained run and an `enqueue_at` call are each
 a row of `BTU Run Request` (the site database is the source of truth). The scheduler compiles
-a pending request into a Once state of kind RUN_REQUEST (`btu.shared.run_kind`), so the same prepare and release scripts fire it at its
-`run_at`, exactly once, through failovers and Redis losing its data. The
+a pending request into a Once state of kind RUN_REQUEST (`btu.shared.run_kind`), so the same
+prepare and release scripts fire it at its `run_at`, exactly once, through failovers and Redis losing its data. The
 task runner then claims the run under the request's key: a retry or a
 backfill by (schedule, slot, attempt), a chained run by the request itself.
 

@@ -159,7 +159,8 @@ def probe_start(marker: str, fail_first_attempt: bool = False) -> None:
 			"first_line": first_line, "monotonic": monotonic, "cpu": cpu, "pid": os.getpid(), "modules": len(sys.modules),
 			"job_id": job.id if job else None, "enqueued_at": epoch(job.enqueued_at) if job else None,
 			"started_at": epoch(job.started_at) if job else None,
-			"schedule": runner.get("schedule"), "kind": runner.get("kind"), "slot": runner.get("slot"), "fire_at": runner.get("fire_at"),
+			"schedule": runner.get("schedule"), "kind": runner.get("kind"), "slot": runner.get("slot"),
+			"fire_at": runner.get("fire_at"),
 		}),
 	)
 	if fail_first_attempt and runner.get("kind") != RunKind.RUN_REQUEST.value:

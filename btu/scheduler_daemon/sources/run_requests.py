@@ -17,7 +17,10 @@ def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
 	"""Pending request -> what changes with its row, its task or its schedule (`SiteDatabase.request_versions`)."""
 	if not read.db.has_requests():
 		return {}
-	return {row["name"]: f"{row['modified']}|{row['task_modified']}|0|{row['schedule_modified']}" for row in read.db.request_versions(names)}
+	return {
+		row["name"]: f"{row['modified']}|{row['task_modified']}|0|{row['schedule_modified']}"
+		for row in read.db.request_versions(names)
+	}
 
 
 def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
