@@ -80,16 +80,17 @@ def withdraw(frappe, handles: list[str]) -> None:
 	"""Delete the requests and tell the running scheduler, so no state of theirs is left to fire; empty the queue."""
 	from btu.btu_core import scheduler_link
 	from btu.shared import protocol
-	from btu.shared.run_requests import state_name
+	from btu.shared.run_kind import RunKey, RunKind
 
+	runs = [RunKey(RunKind.RUN_REQUEST, handle).format() for handle in handles]
 	frappe.db.delete("BTU Run Request", {"name": ("in", handles)})
 	frappe.db.commit()
-	for handle in handles:
-		scheduler_link.send(protocol.CANCEL_TASK_SCHEDULE, state_name(handle))  # the command for a row deleted already
+	for run in runs:
+		scheduler_link.send(protocol.CANCEL_TASK_SCHEDULE, run)  # the command for a row deleted already
 	# The scheduler ACKs a command before it carries it out: wait until the states are gone.
 	redis, key = scheduler_link.queue_redis(), protocol.site_schedules_key(frappe.local.site)
 	deadline = time.monotonic() + 60
-	while time.monotonic() < deadline and any(redis.sismember(key, state_name(handle)) for handle in handles):
+	while time.monotonic() < deadline and any(redis.sismember(key, run) for run in runs):
 		time.sleep(0.5)
 	clear_queue(frappe)
 
@@ -126,6 +127,8 @@ def scheduler_running(bench: Path):
 
 def fire_lags(frappe, k: int, spread: float) -> list[float]:
 	import btu
+	from btu.shared.job_contract import run_of
+	from btu.shared.run_kind import RunKind
 	from frappe.utils.background_jobs import get_queue
 	from rq.job import Job
 
@@ -141,8 +144,9 @@ def fire_lags(frappe, k: int, spread: float) -> list[float]:
 	lags = []
 	for job_id in queue.get_job_ids():
 		job = Job.fetch(job_id, connection=queue.connection)
-		schedule = ((job.kwargs or {}).get("kwargs") or {}).get("schedule") or ""
-		handle = schedule.split(":", 1)[1] if schedule.startswith("run-request:") else None
+		runner = (job.kwargs or {}).get("kwargs") or {}
+		run = run_of(runner.get("schedule") or "", runner.get("kind"))
+		handle = run.name if run.kind is RunKind.RUN_REQUEST else None
 		if handle in moments:
 			lags.append((job.enqueued_at.replace(tzinfo=timezone.utc) - moments[handle]).total_seconds() * 1000)
 	if len(lags) != k:

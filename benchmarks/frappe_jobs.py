@@ -392,6 +392,8 @@ def reanalyse(path: Path) -> None:
 
 
 def main() -> None:
+	from btu.shared.run_kind import RunKind
+
 	parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 	parser.add_argument("--bench", type=Path, default=Path(os.environ.get("BTU_BENCH", Path.home() / "frappe-bench")))
 	parser.add_argument("--site", default=os.environ.get("BTU_SITE", "test.localhost"))
@@ -428,7 +430,8 @@ def main() -> None:
 		records = benchmark.records()
 		logs = benchmark.job_logs()
 		notable = benchmark.notable_log_lines()
-		btu_fires = [line for line in benchmark.processes.log("btu-scheduler").splitlines() if "frappe-job:" in line]
+		scheduler_lines = benchmark.processes.log("btu-scheduler").splitlines()
+		btu_fires = [line for line in scheduler_lines if RunKind.FRAPPE_JOB.qualifier() in line]
 	finally:
 		benchmark.teardown()
 

@@ -283,11 +283,11 @@ def probes(frappe, marker: str) -> list[dict]:
 	return [json.loads(item) for item in frappe.cache().lrange(f"{PROBES_KEY}:{marker}", 0, -1)]
 
 
-def request_moment(frappe, schedule: str) -> float | None:
-	"""A run request's moment (run_at_utc), from the state name its job carries."""
-	from btu.shared.run_requests import request_of
+def request_moment(frappe, probe: dict) -> float | None:
+	"""A run request's moment (run_at_utc), from the run its job names."""
+	from btu.shared.job_contract import run_of
 
-	return utc(frappe.db.get_value("BTU Run Request", request_of(schedule), "run_at_utc"))
+	return utc(frappe.db.get_value("BTU Run Request", run_of(probe["schedule"], probe["kind"]).name, "run_at_utc"))
 
 
 def wait_for(frappe, marker: str, count: int, timeout: float) -> list[dict]:
@@ -423,7 +423,7 @@ class Runs:
 			return marker
 
 		def collect(marker):
-			return [(request_moment(frappe, p["schedule"]), p) for p in wait_for(frappe, marker, self.runs, self.timeout())]
+			return [(request_moment(frappe, p), p) for p in wait_for(frappe, marker, self.runs, self.timeout())]
 
 		self.measure("enqueue_at task_log" if task_log else "enqueue_at", start, collect)
 
@@ -443,7 +443,7 @@ class Runs:
 		def collect(marker):
 			found = wait_for(frappe, marker, self.runs, self.timeout() * 2)[: self.runs]
 			stop(frappe, state["schedule"])
-			return [(request_moment(frappe, p["schedule"]), p) for p in found]
+			return [(request_moment(frappe, p), p) for p in found]
 
 		self.measure("chained run", start, collect, markers=lambda marker: [marker, marker + ":parent"])
 
@@ -462,20 +462,20 @@ class Runs:
 		def collect(marker):
 			deadline = time.monotonic() + self.timeout() * 2
 			while time.monotonic() < deadline:
-				retries = [p for p in probes(frappe, marker) if str(p["schedule"]).startswith("run-request:")]
+				retries = [p for p in probes(frappe, marker) if p.get("kind") == "run-request"]
 				if len(retries) >= self.runs:
 					break
 				time.sleep(0.2)
 			stop(frappe, state["schedule"])
-			return [(request_moment(frappe, p["schedule"]), p) for p in retries[: self.runs]]
+			return [(request_moment(frappe, p), p) for p in retries[: self.runs]]
 
 		self.measure("retry", start, collect)
 
 	def frappe_job(self) -> None:
 		"""BTU's job for a Scheduled Job Type's slot, in the scheduler's form (execute_job of the task runner, as
 		Administrator), enqueued at the slot; the Scheduled Job Type is Yearly, so nothing else fires it meanwhile."""
-		from btu.shared import scheduled_jobs
-		from btu.shared.instants import slot_text
+		from btu.shared.job_contract import runner_kwargs
+		from btu.shared.run_kind import RunKey, RunKind
 
 		frappe = self.frappe
 		marker = "frappe-job"
@@ -494,7 +494,7 @@ class Runs:
 				sleep_until(slot)
 				frappe.enqueue(
 					TASK_RUNNER, queue=QUEUE, enqueue_after_commit=False,
-					task="", schedule=scheduled_jobs.state_name(name), slot=slot_text(slot), fire_at=slot_text(slot),
+					**runner_kwargs("", RunKey(RunKind.FRAPPE_JOB, name), slot, slot),
 				)
 				slot += timedelta(seconds=self.gap)
 			return marker

@@ -19,6 +19,7 @@ from frappe.utils import cint, flt
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared.run_kind import RunKey, RunKind
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.scheduler_link import announce_after_commit
 
@@ -59,7 +60,8 @@ def announce(name: str) -> None:
 	"""Tell the scheduler about the request (or that it is no longer pending) once this transaction commits. Quietly:
 	most are a run's own (its Done, its retry, its chain), in a worker with no one to show the reply to, where the
 	realtime message would load Frappe's response encoder and Document on every run; the reply is logged."""
-	announce_after_commit(protocol.CREATE_TASK_SCHEDULE, rr.state_name(name), only_if_running=True, quiet=True)
+	run = RunKey(RunKind.RUN_REQUEST, name).format()
+	announce_after_commit(protocol.CREATE_TASK_SCHEDULE, run, only_if_running=True, quiet=True)
 
 
 # -- retries ----------------------------------------------------------------------
@@ -344,11 +346,11 @@ def release_next(request) -> str | None:
 # -- a request's run ------------------------------------------------------------------
 
 
-def load(state: str):
-	"""The request a job's `schedule` names (its state's name) as a row (fields as attributes), or None when it is gone.
+def load(name: str):
+	"""The request as a row (fields as attributes), or None when it is gone.
 	A row, not a Document: this is read before every request's run, and a Document costs a forked work-horse its
 	import and its DocType's Meta."""
-	rows = frappe.db.sql(f"select * from `tab{rr.DOCTYPE}` where name = %s", rr.request_of(state), as_dict=True)
+	rows = frappe.db.sql(f"select * from `tab{rr.DOCTYPE}` where name = %s", name, as_dict=True)
 	return rows[0] if rows else None
 
 

@@ -30,6 +30,7 @@ from frappe.utils import cint, get_system_timezone
 from btu.shared import scheduled_jobs as shared
 from btu.shared import protocol
 from btu.shared.instants import parse_utc_iso, slot_text
+from btu.shared.run_kind import RunKey, RunKind
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.btu_core import scheduler_link
 
@@ -133,11 +134,13 @@ class ScheduledJobType(FrappeScheduledJobType):
 def announce_all() -> None:
 	"""After commit, tell a running scheduler to look at every Scheduled Job Type (the switch changed)."""
 	for name in frappe.get_all(shared.DOCTYPE, pluck="name"):
-		scheduler_link.announce_after_commit(protocol.CREATE_TASK_SCHEDULE, shared.state_name(name), only_if_running=True, quiet=True)
+		run = RunKey(RunKind.FRAPPE_JOB, name).format()
+		scheduler_link.announce_after_commit(protocol.CREATE_TASK_SCHEDULE, run, only_if_running=True, quiet=True)
 
 
 def job_type_changed(doc, method=None) -> None:
 	"""doc_events: a Scheduled Job Type saved or deleted is told to the scheduler at once while BTU fires them."""
 	if switched_on():
 		request_type = protocol.CANCEL_TASK_SCHEDULE if method == "on_trash" else protocol.CREATE_TASK_SCHEDULE
-		scheduler_link.announce_after_commit(request_type, shared.state_name(doc.name), only_if_running=True, quiet=True)
+		run = RunKey(RunKind.FRAPPE_JOB, doc.name).format()
+		scheduler_link.announce_after_commit(request_type, run, only_if_running=True, quiet=True)

@@ -26,9 +26,10 @@ from datetime import datetime, timedelta, timezone
 import frappe
 from rq import get_current_job
 
-from btu.shared import scheduled_jobs
 from btu.shared.instants import format_utc_iso, parse_utc_iso, slot_text
-from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, is_state_name, request_of, slot_request_name
+from btu.shared.job_contract import run_of
+from btu.shared.run_kind import RunKind
+from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, slot_request_name
 from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core import alerts, enqueue, run_requests
 from btu.btu_core.capture import Call, call_captured, where_it_runs
@@ -49,8 +50,10 @@ STARTED_LOG_OF_SCHEDULE_SQL = (
 )
 
 
-def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None):
-	"""The method of the scheduler's RQ jobs: run `task` for `schedule`'s `slot` (UTC ISO).
+def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None, kind=None):
+	"""The method of the scheduler's RQ jobs: run `task` for the `slot` (UTC ISO) of the run whose key's text is
+	`schedule`, of `kind` (`job_contract.run_of`): a schedule's Task run here, a run request's (`run_request`), a
+	Frappe Scheduled Job Type's (`scheduled_jobs.run`).
 
 	The scheduler queues a prepared job at its `fire_at` (the slot plus any
 	jitter) and stamps the rq job's `enqueued_at` then; the lag is read from
@@ -58,6 +61,7 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 	put in the kwargs instead; jobs they queued still run.
 	"""
 	slot = parse_utc_iso(slot, "slot")
+	run = run_of(schedule or "", kind)  # no schedule: a Task run for no schedule's slot, as TaskRun takes it
 	if enqueued_at:
 		enqueued_at = parse_utc_iso(enqueued_at, "enqueued_at")
 	else:
@@ -68,24 +72,25 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 		fire_lag_ms = float(fire_lag_ms)
 	elif enqueued_at:
 		fire_lag_ms = round((enqueued_at - moment).total_seconds() * 1000, 3)
-	if is_state_name(schedule):
-		return run_request(schedule, enqueued_at, fire_lag_ms, moment)
-	if scheduled_jobs.is_state_name(schedule):
+	if run.kind is RunKind.RUN_REQUEST:
+		return run_request(run.name, enqueued_at, fire_lag_ms, moment)
+	if run.kind is RunKind.FRAPPE_JOB:
 		# Imported for this kind of run only: it loads Frappe's Scheduled Job Type controller and Document.
-		from btu.btu_core import scheduled_jobs as btu_scheduled_jobs
+		from btu.btu_core import scheduled_jobs
 
-		return btu_scheduled_jobs.run(scheduled_jobs.job_type_of(schedule), slot_text(slot))
-	return TaskRun(task, schedule=schedule, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment).execute().name
+		return scheduled_jobs.run(run.name, slot_text(slot))
+	task_run = TaskRun(task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment)
+	return task_run.execute().name
 
 
-def run_request(state: str, enqueued_at, fire_lag_ms, moment=None):
+def run_request(name: str, enqueued_at, fire_lag_ms, moment=None):
 	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's call."""
-	request = run_requests.load(state)
+	request = run_requests.load(name)
 	if request is not None and request.origin == ENQUEUE:
 		return enqueue.run(request, enqueued_at, fire_lag_ms)
 	if request is None or request.status in (CANCELLED, DONE):
 		why = "deleted" if request is None else f"{request.status.lower()} (log={request.log or '-'})"
-		frappe.logger("btu").info(f"site={frappe.local.site} request={request_of(state)} {why}; not run")
+		frappe.logger("btu").info(f"site={frappe.local.site} request={name} {why}; not run")
 		return request.log if request is not None else None
 	slot = parse_utc_iso(request.slot_utc, "slot_utc") if request.slot_utc else None
 	run = TaskRun(

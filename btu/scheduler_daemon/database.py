@@ -4,8 +4,9 @@ The scheduler only reads: schedule rows joined with their task and, to
 resume after Redis lost its data, the newest logged slot per schedule,
 each query a named method (the settings and checksums a reconcile reads
 first are `site_settings`', Frappe's Scheduled Job Types
-`scheduled_job_table`'s). MariaDB goes through PyMySQL, PostgreSQL
-(db_type "postgres") through psycopg2, as Frappe does.
+`sources.frappe_jobs`'; which runs a table's rows are, `sources`'). MariaDB
+goes through PyMySQL, PostgreSQL (db_type "postgres") through psycopg2, as
+Frappe does.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from btu.scheduler_daemon import scheduled_job_table
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, PoolTimeout, Server
-from btu.shared import scheduled_jobs, run_requests
+from btu.scheduler_daemon.sources import frappe_jobs
+from btu.shared import run_requests
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
 SCHEDULE_TABLE = "tabBTU Task Schedule"
@@ -41,19 +42,10 @@ VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
-KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_table.TABLE, HOLIDAY_TABLE)
+KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, frappe_jobs.TABLE, HOLIDAY_TABLE)
 def is_missing_table(exc: BaseException) -> bool:
 	"""MariaDB's ER_NO_SUCH_TABLE (1146), PostgreSQL's undefined_table (42P01)."""
 	return getattr(exc, "pgcode", None) == "42P01" or (bool(getattr(exc, "args", None)) and exc.args[0] == 1146)
-
-
-def split_names(names: list[str] | None) -> tuple[list[str] | None, list[str] | None, list[str] | None]:
-	"""State names as (schedule names, run request names, Scheduled Job Type names); all None for "all of each"."""
-	if names is None:
-		return None, None, None
-	schedules = [name for name in names if not (run_requests.is_state_name(name) or scheduled_jobs.is_state_name(name))]
-	requests = [run_requests.request_of(name) for name in names if run_requests.is_state_name(name)]
-	return schedules, requests, [scheduled_jobs.job_type_of(name) for name in names if scheduled_jobs.is_state_name(name)]
 
 
 def _in(values) -> str:
@@ -236,25 +228,12 @@ class SiteDatabase:
 		)
 		return rows[0]["value"] if rows else None
 
-	def row_versions(self, names: list[str] | None, scheduled_jobs_on: bool = False) -> list[dict[str, Any]]:
+	def schedule_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
-		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`; pending
-		run requests and (`scheduled_jobs_on`) Scheduled Job Types under their states' names, marked `derived`."""
+		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`."""
 		q = self._quote
 		columns = ", ".join(f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS)
-		schedules, requests, jobs = split_names(names)
-		rows = self._select_schedules(columns, schedules)
-		if requests != [] and self.has_requests():
-			# A request's versions, shaped as a schedule's: its schedule's stamp stands where a calendar's does.
-			request_columns = (
-				f"r.{q('name')} AS {q('name')}, r.{q('modified')} AS {q('modified')}, 1 AS {q('enabled')}, 0 AS {q('paused')}, "
-				f"t.{q('modified')} AS {q('task_modified')}, s.{q('modified')} AS {q('calendar_modified')}"
-			)
-			for row in self._select_requests(request_columns, requests):
-				rows.append({**row, "name": run_requests.state_name(row["name"]), "derived": 1})
-		if scheduled_jobs_on and jobs != []:
-			rows += scheduled_job_table.versions(self, jobs)
-		return rows
+		return self._select_schedules(columns, names)
 
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
 		"""The schedule rows named, with their task's columns as `task_<column>` (None when the task is gone)."""
@@ -263,18 +242,14 @@ class SiteDatabase:
 		task_columns = ", ".join(f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS)
 		return self._select_schedules(f"{columns}, t.{q('name')} AS {q('task_name')}, {task_columns}", names)
 
-	def existing_schedules(self, names: list[str]) -> set[str]:
-		"""Which of `names` are schedule rows, or run requests' states (`run_requests.state_name`)."""
+	def existing_schedules(self, names: list[str]) -> list[str]:
+		"""Which of `names` are schedule rows."""
+		return self._existing(SCHEDULE_TABLE, names)
+
+	def _existing(self, table: str, names: list[str]) -> list[str]:
 		q = self._quote
-		schedules, requests, jobs = split_names(names)
-		rows = self._chunked(schedules, lambda chunk: f"SELECT {q('name')} AS name FROM {q(SCHEDULE_TABLE)} WHERE {q('name')} {_in(chunk)}")
-		found = {row["name"] for row in rows}
-		if requests and self.has_requests():
-			rows = self._chunked(requests, lambda chunk: f"SELECT {q('name')} AS name FROM {q(REQUEST_TABLE)} WHERE {q('name')} {_in(chunk)}")
-			found |= {run_requests.state_name(row["name"]) for row in rows}
-		if jobs and self.has_table(scheduled_job_table.TABLE):
-			found |= {scheduled_jobs.state_name(row["name"]) for row in scheduled_job_table.select(self, jobs)}
-		return found
+		rows = self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(table)} WHERE {q('name')} {_in(chunk)}")
+		return [row["name"] for row in rows]
 
 	# -- run requests ---------------------------------------------------------------
 
@@ -300,8 +275,23 @@ class SiteDatabase:
 			return self.query(sql, params)
 		return self._chunked(names, lambda chunk: f"{sql} AND r.{q('name')} {_in(chunk)}", params, names_last=True)
 
+	def request_versions(self, names: list[str] | None) -> list[dict[str, Any]]:
+		"""Of each pending run request named (all when `names` is None), what tells that it changed: `name`, `modified`,
+		its task's `task_modified` and its schedule's `schedule_modified`."""
+		q = self._quote
+		return self._select_requests(
+			f"r.{q('name')} AS {q('name')}, r.{q('modified')} AS {q('modified')}, "
+			f"t.{q('modified')} AS {q('task_modified')}, s.{q('modified')} AS {q('schedule_modified')}",
+			names,
+		)
+
+	def existing_requests(self, names: list[str]) -> list[str]:
+		"""Which of `names` are run request rows, pending or not."""
+		return self._existing(REQUEST_TABLE, names)
+
 	def request_rows(self, names: list[str]) -> list[dict[str, Any]]:
-		"""The pending run requests named by their states' names, as schedule rows (`run_requests.as_schedule_row`)."""
+		"""The pending run requests named, joined with their task (as `task_<column>`) and their schedule's queue and
+		argument overrides."""
 		q = self._quote
 		columns = ", ".join(
 			[f"r.{q(column)}" for column in REQUEST_COLUMNS]
@@ -309,8 +299,7 @@ class SiteDatabase:
 			+ [f"t.{q('name')} AS {q('task_name')}"]
 			+ [f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS]
 		)
-		rows = self._select_requests(columns, [run_requests.request_of(name) for name in names])
-		return [run_requests.as_schedule_row(row) for row in rows]
+		return self._select_requests(columns, names)
 
 	def last_logged_slots(self, names: list[str]) -> dict[str, str]:
 		"""Schedule -> newest `slot_utc` in its Task Logs (absent when it has none)."""

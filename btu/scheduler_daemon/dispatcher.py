@@ -10,6 +10,7 @@ firing, one whose row is disabled or gone leaves the state.
 from __future__ import annotations
 
 from btu.shared import protocol
+from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import BenchError, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.listener import CommandRejected
@@ -69,7 +70,7 @@ class RpcDispatcher:
 		if not unknown:
 			return {}
 		try:
-			existing = self.reconciler.database(self.reconciler.bench.site(site)).existing_schedules(unknown)
+			existing = sources.existing(self.reconciler.database(self.reconciler.bench.site(site)), unknown)
 		except (DatabaseError, BenchError):
 			return {}  # cannot tell now; the reconcile retries once the database answers
 		return {

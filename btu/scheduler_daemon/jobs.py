@@ -33,6 +33,7 @@ from rq.utils import utcformat
 from btu.shared import protocol
 from btu.shared.instants import slot_text
 from btu.shared.job_contract import FRAPPE_EXECUTOR, TASK_RUNNER, runner_kwargs
+from btu.shared.run_kind import RunKey
 
 EXECUTE_JOB = "frappe.utils.background_jobs.execute_job"
 TRUNCATE_FAILED_REGISTRY = "frappe.utils.background_jobs.truncate_failed_registry"
@@ -247,7 +248,8 @@ class JobShape:
 		return job
 
 	def kwargs(self, schedule: str, slot: datetime, fire_at: datetime) -> dict:
-		"""The job's kwargs. The runner reads the enqueue time from the rq job: it is stamped at release."""
+		"""The job's kwargs for the run whose key's text is `schedule`. The runner reads the enqueue time from the rq
+		job: it is stamped at release."""
 		template = self.template
 		if template.executor != FRAPPE_EXECUTOR:
 			return template.kwargs
@@ -258,7 +260,7 @@ class JobShape:
 			"event": None,
 			"job_name": TASK_RUNNER,
 			"is_async": True,
-			"kwargs": runner_kwargs(template.task, schedule, slot, fire_at),
+			"kwargs": runner_kwargs(template.task, RunKey.parse(schedule), slot, fire_at),
 		}
 
 	def description(self, schedule: str, slot: datetime) -> str:

@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from btu.shared import scheduled_jobs, protocol, run_requests
+from btu.shared import protocol
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, slot_text, to_ms
 from btu.shared.declared import NotRunnable
 from btu.shared.job_contract import RQ_EXECUTOR
+from btu.shared.run_kind import RESERVED_STARTS, RunKind
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import row_instant
 from btu.shared.schedule.zones import clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
+from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.connections import Connections
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, connect
@@ -200,7 +202,7 @@ class Reconciler:
 		self.cycle = Cycle()
 		self.cycles_done = 0  # the engine publishes the status when a cycle ends
 		self.frappe_jobs = FrappeJobSites()
-		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like a run request's state, logged once
+		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like another kind's run, logged once
 		self.lock = threading.RLock()
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
@@ -409,10 +411,11 @@ class Reconciler:
 	# -- steps of both ------------------------------------------------------------
 
 	def row_versions(self, read: SiteRead, names: list[str] | None) -> dict[str, str]:
-		"""Enabled schedule (of those named; all when `names` is None) -> its version, which changes with its row or task.
-		Pending run requests and the Scheduled Job Types BTU fires are among them under their states' names."""
-		rows = read.db.row_versions(names, read.scheduled_jobs)
-		return enabled_versions(rows, read.db.site.name, self.refused_names, read.scheduler_interval)
+		"""Enabled run (of those named by their key texts; all when `names` is None) -> its version, which changes with
+		its row or task: schedules, pending run requests and the Scheduled Job Types BTU fires (`sources.versions`)."""
+		versions, refused = sources.versions(read, names)
+		log_refused(read.db.site.name, refused, self.refused_names)
+		return versions
 
 	def database_down(self, site: Site, exc: DatabaseError) -> bool:
 		"""Note the outage (`SiteHealth.database_down`); True if the site has state, which keeps firing meanwhile."""
@@ -469,31 +472,19 @@ class Reconciler:
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
 
 
-def enabled_versions(rows: list[dict], site: str, refused: set[tuple[str, str]], scheduler_interval=None) -> dict[str, str]:
-	"""Enabled rows' names -> their versions. A schedule named like a run request's or a Scheduled Job Type's state
-	is left out (the Desk refuses such a name on save; a row written by SQL is logged once per process, remembered
-	in `refused`); so is a Scheduled Job Type that Frappe keeps (`scheduled_jobs.fired_by_btu`)."""
-	versions = {}
-	for row in rows:
-		derived_name = run_requests.is_state_name(row["name"]) or scheduled_jobs.is_state_name(row["name"])
-		if row.get("derived"):
-			if "version" not in row:
-				versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
-			elif row["enabled"] and scheduled_jobs.fired_by_btu(row["method"] or "", row["frequency"] or "", row["cron_format"], scheduler_interval):
-				versions[row["name"]] = row["version"]
-		elif derived_name:
-			if (site, row["name"]) not in refused:
-				refused.add((site, row["name"]))
-				log_event(
-					logger, logging.ERROR, "invalid_schedule", site=site, schedule=row["name"],
-					error=(
-						f"a schedule's name may not start with {run_requests.STATE_PREFIX!r} or {scheduled_jobs.STATE_PREFIX!r}, "
-						"which name run requests' and Scheduled Job Types' states; rename it"
-					),
-				)
-		elif int(row["enabled"] or 0):
-			versions[row["name"]] = f"{row['modified']}|{row['task_modified']}|{row['paused']}|{row['calendar_modified']}"
-	return versions
+def log_refused(site: str, names: list[str], logged: set[tuple[str, str]]) -> None:
+	"""Schedules left out for a name that reads as another kind's run (the Desk refuses such a name on save; SQL may
+	write one), logged once per process: `logged` remembers them."""
+	for name in names:
+		if (site, name) not in logged:
+			logged.add((site, name))
+			log_event(
+				logger, logging.ERROR, "invalid_schedule", site=site, schedule=name,
+				error=(
+					f"a schedule's name may not start with {' or '.join(map(repr, RESERVED_STARTS))}, "
+					"which name run requests' and Scheduled Job Types' states; rename it"
+				),
+			)
 
 
 def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new: datetime | None, cursor_if_changed: datetime | None, *, active: bool) -> CompiledSchedule:
@@ -538,11 +529,11 @@ def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
 
 def first_cursors(row: dict, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime) -> tuple[datetime | None, datetime | None]:
 	"""Where a compiled row's cursor starts: (if new to the state, if changed)."""
-	if "run_at_utc" in row:
+	if row["kind"] is RunKind.RUN_REQUEST:
 		# A run request fires at its run_at however late it is found (within its catch-up window),
 		# and never after its Log is written (it is no longer pending then).
 		return from_ms(spec.at * 1000), from_ms(spec.at * 1000)
-	if scheduled_jobs.is_state_name(row["name"]):
+	if row["kind"] is RunKind.FRAPPE_JOB:
 		# Frappe's next run is its cron's first moment after last_execution; one missed fires once now.
 		last = row_moment(row.get("last_execution"), system_tz) or now
 		return spec.next_slot(min(last, now)), spec.next_slot(now)

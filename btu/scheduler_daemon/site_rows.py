@@ -18,11 +18,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from btu.shared import run_requests, scheduled_jobs
-from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window
-from btu.scheduler_daemon import scheduled_job_table
+from btu.shared.run_kind import RunKind
+from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import Site
-from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, split_names
+from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.site_read import MAX_READ_THREADS, SiteRead
 
 if TYPE_CHECKING:
@@ -39,31 +38,17 @@ AHEAD_PER_THREAD = 2
 class SiteRows:
 	"""A site's enabled rows as a reconcile compiles them, read before the lock (`read_ahead`)."""
 
-	versions: dict[str, str]  # enabled state name -> its version (`Reconciler.row_versions`)
+	versions: dict[str, str]  # enabled run's key text -> its version (`Reconciler.row_versions`)
 	rows: list[dict]  # every one of them, with their exclusions
 	logged: dict[str, str]  # schedule new to the state -> its newest logged slot
 
 
 def read_chunk(read: SiteRead, names: list[str], in_state: set[str], now: datetime) -> tuple[list[dict], dict[str, str]]:
-	"""The rows of `names` (schedules, run requests' and Scheduled Job Types' states) with their exclusions, and the newest
-	logged slot of each schedule not `in_state` (a cold start resumes after it)."""
-	schedules, requests, jobs = split_names(names)
-	rows = with_exclusions(read.db, read.db.schedule_rows(schedules), now)
-	logged = read.db.last_logged_slots([row["name"] for row in rows if row["name"] not in in_state])
-	rows += read.db.request_rows([run_requests.state_name(name) for name in requests])
-	rows += scheduled_job_table.schedule_rows(read.db, [scheduled_jobs.state_name(name) for name in jobs], read.scheduler_interval)
-	return rows, logged
-
-
-def with_exclusions(db: SiteDatabase, rows: list[dict], now: datetime) -> list[dict]:
-	"""The rows with what their specs exclude: their skipped slots, their calendar's dates in calendar_window."""
-	skipped = db.skipped_slots([row["name"] for row in rows])
-	low, high = calendar_window(now.date())
-	dates = db.calendar_dates(sorted({row["calendar"] for row in rows if row.get("calendar")}), low, high)
-	for row in rows:
-		row[SKIPPED_KEY] = skipped.get(row["name"], [])
-		row[EXCLUDED_KEY] = sorted(dates.get(row.get("calendar"), ()))
-	return rows
+	"""The rows of the runs `names` (their key texts) as schedule rows, and the newest logged slot of each schedule not
+	`in_state` (a cold start resumes after it)."""
+	rows = sources.rows(read, names, now)
+	new = [row["name"] for row in rows if row["kind"] is RunKind.SCHEDULE and row["name"] not in in_state]
+	return rows, read.db.last_logged_slots(new)
 
 
 def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterator[tuple[Site, SiteRows | None]]:

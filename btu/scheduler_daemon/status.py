@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from btu.shared import protocol, run_requests
+from btu.shared import protocol
+from btu.shared.run_kind import RunKey, RunKind
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
 from btu.scheduler_daemon.bench import Bench, BenchError
@@ -244,7 +245,7 @@ def site_reads(reader: Reader, sites: list[str], recent: int):
 				(protocol.invalid_rows_key(site), "hgetall", ()),
 				(protocol.counters_key(site), "hgetall", ()),
 				(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
-				(protocol.site_schedules_key(site), "sscan", (0, f"{run_requests.STATE_PREFIX}*", STATUS_PAGE)),
+				(protocol.site_schedules_key(site), "sscan", (0, RunKey.match(RunKind.RUN_REQUEST), STATUS_PAGE)),
 			]
 		results = reader.many(reads, None)
 		for index, site in enumerate(page):
@@ -263,7 +264,7 @@ def run_request_count(redis_conn, site: str, reader: Reader, first_page) -> int:
 		cursor, page = first_page
 		found, looked = len(page), STATUS_PAGE
 		while int(cursor) and looked < STATUS_SCAN:
-			cursor, page = redis_conn.sscan(key, cursor, match=f"{run_requests.STATE_PREFIX}*", count=STATUS_PAGE)
+			cursor, page = redis_conn.sscan(key, cursor, match=RunKey.match(RunKind.RUN_REQUEST), count=STATUS_PAGE)
 			found += len(page)
 			looked += STATUS_PAGE
 		return found

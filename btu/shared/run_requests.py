@@ -2,9 +2,8 @@
 
 A retry, a backfilled slot, a chained run and an `enqueue_at` call are each
 a row of `BTU Run Request` (the site database is the source of truth). The scheduler compiles
-a pending request into a Once state under a name no schedule can have
-(`state_name`), so the same prepare and release scripts fire it at its
-`run_at`, exactly once, through failovers and Redis losing its data. The
+a pending request into a Once state of kind RUN_REQUEST (`btu.shared.run_kind`), so the same
+prepare and release scripts fire it at its `run_at`, exactly once, through failovers and Redis losing its data. The
 task runner then claims the run under the request's key: a retry or a
 backfill by (schedule, slot, attempt), a chained run by the request itself.
 
@@ -20,11 +19,9 @@ import uuid
 from datetime import datetime, timedelta
 
 from btu.shared.instants import slot_text
+from btu.shared.run_kind import RunKey, RunKind
 
 DOCTYPE = "BTU Run Request"
-# The scheduler state of a request is named "run-request:<request>". A schedule named so is refused
-# (the Desk on save, the scheduler's reconcile), so the two never share a state or a job id.
-STATE_PREFIX = "run-request:"
 RETRY, BACKFILL, CHAIN = "Retry", "Backfill", "Chain"
 # A function run at a moment from code (btu.enqueue_at): the row holds the function and its arguments, no Task.
 ENQUEUE = "Enqueue"
@@ -47,20 +44,6 @@ MAX_CHAINED_TASKS = 20
 # The longest a retry waits, whatever its backoff says.
 MAX_RETRY_DELAY_SECS = 30 * 86400
 RETRY_ON = ("Any Failure", "Timeout", "Retry Signal")
-
-
-def state_name(request: str) -> str:
-	"""The scheduler state's name for the request."""
-	return STATE_PREFIX + request
-
-
-def is_state_name(name: str) -> bool:
-	return str(name).startswith(STATE_PREFIX)
-
-
-def request_of(name: str) -> str:
-	"""The request a state is named after."""
-	return name[len(STATE_PREFIX):]
 
 
 def request_name(*key) -> str:
@@ -147,7 +130,8 @@ def as_schedule_row(request: dict) -> dict:
 		}
 	return {
 		**request,
-		"name": state_name(request["name"]),
+		"name": RunKey(RunKind.RUN_REQUEST, request["name"]).format(),
+		"kind": RunKind.RUN_REQUEST,
 		"run_frequency": "Once",
 		"run_at": run_at,
 		"time_zone": "UTC",

@@ -1,8 +1,8 @@
 """Frappe's Scheduled Job Types fired by BTU: which rows, at which moments, and who owns each slot.
 
 With BTU Configuration's `fire_frappe_jobs` on, the scheduler compiles each of
-the site's Scheduled Job Types into a cron state named "frappe-job:<name>"
-(`state_name`) in the site's zone, so the same prepare and release scripts
+the site's Scheduled Job Types into cron states of kind FRAPPE_JOB
+(`btu.shared.run_kind`) in the site's zone, so the same prepare and release scripts
 fire it at its moment, under the same lease, exactly once per slot. The job
 calls `btu.btu_core.scheduled_jobs.run`, which runs the Scheduled Job Type's own
 `execute()` (its Scheduled Job Log, `last_execution` and server-script events
@@ -22,9 +22,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from btu.shared.instants import slot_text
+from btu.shared.run_kind import RunKey, RunKind
+from btu.shared.schedule.cron import compile_cron
+from btu.shared.schedule.errors import ScheduleError
 
 DOCTYPE = "Scheduled Job Type"
-STATE_PREFIX = "frappe-job:"
 # Frappe's "All" runs every scheduler_interval seconds (site config; 240 when unset), as whole minutes.
 DEFAULT_SCHEDULER_INTERVAL = 240
 # frappe/core/doctype/scheduled_job_type/scheduled_job_type.py, get_next_execution's CRON_MAP (v15 and v16).
@@ -54,19 +56,6 @@ CLAIM_TTL_SECS = 3600
 # over the same window, by the schedule's jitter: a hash of (job type, slot), so every scheduler process agrees.
 LONG_JITTER_SECS = 600
 FRAPPE, BTU = "frappe", "btu"
-
-
-def state_name(job_type: str) -> str:
-	return STATE_PREFIX + job_type
-
-
-def is_state_name(name: str) -> bool:
-	return str(name).startswith(STATE_PREFIX)
-
-
-def job_type_of(name: str) -> str:
-	"""The Scheduled Job Type a state is named after."""
-	return name[len(STATE_PREFIX) :]
 
 
 def cron_of(frequency: str, cron_format: str | None, scheduler_interval) -> str:
@@ -100,11 +89,6 @@ def fired_by_btu(method: str, frequency: str, cron_format: str | None, scheduler
 	"""Whether BTU takes this job type when the switch is on. Frappe keeps BTU's own watchdog, and any row whose
 	cron BTU would read otherwise than Frappe's croniter: six fields (croniter's seconds come last, BTU's first),
 	or one BTU refuses. Both halves decide with this, so no row is left to neither."""
-	# Imported here: the task runner imports this module for `is_state_name` before every run, and the schedule
-	# package is not on a run's path.
-	from btu.shared.schedule.cron import compile_cron
-	from btu.shared.schedule.errors import ScheduleError
-
 	if method in KEPT_BY_FRAPPE:
 		return False
 	try:
@@ -127,13 +111,14 @@ def as_schedule_row(job: dict, scheduler_interval) -> dict:
 	compiles: cron in the site's zone, one catch-up run (as Frappe makes), skipped while its last run is queued
 	or running (as Frappe's job id dedupe does), on Frappe's queue for the frequency with that queue's timeout, a
 	Long frequency's slots spread over Frappe's window for them."""
-	name = state_name(job["name"])
+	name = RunKey(RunKind.FRAPPE_JOB, job["name"]).format()
 	try:
 		cron = cron_of(job.get("frequency") or "", job.get("cron_format"), scheduler_interval)
 	except ValueError:
 		cron = ""  # compiled as an invalid row whose error names cron_string
 	return {
 		"name": name,
+		"kind": RunKind.FRAPPE_JOB,
 		"creation": job.get("creation"),
 		"modified": job.get("modified"),
 		"run_frequency": "Cron Style",

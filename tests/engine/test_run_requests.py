@@ -17,6 +17,7 @@ from btu.scheduler_daemon.jobs import parse_job_id
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso
+from btu.shared.run_kind import RunKey, RunKind
 from tests.engine.helpers import (
 	cli, queue_ids, queue_key, recent_fires, state_names, status_json, stop_worker, text, wait_for_leader, wait_until,
 )
@@ -25,6 +26,11 @@ from tests.engine.test_prepare_release import leader, next_instant, prepare_due,
 pytestmark = pytest.mark.versions
 
 REQUEST = "BTU Run Request"
+
+
+def request_key(name: str) -> str:
+	"""The key text of the request's run, its state's name."""
+	return RunKey(RunKind.RUN_REQUEST, name).format()
 
 
 def insert_request(data, task: str, run_at: datetime, *, status: str = rr.PENDING, **fields) -> str:
@@ -62,7 +68,7 @@ def test_a_pending_request_fires_once_at_its_run_at_and_leaves_when_done(recordi
 	moment = next_instant()
 	name = insert_request(data, task, at(moment))
 	scheduler = leader(bench)
-	state = rr.state_name(name)
+	state = request_key(name)
 	assert state in state_names(r, site)
 	assert status_json(bench.path)["sites"][site]["run_requests"] == 1
 	assert "of which 1 run requests" in cli(bench.path, "status").stdout
@@ -94,8 +100,8 @@ def test_a_late_request_still_fires_within_the_window_and_not_beyond(recording, 
 	prepare_due(scheduler)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
-	assert outcomes.get(rr.state_name(late)) == "enqueued"
-	assert outcomes.get(rr.state_name(stale)) != "enqueued"
+	assert outcomes.get(request_key(late)) == "enqueued"
+	assert outcomes.get(request_key(stale)) != "enqueued"
 	assert len(queue_ids(r, queue_key(bench))) == 1
 	# Redis loses everything: the request, still pending in the database, is compiled and fired again
 	# (its job was lost with Redis too; the task runner's claim refuses a second run had it survived).
@@ -104,7 +110,7 @@ def test_a_late_request_still_fires_within_the_window_and_not_beyond(recording, 
 	assert scheduler.lease.acquire()
 	prepare_due(scheduler)
 	assert release(scheduler)
-	assert [f["schedule"] for f in recent_fires(r, site) if f["outcome"] == "enqueued"] == [rr.state_name(late)]
+	assert [f["schedule"] for f in recent_fires(r, site) if f["outcome"] == "enqueued"] == [request_key(late)]
 
 
 def test_waiting_cancelled_and_done_requests_never_fire(recording, r):
@@ -113,15 +119,15 @@ def test_waiting_cancelled_and_done_requests_never_fire(recording, r):
 	moment = next_instant()
 	names = {status: insert_request(data, task, at(moment), status=status) for status in (rr.WAITING, rr.CANCELLED, rr.DONE)}
 	scheduler = leader(bench)
-	assert not state_names(r, site) & {rr.state_name(name) for name in names.values()}
+	assert not state_names(r, site) & {request_key(name) for name in names.values()}
 	assert prepare_due(scheduler) == []
 	# A backfill's next slot: Waiting -> Pending (the runner does it when the slot before ends) and announced.
 	data.update(REQUEST, names[rr.WAITING], status=rr.PENDING, run_at_utc=format_utc_iso(at(moment)))
-	scheduler.reconciler.sync_schedules(site, [rr.state_name(names[rr.WAITING])])
+	scheduler.reconciler.sync_schedules(site, [request_key(names[rr.WAITING])])
 	assert len(prepare_due(scheduler)) == 1
 	sleep_until_ms(moment * 1000)
 	assert release(scheduler)
-	assert [f["schedule"] for f in recent_fires(r, site)] == [rr.state_name(names[rr.WAITING])]
+	assert [f["schedule"] for f in recent_fires(r, site)] == [request_key(names[rr.WAITING])]
 
 
 def test_hostile_rows_are_invalid_not_fatal(recording, r):
@@ -135,17 +141,17 @@ def test_hostile_rows_are_invalid_not_fatal(recording, r):
 	orphan = insert_request(data, task, at(moment))
 	data.update(REQUEST, orphan, task="no such task")
 	# A schedule row named like a request's state (only SQL can write one: the Desk refuses the name).
-	look_alike = data.insert_schedule(task, name=rr.state_name(good), run_frequency="Cron Style", cron_string="* * * * * *")
+	look_alike = data.insert_schedule(task, name=request_key(good), run_frequency="Cron Style", cron_string="* * * * * *")
 	scheduler = leader(bench)
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
-	assert "run_at" in invalid[rr.state_name(garbage)]
-	assert "no BTU Task has that name" in invalid[rr.state_name(orphan)]
+	assert "run_at" in invalid[request_key(garbage)]
+	assert "no BTU Task has that name" in invalid[request_key(orphan)]
 	assert len(prepare_due(scheduler)) == 1
 	sleep_until_ms(moment * 1000)
 	assert release(scheduler)
 	fired = [f["schedule"] for f in recent_fires(r, site)]
-	assert fired == [rr.state_name(good)], "only the good request fired, once; the look-alike schedule never"
-	assert look_alike == rr.state_name(good)
+	assert fired == [request_key(good)], "only the good request fired, once; the look-alike schedule never"
+	assert look_alike == request_key(good)
 
 
 def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_and_arguments(recording, r):
@@ -162,8 +168,8 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	empty = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="")
 	scheduler = leader(bench)
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
-	assert "os" in invalid[rr.state_name(hostile)] and rr.state_name(empty) in invalid
-	assert [entry[1] for entry in prepare_due(scheduler)] == [rr.state_name(name)]
+	assert "os" in invalid[request_key(hostile)] and request_key(empty) in invalid
+	assert [entry[1] for entry in prepare_due(scheduler)] == [request_key(name)]
 	sleep_until_ms(moment * 1000 - 150)
 	assert release(scheduler) and recent_fires(r, site) == [], "not released before its millisecond"
 	sleep_until_ms(moment * 1000)
@@ -192,7 +198,7 @@ def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench
 	# 40 requests over 5 s: some released before the kill, some prepared by the killed leader, some after.
 	names = [insert_request(data, task, at(start + (i % 10) * 0.5)) for i in range(40)]
 	for name in names:
-		protocol.call(r, protocol.CREATE_TASK_SCHEDULE, rr.state_name(name), site=data.site.name)
+		protocol.call(r, protocol.CREATE_TASK_SCHEDULE, request_key(name), site=data.site.name)
 	worker = processes.worker(redis_url, bench.queue_name("default"))
 	time.sleep(max(0.0, start + 2 - time.time()))
 	first.kill()
@@ -204,4 +210,4 @@ def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench
 	stop_worker(worker)
 	ran = [text(x) for x in r.lrange(runs_key, 0, -1)]
 	assert len(ran) == 40 and len(set(ran)) == 40, "each request ran exactly once"
-	assert sorted(parse_job_id(job)[1] for job in ran) == sorted(rr.state_name(name) for name in names), "each run is its own request's"
+	assert sorted(parse_job_id(job)[1] for job in ran) == sorted(request_key(name) for name in names), "each run is its own request's"

@@ -18,9 +18,11 @@ from rq.job import Job
 
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
+from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.shared import scheduled_jobs as fj
 from btu.shared.job_contract import TASK_RUNNER
+from btu.shared.run_kind import RunKey, RunKind
 from tests.engine.helpers import definition, queue_ids, queue_key, recent_fires, state_names
 from tests.engine.test_prepare_release import prepare_due, release
 
@@ -28,6 +30,11 @@ pytestmark = pytest.mark.versions
 
 UTC = timezone.utc
 TABLE = "tabScheduled Job Type"
+
+
+def job_key(name: str) -> str:
+	"""The key text of the job type's run, its state's name."""
+	return RunKey(RunKind.FRAPPE_JOB, name).format()
 
 
 def insert_job_type(data, name: str, *, frequency: str = "Cron", cron_format: str | None = None, method: str | None = None, last_execution=None, stopped: int = 0) -> str:  # noqa: E501
@@ -41,7 +48,7 @@ def insert_job_type(data, name: str, *, frequency: str = "Cron", cron_format: st
 			"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 1)",
 			(name, now - timedelta(days=30), now, method or f"app.tasks.{name}", frequency, cron_format, stopped, last_execution or None),
 		)
-	return fj.state_name(name)
+	return job_key(name)
 
 
 def update_job_type(data, name: str, **fields) -> None:
@@ -100,14 +107,14 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	now = datetime.now(UTC)
 	cursors = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "cursor") or 0) for name in taken}
 	next_minute = (now.replace(second=0, microsecond=0) + timedelta(minutes=1)).timestamp() * 1000
-	assert cursors[fj.state_name("every_minute")] == next_minute
-	assert cursors[fj.state_name("daily_long")] == (now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp() * 1000
-	assert datetime.fromtimestamp(cursors[fj.state_name("all")] / 1000, UTC).minute % 4 == 0
+	assert cursors[job_key("every_minute")] == next_minute
+	assert cursors[job_key("daily_long")] == (now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp() * 1000
+	assert datetime.fromtimestamp(cursors[job_key("all")] / 1000, UTC).minute % 4 == 0
 	# Fired at the slot, except a Long frequency's: up to 600 s after it, as Frappe delays those.
 	fire_at = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "fire_at")) for name in taken}
-	assert fire_at[fj.state_name("every_minute")] == cursors[fj.state_name("every_minute")]
-	assert 0 <= fire_at[fj.state_name("daily_long")] - cursors[fj.state_name("daily_long")] <= fj.LONG_JITTER_SECS * 1000
-	template = json.loads(definition(r, data.site.name, fj.state_name("daily_long"))[1])
+	assert fire_at[job_key("every_minute")] == cursors[job_key("every_minute")]
+	assert 0 <= fire_at[job_key("daily_long")] - cursors[job_key("daily_long")] <= fj.LONG_JITTER_SECS * 1000
+	template = json.loads(definition(r, data.site.name, job_key("daily_long"))[1])
 	assert template["queue"].endswith(":long") and template["executor"] == "frappe"
 	# Never run (no last_execution): Frappe counts from its creation, so one catch-up run is due now, as Frappe makes.
 	never = insert_job_type(data, "never_run", cron_format="0 3 * * *", last_execution="")
@@ -178,7 +185,7 @@ def test_changes_to_a_row_are_seen_by_a_full_reconcile_and_by_the_rpc_path(site,
 	scheduler.reconciler.sync_schedules(site_name, [state])
 	assert state not in state_names(r, site_name)
 	reconciler = scheduler.reconciler
-	assert reconciler.database(reconciler.bench.site(site_name)).existing_schedules([state, fj.state_name("nope")]) == {state}
+	assert sources.existing(reconciler.database(reconciler.bench.site(site_name)), [state, job_key("nope")]) == {state}
 
 
 def test_a_schedule_named_like_a_job_types_state_never_fires(site, r):
@@ -199,9 +206,9 @@ def test_hostile_rows_are_invalid_or_left_out_never_fatal(site, r):
 	insert_job_type(data, "feb30", cron_format="0 0 30 2 *")
 	frappe_leader(bench)
 	names = state_names(r, data.site.name)
-	assert good in names and fj.state_name("tab\tname") not in names
+	assert good in names and job_key("tab\tname") not in names
 	invalid = {k.decode(): v.decode() for k, v in r.hgetall(f"btu:site:{data.site.name}:invalid").items()}
-	assert "control characters" in invalid.get(fj.state_name("tab\tname"), ""), invalid
+	assert "control characters" in invalid.get(job_key("tab\tname"), ""), invalid
 	# A last_execution in the future (a clock set wrong) does not hold the job back past now.
-	cursor = int(r.hget(f"btu:site:{data.site.name}:schedule:{fj.state_name('future_last')}", "cursor"))
+	cursor = int(r.hget(f"btu:site:{data.site.name}:schedule:{job_key('future_last')}", "cursor"))
 	assert cursor <= (time.time() + 61) * 1000

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from btu.shared import run_requests as rr
+from btu.shared.run_kind import RunKey, RunKind
 from btu.shared.schedule import ScheduleSpec
 
 pytestmark = pytest.mark.versions
@@ -23,7 +24,7 @@ def test_names_are_one_per_run_and_never_collide_across_kinds():
 	}
 	assert len(names) == 8
 	assert all(len(name) <= 140 and name.startswith("RR-") for name in names)
-	assert rr.request_of(rr.state_name("RR-x")) == "RR-x" and rr.is_state_name("run-request:RR-x") and not rr.is_state_name("TS-run-request:")
+	assert RunKey.parse(RunKey(RunKind.RUN_REQUEST, "RR-x").format()).name == "RR-x" and RunKey.parse("run-request:RR-x").kind is RunKind.RUN_REQUEST and RunKey.parse("TS-run-request:").kind is not RunKind.RUN_REQUEST
 
 
 @pytest.mark.parametrize(

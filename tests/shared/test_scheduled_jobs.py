@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from btu.shared import scheduled_jobs as fj
+from btu.shared.run_kind import RunKey, RunKind
 from btu.shared.schedule import ScheduleSpec
 
 pytestmark = pytest.mark.versions
@@ -65,7 +66,7 @@ def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
 	job = {"name": "app.daily", "method": "app.tasks.daily", "frequency": "Daily Long", "cron_format": None,
 		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1), "last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
 	row = fj.as_schedule_row(job, None)
-	assert row["name"] == "frappe-job:app.daily" and fj.is_state_name(row["name"]) and fj.job_type_of(row["name"]) == "app.daily"
+	assert row["name"] == "frappe-job:app.daily" and RunKey.parse(row["name"]).kind is RunKind.FRAPPE_JOB and RunKey.parse(row["name"]).name == "app.daily"
 	assert row["task_queue_name"] == "long" and row["overlap_policy"] == "skip" and row["catch_up_policy"] == "fire_once"
 	spec = ScheduleSpec.from_row(row, system_time_zone="Europe/Berlin")
 	# Midnight in Berlin, across the spring change (UTC+1 -> UTC+2 at 02:00 on 2026-03-29).

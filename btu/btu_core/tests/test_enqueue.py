@@ -2,7 +2,7 @@
 
 The scheduler's part (firing the request at its millisecond) is tier 1 (tests/engine/test_run_requests.py) and
 end to end (test_end_to_end.py). Here a fire is what the scheduler's job calls:
-run_scheduled_task(method, "run-request:<name>", slot, fire_at).
+run_scheduled_task(method, "run-request:<name>", slot, fire_at, kind="run-request").
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user
 from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso
+from btu.shared.run_kind import RunKey, RunKind
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -38,6 +39,11 @@ SAY_HELLO = "btu.btu_core.tests.sample_tasks.say_hello"
 def now() -> datetime:
 	return datetime.now(timezone.utc)
 
+
+
+def request_key(handle: str) -> str:
+	"""The key text the scheduler's job names the request by (as the job's id does)."""
+	return RunKey(RunKind.RUN_REQUEST, handle).format()
 
 class EnqueueCase(IntegrationTestCase):
 	"""The runner commits, so each test removes the requests it made (and their Logs)."""
@@ -64,12 +70,13 @@ class EnqueueCase(IntegrationTestCase):
 	def calls(self) -> list[str]:
 		return [c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{self.marker}", 0, -1)]
 
-	def fire(self, handle: str):
-		"""What the scheduler's job for the request does: the job's return, or what it raised."""
+	def fire(self, handle: str, kind: str | None = RunKind.RUN_REQUEST.value):
+		"""What the scheduler's job for the request does: the job's return, or what it raised. `kind=None`: a job
+		queued by a BTU before run kinds, which named the request by its key's text alone."""
 		doc = frappe.get_doc(REQUEST, handle)
 		moment = parse_utc_iso(doc.run_at_utc, "run_at_utc")
 		try:
-			return run_scheduled_task(doc.method, rr.state_name(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc)
+			return run_scheduled_task(doc.method, request_key(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, kind=kind)
 		except Exception as exc:
 			return exc
 
@@ -93,6 +100,14 @@ class TestEnqueue(EnqueueCase):
 		# A second delivery of the same job (a failover, a redelivery) finds it Done and runs nothing.
 		self.assertIsNone(self.fire(handle))
 		self.assertEqual(len(self.calls()), 1)
+
+	def test_a_job_queued_before_run_kinds_runs_its_request_once(self):
+		handle = self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker, value="old")
+		frappe.db.commit()
+		self.assertEqual(self.fire(handle, kind=None), handle)
+		self.assertIsNone(self.fire(handle))
+		self.assertEqual([c.split()[1] for c in self.calls()], ["old"])
+		self.assertEqual(frappe.db.get_value(REQUEST, handle, "status"), "Done")
 
 	def test_the_package_names_the_same_functions(self):
 		self.assertIs(btu.enqueue_at, enqueue_at)
@@ -171,7 +186,7 @@ class TestEnqueue(EnqueueCase):
 		time.sleep(max(0.0, (moment - now()).total_seconds()) + 0.4)
 		# Queued 1 ms after its moment, started 400 ms or more after it: a worker that was slow to start the job.
 		enqueued = (moment + timedelta(milliseconds=1)).isoformat()
-		run_scheduled_task(doc.method, rr.state_name(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, enqueued)
+		run_scheduled_task(doc.method, request_key(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, enqueued, kind=RunKind.RUN_REQUEST.value)
 		note = frappe.db.get_value(REQUEST, handle, "note")
 		self.assertIn("fire lag 1.0 ms (its moment to its job on the queue)", note)
 		start_lag = float(note.split("start lag ")[1].split(" ms")[0])

@@ -14,8 +14,8 @@ from btu.btu_core.enqueue import enqueue_at
 from btu.btu_core.task_runner import run_in_this_process, run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_task, make_user
 from btu.shared import protocol
-from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso
+from btu.shared.run_kind import RunKey, RunKind
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -48,7 +48,7 @@ class TestWhoReadsWhatARunLeft(IntegrationTestCase):
 			frappe.db.commit()
 			run_at_utc = frappe.db.get_value(REQUEST, cls.request, "run_at_utc")
 			slot = parse_utc_iso(run_at_utc, "run_at_utc").replace(microsecond=0).isoformat()
-			run_scheduled_task(SAY_HELLO, rr.state_name(cls.request), slot, run_at_utc)
+			run_scheduled_task(SAY_HELLO, RunKey(RunKind.RUN_REQUEST, cls.request).format(), slot, run_at_utc, kind=RunKind.RUN_REQUEST.value)
 		cls.enqueued_log = frappe.db.get_value(LOG, {"run_request": cls.request})
 		cls.task = make_task(arguments=f'{{"name": "{SECRET}"}}').name
 		frappe.db.commit()

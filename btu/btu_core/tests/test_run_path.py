@@ -66,7 +66,7 @@ from btu.btu_core.task_runner import run_request, run_scheduled_task
 if sys.argv[2] == "task":
 	run_scheduled_task(*sys.argv[3:6])
 else:
-	run_request("run-request:" + sys.argv[3], None, None)
+	run_request(sys.argv[3], None, None)
 frappe.db.commit()
 print(json.dumps([*[sorted(modules) for modules in sample_tasks.MODULES_AT_CALL], sorted(sys.modules)]))
 """

@@ -1,7 +1,7 @@
 """Retries, backfill and chains on a real Frappe site: the requests the Frappe side writes and the runs the task runner
 makes of them (the scheduler's part, firing a pending request once, is tier 1: tests/engine/test_run_requests.py).
 
-A request's fire is what the scheduler's job calls: run_scheduled_task(task, "run-request:<name>", run_at).
+A request's fire is what the scheduler's job calls: run_scheduled_task(task, "run-request:<name>", run_at, kind="run-request").
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from btu.btu_core.task_runner import RunFailed, run_in_this_process, run_schedul
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared.run_kind import RunKey, RunKind
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -62,7 +63,7 @@ class RunRequestCase(IntegrationTestCase):
 		"""What the scheduler's job for the request does; the Log name, or the exception the run raised."""
 		doc = frappe.get_doc(REQUEST, request)
 		try:
-			return run_scheduled_task(doc.task, rr.state_name(request), doc.run_at_utc)
+			return run_scheduled_task(doc.task, RunKey(RunKind.RUN_REQUEST, request).format(), doc.run_at_utc, kind=RunKind.RUN_REQUEST.value)
 		except Exception as exc:  # the runner re-raises a failure so RQ marks the job failed
 			return exc
 

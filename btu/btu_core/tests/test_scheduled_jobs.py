@@ -4,7 +4,7 @@ the claim that makes a slot run once when both reach it.
 
 The scheduler's part (which rows become states, at which moments) is tier 1 (tests/engine/test_scheduled_jobs.py);
 both processes together are end to end (test_end_to_end.py). Here a BTU fire is what the scheduler's job calls:
-run_scheduled_task("frappe-job:<name>", "frappe-job:<name>", slot).
+run_scheduled_task("frappe-job:<name>", "frappe-job:<name>", slot, kind="frappe-job").
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
 from btu.shared import scheduled_jobs as fj
 from btu.shared import protocol
 from btu.shared.instants import slot_text
+from btu.shared.run_kind import RunKey, RunKind
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -80,8 +81,8 @@ class TestFrappeJobs(IntegrationTestCase):
 		return frappe.cache().llen(FRAPPE_JOB_CALLS)
 
 	def fire(self, slot: datetime | None = None):
-		state = fj.state_name(self.job.name)
-		return run_scheduled_task(state, state, slot_text(slot or self.slot))
+		state = RunKey(RunKind.FRAPPE_JOB, self.job.name).format()
+		return run_scheduled_task(state, state, slot_text(slot or self.slot), kind=RunKind.FRAPPE_JOB.value)
 
 	def scheduler_alive(self):
 		"""A BTU scheduler's heartbeat as the scheduler writes it, so liveness finds one alive."""

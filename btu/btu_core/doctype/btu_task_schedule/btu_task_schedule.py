@@ -20,9 +20,8 @@ from btu.btu_core.roles import require_btu_manager, require_system_manager_for
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
-from btu.shared import scheduled_jobs
 from btu.shared.declared_schedules import SCHEDULE_FIELDS
-from btu.shared.run_requests import STATE_PREFIX, is_state_name
+from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
@@ -103,10 +102,10 @@ class BTUTaskSchedule(Document):
 		require_system_manager_for(self, ("argument_overrides",))
 		alerts.validate_rules(self)
 		recipients.require_system_manager_for_outsiders(self)
-		if self.name and (is_state_name(self.name) or scheduled_jobs.is_state_name(self.name)):
+		if self.name and not RunKey(RunKind.SCHEDULE, self.name).reads_back():
 			frappe.throw(
 				_("Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it").format(
-					self.name, STATE_PREFIX, scheduled_jobs.STATE_PREFIX
+					self.name, *RESERVED_STARTS
 				)
 			)
 		validate_retries(self, _("Invalid schedule"))

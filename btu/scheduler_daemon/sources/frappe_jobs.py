@@ -1,17 +1,20 @@
-"""Frappe's own `tabScheduled Job Type`, as the scheduler reads it when a site has BTU fire those jobs (the switches
-that say whether it does are read with the site's settings: `site_settings.read`).
+"""Frappe's Scheduled Job Types as runs: the source of kind FRAPPE_JOB, read from Frappe's own `tabScheduled Job Type`
+when a site has BTU fire those jobs (the switches that say whether it does are read with the site's settings:
+`site_settings.read`), each row BTU takes a cron schedule (`btu.shared.scheduled_jobs.as_schedule_row`).
 
 Functions of a `SiteDatabase` (its connection, quoting and chunking), kept apart from BTU's own tables.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from btu.shared import scheduled_jobs
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.database import SiteDatabase
+	from btu.scheduler_daemon.site_read import SiteRead
 
 TABLE = "tabScheduled Job Type"
 COLUMNS = ("name", "creation", "modified", "method", "frequency", "cron_format", "stopped", "last_execution")
@@ -36,15 +39,24 @@ def summary_sql(db: SiteDatabase, qualified: bool = False) -> str:
 	return f"SELECT COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum FROM {db._table(TABLE, qualified)}"
 
 
-def versions(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:
-	"""The rows named (all when None) under their states' names, marked `derived`, enabled unless stopped, with `version`."""
-	return [
-		{**row, "name": scheduled_jobs.state_name(row["name"]), "derived": 1, "enabled": not int(row["stopped"] or 0), "version": "|".join(str(row[c]) for c in VERSION)}
-		for row in select(db, names)
-	]
+def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
+	"""While the site has BTU fire them: each job type BTU takes (not stopped, `scheduled_jobs.fired_by_btu`) -> its
+	VERSION columns."""
+	if not read.scheduled_jobs:
+		return {}
+	return {
+		row["name"]: "|".join(str(row[c]) for c in VERSION)
+		for row in select(read.db, names)
+		if not int(row["stopped"] or 0)
+		and scheduled_jobs.fired_by_btu(row["method"] or "", row["frequency"] or "", row["cron_format"], read.scheduler_interval)
+	}
 
 
-def schedule_rows(db: SiteDatabase, names: list[str], scheduler_interval) -> list[dict[str, Any]]:
-	"""The rows named by their states' names, as schedule rows (`scheduled_jobs.as_schedule_row`)."""
-	rows = select(db, [scheduled_jobs.job_type_of(name) for name in names]) if names else []
-	return [scheduled_jobs.as_schedule_row(row, scheduler_interval) for row in rows]
+def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
+	"""The job types named, as cron schedule rows."""
+	return [scheduled_jobs.as_schedule_row(row, read.scheduler_interval) for row in select(read.db, names)]
+
+
+def existing(db: SiteDatabase, names: list[str]) -> list[str]:
+	"""Which of the job types named have a row."""
+	return [row["name"] for row in select(db, names)] if db.has_table(TABLE) else []
