@@ -1,0 +1,50 @@
+"""What the original BTU's scheduler daemons leave in Redis, and whether one still runs there.
+
+Both the Rust daemon and btu_scheduler_py keep their next fires in one sorted set, member `<schedule>|<unix
+seconds>`, score that moment, on the bench's queue Redis; each polls it (every 60 s by default) and removes what
+is due. So entries due minutes ago that are still there mean no such daemon runs; entries all in the future mean
+one may, and it would fire the same schedules as BTU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NEXT_FIRES_KEY = "btu_scheduler:task_execution_times"
+RUN_LATER_PATTERN = "btu_scheduler:run_later:*"
+# The daemon's default polling interval, doubled, plus slack: an entry overdue longer than this is not being polled.
+STALE_AFTER_SECS = 300
+
+
+@dataclass(frozen=True)
+class OldDaemon:
+	"""The original daemon's sorted set as found: how many entries, the earliest moment, and what it means."""
+
+	entries: int
+	earliest: float
+	now: float
+
+	@property
+	def polled(self) -> bool:
+		"""Whether something removes due entries: none is overdue by more than STALE_AFTER_SECS."""
+		return self.earliest >= self.now - STALE_AFTER_SECS
+
+	def describe(self) -> str:
+		if self.polled:
+			return (
+				f"the original BTU's daemon may still be running on this Redis: {NEXT_FIRES_KEY} holds {self.entries} next fires, "
+				f"none overdue; stop it (systemctl stop btu_scheduler, or btu-py's service) so no schedule fires twice, then DEL {NEXT_FIRES_KEY}"
+			)
+		return (
+			f"the original BTU's daemon left {NEXT_FIRES_KEY} behind ({self.entries} entries, the earliest "
+			f"{int(self.now - self.earliest)} s overdue, so none runs now); delete it: redis-cli DEL {NEXT_FIRES_KEY}"
+		)
+
+
+def find(redis_conn, now: float) -> OldDaemon | None:
+	"""The original daemon's sorted set on `redis_conn`, or None when there is none (two reads)."""
+	entries = redis_conn.zcard(NEXT_FIRES_KEY)
+	if not entries:
+		return None
+	earliest = redis_conn.zrange(NEXT_FIRES_KEY, 0, 0, withscores=True)
+	return OldDaemon(entries=int(entries), earliest=float(earliest[0][1]) if earliest else now, now=now)

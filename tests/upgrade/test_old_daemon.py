@@ -1,0 +1,25 @@
+"""The original daemon's sorted set on a real Redis: running (entries none overdue) or left behind."""
+
+from __future__ import annotations
+
+from btu.shared.upgrade.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find
+
+
+def test_nothing_found_without_the_key(r):
+	assert find(r, 1_000_000.0) is None
+
+
+def test_entries_all_ahead_mean_a_daemon_may_run(r):
+	now = 1_800_000_000.0
+	r.zadd(NEXT_FIRES_KEY, {f"TS-000001|{int(now) + 60}": now + 60, f"TS-000002|{int(now) + 600}": now + 600})
+	found = find(r, now)
+	assert found.entries == 2 and found.polled
+	assert "may still be running" in found.describe() and "stop it" in found.describe()
+
+
+def test_entries_long_overdue_mean_it_was_left_behind(r):
+	now = 1_800_000_000.0
+	r.zadd(NEXT_FIRES_KEY, {"TS-000001|1": now - STALE_AFTER_SECS - 1, "TS-000002|2": now + 60})
+	found = find(r, now)
+	assert not found.polled
+	assert f"redis-cli DEL {NEXT_FIRES_KEY}" in found.describe() and "none runs now" in found.describe()
