@@ -26,8 +26,9 @@ NOW = datetime(2026, 6, 10, 7, 13, tzinfo=timezone.utc)
 
 def original_local(cron: str, zone: str, n: int = 5) -> list[datetime]:
 	"""btu_scheduler_py's next fires: croniter on the zone's wall clock, back to UTC."""
-	it = croniter(cron, NOW.astimezone(ZoneInfo(zone)))
-	return [it.get_next(datetime).astimezone(timezone.utc) for _ in range(n)]
+	# Stepped on the naive wall clock, which every croniter steps right, then placed in the zone (no fire in a gap).
+	it = croniter(cron, NOW.astimezone(ZoneInfo(zone)).replace(tzinfo=None))
+	return [it.get_next(datetime).replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc) for _ in range(n)]
 
 
 def converted_moments(row: dict, *, local_schema: bool, config_zone: str | None, system_zone: str) -> list[datetime]:

@@ -8,6 +8,7 @@ const BTU_STATUS_REFRESH_SECS = 10;
 frappe.ui.form.on("BTU Configuration", {
 	refresh(frm) {
 		btu_render_status(frm);
+		btu_render_upgrade(frm);
 		clearInterval(frm.btu_status_timer);
 		frm.btu_status_timer = setInterval(() => {
 			if (cur_frm !== frm || !frm.get_field("status_html").$wrapper.is(":visible")) {
@@ -131,5 +132,29 @@ function btu_render_status(frm) {
 			(site.recent_fires || []).map((f) => [f.schedule, f.slot, f.enqueued_at, f.lag_ms, f.job_id, f.outcome])
 		);
 		wrapper.html(html);
+	});
+}
+
+// What the upgrade from the original BTU left to do; the section stays empty on a site that never had it.
+function btu_render_upgrade(frm) {
+	const wrapper = frm.get_field("upgrade_html").$wrapper;
+	frappe.call({ method: "btu.btu_core.api.upgrade_report" }).then((r) => {
+		const report = r.message || {};
+		const undeclared = report.undeclared || [];
+		const notes = report.notes || [];
+		let html = "";
+		if (undeclared.length) {
+			html += `<h5 class="text-danger">${__("Tasks whose function no app declares (their schedules do not run)")}</h5>` + btu_table(
+				[__("Task"), __("Function"), __("Enabled schedules"), __("Add to"), __("Reason")],
+				undeclared.map((t) => [t.task, t.function_string, t.schedules.join(", "), t.hook_line ? `${t.hooks_file}: ${t.hook_line}` : "", t.reason])
+			) + `<p>${__("bench --site {0} btu-declare-tasks --app your_app prints (or with --write appends) the btu_tasks block of that app's own functions.", [btu_esc(frappe.boot.sitename || "site")])}</p>`;
+		}
+		if (notes.length) {
+			html += `<h5 class="text-warning">${__("Values the upgrade kept as they were")}</h5>` + btu_table(
+				[__("DocType"), __("Name"), __("Field"), __("Value"), __("What to do")],
+				notes.map((n) => [n.doctype, n.name, n.field, n.value, n.note])
+			);
+		}
+		wrapper.html(html || `<p class="text-muted">${__("Nothing left from an upgrade.")}</p>`);
 	});
 }

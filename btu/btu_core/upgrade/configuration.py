@@ -1,0 +1,31 @@
+"""The site's upgrade: BTU Configuration's original settings read, the rows converted, the notes kept and printed."""
+
+from __future__ import annotations
+
+import frappe
+from frappe.utils import get_system_timezone
+
+from btu.btu_core.upgrade import hours, notes, rows
+from btu.btu_core.upgrade.tables import SITE
+from btu.btu_core.upgrade.undeclared import print_report, undeclared
+from btu.shared.schedule import ScheduleError, parse_zone
+
+
+def execute() -> None:
+	config_zone = single("cron_time_zone")
+	bad_hours = {n["name"] for n in notes.stored() if n["doctype"] == hours.SCHEDULE and n["field"] == "hour"}
+	notes.add(rows.convert(SITE, config_zone=config_zone, system_zone=get_system_timezone(), bad_hours=bad_hours))
+	if config_zone and not single("default_time_zone") and rows.ORIGINAL_SCHEDULE_COLUMN in SITE.columns(SITE.schedule):
+		# New schedules start in the zone the original read crons in, as the admin is used to.
+		try:
+			parse_zone(config_zone)
+			frappe.db.set_single_value(notes.CONFIG, "default_time_zone", config_zone)
+		except ScheduleError:
+			pass
+	print_report(undeclared())
+
+
+def single(field: str) -> str | None:
+	"""A BTU Configuration value as stored, also one its DocType no longer has (the original's)."""
+	value = frappe.db.sql("select value from tabSingles where doctype = %s and field = %s", (notes.CONFIG, field))
+	return value[0][0] if value else None
