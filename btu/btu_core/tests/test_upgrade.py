@@ -55,6 +55,8 @@ TASKS = [
 	("BTU-00002", 0, "site_app.tasks.nightly", "{'ids': {1, 2}}", 0),
 	("BTU-00003", 2, f"{SAMPLES}.undeclared_task", "", 0),
 	("BTU-00004", 1, f"{SAMPLES}.needs_company", '{"company": "ACME"}', 1),
+	# A function of the original app itself, gone with it.
+	("BTU-00005", 1, "btu.manual_tests.ping_with_wait", "", 0),
 ]
 LOGS = [("BTLOG-1", "Success"), ("BTLOG-2", "Failed"), ("BTLOG-3", "Timeout"), ("BTLOG-4", "In-Progress"), ("BTLOG-5", "Crashed")]
 
@@ -125,6 +127,7 @@ class UpgradeCase(IntegrationTestCase):
 	def check_common(self, found: list[dict]):
 		after = self.snapshot()
 		self.assertEqual([r.name for r in after[SCRATCH.task]], [t[0] for t in TASKS])
+		self.assertEqual({r.name: r.queue_name for r in after[SCRATCH.task]}, {t[0]: "default" for t in TASKS})
 		self.assertEqual([r.name for r in after[SCRATCH.schedule]], sorted(s[0] for s in self.schedules))
 		self.assertEqual([r.name for r in after[SCRATCH.log]], [n for n, _ in LOGS])
 		tasks = {r.name: r for r in after[SCRATCH.task]}
@@ -140,10 +143,21 @@ class UpgradeCase(IntegrationTestCase):
 		)
 		self.assertEqual({r.stdout for r in after[SCRATCH.log]}, {"<p>hello</p>"})
 		listed = undeclared(SCRATCH)
-		self.assertEqual([(t["task"], t["function_string"]) for t in listed], [("BTU-00002", "site_app.tasks.nightly"), ("BTU-00003", f"{SAMPLES}.undeclared_task")])
-		self.assertEqual(listed[1]["hook_line"], f'btu_tasks = ["{SAMPLES}.undeclared_task"]')
+		self.assertEqual(
+			[(t["task"], t["function_string"], t["hook_line"]) for t in listed],
+			[
+				("BTU-00002", "site_app.tasks.nightly", ""),
+				("BTU-00003", f"{SAMPLES}.undeclared_task", f'btu_tasks = ["{SAMPLES}.undeclared_task"]'),
+				("BTU-00005", "btu.manual_tests.ping_with_wait", ""),
+			],
+		)
 		self.assertEqual(listed[1]["hooks_file"], "btu/hooks.py")
 		self.assertIn("site_app", listed[0]["reason"])
+		self.assertIn("btu.manual_tests", listed[2]["reason"])
+		# An app's declared schedule, synced after the patches, is this BTU's own: a second run leaves it alone.
+		self.insert(SCRATCH.schedule, name="TS-DECLARED", task="BTU-00001", run_frequency="Daily", hour=3, minute=17, declared_by_app="btu", time_zone="")
+		frappe.db.commit()
+		after = self.snapshot()
 		# Migrate again: nothing changes, nothing new is listed.
 		self.assertEqual([n for n in self.migrate() if n not in found], [])
 		self.assertEqual(self.snapshot(), after)

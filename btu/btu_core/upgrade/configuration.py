@@ -15,8 +15,9 @@ def execute() -> None:
 	config_zone = single("cron_time_zone")
 	bad_hours = {n["name"] for n in notes.stored() if n["doctype"] == hours.SCHEDULE and n["field"] == "hour"}
 	notes.add(rows.convert(SITE, config_zone=config_zone, system_zone=get_system_timezone(), bad_hours=bad_hours))
-	if config_zone and not single("default_time_zone") and rows.ORIGINAL_SCHEDULE_COLUMN in SITE.columns(SITE.schedule):
-		# New schedules start in the zone the original read crons in, as the admin is used to.
+	if config_zone and not single("default_time_zone") and rows.LOCAL_SCHEMA_COLUMN in SITE.columns(SITE.schedule):
+		# From v15.2 a schedule without a zone of its own was read in cron_time_zone: new ones start there too.
+		# (Before, cron_time_zone was the UTC of its crons, not a zone the admin thinks in.)
 		try:
 			parse_zone(config_zone)
 			frappe.db.set_single_value(notes.CONFIG, "default_time_zone", config_zone)

@@ -2,7 +2,7 @@
 
 Only the original's rows are touched: a Task it submitted or cancelled (this BTU's Task is not submittable),
 arguments that are Python literals, a Schedule whose table still has the original's `redis_job_id` column and
-whose `time_zone` (a column the original never had) is empty, a Log with no `status` beside its `success_fail`.
+whose `time_zone` (a column the original never had) is empty and that no app declares, a Log with no `status` beside its `success_fail`.
 Each converted row gets a value there, so running this again finds nothing to do.
 """
 
@@ -20,6 +20,8 @@ from btu.shared.upgrade.statuses import LOG_STATUS, UNKNOWN_STATUS
 TASK, SCHEDULE, LOG = "BTU Task", "BTU Task Schedule", "BTU Task Log"
 # A column only the original's BTU Task Schedule has: its table was the original's.
 ORIGINAL_SCHEDULE_COLUMN = "redis_job_id"
+# Only the v15.2 schema's schedule has it: its cron is local time in that zone.
+LOCAL_SCHEMA_COLUMN = "cron_timezone"
 SCHEDULE_COLUMNS = ("name", "run_frequency", "cron_string", "hour", "minute", "day_of_week", "day_of_month", "month", "argument_overrides")
 
 
@@ -64,10 +66,12 @@ def schedules(tables: Tables, *, config_zone: str | None, system_zone: str, bad_
 	columns = tables.columns(tables.schedule)
 	if ORIGINAL_SCHEDULE_COLUMN not in columns:
 		return []
-	local_schema = "cron_timezone" in columns
-	fields = ", ".join(SCHEDULE_COLUMNS + (("cron_timezone",) if local_schema else ()))
+	local_schema = LOCAL_SCHEMA_COLUMN in columns
+	fields = ", ".join(SCHEDULE_COLUMNS + ((LOCAL_SCHEMA_COLUMN,) if local_schema else ()))
 	found = []
-	rows = frappe.db.sql(f"select {fields} from `{tables.schedule}` where coalesce(time_zone, '') = ''", as_dict=True)
+	# An app's declared schedule (btu_schedules) is this BTU's own, synced after the patches.
+	pending = "coalesce(time_zone, '') = '' and coalesce(declared_by_app, '') = ''"
+	rows = frappe.db.sql(f"select {fields} from `{tables.schedule}` where {pending}", as_dict=True)
 	for row in rows:
 		change = convert_schedule(row, local_schema=local_schema, config_zone=config_zone, system_zone=system_zone)
 		values = dict(change.values)
