@@ -1,8 +1,11 @@
-"""The original daemon's sorted set on a real Redis: running (entries none overdue) or left behind."""
+"""The original daemon's sorted set on a real Redis: running (entries none overdue) or left behind, as status says."""
 
 from __future__ import annotations
 
+import time
+
 from btu.shared.upgrade.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find
+from tests.engine.helpers import cli
 
 
 def test_nothing_found_without_the_key(r):
@@ -23,3 +26,14 @@ def test_entries_long_overdue_mean_it_was_left_behind(r):
 	found = find(r, now)
 	assert not found.polled
 	assert f"redis-cli DEL {NEXT_FIRES_KEY}" in found.describe() and "none runs now" in found.describe()
+
+
+def test_status_says_an_original_daemon_still_runs_on_the_benchs_redis(make_bench, r):
+	bench = make_bench("site1.localhost")
+	now = time.time()
+	r.zadd(NEXT_FIRES_KEY, {f"TS-000001|{int(now) + 300}": now + 300})
+	done = cli(bench.path, "status")
+	assert done.returncode in (0, 1), done.stderr
+	assert "original BTU: the original BTU's daemon may still be running on this Redis" in done.stdout
+	r.delete(NEXT_FIRES_KEY)
+	assert "original BTU" not in cli(bench.path, "status").stdout
