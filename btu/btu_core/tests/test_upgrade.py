@@ -14,8 +14,9 @@ from zoneinfo import ZoneInfo
 import frappe
 from croniter import croniter
 from frappe.database.mariadb.schema import MariaDBTable
+from frappe.utils.background_jobs import get_redis_conn
 
-from btu.btu_core.upgrade import hours, rows
+from btu.btu_core.upgrade import hours, rows, run_later
 from btu.btu_core.upgrade.tables import Tables
 from btu.btu_core.upgrade.undeclared import undeclared
 from btu.shared.schedule import ScheduleSpec
@@ -220,3 +221,36 @@ class TestUpgradeFromLocalSchema(UpgradeCase):
 			("BTU Task", "BTU-00003", "docstatus"),
 			("BTU Task Log", "logs with success_fail 'Crashed'", "success_fail"),
 		})  # fmt: skip
+
+
+class TestRunLaterBecomesRunRequests(IntegrationTestCase):
+	"""v13's Run Later entries, hashes in the queue Redis, become pending Enqueue run requests; the key goes once
+	its request is committed, so the next site's migrate (or a second one) finds nothing."""
+
+	PATTERN = "btu_scheduler:run_later:upgradetest*"
+
+	def setUp(self):
+		self.redis = get_redis_conn()
+		self.keys = {"good": "btu_scheduler:run_later:upgradetest1", "bad": "btu_scheduler:run_later:upgradetest2", "done": "btu_scheduler:run_later:upgradetest3"}
+		common = {"target_queue": "short", "not_before_time": "2026-12-01T09:30:00+00:00", "status": "pending"}
+		self.redis.hset(self.keys["good"], mapping={**common, "uid": "upgradetest1", "short_name": "hello later", "path_to_function": f"{SAMPLES}.say_hello", "arguments": '{"name": "later"}'})
+		self.redis.hset(self.keys["bad"], mapping={**common, "uid": "upgradetest2", "path_to_function": f"{SAMPLES}.say_hello", "arguments": "{'name': 'py'}"})
+		self.redis.hset(self.keys["done"], mapping={**common, "uid": "upgradetest3", "path_to_function": f"{SAMPLES}.say_hello", "status": "done"})
+
+	def tearDown(self):
+		self.redis.delete(*self.keys.values())
+		frappe.db.delete("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")})
+		frappe.db.commit()
+
+	def test_pending_entries_become_requests_once(self):
+		found = run_later.convert(self.redis, self.PATTERN)
+		requests = frappe.get_all("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}, ["status", "origin", "method", "kwargs", "queue", "run_at_utc", "run_as"])
+		self.assertEqual(len(requests), 1)
+		self.assertEqual(
+			dict(requests[0]),
+			{"status": "Pending", "origin": "Enqueue", "method": f"{SAMPLES}.say_hello", "kwargs": '{"name": "later"}', "queue": "short", "run_at_utc": "2026-12-01T09:30:00Z", "run_as": "Administrator"},
+		)
+		self.assertEqual([(n["name"], n["field"]) for n in found], [(self.keys["bad"], "arguments")])
+		self.assertEqual([bool(self.redis.exists(self.keys[k])) for k in ("good", "bad", "done")], [False, True, True])
+		self.assertEqual(run_later.convert(self.redis, self.PATTERN), found)
+		self.assertEqual(frappe.db.count("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}), 1)

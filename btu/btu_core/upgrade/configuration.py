@@ -1,12 +1,12 @@
 """The site's upgrade: BTU Configuration's original settings read, the rows converted, the notes kept and printed,
-the original's own Page, Reports and Workspace deleted."""
+its Run Later entries made run requests, its own Page, Reports and Workspace deleted."""
 
 from __future__ import annotations
 
 import frappe
 from frappe.utils import get_system_timezone
 
-from btu.btu_core.upgrade import hours, leftovers, notes, rows
+from btu.btu_core.upgrade import hours, leftovers, notes, rows, run_later
 from btu.btu_core.upgrade.tables import SITE
 from btu.btu_core.upgrade.undeclared import print_report, undeclared
 from btu.shared.schedule import ScheduleError, parse_zone
@@ -24,6 +24,7 @@ def execute() -> None:
 			frappe.db.set_single_value(notes.CONFIG, "default_time_zone", config_zone)
 		except ScheduleError:
 			pass
+	notes.add(run_later.convert())
 	leftovers.delete()
 	print_report(undeclared())
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NEXT_FIRES_KEY = "btu_scheduler:task_execution_times"
-RUN_LATER_PATTERN = "btu_scheduler:run_later:*"
 # The daemon's default polling interval, doubled, plus slack: an entry overdue longer than this is not being polled.
 STALE_AFTER_SECS = 300
 
