@@ -2,8 +2,8 @@
 
 Only the original's rows are touched: a Task it submitted or cancelled (this BTU's Task is not submittable),
 arguments that are Python literals, a Schedule whose table still has the original's `redis_job_id` column and
-whose `time_zone` (a column the original never had) is empty and that no app declares, a Log with no `status` beside its `success_fail`.
-Each converted row gets a value there, so running this again finds nothing to do.
+whose `time_zone` (a column the original never had) is empty and that no app declares, a Log with no `status`
+beside its `success_fail`. Each converted row gets a value there, so running this again finds nothing to do.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def schedules(tables: Tables, *, config_zone: str | None, system_zone: str, bad_
 	for row in rows:
 		change = convert_schedule(row, local_schema=local_schema, config_zone=config_zone, system_zone=system_zone)
 		values = dict(change.values)
-		found += [notes.note(SCHEDULE, row.name, "cron_string", row.cron_string, text) for text in change.notes]
+		if change.notes:
+			found.append(notes.note(SCHEDULE, row.name, "cron_string", row.cron_string, "; ".join(change.notes)))
 		found += _json(SCHEDULE, row.name, "argument_overrides", row.argument_overrides, values)
 		if row.name in bad_hours:
 			values.update(paused=1, pause_note="Paused by the upgrade from the original BTU: its hour was not a whole hour; set it, then unpause")
@@ -104,7 +105,7 @@ def _json(doctype: str, name: str, field: str, text, values: dict) -> list[dict]
 	try:
 		converted = to_json(field, text)
 	except LiteralError as exc:
-		return [notes.note(doctype, name, field, text, f"{exc.problem}; it is kept as it was and the Task will not run until it is fixed")]
+		return [notes.note(doctype, name, field, text, f"{exc.problem}; it is kept as it was, and runs that read it fail until it is fixed")]
 	if converted is not None:
 		values[field] = converted
 	return []
