@@ -8,8 +8,10 @@ from __future__ import annotations
 import frappe
 from frappe import _
 from frappe.utils import cint
+from frappe.utils.background_jobs import get_redis_conn
 
 from btu.shared import liveness, protocol
+from btu.shared.upgrade import old_daemon
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, declared_schedules, run_requests, scheduler_link
 from btu.btu_core import exclusions
@@ -73,6 +75,7 @@ def status() -> dict:
 		"this_site": (published.get("sites") or {}).get(site) or {},
 		"error": published.get("error"),
 		"error_outcome": published.get("outcome"),
+		"original_btu": old_daemon.report(get_redis_conn(), utc_now().timestamp()),
 		"published": bool(published) and not published.get("error"),
 		"declared_skipped": declared_schedules.skipped(),
 	}

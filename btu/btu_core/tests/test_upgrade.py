@@ -8,6 +8,7 @@ code (what `bench migrate` does to the real tables), runs the patch after it, an
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -16,11 +17,13 @@ from croniter import croniter
 from frappe.database.mariadb.schema import MariaDBTable
 from frappe.utils.background_jobs import get_redis_conn
 
+from btu.btu_core import api
 from btu.btu_core.upgrade import hours, rows, run_later
 from btu.btu_core.upgrade.tables import Tables
 from btu.btu_core.upgrade.undeclared import undeclared
 from btu.shared.schedule import ScheduleSpec
 from btu.shared.schedule.row import SPEC_FIELDS
+from btu.shared.upgrade import old_daemon
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -254,3 +257,19 @@ class TestRunLaterBecomesRunRequests(IntegrationTestCase):
 		self.assertEqual([bool(self.redis.exists(self.keys[k])) for k in ("good", "bad", "done")], [False, True, True])
 		self.assertEqual(run_later.convert(self.redis, self.PATTERN), found)
 		self.assertEqual(frappe.db.count("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}), 1)
+
+
+class TestOriginalDaemonShownInStatus(IntegrationTestCase):
+	"""BTU Configuration's status panel (api.status) says when the original's daemon still takes fires from the
+	bench's queue Redis, so the admin stops it before both fire a schedule."""
+
+	def tearDown(self):
+		get_redis_conn().delete(old_daemon.NEXT_FIRES_KEY)
+
+	def test_status_names_a_running_original_daemon(self):
+		redis_conn = get_redis_conn()
+		redis_conn.delete(old_daemon.NEXT_FIRES_KEY)
+		self.assertIsNone(api.status()["original_btu"])
+		ahead = time.time() + 600
+		redis_conn.zadd(old_daemon.NEXT_FIRES_KEY, {f"TS-000001|{int(ahead)}": ahead})
+		self.assertIn("may still be running", api.status()["original_btu"])

@@ -47,7 +47,7 @@ def run(args) -> int:
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
 		return EXIT_FAILED
-	summary["original_btu"] = original_btu(client)
+	summary["original_btu"] = old_daemon.report(client, time.time())
 	if args.site:
 		summary["sites"] = {k: v for k, v in summary["sites"].items() if k == args.site}
 	if args.json:
@@ -55,20 +55,6 @@ def run(args) -> int:
 	else:
 		print(render(summary))
 	return EXIT_OK if summary["leader"] else EXIT_FAILED
-
-
-def original_btu(client) -> str | None:
-	"""What the original BTU's daemon left on this Redis, and whether it still runs (None: nothing found).
-
-	Only as Redis's default user, the one the original's daemon (which never logs in) used: an ACL user of BTU's
-	may read btu: keys only, and a refused read would fill Redis's ACL log."""
-	if protocol.redis_user(client) != "default":
-		return None
-	try:
-		found = old_daemon.find(client, time.time())
-	except redis.RedisError:
-		return None
-	return found.describe() if found else None
 
 
 def render_metrics(figures: dict) -> str:

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import redis
+
+from btu.shared.protocol import redis_user
+
 NEXT_FIRES_KEY = "btu_scheduler:task_execution_times"
 # The daemon's default polling interval, doubled, plus slack: an entry overdue longer than this is not being polled.
 STALE_AFTER_SECS = 300
@@ -47,3 +51,17 @@ def find(redis_conn, now: float) -> OldDaemon | None:
 		return None
 	earliest = redis_conn.zrange(NEXT_FIRES_KEY, 0, 0, withscores=True)
 	return OldDaemon(entries=int(entries), earliest=float(earliest[0][1]) if earliest else now, now=now)
+
+
+def report(redis_conn, now: float) -> str | None:
+	"""What the original daemon left on `redis_conn`, and whether it still runs; None when nothing is found.
+
+	Read only as Redis's default user, the one the original's daemon (which never logs in) used: an ACL user of
+	BTU's may read btu: keys only, and a refused read would fill Redis's ACL log."""
+	if redis_user(redis_conn) != "default":
+		return None
+	try:
+		found = find(redis_conn, now)
+	except redis.RedisError:
+		return None
+	return found.describe() if found else None

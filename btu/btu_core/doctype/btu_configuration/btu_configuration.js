@@ -68,13 +68,15 @@ function btu_render_status(frm) {
 	const wrapper = frm.get_field("status_html").$wrapper;
 	frappe.call({ method: "btu.btu_core.api.status" }).then((r) => {
 		const s = r.message || {};
+		const original = s.original_btu ? `<p class="text-danger"><b>${__("The original BTU's daemon")}</b>: ${btu_esc(s.original_btu)}</p>` : "";
 		if (s.error) {
 			const title = s.error_outcome === "denied" ? __("Permission denied by Redis.") : __("Redis failed.");
-			wrapper.html(`<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>` + btu_declared_skipped(s));
+			wrapper.html(original + `<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>` + btu_declared_skipped(s));
 			return;
 		}
 		if (!s.published) {
 			wrapper.html(
+				original +
 				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>` +
 					btu_declared_skipped(s)
 			);
@@ -84,7 +86,7 @@ function btu_render_status(frm) {
 		const site = s.this_site || {};
 		const age = s.heartbeat_age_secs;
 		const healthy = age != null && age < BTU_HEARTBEAT_STALE_SECS;
-		let html = `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
+		let html = original + `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
 			&nbsp; ${__("Status updated")}: ${btu_esc(s.updated_at)} &nbsp; ${__("Checked")}: ${btu_esc(s.checked_at)}</p>`;
 		if (s.shared_redis_message) {
 			html += `<p class="text-danger"><b>${__("Benches share BTU's keys on this Redis.")}</b> ${btu_esc(s.shared_redis_message)}</p>`;
