@@ -8,8 +8,13 @@ code (what `bench migrate` does to the real tables), runs the patch after it, an
 
 from __future__ import annotations
 
+import io
+import tempfile
 import time
+from contextlib import redirect_stdout
 from datetime import datetime, timezone
+from pathlib import Path
+from unittest import mock
 from zoneinfo import ZoneInfo
 
 import frappe
@@ -18,7 +23,7 @@ from frappe.database.mariadb.schema import MariaDBTable
 from frappe.utils.background_jobs import get_redis_conn
 
 from btu.btu_core import api
-from btu.btu_core.upgrade import hours, rows, run_later
+from btu.btu_core.upgrade import declare, hours, rows, run_later
 from btu.btu_core.upgrade.tables import Tables
 from btu.btu_core.upgrade.undeclared import undeclared
 from btu.shared.schedule import ScheduleSpec
@@ -273,3 +278,38 @@ class TestOriginalDaemonShownInStatus(IntegrationTestCase):
 		ahead = time.time() + 600
 		redis_conn.zadd(old_daemon.NEXT_FIRES_KEY, {f"TS-000001|{int(ahead)}": ahead})
 		self.assertIn("may still be running", api.status()["original_btu"])
+
+
+class TestDeclareTasksCommand(IntegrationTestCase):
+	"""`bench btu-declare-tasks --app APP`: the btu_tasks block of APP's functions its Tasks run undeclared."""
+
+	def setUp(self):
+		task = frappe.get_doc({"doctype": "BTU Task", "desc_short": "upgraded", "function_string": f"{SAMPLES}.undeclared_task", "queue_name": "default"})
+		task.set_new_name()
+		task.db_insert()  # as the upgrade leaves it: saved by the original, which ran any function
+		self.task = task.name
+
+	def tearDown(self):
+		frappe.db.rollback()
+
+	def run_declare(self, hooks_text: str, write: bool) -> tuple[int, str, str]:
+		with tempfile.TemporaryDirectory() as folder:
+			hooks = Path(folder) / "hooks.py"
+			hooks.write_text(hooks_text)
+			output = io.StringIO()
+			with mock.patch("frappe.get_app_path", return_value=str(hooks)), redirect_stdout(output):
+				code = declare.declare("btu", write=write)
+			return code, output.getvalue(), hooks.read_text()
+
+	def test_prints_or_appends_the_block_and_never_a_second_btu_tasks(self):
+		code, printed, _ = self.run_declare('app_name = "btu"\n', write=False)
+		self.assertEqual(code, 0)
+		self.assertIn(f'"{SAMPLES}.undeclared_task",', printed)
+		code, _, written = self.run_declare('app_name = "btu"\n', write=True)
+		self.assertEqual(code, 0)
+		namespace = {}
+		exec(compile(written, "hooks.py", "exec"), namespace)
+		self.assertIn(f"{SAMPLES}.undeclared_task", namespace["btu_tasks"])
+		code, printed, written = self.run_declare('btu_tasks = ["btu.x.*"]\n', write=True)
+		self.assertEqual((code, written), (1, 'btu_tasks = ["btu.x.*"]\n'))
+		self.assertIn("add these entries to it by hand", printed)
