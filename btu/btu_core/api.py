@@ -75,7 +75,10 @@ def status() -> dict:
 		"this_site": (published.get("sites") or {}).get(site) or {},
 		"error": published.get("error"),
 		"error_outcome": published.get("outcome"),
-		"original_btu": old_daemon.report(get_redis_conn(), utc_now().timestamp()),
+		"original_btu": "; ".join(
+			filter(None, (old_daemon.report(get_redis_conn(), utc_now().timestamp()), old_daemon.socket_report(original_socket())))
+		)
+		or None,
 		"published": bool(published) and not published.get("error"),
 		"declared_skipped": declared_schedules.skipped(),
 	}
@@ -379,6 +382,12 @@ def test_alert(doctype: str, name: str, rule: str) -> dict:
 		frappe.throw(_("{0} {1} has no alert rule {2}").format(_(doctype), name, rule))
 	alerts.take_test_turn(row, parent)
 	return alerts.test_fire(row, parent)
+
+
+def original_socket() -> str | None:
+	"""The original BTU Configuration's socket path, still in tabSingles after an upgrade (no field of BTU's)."""
+	value = frappe.db.sql("select value from tabSingles where doctype = 'BTU Configuration' and field = 'path_to_btu_scheduler_uds'")
+	return value[0][0] if value else None
 
 
 @frappe.whitelist()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
-from btu.shared.upgrade.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find
+from btu.shared.upgrade.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find, socket_report
 from tests.engine.helpers import cli
 
 
@@ -37,3 +38,13 @@ def test_status_says_an_original_daemon_still_runs_on_the_benchs_redis(make_benc
 	assert "original BTU: the original BTU's daemon may still be running on this Redis" in done.stdout
 	r.delete(NEXT_FIRES_KEY)
 	assert "original BTU" not in cli(bench.path, "status").stdout
+
+
+def test_a_daemon_listening_on_the_original_socket_is_found(tmp_path):
+	path = str(tmp_path / "btu_scheduler.sock")
+	assert socket_report(path) is None
+	with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+		server.bind(path)
+		server.listen(1)
+		assert f"listens on {path}" in socket_report(path)
+	assert socket_report(path) is None  # the file stays, nothing listens

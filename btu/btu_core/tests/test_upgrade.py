@@ -9,6 +9,7 @@ code (what `bench migrate` does to the real tables), runs the patch after it, an
 from __future__ import annotations
 
 import io
+import socket
 import tempfile
 import time
 from contextlib import redirect_stdout
@@ -278,6 +279,16 @@ class TestOriginalDaemonShownInStatus(IntegrationTestCase):
 		ahead = time.time() + 600
 		redis_conn.zadd(old_daemon.NEXT_FIRES_KEY, {f"TS-000001|{int(ahead)}": ahead})
 		self.assertIn("may still be running", api.status()["original_btu"])
+
+	def test_status_names_an_original_daemon_on_its_socket(self):
+		get_redis_conn().delete(old_daemon.NEXT_FIRES_KEY)
+		with tempfile.TemporaryDirectory() as folder, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+			path = f"{folder}/btu_scheduler.sock"
+			server.bind(path)
+			server.listen(1)
+			# The original BTU Configuration's field, left in tabSingles by the upgrade (rolled back after the test).
+			frappe.db.sql("insert into tabSingles (doctype, field, value) values ('BTU Configuration', 'path_to_btu_scheduler_uds', %s)", path)
+			self.assertEqual(api.status()["original_btu"], f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice")
 
 
 class TestDeclareTasksCommand(IntegrationTestCase):

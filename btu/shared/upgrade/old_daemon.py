@@ -1,4 +1,4 @@
-"""What the original BTU's scheduler daemons leave in Redis, and whether one still runs there.
+"""What the original BTU's scheduler daemons leave in Redis, and whether one still runs there or on its socket.
 
 Both the Rust daemon and btu_scheduler_py keep their next fires in one sorted set, member `<schedule>|<unix
 seconds>`, score that moment, on the bench's queue Redis; each polls it (every 60 s by default) and removes what
@@ -8,7 +8,9 @@ one may, and it would fire the same schedules as BTU.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 
@@ -65,3 +67,17 @@ def report(redis_conn, now: float) -> str | None:
 	except redis.RedisError:
 		return None
 	return found.describe() if found else None
+
+
+def socket_report(path: str | None) -> str | None:
+	"""Whether the original's Rust daemon listens on its Unix socket (BTU Configuration's `path_to_btu_scheduler_uds`,
+	which the upgrade leaves in place): connected to, nothing sent. None when nothing listens there."""
+	if not path or not Path(path).is_socket():
+		return None
+	with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+		client.settimeout(0.5)
+		try:
+			client.connect(path)
+		except OSError:
+			return None
+	return f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice"
