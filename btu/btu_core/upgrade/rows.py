@@ -57,7 +57,7 @@ def tasks(tables: Tables) -> list[dict]:
 			try:
 				check_queue(queue_name)
 			except TaskInputError as exc:
-				found.append(notes.note(TASK, name, "queue_name", queue_name, str(exc)))
+				found.append(notes.note(TASK, name, "queue_name", queue_name, str(exc).removeprefix(f"queue_name '{queue_name or ''}': ")))
 		_update(tables.task, name, values)
 	return found
 

@@ -37,7 +37,7 @@ def convert(redis_conn=None, pattern: str = PATTERN) -> list[dict]:
 		try:
 			resolve_function(request.method, "method")
 		except TaskInputError as exc:
-			found.append(notes.note(rr.DOCTYPE, request.name, "method", request.method, f"{exc}; the request fails until it is declared"))
+			found.append(notes.note(rr.DOCTYPE, request.name, "method", request.method, f"{str(exc).removeprefix(f'method {request.method!r}: ')}; the request fails until it is declared"))
 		frappe.db.commit()
 		redis_conn.delete(key)
 	return found

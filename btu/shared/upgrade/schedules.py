@@ -84,10 +84,10 @@ def _utc_schema_zone(cron: Any, config: str, change: ScheduleChange) -> str:
 	"""The zone the pre-v15.2 daemon read a Cron Style `cron` in."""
 	fields = str(cron or "").split()
 	if len(fields) != 5:
-		change.notes.append(_("cron_string {cron!r} has {count} fields; BTU reads 5 (or 6 with leading seconds): check it").format(cron=cron, count=len(fields)))
+		change.notes.append(_("has {count} fields; BTU reads 5 (or 6 with leading seconds): check it").format(count=len(fields)))
 	elif fields[4] != "*":
 		change.notes.append(
-			_("cron_string {cron!r} names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon read 1-7 from Sunday: check the days").format(cron=cron)
+			_("names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon read 1-7 from Sunday: check the days")
 		)
 	hour = fields[1] if len(fields) >= 2 else "*"
 	return UTC if config == UTC or hour == "*" else config
