@@ -1,4 +1,5 @@
-"""Bench commands: `bench btu-scheduler [SUBCOMMAND] [ARGS...]` runs the BTU scheduler CLI for this bench.
+"""Bench commands: `bench btu-scheduler [SUBCOMMAND] [ARGS...]` runs the BTU scheduler CLI for this bench;
+`bench --site SITE btu-declare-tasks --app APP` writes the btu_tasks block an upgraded site's Tasks need.
 
 With no arguments it runs `btu-scheduler run` (the long-running scheduler,
 what a Procfile or supervisor line starts). `--bench <this bench>` is added
@@ -56,5 +57,27 @@ def btu_scheduler(args):
 	sys.exit(main(bench_argv(args, get_bench_path())))
 
 
-commands = [btu_scheduler]
+@click.command("btu-declare-tasks")
+@click.option("--app", required=True, help="The app whose hooks.py declares its own functions (e.g. your site's app)")
+@click.option("--write", is_flag=True, help="Append the block to the app's hooks.py instead of printing it")
+@click.pass_context
+def btu_declare_tasks(context, app, write):
+	"""The btu_tasks block declaring APP's functions that this site's BTU Tasks run undeclared (after an upgrade
+	from the original BTU); the other Tasks are listed with the app that must declare them."""
+	import frappe
+
+	from btu.btu_core.upgrade.declare import declare
+
+	site = context.obj["sites"][0] if context.obj and context.obj.get("sites") else None
+	if not site:
+		raise click.UsageError("name the site: bench --site SITE btu-declare-tasks --app APP")
+	frappe.init(site)
+	frappe.connect()
+	try:
+		sys.exit(declare(app, write=write))
+	finally:
+		frappe.destroy()
+
+
+commands = [btu_scheduler, btu_declare_tasks]
 preload_run_path(sys.argv)

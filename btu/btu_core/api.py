@@ -8,8 +8,10 @@ from __future__ import annotations
 import frappe
 from frappe import _
 from frappe.utils import cint
+from frappe.utils.background_jobs import get_redis_conn
 
 from btu.shared import liveness, protocol
+from btu.shared.upgrade import old_daemon
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import alerts, declared_schedules, run_requests, scheduler_link
 from btu.btu_core import exclusions
@@ -73,6 +75,10 @@ def status() -> dict:
 		"this_site": (published.get("sites") or {}).get(site) or {},
 		"error": published.get("error"),
 		"error_outcome": published.get("outcome"),
+		"original_btu": "; ".join(
+			filter(None, (old_daemon.report(get_redis_conn(), utc_now().timestamp()), old_daemon.socket_report(original_socket())))
+		)
+		or None,
 		"published": bool(published) and not published.get("error"),
 		"declared_skipped": declared_schedules.skipped(),
 	}
@@ -376,3 +382,18 @@ def test_alert(doctype: str, name: str, rule: str) -> dict:
 		frappe.throw(_("{0} {1} has no alert rule {2}").format(_(doctype), name, rule))
 	alerts.take_test_turn(row, parent)
 	return alerts.test_fire(row, parent)
+
+
+def original_socket() -> str | None:
+	"""The original BTU Configuration's socket path, still in tabSingles after an upgrade (no field of BTU's)."""
+	value = frappe.db.sql("select value from tabSingles where doctype = 'BTU Configuration' and field = 'path_to_btu_scheduler_uds'")
+	return value[0][0] if value else None
+
+
+@frappe.whitelist()
+def upgrade_report() -> dict:
+	"""What the upgrade from the original BTU left to do: values it kept unconverted, Tasks whose function no app declares."""
+	require_btu_manager()
+	from btu.btu_core.upgrade import notes, undeclared
+
+	return {"notes": notes.stored(), "undeclared": undeclared.undeclared()}

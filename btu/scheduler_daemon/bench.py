@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
+from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared import protocol
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.task_args import json_type
@@ -253,6 +254,19 @@ class Bench:
 		`btu_allow_any_app_function` counts from common_site_config.json only: rq jobs run in no site.
 		"""
 		return AppFiles(self.path, allows_any_app_function(self.common_config.get(ALLOW_ANY_APP_FUNCTION)))
+
+	@cached_property
+	def any_app_files(self) -> AppFiles:
+		"""The installed apps with the escape hatch on: what the frappe executor's task runner allows on a site whose
+		site_config.json sets `btu_allow_any_app_function` (its jobs run in that site)."""
+		return AppFiles(self.path, True)
+
+	def app_files_for(self, site: Site, executor: str) -> AppFiles:
+		"""What may fire on `site` with `executor`: the bench's declarations, or any app function where the site's
+		own config allows it and the task runner runs the job in that site."""
+		if executor != RQ_EXECUTOR and allows_any_app_function(site.config.get(ALLOW_ANY_APP_FUNCTION)):
+			return self.any_app_files
+		return self.app_files
 
 	def queue_name(self, queue_type: str) -> str:
 		"""`frappe.utils.background_jobs.generate_qname`: "<bench_id>:<type>"."""

@@ -60,8 +60,9 @@ class RowError(Exception):
 	"""A schedule row that cannot be scheduled; the message names the field and the fix."""
 
 
-def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | None) -> tuple[ScheduleSpec, JobTemplate]:
-	"""A schedule row (joined with its task) as a spec and a job template."""
+def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | None, site: Site) -> tuple[ScheduleSpec, JobTemplate]:
+	"""A schedule row (joined with its task) as a spec and a job template; `site` (its config) decides, for the
+	frappe executor, whether the site's own escape hatch lets an undeclared function of an installed app fire."""
 	if not str(row["name"]).isprintable():
 		# Tabs and newlines separate the fields of the scheduler's own Redis entries.
 		raise RowError(f"name {row['name']!r} holds control characters (tab, newline, ...); rename the schedule")
@@ -91,10 +92,12 @@ def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | 
 	)
 	if executor == RQ_EXECUTOR and not template.function:
 		raise RowError(f"task {row['task']}: function_string is empty; give the dotted path of a function")
-	if executor == RQ_EXECUTOR:
-		# Its jobs call the function itself, with no task runner to refuse it.
+	function = (row.get("task_function_string") or "").strip()
+	if function:
+		# Never fired: rq's jobs would call it with no task runner to refuse it, the task runner would only fail
+		# each run (a site upgraded from the original BTU, which ran any callable, may hold many such Tasks).
 		try:
-			bench.app_files.check(template.function)
+			bench.app_files_for(site, executor).check(function)
 		except NotRunnable as exc:
 			raise RowError(f"task {row['task']}: {exc}") from None
 	return spec, template
@@ -450,7 +453,7 @@ class Reconciler:
 			name = row["name"]
 			seen[name] = (versions[name], read.context)
 			try:
-				spec, template = compile_row(row, self.bench, self.executor, read.system_tz)
+				spec, template = compile_row(row, self.bench, self.executor, read.system_tz, site)
 				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"

@@ -47,7 +47,7 @@ def reconciler(bench, r) -> Reconciler:
 
 def add_schedule(bench, site: str) -> str:
 	with SiteData(bench, site) as data:
-		task = data.insert_task(function_string="btu.devbench.demo_tasks.hello", desc_short="x")
+		task = data.insert_task(function_string="btu.devbench.demo_tasks.say_hello", desc_short="x")
 		return data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 
 

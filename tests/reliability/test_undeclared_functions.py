@@ -79,3 +79,30 @@ def test_undeclared_functions_never_reach_a_queue_and_the_escape_hatch_opens_onl
 		assert names[case] in reasons, f"{case} became runnable with the escape hatch"
 	assert jobs_of(r, {names[case] for case in cases if case != "undeclared"}) == []
 	assert not marker.exists()
+
+
+def test_the_frappe_executor_never_fires_an_undeclared_function_either(engine_bench, processes, r, tmp_path):
+	# Its task runner refuses one at run time; the scheduler lists it as invalid before, so nothing is queued and
+	# a site upgraded from the original BTU (which ran any callable) sees why each such schedule does not run.
+	bench, data = engine_bench()
+	site = data.site.name
+	good = data.insert_schedule(data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), **EVERY_SECOND)
+	cases = undeclared(tmp_path / "ran")
+	names = {case: data.insert_schedule(data.insert_task(function_string=function, arguments=arguments, desc_short=case), **EVERY_SECOND) for case, (function, arguments, _) in cases.items()}
+	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1", executor="frappe")
+	wait_until(lambda: jobs_of(r, {good}), 30, f"the declared function's schedule fires\n{scheduler.tail()}")
+	wait_until(lambda: set(names.values()) <= set(invalid(r, site)), 10, "every undeclared function is an invalid row")
+	reasons = invalid(r, site)
+	for case, (function, _, words) in cases.items():
+		assert f"function_string '{function}'" in reasons[names[case]] and words in reasons[names[case]], case
+	assert good not in reasons
+	assert jobs_of(r, set(names.values())) == []
+
+	# The site's own escape hatch counts here (its task runner reads the site's config): an undeclared function of
+	# an installed app fires, nothing outside one does.
+	config = bench.sites_path / site / "site_config.json"
+	config.write_text(json.dumps({**json.loads(config.read_text()), "btu_allow_any_app_function": 1}))
+	wait_until(lambda: jobs_of(r, {names["undeclared"]}), 30, f"the site's escape hatch lets the undeclared function fire\n{scheduler.tail()}")
+	reasons = invalid(r, site)
+	assert [case for case in cases if names[case] not in reasons] == ["undeclared"]
+	assert jobs_of(r, {names[case] for case in cases if case != "undeclared"}) == []

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import redis
 
 from btu.shared import protocol
+from btu.shared.upgrade import old_daemon
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -45,6 +47,7 @@ def run(args) -> int:
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
 		return EXIT_FAILED
+	summary["original_btu"] = old_daemon.report(client, time.time())
 	if args.site:
 		summary["sites"] = {k: v for k, v in summary["sites"].items() if k == args.site}
 	if args.json:
@@ -71,6 +74,8 @@ def render_metrics(figures: dict) -> str:
 
 def render(summary: dict) -> str:
 	lines = [f"redis: {summary['redis']}"] if summary.get("redis") else []
+	if summary.get("original_btu"):
+		lines.append(f"original BTU: {summary['original_btu']}")
 	lead = summary["leader"]
 	if lead:
 		lines.append(

@@ -8,6 +8,7 @@ const BTU_STATUS_REFRESH_SECS = 10;
 frappe.ui.form.on("BTU Configuration", {
 	refresh(frm) {
 		btu_render_status(frm);
+		btu_render_upgrade(frm);
 		clearInterval(frm.btu_status_timer);
 		frm.btu_status_timer = setInterval(() => {
 			if (cur_frm !== frm || !frm.get_field("status_html").$wrapper.is(":visible")) {
@@ -67,13 +68,15 @@ function btu_render_status(frm) {
 	const wrapper = frm.get_field("status_html").$wrapper;
 	frappe.call({ method: "btu.btu_core.api.status" }).then((r) => {
 		const s = r.message || {};
+		const original = s.original_btu ? `<p class="text-danger"><b>${__("The original BTU's daemon")}</b>: ${btu_esc(s.original_btu)}</p>` : "";
 		if (s.error) {
 			const title = s.error_outcome === "denied" ? __("Permission denied by Redis.") : __("Redis failed.");
-			wrapper.html(`<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>` + btu_declared_skipped(s));
+			wrapper.html(original + `<p class="text-danger"><b>${title}</b> ${btu_esc(s.error)}</p>` + btu_declared_skipped(s));
 			return;
 		}
 		if (!s.published) {
 			wrapper.html(
+				original +
 				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>` +
 					btu_declared_skipped(s)
 			);
@@ -83,7 +86,7 @@ function btu_render_status(frm) {
 		const site = s.this_site || {};
 		const age = s.heartbeat_age_secs;
 		const healthy = age != null && age < BTU_HEARTBEAT_STALE_SECS;
-		let html = `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
+		let html = original + `<p><span class="indicator-pill ${healthy ? "green" : "red"}">${healthy ? __("Scheduler alive") : __("No recent heartbeat")}</span>
 			&nbsp; ${__("Status updated")}: ${btu_esc(s.updated_at)} &nbsp; ${__("Checked")}: ${btu_esc(s.checked_at)}</p>`;
 		if (s.shared_redis_message) {
 			html += `<p class="text-danger"><b>${__("Benches share BTU's keys on this Redis.")}</b> ${btu_esc(s.shared_redis_message)}</p>`;
@@ -131,5 +134,29 @@ function btu_render_status(frm) {
 			(site.recent_fires || []).map((f) => [f.schedule, f.slot, f.enqueued_at, f.lag_ms, f.job_id, f.outcome])
 		);
 		wrapper.html(html);
+	});
+}
+
+// What the upgrade from the original BTU left to do; the section stays empty on a site that never had it.
+function btu_render_upgrade(frm) {
+	const wrapper = frm.get_field("upgrade_html").$wrapper;
+	frappe.call({ method: "btu.btu_core.api.upgrade_report" }).then((r) => {
+		const report = r.message || {};
+		const undeclared = report.undeclared || [];
+		const notes = report.notes || [];
+		let html = "";
+		if (undeclared.length) {
+			html += `<h5 class="text-danger">${__("Tasks whose function no app declares (their schedules do not run)")}</h5>` + btu_table(
+				[__("Task"), __("Function"), __("Enabled schedules"), __("Add to"), __("Reason")],
+				undeclared.map((t) => [t.task, t.function_string, t.schedules.join(", "), t.hook_line ? `${t.hooks_file}: ${t.hook_line}` : "", t.reason])
+			) + `<p>${__("bench --site {0} btu-declare-tasks --app your_app prints (or with --write appends) the btu_tasks block of that app's own functions.", [btu_esc(frappe.boot.sitename || "site")])}</p>`;
+		}
+		if (notes.length) {
+			html += `<h5 class="text-warning">${__("Values the upgrade kept as they were")}</h5>` + btu_table(
+				[__("DocType"), __("Name"), __("Field"), __("Value"), __("What to do")],
+				notes.map((n) => [n.doctype, n.name, n.field, n.value, n.note])
+			);
+		}
+		wrapper.html(html || `<p class="text-muted">${__("Nothing left from an upgrade.")}</p>`);
 	});
 }

@@ -30,6 +30,7 @@ class BTUConfiguration(Document):
 		environment_name: DF.Data | None
 		fire_frappe_jobs: DF.Check
 		log_retention_days: DF.Int
+		upgrade_notes: DF.Code | None
 	# end: auto-generated types
 	def validate_higher_perm_levels(self):
 		# Frappe resets a permlevel field its user may not write to the stored value here, before validate and
