@@ -626,13 +626,27 @@ def print_mode(mode: str, note: str, rows: list[dict], steps: dict) -> None:
 
 @contextmanager
 def tier2_lock(bench: Path):
+	"""The bench to this run alone, once its btu app is this tree: a tier-2 run from another checkout links its own."""
 	with open(bench / ".btu-tier2.lock", "a") as handle:
 		try:
 			fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
 		except BlockingIOError:
 			print(f"waiting for {bench / '.btu-tier2.lock'} (a tier-2 run holds it)", file=sys.stderr)
 			fcntl.flock(handle, fcntl.LOCK_EX)
+		require_this_tree(bench)
 		yield
+
+
+def require_this_tree(bench: Path) -> None:
+	"""Exit unless the bench's workers import btu from this tree (apps/btu and the editable install)."""
+	tree = Path(__file__).resolve().parent.parent
+	imported = subprocess.run(
+		[str(bench / "env" / "bin" / "python"), "-c", "import btu, os; print(os.path.dirname(os.path.dirname(os.path.realpath(btu.__file__))))"],
+		cwd=bench / "sites", capture_output=True, text=True,
+	).stdout.strip()
+	linked = (bench / "apps" / "btu").resolve()
+	if {Path(imported or "?"), linked} != {tree}:
+		sys.exit(f"the bench's btu is {linked} (imported from {imported or '?'}), not this tree {tree}: run scripts/tier2 from this tree once (it links it), then this again")
 
 
 def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int, kinds) -> dict:
