@@ -102,7 +102,10 @@ class ScaleBench:
 		bench_id = f"scale-{uuid.uuid4().hex[:8]}"
 		started = time.monotonic()
 		for i in range(0, len(self.sites), chunk):
-			self.bench = create_dev_bench(self.path, self.sites[i : i + chunk], db_port=self.server.port, redis_url=redis_url, bench_id=bench_id)
+			# The package `benchmarks` is an app of the bench: its hooks.py declares the job function runnable.
+			self.bench = create_dev_bench(
+				self.path, self.sites[i : i + chunk], db_port=self.server.port, redis_url=redis_url, bench_id=bench_id, apps={"benchmarks": common.REPO},
+			)
 			progress(f"sites created: {min(i + chunk, len(self.sites))}/{len(self.sites)} ({time.monotonic() - started:.0f} s)")
 		self.schemas = load_doctypes()
 		self.root = self.server.connect()
