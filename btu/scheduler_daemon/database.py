@@ -4,7 +4,7 @@ The scheduler only reads: schedule rows joined with their task and, to
 resume after Redis lost its data, the newest logged slot per schedule,
 each query a named method (the settings and checksums a reconcile reads
 first are `site_settings`', Frappe's Scheduled Job Types
-`sources.frappe_jobs`'; which runs a table's rows are, `sources`'). MariaDB
+`sources.scheduled_job_types`'; which runs a table's rows are, `sources`'). MariaDB
 goes through PyMySQL, PostgreSQL (db_type "postgres") through psycopg2, as
 Frappe does.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, PoolTimeout, Server
-from btu.scheduler_daemon.sources import frappe_jobs
+from btu.scheduler_daemon.sources import scheduled_job_types
 from btu.shared import run_requests
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
@@ -42,7 +42,7 @@ VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
-KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, frappe_jobs.TABLE, HOLIDAY_TABLE)
+KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE, HOLIDAY_TABLE)
 def is_missing_table(exc: BaseException) -> bool:
 	"""MariaDB's ER_NO_SUCH_TABLE (1146), PostgreSQL's undefined_table (42P01)."""
 	return getattr(exc, "pgcode", None) == "42P01" or (bool(getattr(exc, "args", None)) and exc.args[0] == 1146)

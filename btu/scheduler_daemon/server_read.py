@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from pymysql.converters import escape_string
 
-from btu.scheduler_daemon.sources import frappe_jobs
+from btu.scheduler_daemon.sources import scheduled_job_types
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, Server
 from btu.scheduler_daemon.database import (
@@ -43,7 +43,7 @@ BATCH_SITES = 100
 GRANTS_SECONDS = 300.0
 SINGLES_TABLE = "tabSingles"
 # What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has them.
-READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, frappe_jobs.TABLE)
+READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE)
 # The reader's SELECT grants, as the server lists them: global, per database (a LIKE pattern) and per table.
 GRANTS_SQL = """
 SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
@@ -152,7 +152,7 @@ class ServerReader:
 		known = db._tables
 		if db.postgres or db.server is None or known is None:
 			return None
-		wanted = (SCHEDULE_TABLE, REQUEST_TABLE, *((frappe_jobs.TABLE,) if scheduled_jobs else ()))
+		wanted = (SCHEDULE_TABLE, REQUEST_TABLE, *((scheduled_job_types.TABLE,) if scheduled_jobs else ()))
 		if not all(table in known for table in wanted):
 			return None
 		return (SINGLES_TABLE, TASK_TABLE, CALENDAR_TABLE, *wanted)

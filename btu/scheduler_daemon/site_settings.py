@@ -1,7 +1,7 @@
 """What a reconcile reads of a site before its rows, in one query: the values of tabSingles the scheduler obeys, and
 the summary (row count and checksum) of what fires, computed by the database.
 
-Functions of a `SiteDatabase` (its connection, quoting and which tables it has), as `sources.frappe_jobs` is; the
+Functions of a `SiteDatabase` (its connection, quoting and which tables it has), as `sources.scheduled_job_types` is; the
 query's text is made once per shape (`SiteDatabase.settings_sql`), since a reader's batch (`server_read`) asks for
 every site's each second.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.sources import frappe_jobs
+from btu.scheduler_daemon.sources import scheduled_job_types
 from btu.scheduler_daemon.database import REQUEST_TABLE, VERSION_COLUMNS, SiteDatabase, _in
 
 # What `read` reads of tabSingles, as (alias, doctype, field).
@@ -85,7 +85,7 @@ def settings_sql(db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool, qual
 		# Looked for again while not seen, as before a shape is picked: a migrate that adds one is seen at once.
 		db.has_table(REQUEST_TABLE)
 		if scheduled_jobs:
-			db.has_table(frappe_jobs.TABLE)
+			db.has_table(scheduled_job_types.TABLE)
 	key = (checksum, scheduled_jobs, qualified, db._tables)
 	made = db.settings_queries.get(key)
 	if made is None:
@@ -108,8 +108,8 @@ def make_settings_sql(db: SiteDatabase, checksum: bool, scheduled_jobs: bool, qu
 	parts = {"x": (db._schedules_sql(checksum_columns(db, "schedules"), qualified), ())}
 	if has_table(REQUEST_TABLE):
 		parts["r"] = db._requests_sql(checksum_columns(db, "requests"), qualified)
-	if scheduled_jobs and has_table(frappe_jobs.TABLE):
-		parts["j"] = (frappe_jobs.summary_sql(db, qualified), ())
+	if scheduled_jobs and has_table(scheduled_job_types.TABLE):
+		parts["j"] = (scheduled_job_types.summary_sql(db, qualified), ())
 	selected = ", ".join(
 		f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum" if part in parts else f"NULL AS {part}_n, NULL AS {part}_checksum"
 		for part in SUMMARY_PARTS

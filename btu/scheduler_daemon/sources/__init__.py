@@ -12,14 +12,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from btu.scheduler_daemon.sources import frappe_jobs, run_requests, schedules
+from btu.scheduler_daemon.sources import run_requests, scheduled_job_types, schedules
 from btu.shared.run_kind import RunKey, RunKind
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.database import SiteDatabase
 	from btu.scheduler_daemon.site_read import SiteRead
 
-SOURCES = {RunKind.SCHEDULE: schedules, RunKind.RUN_REQUEST: run_requests, RunKind.FRAPPE_JOB: frappe_jobs}
+SOURCES = {RunKind.SCHEDULE: schedules, RunKind.RUN_REQUEST: run_requests, RunKind.FRAPPE_JOB: scheduled_job_types}
 
 
 def by_kind(names: list[str] | None) -> dict[RunKind, list[str] | None]:
