@@ -21,7 +21,7 @@ from btu.shared.run_kind import RunKey, RunKind
 from tests.engine.helpers import definition, queue_ids, queue_key, state_names
 from tests.engine.test_prepare_release import next_instant, prepare_due, release, sleep_until_ms, state
 from tests.engine.test_run_requests import at, insert_request
-from tests.engine.test_scheduled_jobs import clear_of_boundary, frappe_leader, insert_job_type
+from tests.engine.test_scheduled_jobs import clear_of_boundary, frappe_leader, insert_job_type, site  # noqa: F401 (site: the fixture)
 
 pytestmark = pytest.mark.versions
 
@@ -29,16 +29,6 @@ pytestmark = pytest.mark.versions
 def older_runner_kwargs(task, run, slot, fire_at) -> dict:
 	"""The task runner's kwargs as a BTU from before run kinds wrote them: the state's name, no kind."""
 	return {"task": task, "schedule": run.format(), "slot": slot_text(slot), "fire_at": slot_text(fire_at)}
-
-
-@pytest.fixture
-def site(engine_bench):
-	"""A dev bench site in UTC with Frappe's scheduler enabled and BTU firing its Scheduled Job Types."""
-	bench, data = engine_bench()
-	data.set_single("System Settings", "time_zone", "UTC")
-	data.set_single("System Settings", "enable_scheduler", 1)
-	data.set_single("BTU Configuration", "fire_frappe_jobs", 1)
-	return bench, data
 
 
 def test_a_scheduler_restarted_over_an_older_btus_state_fires_each_run_once(site, r, monkeypatch):
