@@ -70,7 +70,7 @@ def db_settings():
 @pytest.fixture
 def make_bench(tmp_path, db_settings, redis_url):
 	"""Factory: a dev bench with the given sites; every one made is dropped afterwards."""
-	from btu.devbench import bench as devbench
+	from devbench import bench as devbench
 
 	made = []
 

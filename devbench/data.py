@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench
-from btu.devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
+from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE
 
 ADMINISTRATOR = "Administrator"

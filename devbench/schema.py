@@ -33,7 +33,9 @@ from pathlib import Path
 
 from pymysql.converters import escape_string
 
-DOCTYPE_DIR = Path(__file__).resolve().parent.parent / "btu_core" / "doctype"
+import btu
+
+DOCTYPE_DIR = Path(btu.__file__).resolve().parent / "btu_core" / "doctype"
 
 VARCHAR_LEN = 140
 TYPE_MAP: dict[str, tuple[str, str | None]] = {
