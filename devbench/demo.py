@@ -65,11 +65,14 @@ def run(args) -> int:
 		print(f"devbench demo: cannot make the demo bench: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	with SiteData(bench, DEMO_SITE) as data:
-		existing = data.task_descriptions()
+		existing = data.task_functions()
 		for description, function, arguments, schedule in SAMPLES:
 			if description not in existing:
 				task = data.insert_task(desc_short=description, function_string=function, arguments=arguments)
 				data.insert_schedule(task, **schedule)
+			elif existing[description][1] != function:
+				# A demo bench kept (--keep) from before the samples moved to btu_demo named btu.devbench.demo_tasks.
+				data.update("BTU Task", existing[description][0], function_string=function)
 	config = load_config(None, environ={"BTU_SCHEDULER_BENCH": str(bench.path), "BTU_SCHEDULER_EXECUTOR": "rq"})
 	configure("INFO", "text")
 	queue = bench.queue_name("default")
