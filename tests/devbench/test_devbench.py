@@ -108,6 +108,20 @@ def test_tables_come_from_the_doctype_json(make_bench):
 				assert cols[df["fieldname"]][0] == column_type(df["fieldtype"], df.get("precision"), df.get("length"))
 
 
+def test_columns_follow_field_order_as_frappe_imports_a_doctype(make_bench):
+	# DocType.prepare_for_import orders a DocType's fields by its JSON's field_order, whatever order "fields" has.
+	site = make_bench().site("site1.localhost")
+	for schema in load_doctypes().values():
+		if schema.issingle:
+			continue
+		order = schema.meta.get("field_order") or []
+		cols = [name for name in columns(site, schema.table) if name in order]
+		assert cols == [name for name in order if name in cols], schema.name
+	# BTU Run Request's "fields" list method after note; its field_order, and Frappe's table, before parent_log.
+	cols = list(columns(site, "tabBTU Run Request"))
+	assert cols.index("method") < cols.index("parent_log")
+
+
 def test_column_types_are_frappe_v15s(make_bench):
 	"""Literal types from frappe@version-15 frappe/database/mariadb/{database,schema}.py."""
 	site = make_bench().site("site1.localhost")
