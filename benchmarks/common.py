@@ -27,8 +27,8 @@ if str(REPO) not in sys.path:
 import redis  # noqa: E402
 
 from btu.shared import protocol  # noqa: E402
-from btu.devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from btu.devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
+from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402,F401 (chaos.py uses common.RedisServer)
 
 RESULTS = REPO / "benchmarks" / "results"

@@ -29,7 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import connect_site, lag_summary, table, write_result  # noqa: E402
 
-FUNCTION = "btu.devbench.demo_tasks.add"
+# A declared function of the tier-2 tests' (its jobs are withdrawn before any worker would run them).
+FUNCTION = "btu.btu_core.tests.sample_tasks.note_call"
+MARKER = "benchmark-enqueue-at"
 
 
 def rate(count: int, seconds: float) -> float:
@@ -45,7 +47,7 @@ def calls_per_second(frappe, n: int) -> list[list]:
 
 	started = time.perf_counter()
 	for i in range(n):
-		made.append(btu.enqueue_at(FUNCTION, at, a=i, b=1))
+		made.append(btu.enqueue_at(FUNCTION, at, marker=MARKER, value=f"{i} 1"))
 	in_one = time.perf_counter() - started
 	frappe.db.rollback()  # also drops the after-commit RPCs
 	rows.append(["btu.enqueue_at, one transaction (rolled back)", n, rate(n, in_one), in_one / n * 1000])
@@ -53,7 +55,7 @@ def calls_per_second(frappe, n: int) -> list[list]:
 	started = time.perf_counter()
 	announce = 0.0
 	for i in range(n):
-		made.append(btu.enqueue_at(FUNCTION, at, a=i, b=2))
+		made.append(btu.enqueue_at(FUNCTION, at, marker=MARKER, value=f"{i} 2"))
 		# Each commit would send one RPC; time the RPC apart, as a web request sends it after its response.
 		callbacks = list(frappe.db.after_commit._functions)
 		frappe.db.after_commit.reset()
@@ -68,7 +70,7 @@ def calls_per_second(frappe, n: int) -> list[list]:
 
 	started = time.perf_counter()
 	for i in range(n):
-		frappe.enqueue(FUNCTION, queue="default", enqueue_after_commit=False, a=i, b=3)
+		frappe.enqueue(FUNCTION, queue="default", enqueue_after_commit=False, marker=MARKER, value=f"{i} 3")
 	plain = time.perf_counter() - started
 	rows.append(["frappe.enqueue (runs now), no commit needed", n, rate(n, plain), plain / n * 1000])
 
@@ -137,7 +139,7 @@ def fire_lags(frappe, k: int, spread: float) -> list[float]:
 	moments = {}
 	for i in range(k):
 		moment = start + timedelta(milliseconds=random.randrange(int(spread * 1000)))
-		moments[btu.enqueue_at(FUNCTION, moment, a=i, b=4)] = moment
+		moments[btu.enqueue_at(FUNCTION, moment, marker=MARKER, value=f"{i} 4")] = moment
 	frappe.db.commit()  # then one RPC per request, as each web request would send
 	time.sleep(max(0.0, (start - datetime.now(timezone.utc)).total_seconds()) + spread + 3)
 	queue = get_queue("default")

@@ -52,9 +52,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from btu.devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from btu.devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
-from btu.devbench.schema import load_doctypes  # noqa: E402
+from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
+from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from devbench.schema import load_doctypes  # noqa: E402
 from btu.scheduler_daemon import db_reader, jobs  # noqa: E402
 from btu.scheduler_daemon.config import Config  # noqa: E402
 from btu.scheduler_daemon.reconcile import Reconciler  # noqa: E402

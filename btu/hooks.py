@@ -84,8 +84,8 @@ has_permission = {"BTU Task Log": "btu.btu_core.log_access.log_has_permission"}
 permission_query_conditions = {"BTU Task Log": "btu.btu_core.log_access.log_query_conditions"}
 
 # Functions BTU Tasks may run (btu/shared/declared.py): dotted paths or globs; apps also use @btu.runnable.
+# The demo's sample tasks are declared by the dev bench's own app (devbench/apps/btu_demo), not here.
 btu_tasks = [
-	"btu.devbench.demo_tasks.*",
 	# BTU's maintenance (btu_schedules above)
 	"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
 	"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",

@@ -29,8 +29,8 @@ import pymysql
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from btu.devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from btu.devbench.schema import DOCTYPE_DIR, load_doctypes  # noqa: E402
+from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
+from devbench.schema import DOCTYPE_DIR, load_doctypes  # noqa: E402
 
 
 def frappe_ddl(bench: Path, site: str) -> dict[str, str | None]:

@@ -27,7 +27,7 @@ DB = {
 	"db_root_user": os.environ.get("BTU_TEST_DB_ROOT_USER", "root"),
 	"db_root_password": os.environ.get("BTU_TEST_DB_ROOT_PASSWORD", ""),
 }
-# The dev benches' apps besides btu: `tests`, whose tasks (tests/engine/tasks.py) the rq executor runs.
+# The dev benches' apps besides btu and their own btu_demo: `tests`, whose tasks (tests/engine/tasks.py) the rq executor runs.
 APPS = {"tests": REPO}
 STARTED = pytest.StashKey[datetime]()
 
@@ -70,7 +70,7 @@ def db_settings():
 @pytest.fixture
 def make_bench(tmp_path, db_settings, redis_url):
 	"""Factory: a dev bench with the given sites; every one made is dropped afterwards."""
-	from btu.devbench import bench as devbench
+	from devbench import bench as devbench
 
 	made = []
 

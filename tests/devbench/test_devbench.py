@@ -12,11 +12,13 @@ import pymysql
 import pytest
 
 import btu
-from btu.devbench.bench import DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
-from btu.devbench.data import SiteData, SiteDataError
-from btu.devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
+from devbench.bench import DEMO_APP_SOURCE, DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
+from devbench.data import SiteData, SiteDataError
+from devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
 from btu.scheduler_daemon import bench as bench_module
 from tests.support.slack import patient
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def connect(site, **kwargs):
@@ -57,10 +59,15 @@ def test_bench_is_found_and_read_like_a_real_bench(make_bench, redis_url):
 	assert loaded.site_names() == ["one.localhost", "two.localhost"]
 	assert loaded.redis_queue_url == redis_url
 	assert loaded.queue_name("default") == "devbench-test:default"
-	# Installed as bench installs apps: listed in apps.txt, their source under apps/ (tests is the tests' own app).
-	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"]
+	# Installed as bench installs apps: listed in apps.txt, their source under apps/ (btu_demo is the dev bench's own
+	# app, tests the tests' own app).
+	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"]
 	assert (bench.path / "apps" / "btu" / "btu" / "hooks.py").samefile(Path(btu.__file__).parent / "hooks.py")
 	assert (bench.path / "apps" / "tests" / "tests" / "engine" / "tasks.py").is_file()
+	# The demo's tasks are declared by the dev bench's own app, not by btu.
+	assert (bench.path / "apps" / "btu_demo" / "btu_demo" / "hooks.py").samefile(DEMO_APP_SOURCE / "btu_demo" / "hooks.py")
+	for path in ("btu_demo.demo_tasks.say_hello", "btu_demo.demo_tasks.add"):
+		loaded.app_files.check(path)
 	names = set()
 	for site in loaded.sites():
 		assert site.db_type == "mariadb"
@@ -99,6 +106,20 @@ def test_tables_come_from_the_doctype_json(make_bench):
 				assert df["fieldname"] not in cols
 			else:
 				assert cols[df["fieldname"]][0] == column_type(df["fieldtype"], df.get("precision"), df.get("length"))
+
+
+def test_columns_follow_field_order_as_frappe_imports_a_doctype(make_bench):
+	# DocType.prepare_for_import orders a DocType's fields by its JSON's field_order, whatever order "fields" has.
+	site = make_bench().site("site1.localhost")
+	for schema in load_doctypes().values():
+		if schema.issingle:
+			continue
+		order = schema.meta.get("field_order") or []
+		cols = [name for name in columns(site, schema.table) if name in order]
+		assert cols == [name for name in order if name in cols], schema.name
+	# BTU Run Request's "fields" list method after note; its field_order, and Frappe's table, before parent_log.
+	cols = list(columns(site, "tabBTU Run Request"))
+	assert cols.index("method") < cols.index("parent_log")
 
 
 def test_column_types_are_frappe_v15s(make_bench):
@@ -194,7 +215,7 @@ def test_create_again_adds_missing_columns_and_indexes(make_bench, db_settings, 
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `task`")
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `status_date_time_started_index`")
 	create_dev_bench(bench.path, ("site1.localhost",), redis_url=redis_url, **db_settings)
-	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"], "apps listed before stay"
+	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"], "apps listed before stay"
 	assert columns(site, "tabBTU Task")["max_task_duration"] == ("int(11)", "NO", "600")
 	with connect(site) as conn, conn.cursor() as cur:
 		cur.execute("SHOW INDEX FROM `tabBTU Task Log` WHERE Column_name='task'")
@@ -298,13 +319,14 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	root = ["--db-host", db_settings["db_host"], "--db-port", str(db_settings["db_port"]), "--db-root-user", db_settings["db_root_user"]]
 	if db_settings["db_root_password"]:
 		root += ["--db-root-password", db_settings["db_root_password"]]
-	cli = [sys.executable, "-m", "btu.scheduler_daemon", "dev-bench", str(path)]
+	cli = [sys.executable, "-m", "devbench", "bench", str(path)]
 	made = subprocess.run(
 		[*cli, "--site", "x.localhost", "--site", "y.localhost", "--redis-url", redis_url, "--time-zone", "Asia/Kolkata",
-		 "--app", f"tests={Path(__file__).resolve().parents[2]}", *root],
+		 "--app", f"tests={REPO}", *root],
 		capture_output=True,
 		text=True,
 		timeout=120,
+		cwd=REPO,
 	)
 	assert made.returncode == 0, made.stderr
 	assert "site x.localhost" in made.stdout and "site y.localhost" in made.stdout
@@ -312,23 +334,24 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	assert bench.site_names() == ["x.localhost", "y.localhost"]
 	with SiteData(bench, "x.localhost") as data:
 		assert data.get_single("System Settings", "time_zone") == "Asia/Kolkata"
-	assert (path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "tests"]
+	assert (path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"]
 	bench.app_files.check("tests.engine.tasks.record")
 
-	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=patient(60))
+	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO)
 	assert bad_app.returncode == 2 and "app 'tests' from" in bad_app.stderr and "--app myapp=" in bad_app.stderr
 
-	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=patient(60))
+	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO)
 	assert bad_zone.returncode == 2 and "Mars/Olympus" in bad_zone.stderr
 
-	dropped = subprocess.run([*cli, "--drop", *root[4:]], capture_output=True, text=True, timeout=patient(60))
+	dropped = subprocess.run([*cli, "--drop", *root[4:]], capture_output=True, text=True, timeout=patient(60), cwd=REPO)
 	assert dropped.returncode == 0, dropped.stderr
 	assert not path.exists()
 
 
 def test_cli_reports_a_database_it_cannot_reach(tmp_path):
 	result = subprocess.run(
-		[sys.executable, "-m", "btu.scheduler_daemon", "dev-bench", str(tmp_path / "b"), "--db-port", "1"],
+		[sys.executable, "-m", "devbench", "bench", str(tmp_path / "b"), "--db-port", "1"],
+		cwd=REPO,
 		capture_output=True,
 		text=True,
 		timeout=60,
@@ -338,7 +361,7 @@ def test_cli_reports_a_database_it_cannot_reach(tmp_path):
 
 
 def test_controller_indexes_are_read_from_on_doctype_update(tmp_path):
-	from btu.devbench.schema import controller_indexes
+	from devbench.schema import controller_indexes
 
 	controller = tmp_path / "thing.py"
 	controller.write_text(

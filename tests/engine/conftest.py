@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from tests.engine import helpers
 
 

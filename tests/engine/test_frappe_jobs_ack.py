@@ -13,7 +13,7 @@ import json
 import pytest
 import redis
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon.bench import frappe_bench_id
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rq.job import Job
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until

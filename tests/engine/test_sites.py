@@ -10,9 +10,9 @@ import pymysql
 import pytest
 
 from btu.shared import protocol
-from btu.devbench import bench as devbench
+from devbench import bench as devbench
 from btu.scheduler_daemon.bench import Bench
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, recent_fires, state_names, status_json, text, wait_until
 
 REFRESH = ("--full-refresh-interval-secs", "2")

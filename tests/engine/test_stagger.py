@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.devbench.bench import create_dev_bench
-from btu.devbench.data import SiteData
+from devbench.bench import create_dev_bench
+from devbench.data import SiteData
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.reconcile import MIN_TICK_SECS, Cycle, Reconciler
 from btu.scheduler_daemon.state import State
@@ -47,7 +47,7 @@ def reconciler(bench, r) -> Reconciler:
 
 def add_schedule(bench, site: str) -> str:
 	with SiteData(bench, site) as data:
-		task = data.insert_task(function_string="btu.devbench.demo_tasks.say_hello", desc_short="x")
+		task = data.insert_task(function_string="btu_demo.demo_tasks.say_hello", desc_short="x")
 		return data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.scheduler_daemon.log import text_value
 from btu.shared import protocol

@@ -17,8 +17,8 @@ from typing import Callable
 import pytest
 
 from btu.shared import protocol
-from btu.devbench import bench as devbench
-from btu.devbench.data import SiteData
+from devbench import bench as devbench
+from devbench.data import SiteData
 from tests.conftest import APPS
 from tests.engine.helpers import ONE_SECOND, SchedulerProcess, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
 from tests.reliability.helpers import site_job_ids

@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from btu.shared import protocol
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, definition, duplicates, gaps, slots_by_schedule, wait_until
 from tests.reliability.helpers import site_job_ids
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.bench import Bench
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, report, wait_until, wait_while_progressing

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, status_json, wait_until
 from tests.reliability.helpers import site_job_ids
 from tests.support.ports import claim_port

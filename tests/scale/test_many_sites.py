@@ -13,7 +13,7 @@ import time
 import pymysql
 import pytest
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until

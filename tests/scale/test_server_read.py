@@ -13,8 +13,8 @@ import time
 import pymysql
 import pytest
 
-from btu.devbench.bench import create_dev_bench
-from btu.devbench.data import SiteData
+from devbench.bench import create_dev_bench
+from devbench.data import SiteData
 from btu.scheduler_daemon import db_reader
 from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY, Grants, like_pattern
 from btu.shared import protocol

@@ -13,7 +13,7 @@ import signal
 import pytest
 import redis
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon import jobs, redis_acl
 from btu.shared import protocol
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, wait_until

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.devbench.bench import BTU_SOURCE
+from devbench.bench import BTU_SOURCE, DEMO_APP_SOURCE
 from btu.scheduler_daemon.app_files import AppFiles
 from btu.shared.declared import NotRunnable
 
@@ -73,10 +73,11 @@ def write(path: Path, text: str) -> None:
 
 @pytest.fixture
 def bench(tmp_path):
-	"""A bench layout: frappe (absent from apps/), btu, myapp and otherapp."""
-	write(tmp_path / "sites" / "apps.txt", "frappe\nbtu\nmyapp\n\notherapp\n")
+	"""A bench layout: frappe (absent from apps/), btu, the dev bench's own app btu_demo, myapp and otherapp."""
+	write(tmp_path / "sites" / "apps.txt", "frappe\nbtu\nbtu_demo\nmyapp\n\notherapp\n")
 	(tmp_path / "apps").mkdir()
 	(tmp_path / "apps" / "btu").symlink_to(BTU_SOURCE)
+	(tmp_path / "apps" / "btu_demo").symlink_to(DEMO_APP_SOURCE)
 	package = tmp_path / "apps" / "myapp" / "myapp"
 	write(package / "__init__.py", "")
 	write(package / "hooks.py", 'app_name = "myapp"\nbtu_tasks = ["myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_*", "myapp.tasks.getoutput", "myapp.tasks.system", "myapp.tasks.Job"]\n')
@@ -98,7 +99,7 @@ def refusal(files: AppFiles, path: str) -> str:
 @pytest.mark.parametrize(
 	"path",
 	["myapp.tasks.decorated", "myapp.tasks.decorated_by_attribute", "myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_report",
-	 "myapp.tasks.popen", "otherapp.jobs.run", "btu.devbench.demo_tasks.say_hello", "btu.devbench.demo_tasks.add"],
+	 "myapp.tasks.popen", "otherapp.jobs.run", "btu_demo.demo_tasks.say_hello", "btu_demo.demo_tasks.add"],
 )  # fmt: skip
 def test_declared_functions_pass(bench, path):
 	AppFiles(bench, False).check(path)
@@ -126,7 +127,7 @@ def test_declared_functions_pass(bench, path):
 		("myapp.reports.monthly", "is not declared runnable by BTU"),
 		("myapp.tasks.missing", "defines no missing"),
 		("myapp.nosuch.run", "module 'myapp.nosuch' has no file"),
-		("btu.devbench.demo_tasks.datetime", "is defined in datetime and only imported"),
+		("btu_demo.demo_tasks.datetime", "is defined in datetime and only imported"),
 		("btu.scheduler_daemon.reconcile.compile_row", "is not declared runnable by BTU"),
 	],
 )

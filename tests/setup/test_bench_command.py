@@ -35,8 +35,15 @@ def test_click_command_is_named_for_bench():
 	assert btu_scheduler.name == "btu-scheduler"
 
 
-def test_a_bench_option_that_is_not_the_frappe_bench_is_left_alone():
-	# demo's --bench is where the demo's dev bench goes: never the bench it runs in.
+def test_the_dev_tooling_commands_are_not_the_schedulers_and_are_left_alone():
+	# The demo and the dev bench are `python -m devbench demo|bench` (their --bench is a dev bench, never the bench
+	# `bench btu-scheduler` runs in): btu-scheduler refuses them as unknown, and no bench is inserted into them.
+	from btu.scheduler_daemon.commands import SUBCOMMANDS, module
+
+	for name in ("demo", "dev-bench", "dev_bench"):
+		assert name not in SUBCOMMANDS
+		with pytest.raises(KeyError):
+			module(name)
 	assert bench_argv(("demo",), "/b") == ["demo"]
 	assert bench_argv(("dev-bench", "/tmp/x"), "/b") == ["dev-bench", "/tmp/x"]
 

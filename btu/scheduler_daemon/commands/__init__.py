@@ -15,11 +15,12 @@ import importlib
 from types import ModuleType
 
 # The order `btu-scheduler --help` lists them in.
-SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "dev_bench", "demo", "next", "setup")
+# The dev bench and the demo are the dev tooling's (`python -m devbench bench|demo`), not the product's.
+SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "next", "setup")
 
 
 def module(name: str) -> ModuleType:
-	"""The module of subcommand `name` ("dev-bench" or "dev_bench"); KeyError for an unknown one."""
+	"""The module of subcommand `name` (dashes or underscores); KeyError for an unknown one."""
 	name = name.replace("-", "_")
 	if name not in SUBCOMMANDS:
 		raise KeyError(name)

@@ -2,7 +2,8 @@
 
 A dev bench has bench's own markers (``Procfile``, ``apps/``, ``config/``,
 ``env/``, ``sites/``), ``sites/common_site_config.json`` and ``apps.txt``, the
-apps linked into ``apps/`` (btu itself, and any given with `apps`), and
+apps linked into ``apps/`` (btu itself, the dev bench's own app ``btu_demo``
+whose hooks.py declares the demo's task functions, and any given with `apps`), and
 per site a ``site_config.json`` and a MariaDB database and user made as
 ``bench new-site`` makes them (user name = db_name, GRANT ALL on that
 database). The BTU tables are created from the app's own DocType JSON files
@@ -27,9 +28,10 @@ from pathlib import Path
 
 import pymysql
 
+import btu
 from btu.scheduler_daemon.bench import Bench, BenchError, read_json
-from btu.devbench.data import read_single, write_single
-from btu.devbench.schema import FRAPPE_JOB_DDL, SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
+from devbench.data import read_single, write_single
+from devbench.schema import FRAPPE_JOB_DDL, SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
 
 MARKER = ".btu-dev-bench"
 DB_PREFIX = "_btu"
@@ -38,10 +40,14 @@ DB_PREFIX = "_btu"
 DB_USER_HOSTS = ("%", "localhost")
 DEV_TIME_ZONE = "UTC"
 APPS = ("frappe", "btu")
-# The directory holding the btu package: apps/btu links to it, as `bench get-app` lays an app out.
-BTU_SOURCE = Path(__file__).resolve().parents[2]
+# The directory holding the btu package imported here: apps/btu links to it, as `bench get-app` lays an app out.
+BTU_SOURCE = Path(btu.__file__).resolve().parents[1]
+# The dev bench's own app (devbench/apps/btu_demo/btu_demo/hooks.py declares the demo's tasks): in every dev bench,
+# never in a production one, so BTU's own hooks.py declares nothing of the dev tooling.
+DEMO_APP = "btu_demo"
+DEMO_APP_SOURCE = Path(__file__).resolve().parent / "apps" / DEMO_APP
 APP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-PROCFILE = "# A BTU dev bench (btu-scheduler dev-bench): it has no bench processes of its own.\n"
+PROCFILE = "# A BTU dev bench (python -m devbench bench): it has no bench processes of its own.\n"
 SITE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,62}[A-Za-z0-9])?$")
 RESERVED_SITE_NAMES = ("assets", "apps.txt", "common_site_config.json")
 
@@ -91,12 +97,12 @@ def create_dev_bench(
 	and config files keep keys they already have. `time_zone` sets System
 	Settings' time zone; without it a new site gets "UTC". `apps` maps more
 	app names to the directory holding each one's package: they are linked
-	into apps/ and listed in apps.txt, so the rq executor may run the
-	functions they declare (btu.shared.declared).
+	into apps/ and listed in apps.txt (after btu and btu_demo), so the rq
+	executor may run the functions they declare (btu.shared.declared).
 	"""
 	sites = tuple(sites)
 	validate_sites(sites)
-	apps = {"btu": BTU_SOURCE, **(apps or {})}
+	apps = {"btu": BTU_SOURCE, DEMO_APP: DEMO_APP_SOURCE, **(apps or {})}
 	validate_apps(apps)
 	root = Path(path).expanduser()
 	prepare_directory(root)
@@ -179,7 +185,7 @@ def prepare_directory(root: Path) -> None:
 	if root.is_dir() and not (root / MARKER).exists() and any(root.iterdir()):
 		raise DevBenchInputError(f"{root} is not empty and not a dev bench (no {MARKER} file): choose a new or empty DIR")
 	root.mkdir(parents=True, exist_ok=True)
-	(root / MARKER).write_text("Made by `btu-scheduler dev-bench`; `btu-scheduler dev-bench DIR --drop` removes it.\n")
+	(root / MARKER).write_text("Made by `python -m devbench bench`; `python -m devbench bench DIR --drop` removes it.\n")
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -1,4 +1,4 @@
-"""`btu-scheduler dev-bench DIR`: make (or `--drop`) a dev bench with real MariaDB databases."""
+"""`python -m devbench bench DIR`: make (or `--drop`) a dev bench with real MariaDB databases."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from btu.shared.protocol import mask_url
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
-NAME = "dev-bench"
+NAME = "bench"
 HELP = "make a dev bench: a directory the scheduler treats like a real Frappe bench"
 DESCRIPTION = (
 	"Make DIR a dev bench: bench layout, site configs, a MariaDB database and user per site, "
-	"and the BTU tables from the app's DocType JSON files. Running it again keeps the data; "
-	"--drop removes the databases, users and DIR."
+	"and the BTU tables from the app's DocType JSON files; btu and the dev bench's own app btu_demo (the demo's "
+	"tasks) are linked into apps/. Running it again keeps the data; --drop removes the databases, users and DIR."
 )
-FRAPPE_BENCH = False
 
 
 def arguments(parser) -> None:
@@ -39,7 +38,7 @@ def arguments(parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-	from btu.devbench.bench import DevBenchError, DevBenchInputError, create_dev_bench, drop_dev_bench
+	from devbench.bench import DevBenchError, DevBenchInputError, create_dev_bench, drop_dev_bench
 
 	try:
 		if args.drop:
@@ -62,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
 			apps=apps,
 		)
 	except DevBenchInputError as exc:
-		print(f"btu-scheduler dev-bench: {exc}", file=sys.stderr)
+		print(f"devbench bench: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	except DevBenchError as exc:
-		print(f"btu-scheduler dev-bench: {exc}", file=sys.stderr)
+		print(f"devbench bench: {exc}", file=sys.stderr)
 		return EXIT_FAILED
 	for site in bench.sites():
 		print(f"dev bench {bench.path}: site {site.name}, database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}")
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def check_zone(name: str) -> None:
 	from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-	from btu.devbench.bench import DevBenchInputError
+	from devbench.bench import DevBenchInputError
 
 	try:
 		ZoneInfo(name)

@@ -13,6 +13,8 @@ Mirrors Frappe v15.55.1 (repository frappe/frappe, branch version-15)
 - ``frappe/database/mariadb/schema.py``: ``MariaDBTable.create`` (standard
   columns, child columns, ``index modified``, engine, row format, charset);
 - ``frappe/model/__init__.py``: ``no_value_fields`` (fields without a column);
+- ``frappe/core/doctype/doctype/doctype.py``: ``DocType.prepare_for_import``
+  (the fields, hence the columns, in ``field_order``'s order);
 - ``frappe/database/mariadb/framework_mariadb.sql``: ``tabSingles`` and
   ``tabSeries``;
 - ``frappe/database/database.py``: ``add_index`` and ``get_index_name``, for the
@@ -33,7 +35,9 @@ from pathlib import Path
 
 from pymysql.converters import escape_string
 
-DOCTYPE_DIR = Path(__file__).resolve().parent.parent / "btu_core" / "doctype"
+import btu
+
+DOCTYPE_DIR = Path(btu.__file__).resolve().parent / "btu_core" / "doctype"
 
 VARCHAR_LEN = 140
 TYPE_MAP: dict[str, tuple[str, str | None]] = {
@@ -207,6 +211,9 @@ class DocTypeSchema:
 			raise ValueError(f"{path}: not a readable DocType JSON file ({exc})") from exc
 		if meta.get("doctype") != "DocType" or not meta.get("name"):
 			raise ValueError(f"{path}: not a DocType JSON file (needs \"doctype\": \"DocType\" and a name)")
+		# `DocType.prepare_for_import`: the fields (so the columns) in `field_order`'s order, then any it leaves out.
+		order = {name: position for position, name in enumerate(meta.get("field_order") or [])}
+		meta["fields"] = sorted(meta.get("fields") or [], key=lambda df: order.get(df.get("fieldname"), len(order)))
 		schema = cls(meta["name"], meta)
 		schema.columns = [] if schema.issingle else schema._columns()
 		schema.controller_indexes = controller_indexes(path.with_suffix(".py"), schema.name)

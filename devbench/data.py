@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench
-from btu.devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
+from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE
 
 ADMINISTRATOR = "Administrator"
@@ -117,11 +117,11 @@ class SiteData:
 	def insert_task(self, **fields) -> str:
 		return self.insert("BTU Task", **fields)
 
-	def task_descriptions(self) -> set[str]:
-		"""The desc_short of every BTU Task on the site."""
+	def task_functions(self) -> dict[str, tuple[str, str]]:
+		"""desc_short -> (name, function_string) of every BTU Task on the site."""
 		with self.conn.cursor() as cur:
-			cur.execute("SELECT desc_short FROM `tabBTU Task`")
-			return {row[0] for row in cur.fetchall()}
+			cur.execute("SELECT desc_short, name, function_string FROM `tabBTU Task`")
+			return {desc: (name, function) for desc, name, function in cur.fetchall()}
 
 	def insert_schedule(self, task: str, **fields) -> str:
 		return self.insert("BTU Task Schedule", task=task, **fields)

@@ -1,6 +1,6 @@
-"""Sample task functions for `btu-scheduler demo`, run by a plain `rq worker`.
+"""Sample task functions for the demo (`python -m devbench demo`), run by a plain `rq worker`.
 
-Declared runnable by the `btu_tasks` hook in btu/hooks.py.
+Declared runnable by the `btu_tasks` hook in this app's hooks.py.
 """
 
 from __future__ import annotations
