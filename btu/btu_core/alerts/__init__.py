@@ -1,0 +1,15 @@
+"""Alerts and pause on failure, and the mail a run sends its recipients.
+
+A rule (a BTU Alert Rule row) on a Task watches all its runs; one on a Schedule, that schedule's. It says which
+event to tell whom: by email, by a Desk notification, by a webhook. Layered so that nothing imports back up:
+
+- `rules`: the rules and their thresholds; `recipients`: whom a rule or an Email Recipient may name, by whose choice;
+- `webhooks`: a webhook's URL checked and its one signed POST; `delivery`: a message on a rule's channels (mail, bell,
+  the webhook's job), test alerts;
+- `incidents`: one BTU Alert Incident per (rule, scope), opened and resolved with one message each;
+- `run_events` (late start, failure, failures in a row, from the task runner), `pause` (pause on failure),
+  `watchdog` (missed fires, stuck runs, no scheduler alive, every minute from Frappe's scheduler);
+- `validation`: a Task's or Schedule's rules checked on save; `notifications`: a run's mail to its Email Recipients.
+
+Kept empty: a run imports `run_events`, and importing a package runs its `__init__` first.
+"""
