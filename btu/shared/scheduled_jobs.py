@@ -46,7 +46,8 @@ CRON_MAP = {
 }
 # BTU's own watchdog (a BTU scheduler alive? fires missed?) stays with Frappe's scheduler: fired by BTU,
 # it would stop with the very process whose death it is there to report.
-KEPT_BY_FRAPPE = ("btu.btu_core.alerts.watchdog.check",)
+# Its path before alerts became a package is its row's until bench migrate resyncs the row from hooks.py.
+KEPT_BY_FRAPPE = ("btu.btu_core.alerts.watchdog.check", "btu.btu_core.alerts.check")
 # Frappe runs a job that missed its moment once, however late; BTU does too within this window (a Yearly job's period).
 CATCH_UP_WINDOW_SECS = 366 * 86400
 # How long a slot's claim is kept: long after either side could still be deciding about it.

@@ -410,6 +410,12 @@ class TestAlertDelivery(AlertCase):
 		self.assertIn("webhook delivery failed", incident.delivery_errors)
 		self.assertIn(f"webhook http://127.0.0.1:{closed}/hook of alert rule", api.test_alert("BTU Task", task.name, task.alert_rules[0].name)["errors"][0])
 
+	def test_the_paths_stored_before_alerts_was_a_package_still_resolve(self):
+		"""A webhook job queued before the upgrade names alerts.post_webhook; the watchdog's Scheduled Job Type row names
+		alerts.check until migrate resyncs it."""
+		self.assertIs(frappe.get_attr("btu.btu_core.alerts.post_webhook"), delivery.post_webhook)
+		self.assertIs(frappe.get_attr("btu.btu_core.alerts.check"), watchdog.check)
+
 	def test_only_a_system_manager_sets_a_webhook_and_only_to_an_http_url(self):
 		task = self.task([rule("Failure")])
 		frappe.set_user(MANAGER)
