@@ -18,7 +18,7 @@ from btu.btu_core.alerts.webhooks import WEBHOOK_TIMEOUT_SECS, delivery_failed, 
 from btu.btu_core.instants import utc_now
 from btu.btu_core.setup.roles import is_system_manager
 
-# The webhook job's method, stored in each queued job: a job queued before an upgrade that moves it fails to import.
+# The webhook job's method, stored in each queued job: a move must leave the old path answering (alerts/__init__.py).
 WEBHOOK_JOB = "btu.btu_core.alerts.delivery.post_webhook"
 MAX_ROLE_USERS = 100
 DELIVERY_ERRORS_CHARS = 10_000
