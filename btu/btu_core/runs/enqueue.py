@@ -34,10 +34,10 @@ from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.messages import InputError
 from btu.shared.slot_claim import SlotLock, lock_key
-from btu.btu_core.runs import run_requests
-from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
+from btu.btu_core.runs import run_requests
+from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_rows import END_FIELDS, insert_log, locked_log, save_log
 from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 

@@ -29,8 +29,8 @@ from btu.btu_core.insights.metrics import add_to_monitor, record_outcome
 from btu.btu_core.instants import system_now, to_system_naive, utc_now
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
-from btu.btu_core.runs.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
 from btu.btu_core.runs.run_requests import RunFailed
+from btu.btu_core.runs.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
 from btu.btu_core.runs.task_inputs import merge_arguments, resolve_function
 from btu.btu_core.runs.time_limit import LOST_RUN_MARGIN_SECS, max_duration
 

@@ -8,8 +8,8 @@ from frappe.model.document import Document
 
 from btu.shared.schedule import ScheduleError, parse_zone
 from btu.btu_core.alerts import recipients
-from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.messages import input_error
+from btu.btu_core.schedules import scheduled_job_types
 
 
 class BTUConfiguration(Document):
