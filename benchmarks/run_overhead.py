@@ -25,7 +25,7 @@ setup, the import of the method's module, claim, Log insert, commits, alerts, ca
 `--bytecode compiled` runs the workers with every module of the bench (standard library, site-packages, Frappe, BTU)
 compiled into a private cache (PYTHONPYCACHEPREFIX, made once with compileall); `source` as on a bench that writes no
 bytecode (PYTHONDONTWRITEBYTECODE=1, or built with uv): a private cache holding only the standard library's and
-BTU's own (what BTU's migrate writes, `btu.btu_core.install.compile_bytecode`), so Frappe and its libraries are read
+BTU's own (what BTU's migrate writes, `btu.btu_core.setup.install.compile_bytecode`), so Frappe and its libraries are read
 from source whatever .pyc their trees hold. `both` (the default) runs one after the other. Only this bench's Frappe version is measured; the output names it.
 
 Holds the bench's tier-2 lock (`.btu-tier2.lock`) while it runs, so it never shares the worker with a test run.
@@ -163,17 +163,17 @@ class StepClock:
 # (step, [dotted targets]): a target missing from this tree is left out (the steps follow the code as it changes).
 STEP_TARGETS = [
 	("claim: lock and earlier Log", ["btu.shared.slot_claim.SlotLock.__enter__", "btu.shared.slot_claim.SlotLock.__exit__",
-		"btu.btu_core.task_runner.TaskRun.earlier_log"]),
+		"btu.btu_core.runs.task_run.TaskRun.earlier_log"]),
 	("Log insert / finish", ["frappe.model.document.Document.insert", "frappe.model.document.Document.save",
 		"frappe.model.document.Document.db_insert"]),
-	("alerts", ["btu.btu_core.alerts.run_started", "btu.btu_core.alerts.run_finished"]),
-	("mail notifications", ["btu.btu_core.notifications.notify"]),
-	("request bookkeeping", ["btu.btu_core.run_requests.load", "btu.btu_core.run_requests.mark_done",
-		"btu.btu_core.run_requests.release_next", "btu.btu_core.run_requests.schedule_retry",
-		"btu.btu_core.run_requests.start_chained", "btu.btu_core.run_requests.announce"]),
-	("outcome counts, monitor", ["btu.btu_core.metrics.record_outcome", "btu.btu_core.metrics.add_to_monitor"]),
-	("resolve function, arguments", ["btu.btu_core.task_inputs.resolve_function", "btu.btu_core.task_inputs.merge_arguments"]),
-	("capture", ["btu.btu_core.capture.call_captured"]),
+	("alerts", ["btu.btu_core.alerts.run_events.run_started", "btu.btu_core.alerts.run_events.run_finished"]),
+	("mail notifications", ["btu.btu_core.alerts.notifications.notify"]),
+	("request bookkeeping", ["btu.btu_core.runs.run_requests.load", "btu.btu_core.runs.run_requests.mark_done",
+		"btu.btu_core.runs.run_requests.release_next", "btu.btu_core.runs.run_requests.schedule_retry",
+		"btu.btu_core.runs.run_requests.start_chained", "btu.btu_core.runs.run_requests.announce"]),
+	("outcome counts, monitor", ["btu.btu_core.insights.metrics.record_outcome", "btu.btu_core.insights.metrics.add_to_monitor"]),
+	("resolve function, arguments", ["btu.btu_core.runs.task_inputs.resolve_function", "btu.btu_core.runs.task_inputs.merge_arguments"]),
+	("capture", ["btu.btu_core.runs.capture.call_captured"]),
 	("load documents", ["frappe.get_doc", "frappe.get_cached_doc"]),
 ]
 

@@ -13,13 +13,17 @@ from frappe.utils.background_jobs import get_redis_conn
 from btu.shared import liveness, protocol
 from btu.shared.upgrade import old_daemon
 from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.btu_core import alerts, declared_schedules, run_requests, scheduler_link
-from btu.btu_core import exclusions
+from btu.btu_core import scheduler_link
+from btu.btu_core.alerts import delivery, incidents
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
-from btu.btu_core.preview import next_fires as schedule_next_fires
-from btu.btu_core.roles import require_btu_manager
-from btu.btu_core.task_runner import max_duration, run_in_this_process
+from btu.btu_core.runs import run_requests
+from btu.btu_core.runs.task_run import run_in_this_process
+from btu.btu_core.runs.time_limit import max_duration
+from btu.btu_core.schedules import declared_schedules, skipped_slots
+from btu.btu_core.schedules.preview import next_fires as schedule_next_fires
+from btu.btu_core.setup.roles import require_btu_manager
+from btu.btu_core.upgrade import notes, undeclared
 from btu.shared.schedule import ScheduleError
 
 RUN_ON = ("worker", "webserver")
@@ -171,7 +175,7 @@ def skip_next_runs(schedule: str, count: int = 1) -> dict:
 	require_btu_manager()
 	doc = frappe.get_doc("BTU Task Schedule", schedule)
 	doc.check_permission("write")
-	skipped = exclusions.skip_next(doc, cint(count))
+	skipped = skipped_slots.skip_next(doc, cint(count))
 	return {"schedule": doc.name, "skipped": skipped, "skipped_slots": [row.slot_utc for row in doc.skipped_slots]}
 
 
@@ -181,7 +185,7 @@ def unskip(schedule: str, slot: str) -> dict:
 	require_btu_manager()
 	doc = frappe.get_doc("BTU Task Schedule", schedule)
 	doc.check_permission("write")
-	restored = exclusions.unskip(doc, slot)
+	restored = skipped_slots.unskip(doc, slot)
 	return {"schedule": doc.name, "unskipped": restored, "skipped_slots": [row.slot_utc for row in doc.skipped_slots]}
 
 
@@ -366,7 +370,7 @@ def resolve_incident(incident: str, note: str | None = None) -> dict:
 	"""Resolve an open incident by hand (no recovery message); its problem happening again opens a new one."""
 	require_btu_manager()
 	frappe.get_doc("BTU Alert Incident", incident).check_permission("write")
-	return alerts.resolve_by_hand(incident, note)
+	return incidents.resolve_by_hand(incident, note)
 
 
 @frappe.whitelist(methods=["POST"])
@@ -380,8 +384,8 @@ def test_alert(doctype: str, name: str, rule: str) -> dict:
 	row = next((row for row in parent.get("alert_rules") or [] if row.name == rule), None)
 	if row is None:
 		frappe.throw(_("{0} {1} has no alert rule {2}").format(_(doctype), name, rule))
-	alerts.take_test_turn(row, parent)
-	return alerts.test_fire(row, parent)
+	delivery.take_test_turn(row, parent)
+	return delivery.test_fire(row, parent)
 
 
 def original_socket() -> str | None:
@@ -394,6 +398,4 @@ def original_socket() -> str | None:
 def upgrade_report() -> dict:
 	"""What the upgrade from the original BTU left to do: values it kept unconverted, Tasks whose function no app declares."""
 	require_btu_manager()
-	from btu.btu_core.upgrade import notes, undeclared
-
 	return {"notes": notes.stored(), "undeclared": undeclared.undeclared()}

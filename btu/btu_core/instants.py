@@ -43,6 +43,11 @@ def to_system_naive(value: datetime) -> datetime:
 	return value.astimezone(system_zone()).replace(tzinfo=None)
 
 
+def system_now() -> datetime:
+	"""Now as a Frappe Datetime field stores it."""
+	return to_system_naive(utc_now())
+
+
 def from_system_naive(value: datetime) -> datetime:
 	"""A Frappe Datetime field's naive system-zone wall clock as an aware UTC instant (fold 0 at a DST overlap)."""
 	return value.replace(tzinfo=system_zone()).astimezone(timezone.utc)

@@ -1,59 +1,31 @@
-"""Run one BTU Task and write its one BTU Task Log.
+"""The job contract's entry points: what the jobs BTU queues name, by dotted path, kept at this path across upgrades.
 
-Every path comes here: the scheduler's RQ jobs (`run_scheduled_task`, called
-by Frappe's `execute_job`), "Run via Worker" (`run_enqueued_task`) and "Run
-on Web Server" (`run_in_this_process`). A run inserts its Log as "Started"
-and commits, runs the function with stdout, stderr and logging captured,
-then updates the same Log. What comes before the call reads and writes rows
-(`btu.btu_core.run_rows`): a forked work-horse pays for every module and
-round trip on every run. What can wait (the late-start alert, the Log's end,
-retries, chains, counts) comes after the call, with Documents. A run
-delivered again (Redis lost its release or its dequeue in a failover) finds
-that Log and does not run: the look and the
-insert happen under a database lock per (schedule, slot)
-(`btu.shared.slot_claim`). On failure it rolls the function's own writes
-back first, writes the Log in its own transaction, commits it and re-raises
-so RQ marks the job failed. A finished run's outcome is added to the site's
-counts for Prometheus and to the job's monitor entry (`btu.btu_core.metrics`).
+The scheduler writes `run_scheduled_task` into every RQ job it fires (`btu.shared.job_contract.TASK_RUNNER`), and a
+job may sit queued across an upgrade; "Run via Worker" queues `run_enqueued_task` (frappe.enqueue). Moving either
+would fail the jobs queued before. Here a job is dispatched by its run's kind (`job_contract.run_of`); the runs
+themselves are in `btu.btu_core.runs`: a Task's (`task_run`), an enqueued function's (`enqueue`), a Frappe Scheduled
+Job Type's (`frappe_jobs`).
 """
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
-from datetime import datetime, timedelta, timezone
+from datetime import timezone
 
 import frappe
 from rq import get_current_job
 
-from btu.shared.instants import format_utc_iso, parse_utc_iso, slot_text
+from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.job_contract import run_of
 from btu.shared.run_kind import RunKind
-from btu.shared.run_requests import CANCELLED, CHAIN, DONE, ENQUEUE, chain_request_name, slot_request_name
-from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
-from btu.btu_core import alerts, enqueue, run_requests
-from btu.btu_core.capture import Call, call_captured, where_it_runs
-from btu.btu_core.instants import to_system_naive, utc_now
-from btu.btu_core.metrics import add_to_monitor, record_outcome
-from btu.btu_core.notifications import notify
-from btu.btu_core.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
-from btu.btu_core.task_inputs import merge_arguments, resolve_function
-
-# A run still "Started" this long after its max duration was lost with its worker.
-LOST_RUN_MARGIN_SECS = 120
-# The Log an earlier delivery of a request's run, or of a "Run via Worker" job, wrote.
-LOG_OF_REQUEST_SQL = "select name from `tabBTU Task Log` where run_request = %s order by creation desc limit 1"
-LOG_OF_JOB_SQL = "select name from `tabBTU Task Log` where rq_job_id = %s order by creation desc limit 1"
-# A run of the schedule still Started and not yet past its time limit (overlap_policy skip).
-STARTED_LOG_OF_SCHEDULE_SQL = (
-	"select name from `tabBTU Task Log` where schedule = %s and status = 'Started' and date_time_started > %s limit 1"
-)
+from btu.shared.run_requests import CANCELLED, DONE, ENQUEUE
+from btu.btu_core.runs import enqueue, run_requests
+from btu.btu_core.runs.task_run import TaskRun
 
 
 def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None, kind=None):
 	"""The method of the scheduler's RQ jobs: run `task` for the `slot` (UTC ISO) of the run whose key's text is
 	`schedule`, of `kind` (`job_contract.run_of`): a schedule's Task run here, a run request's (`run_request`), a
-	Frappe Scheduled Job Type's (`scheduled_jobs.run`).
+	Frappe Scheduled Job Type's (`frappe_jobs.run`).
 
 	The scheduler queues a prepared job at its `fire_at` (the slot plus any
 	jitter) and stamps the rq job's `enqueued_at` then; the lag is read from
@@ -75,10 +47,11 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 	if run.kind is RunKind.RUN_REQUEST:
 		return run_request(run.name, enqueued_at, fire_lag_ms, moment)
 	if run.kind is RunKind.FRAPPE_JOB:
-		# Imported for this kind of run only: it loads Frappe's Scheduled Job Type controller and Document.
-		from btu.btu_core import scheduled_jobs
+		# Imported for this kind of run only: it loads the schedule rules (to name a slot as Frappe's side does), and
+		# its run Frappe's Scheduled Job Type controller and Document.
+		from btu.btu_core.runs import frappe_jobs
 
-		return scheduled_jobs.run(run.name, slot_text(slot))
+		return frappe_jobs.run(run.name, slot_text(slot))
 	task_run = TaskRun(task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment)
 	return task_run.execute().name
 
@@ -104,354 +77,3 @@ def run_enqueued_task(task, schedule=None, enqueued_at=None):
 	"""The method of "Run via Worker" jobs (frappe.enqueue)."""
 	run = TaskRun(task, schedule=schedule, enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None)
 	return run.execute().name
-
-
-def run_in_this_process(task, schedule=None):
-	"""Run now in this process (the web server's "Run on Web Server"); returns the Log, never raises for the task."""
-	return TaskRun(task, schedule=schedule, enqueued_at=utc_now()).execute(reraise=False)
-
-
-def max_duration(task) -> int:
-	"""The Task's max_task_duration, or its queue's RQ timeout when it has none."""
-	if task.max_task_duration:
-		return int(task.max_task_duration)
-	from frappe.utils.background_jobs import get_queues_timeout
-
-	return int(get_queues_timeout().get(task.queue_name) or 300)
-
-
-def system_now() -> datetime:
-	return to_system_naive(utc_now())
-
-
-class RunFailed(Exception):
-	"""The run failed with what Frappe's execute_job would retry in-process; its Log (and BTU's retry) is written."""
-
-
-class TaskRun:
-	"""One run of a Task, optionally for a Schedule's slot."""
-
-	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None, moment=None):
-		self.task_name = task
-		self.schedule_name = schedule or None
-		self.slot = slot
-		# A run request's run (retry, backfill, chain): its attempt and links come from the request.
-		self.request = request
-		self.attempt = int(request.attempt or 1) if request is not None else 1
-		self.enqueued_at = enqueued_at
-		self.fire_lag_ms = fire_lag_ms
-		# What the start lag is measured from, as the fire lag is: the slot's fire time (slot + jitter), a request's
-		# run_at; a run with neither (Run Now) has none.
-		self.moment = moment or slot
-		self.start_lag_s = None
-		self.job = get_current_job()
-		self.logger = frappe.logger("btu")
-
-	# -- the run -----------------------------------------------------------------
-
-	def execute(self, *, reraise: bool = True):
-		with self.claim():
-			# A new snapshot: under REPEATABLE READ a Log committed by the delivery we waited for would stay hidden.
-			frappe.db.commit()
-			earlier = self.earlier_log()
-			if earlier is not None:
-				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was done.
-				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
-				if self.request is not None and self.request.status != DONE:
-					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's state.
-					run_requests.mark_done(self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name))
-					run_requests.release_next(self.request)
-					frappe.db.commit()
-				return earlier
-			rows = task_and_schedule(self.task_name, self.schedule_name)
-			if self.schedule_name and rows.schedule is None:
-				return self.write_skipped(rows, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
-			if rows.overlap_policy == "skip" and self.other_run_in_progress(rows):
-				return self.write_skipped(rows, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
-			log_name, notes = self.write_started(rows)
-		# The arguments are merged and the function resolved inside the call: their errors are the run's Failed Log.
-		# The function is checked again on every run: a Task saved before its app stopped declaring it must not run it.
-		call = call_captured(lambda: self.call(rows), 0 if self.job else max_duration(rows))
-		log = self.write_finished(log_name, rows, call, notes)
-		if call.exc is not None and reraise:
-			if run_requests.retry_signal(call.exc):
-				# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
-				# find its Log written: BTU's own retries, if any, are requested already.
-				raise RunFailed(f"{type(call.exc).__name__}: {call.exc}") from call.exc
-			raise call.exc
-		return log
-
-	def call(self, rows):
-		"""The Task's function with its arguments; the start lag is taken as it is called."""
-		function = resolve_function(rows.function_string)
-		arguments = merge_arguments(rows.arguments, rows.argument_overrides)
-		if self.moment is not None:
-			self.start_lag_s = (utc_now() - self.moment).total_seconds()
-		return function(**arguments)
-
-	# -- the log ------------------------------------------------------------------
-
-	def claim(self):
-		"""The lock under which this run looks for its Log and writes it (`btu.shared.slot_claim`): one per (schedule, slot),
-		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
-		if self.schedule_name and self.slot:
-			key = lock_key(frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt))
-		elif self.request is not None:
-			key = lock_key(frappe.conf.db_name, "run request", self.request.name)
-		elif self.job:
-			key = lock_key(frappe.conf.db_name, "rq job", self.job.id)
-		else:
-			return nullcontext()
-		return SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", key)
-
-	def earlier_log(self):
-		"""The Log of an earlier delivery of this same run: its slot attempt's, its request's, or its RQ job's."""
-		# Plain SQL: frappe.db.get_value with filters would load Frappe's query engine before every run.
-		if self.schedule_name and self.slot:
-			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot), self.attempt))
-		elif self.request is not None:
-			rows = frappe.db.sql(LOG_OF_REQUEST_SQL, self.request.name)
-		elif self.job:
-			rows = frappe.db.sql(LOG_OF_JOB_SQL, self.job.id)
-		else:
-			return None
-		return frappe.get_doc("BTU Task Log", rows[0][0]) if rows else None
-
-	def other_run_in_progress(self, task) -> bool:
-		cutoff = system_now() - timedelta(seconds=max_duration(task) + LOST_RUN_MARGIN_SECS)
-		return bool(frappe.db.sql(STARTED_LOG_OF_SCHEDULE_SQL, (self.schedule_name, cutoff)))
-
-	def write_started(self, rows) -> tuple[str, list[str]]:
-		"""The Started Log, the request marked Done and the Task's last_runtime in one transaction: the Log's name, and
-		the start mail's note when it could not be queued."""
-		now = system_now()
-		values = {
-			"task": rows.name,
-			"task_desc_short": rows.desc_short,
-			"schedule": self.schedule_name,
-			"slot": to_system_naive(self.slot) if self.slot else None,
-			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
-			"status": "Started",
-			"task_component": "Main",
-			"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
-			"date_time_started": now,
-			"fire_lag_ms": self.fire_lag_ms,
-			**where_it_runs(self.job),
-			**self.lineage(),
-		}
-		name = insert_log(values)
-		if self.request is not None:
-			run_requests.mark_done(self.request, name, tell_scheduler=False)  # told with the Log's end
-		frappe.db.sql("update `tabBTU Task` set last_runtime = %s where name = %s", (now, rows.name))
-		notes = self.mail_on_start(name) if rows.mail_on_start else []
-		frappe.db.commit()
-		self.event(f"log={name} started worker={values['worker']} job={values['rq_job_id'] or '-'}")
-		return name, notes
-
-	def mail_on_start(self, log_name: str) -> list[str]:
-		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not be)."""
-		task = frappe.get_doc("BTU Task", self.task_name)
-		schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name) if self.schedule_name else None
-		note = notify(frappe.get_doc("BTU Task Log", log_name), task, schedule)
-		return [note] if note else []
-
-	@classmethod
-	def of_log(cls, log, schedule) -> "TaskRun":
-		"""The run a Log records, for its sequels after the lost-run sweep ended it."""
-		request = frappe.get_doc(run_requests.rr.DOCTYPE, log.run_request) if log.get("run_request") and frappe.db.exists(run_requests.rr.DOCTYPE, log.run_request) else None
-		slot = parse_utc_iso(log.slot_utc, "slot_utc") if log.get("slot_utc") else None
-		return cls(log.task, schedule=schedule.name if schedule is not None and slot else None, slot=slot, request=request)
-
-	def lineage(self) -> dict:
-		"""A Log's attempt and links: its request's origin, the first attempt, the run that started it."""
-		request = self.request
-		if request is None:
-			return {"attempt": 1}
-		return {
-			"attempt": self.attempt,
-			"origin": request.origin,
-			"run_request": request.name,
-			"first_attempt_log": request.first_log,
-			"parent_log": request.parent_log,
-		}
-
-	def retry_key(self, attempt: int) -> str | None:
-		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None for a run
-		with neither (Run Now)."""
-		if self.schedule_name and self.slot:
-			return slot_request_name(self.schedule_name, self.slot, attempt)
-		if self.request is not None and not self.request.slot_utc:
-			# A chained run (or its retry): its attempts hang off the Log that started the chain link.
-			return chain_request_name(self.chain_parent(), self.task_name, attempt)
-		return None
-
-	def chain_parent(self) -> str:
-		"""The Log whose outcome started this chained run (a retry's request names the attempt before instead)."""
-		if self.request.origin == CHAIN:
-			return self.request.parent_log
-		return frappe.db.get_value("BTU Task Log", self.request.first_log, "parent_log") or self.request.parent_log
-
-	def after(self, log, task, schedule, exc) -> None:
-		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next slot.
-		Never raises: the run's Log is committed already."""
-		final, note, requested = True, None, []
-		try:
-			if log.status in ("Failed", "Timed Out"):
-				note, retried = run_requests.schedule_retry(self, log, task, schedule, exc)
-				final = not retried
-			if final:
-				chained, chain_note = run_requests.start_chained(log, task, self.request)
-				requested += chained
-				note = "\n".join(filter(None, [note, chain_note])) or None
-			if self.request is not None:
-				requested.append(run_requests.release_next(self.request))
-			if note:
-				log.retried = 0 if final else 1
-				log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
-				frappe.db.sql("update `tabBTU Task Log` set retried = %s, logging_output = %s where name = %s", (log.retried, log.logging_output, log.name))
-			if note or any(requested):
-				frappe.db.commit()
-		except Exception:
-			frappe.db.rollback()
-			frappe.logger("btu").error(f"site={frappe.local.site} log={log.name} retry or chain not requested", exc_info=True)
-			final = True
-		alerts.run_finished(log, task, schedule, final=final)
-
-	def write_finished(self, name, rows, call: Call, notes):
-		# Read locked (its latest version, whatever the function read before) until the commit below, so the
-		# lost-run sweep waits for this end. A Log it timed out already (its worker was alive after all)
-		# still gets the true end, but its outcome is counted once.
-		log = locked_log(name)
-		was = log.status
-		task, schedule = self.documents(rows)
-		log.update({**call.log_values(), "date_time_ended": system_now(), "start_lag_ms": self.start_lag_ms()})
-		if task is not None:
-			log.task_desc_short = task.desc_short
-		mail_note = notify(log, task, schedule) if task is not None else None
-		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
-		save_log(log, (*END_FIELDS, "task_desc_short"))
-		if self.request is not None:
-			run_requests.announce(self.request.name)  # marked Done before the call, told now
-		frappe.db.commit()
-		self.event(f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
-		self.tell(log, call.elapsed, counted=was != "Started")
-		if was == "Started" and task is not None:
-			alerts.run_started(log, task, schedule, self.start_lag_s)
-			self.after(log, task, schedule, call.exc)
-		if rows.repeat_log_in_stdout and log.stdout:
-			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
-		return log
-
-	def documents(self, rows):
-		"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
-		those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
-		ends), a Schedule deleted meanwhile too."""
-		recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
-		rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
-		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
-		task = document_rows("BTU Task", self.task_name, {**recipients, **rules, **chain})
-		schedule = document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules}) if task is not None else None
-		for row in filter(None, (task, schedule)):
-			row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
-		return task, schedule
-
-	def start_lag_ms(self) -> float | None:
-		return round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None
-
-	def write_skipped(self, task, reason: str):
-		now = system_now()
-		log = frappe.get_doc(
-			{
-				"doctype": "BTU Task Log",
-				"task": task.name,
-				"schedule": self.schedule_name if frappe.db.exists("BTU Task Schedule", self.schedule_name) else None,
-				"slot": to_system_naive(self.slot) if self.slot else None,
-				"slot_utc": format_utc_iso(self.slot) if self.slot else None,
-				"status": "Skipped",
-				"task_component": "Main",
-				"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
-				"date_time_started": now,
-				"date_time_ended": now,
-				"execution_time": 0,
-				"fire_lag_ms": self.fire_lag_ms,
-				"result_message": reason,
-				**where_it_runs(self.job),
-			}
-		)
-		log.insert(ignore_permissions=True)
-		if self.request is not None:
-			run_requests.mark_done(self.request, log.name)
-			run_requests.release_next(self.request)
-		frappe.db.commit()
-		self.event(f"log={log.name} skipped: {reason}")
-		self.tell(log, None)
-		return log
-
-	def tell(self, log, elapsed: float | None, counted: bool = False) -> None:
-		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or request's) monitor entry."""
-		if not counted:
-			record_outcome(log.task, log.status, elapsed, self.start_lag_s)
-		add_to_monitor(
-			task=log.task,
-			log=log.name,
-			status=log.status,
-			schedule=self.schedule_name,
-			slot=format_utc_iso(self.slot) if self.slot else None,
-			fire_lag_ms=self.fire_lag_ms,
-			start_lag_ms=self.start_lag_ms(),
-		)
-
-	def event(self, text: str) -> None:
-		slot = format_utc_iso(self.slot) if self.slot else "-"
-		self.logger.info(f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}")
-
-
-def mark_lost_runs_timed_out() -> list[str]:
-	"""Logs still "Started" past their Task's max duration plus a margin: their worker died.
-
-	RQ's own timeout turns a slow run into "Timed Out" inside the job; this
-	sweep (every 5 minutes, btu_schedules in hooks.py) covers work-horses that were killed.
-	A Log of an enqueued function (no Task) is timed by its request's timeout and queue.
-	"""
-	rows = frappe.db.sql(
-		"""
-		select log.name, log.task, log.date_time_started,
-			coalesce(task.max_task_duration, request.timeout) as max_task_duration,
-			coalesce(task.queue_name, request.queue) as queue_name
-		from `tabBTU Task Log` log
-		left join `tabBTU Task` task on task.name = log.task
-		left join `tabBTU Run Request` request on request.name = log.run_request and request.origin = 'Enqueue'
-		where log.status = 'Started' and (task.name is not null or (coalesce(log.task, '') = '' and request.name is not null))
-		""",
-		as_dict=True,
-	)
-	now = system_now()
-	lost = []
-	for row in rows:
-		limit = max_duration(row)
-		if not row.date_time_started or frappe.utils.get_datetime(row.date_time_started) > now - timedelta(seconds=limit + LOST_RUN_MARGIN_SECS):
-			continue
-		# Read again, locked until the commit below: a run that ended meanwhile is not lost (nor counted twice).
-		log = frappe.get_doc("BTU Task Log", row.name, for_update=True)
-		if log.status != "Started":
-			frappe.db.rollback()
-			continue
-		log.status = "Timed Out"
-		log.date_time_ended = now
-		log.result_message = frappe._(
-			"no end was recorded within max_task_duration ({0} s) + {1} s: the worker running it was killed or lost"
-		).format(limit, LOST_RUN_MARGIN_SECS)
-		task = frappe.get_doc("BTU Task", row.task) if row.task else None
-		schedule = frappe.get_doc("BTU Task Schedule", log.schedule) if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule) else None
-		note = notify(log, task, schedule) if task else None
-		if note:
-			log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
-		log.save(ignore_permissions=True)
-		frappe.db.commit()
-		if task:
-			record_outcome(row.task, log.status)
-			TaskRun.of_log(log, schedule).after(log, task, schedule, None)
-		lost.append(log.name)
-		what = f"task={row.task}" if task else f"method={log.method}"
-		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} {what} schedule={log.schedule or '-'} marked Timed Out (lost run)")
-	return lost

@@ -13,7 +13,7 @@ not be able to point it at `os.system`. A path is runnable when
 lifts rule 3 (rules 1 and 2 stay): for single-tenant benches only.
 
 Both halves check with this module: the Frappe side after importing the
-function (btu.btu_core.task_inputs), the scheduler from the app's files,
+function (btu.btu_core.runs.task_inputs), the scheduler from the app's files,
 without importing them (btu.scheduler_daemon.app_files). It imports nothing
 but the standard library and the shared messages (btu.shared.messages).
 """

@@ -4,7 +4,7 @@ With BTU Configuration's `fire_frappe_jobs` on, the scheduler compiles each of
 the site's Scheduled Job Types into cron states of kind FRAPPE_JOB
 (`btu.shared.run_kind`) in the site's zone, so the same prepare and release scripts
 fire it at its moment, under the same lease, exactly once per slot. The job
-calls `btu.btu_core.scheduled_jobs.run`, which runs the Scheduled Job Type's own
+calls `btu.btu_core.runs.frappe_jobs.run`, which runs the Scheduled Job Type's own
 `execute()` (its Scheduled Job Log, `last_execution` and server-script events
 as Frappe writes them).
 
@@ -46,7 +46,8 @@ CRON_MAP = {
 }
 # BTU's own watchdog (a BTU scheduler alive? fires missed?) stays with Frappe's scheduler: fired by BTU,
 # it would stop with the very process whose death it is there to report.
-KEPT_BY_FRAPPE = ("btu.btu_core.alerts.check",)
+# Its path before alerts became a package is its row's until bench migrate resyncs the row from hooks.py.
+KEPT_BY_FRAPPE = ("btu.btu_core.alerts.watchdog.check", "btu.btu_core.alerts.check")
 # Frappe runs a job that missed its moment once, however late; BTU does too within this window (a Yearly job's period).
 CATCH_UP_WINDOW_SECS = 366 * 86400
 # How long a slot's claim is kept: long after either side could still be deciding about it.

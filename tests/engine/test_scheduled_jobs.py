@@ -95,7 +95,7 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	}
 	kept = {
 		insert_job_type(data, "stopped", cron_format="* * * * *", stopped=1),
-		insert_job_type(data, "watchdog", cron_format="* * * * *", method="btu.btu_core.alerts.check"),
+		insert_job_type(data, "watchdog", cron_format="* * * * *", method="btu.btu_core.alerts.watchdog.check"),
 		insert_job_type(data, "seconds_last", cron_format="0 */2 * * * *"),
 		insert_job_type(data, "bad_cron", cron_format="61 * * * *"),
 		insert_job_type(data, "no_cron", frequency="Cron", cron_format=""),

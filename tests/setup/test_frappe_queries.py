@@ -3,7 +3,7 @@
 Frappe v16 refuses them ("SQL functions are not allowed as strings in SELECT", frappe/crm#1566,
 frappe/helpdesk#2770): `fields=["count(*) as n"]` or `group_by="date(x)"` worked on v15 and fail on
 v16. The tier-2 bench is v15, where they still work, so this reads the Frappe side's source instead
-(its tests too): aggregates go through frappe.qb (btu.btu_core.run_stats) or plain rows.
+(its tests too): aggregates go through frappe.qb (btu.btu_core.insights.run_stats) or plain rows.
 """
 
 from __future__ import annotations

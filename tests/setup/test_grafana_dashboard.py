@@ -309,7 +309,7 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 
 
 def frappe_registry(r) -> CollectorRegistry:
-	"""What the Frappe side's endpoint serves (btu.btu_core.metrics.scrape), after a run of every status."""
+	"""What the Frappe side's endpoint serves (btu.btu_core.insights.metrics.scrape), after a run of every status."""
 	with r.pipeline(transaction=True) as pipe:
 		for status in [*task_outcomes.STATUSES, "Cancelled"]:
 			task_outcomes.record(pipe, SITE, "Nightly report", status, 0.2, 0.01, time.time())
@@ -404,8 +404,8 @@ def test_every_metric_btu_exports_has_a_panel(families):
 
 
 def desk_finished() -> set[str]:
-	"""The statuses the Desk's failure rate divides by (btu.btu_core.run_stats.FINISHED, read from the source: it imports frappe)."""
-	tree = ast.parse((DASHBOARD.parents[2] / "btu" / "btu_core" / "run_stats.py").read_text())
+	"""The statuses the Desk's failure rate divides by (btu.btu_core.insights.run_stats.FINISHED, read from the source: it imports frappe)."""
+	tree = ast.parse((DASHBOARD.parents[2] / "btu" / "btu_core" / "insights" / "run_stats.py").read_text())
 	found = next(node.value for node in tree.body if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["FINISHED"])
 	return set(ast.literal_eval(found))
 

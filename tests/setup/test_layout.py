@@ -8,6 +8,8 @@ nothing in `btu` imports it and btu's hooks.py declares nothing of it.
 from __future__ import annotations
 
 import ast
+import json
+import re
 import subprocess
 import sys
 from fnmatch import fnmatchcase
@@ -128,3 +130,201 @@ def test_no_function_or_class_outgrows_one_screen_of_reading():
 				if lines > limit:
 					found.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {lines} lines (limit {limit})")
 	assert not found, "\n".join(found)
+
+
+# -- import circles -----------------------------------------------------------------
+
+# Imports made inside a function on purpose, for start-up cost: (importer, imported module) -> why. They are left out of
+# the circle check below, and on the Frappe side (FRAPPE_SIDE) every import of a btu module inside a function must be one
+# of them: an import moved into a function to dodge a circle would otherwise hide the circle from the check.
+LAZY = {
+	("btu", "btu.btu_core.runs.enqueue"): "btu.enqueue_at, enqueue_in and cancel are looked up on first use: the scheduler "
+	"process imports btu, which must never import frappe",
+	("btu.commands", "btu.btu_core.task_runner"): "preload_run_path: imported in a bench worker only, so its work-horses "
+	"inherit it; bench imports every app's commands module for every command",
+	("btu.commands", "btu.scheduler_daemon.commands"): "bench imports every app's commands module for every command: "
+	"a command's code is imported when it runs",
+	("btu.commands", "btu.scheduler_daemon.cli"): "as above: bench btu-scheduler's code, when it runs",
+	("btu.commands", "btu.btu_core.upgrade.declare"): "as above: bench btu-declare-tasks's code, when it runs",
+	("btu.btu_core.task_runner", "btu.btu_core.runs.frappe_jobs"): "Frappe job runs only: it loads the schedule rules, "
+	"which a Task's run must not load before its call (btu_core/tests/test_run_path.py)",
+	("btu.btu_core.runs.run_requests", "btu.btu_core.schedules.spec"): "a retry's next fire (after the call) and a backfill: "
+	"the task runner imports run_requests before every call, and a spec loads the schedule rules",
+	("btu.btu_core.alerts", "btu.btu_core.alerts.delivery"): "the webhook job's path before alerts was a package, for jobs "
+	"queued across the upgrade: on its first use only, since the package's __init__ runs before each of its modules",
+	("btu.btu_core.alerts", "btu.btu_core.alerts.watchdog"): "as above: the watchdog's path until migrate resyncs its row",
+	("btu.btu_core.alerts.webhooks", "btu.shared.webhooks"): "a webhook's check and POST only: every run's end imports "
+	"alerts, and the POST's module is not for the run path (test_run_path)",
+}
+
+
+def module_name(path: Path) -> str:
+	parts = path.relative_to(BTU.parent).with_suffix("").parts
+	return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in BTU.rglob("*.py")}
+
+
+def type_checking_only(tree: ast.AST) -> set[int]:
+	"""The nodes under `if TYPE_CHECKING:`, which never run."""
+	skipped = set()
+	for node in ast.walk(tree):
+		if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+			skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+	return skipped
+
+
+def btu_imports(name: str) -> list[tuple[str, list[str], bool]]:
+	"""The btu modules module `name` imports: for each import, the module it names (`from a import b` names module a.b
+	when there is one, else a), the packages above it that Python runs first (not the importer's own), and whether the
+	import is inside a function."""
+	path = MODULES[name]
+	tree = ast.parse(path.read_text(), str(path))
+	skipped = type_checking_only(tree)
+	found = []
+
+	def visit(node, in_function):
+		for child in ast.iter_child_nodes(node):
+			inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+			if id(child) not in skipped and isinstance(child, (ast.Import, ast.ImportFrom)):
+				for target in import_targets(name, path, child):
+					parts = target.split(".")
+					above = [".".join(parts[:depth]) for depth in range(len(parts) - 1, 1, -1)]
+					found.append((target, [module for module in above if module in MODULES and not name.startswith(module + ".")], inside))
+			visit(child, inside)
+
+	visit(tree, False)
+	return [(target, above, inside) for target, above, inside in found if target in MODULES and target != name]
+
+
+def import_targets(name: str, path: Path, node) -> list[str]:
+	if isinstance(node, ast.Import):
+		return [alias.name for alias in node.names]
+	base = node.module or ""
+	if node.level:
+		package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+		base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+	return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+
+
+def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
+	"""The strongly connected groups of more than one module (Tarjan), each sorted."""
+	index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+	def connect(module):
+		index[module] = low[module] = len(index)
+		stack.append(module)
+		on_stack.add(module)
+		for other in sorted(edges.get(module, ())):
+			if other not in index:
+				connect(other)
+				low[module] = min(low[module], low[other])
+			elif other in on_stack:
+				low[module] = min(low[module], index[other])
+		if low[module] == index[module]:
+			group = []
+			while True:
+				other = stack.pop()
+				on_stack.discard(other)
+				group.append(other)
+				if other == module:
+					break
+			if len(group) > 1:
+				circles.append(sorted(group))
+
+	for module in sorted(MODULES):
+		if module not in index:
+			connect(module)
+	return circles
+
+
+def test_no_import_circle_among_btu_modules():
+	edges = {}
+	for name in MODULES:
+		for target, above, _inside in btu_imports(name):
+			if (name, target) not in LAZY:
+				edges.setdefault(name, set()).update([target, *above])
+	circles = import_circles(edges)
+	assert not circles, "import circles (module-level and in-function imports both count):\n" + "\n".join(
+		" <-> ".join(group) for group in circles
+	)
+
+
+def on_the_frappe_side(name: str) -> bool:
+	"""The Frappe side's product code, where every import of a btu module inside a function is a LAZY one (the
+	scheduler's are its CLI's, for start-up; tests import as they please)."""
+	if ".tests." in f"{name}." or name.rpartition(".")[2].startswith("test_"):
+		return False
+	return name in ("btu", "btu.hooks", "btu.commands") or name.startswith(("btu.btu_core.", "btu.patches."))
+
+
+def test_an_import_inside_a_function_on_the_frappe_side_is_a_deliberate_one():
+	lazy = {(name, target) for name in MODULES for target, _above, inside in btu_imports(name) if inside}
+	unlisted = sorted(edge for edge in lazy if on_the_frappe_side(edge[0]) and edge not in LAZY)
+	assert not unlisted, "imports inside functions not in LAZY (import at the top, or list it with why):\n" + "\n".join(
+		f"{importer} imports {imported}" for importer, imported in unlisted
+	)
+	stale = sorted(set(LAZY) - lazy)
+	assert not stale, f"LAZY lists imports no function makes any more: {stale}"
+
+
+# -- stored dotted paths ------------------------------------------------------------
+
+DOTTED = re.compile(r"^btu(\.\w+)+$")
+# hooks.py's override_whitelisted_methods maps a public path onto the code's: its keys name no module on purpose.
+PUBLIC_ALIASES = "override_whitelisted_methods"
+
+
+def stored_paths() -> list[tuple[str, str]]:
+	"""(where, dotted path) of what Frappe, RQ and BTU's rows name by path: every btu path in hooks.py, and the paths
+	the Frappe side and the shared contract write into jobs and rows (full-string constants), and the number cards'."""
+	found = []
+	hooks_tree = ast.parse((BTU / "hooks.py").read_text())
+	aliases = set()
+	for node in hooks_tree.body:
+		if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == PUBLIC_ALIASES for target in node.targets):
+			aliases = {key.value for key in node.value.keys}
+	sources = [BTU / "hooks.py", *sorted((BTU / "btu_core").rglob("*.py")), *sorted((BTU / "shared").rglob("*.py"))]
+	for path in sources:
+		if "tests" in path.relative_to(BTU).parts or path.name.startswith("test_"):
+			continue
+		for node in ast.walk(ast.parse(path.read_text(), str(path))):
+			if isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.match(node.value):
+				if node.value.startswith("btu.btu_core.") or path.name == "hooks.py":
+					if node.value not in aliases:
+						found.append((str(path.relative_to(BTU.parent)), node.value))
+	for path in sorted((BTU / "btu_core" / "number_card").rglob("*.json")):
+		method = json.loads(path.read_text()).get("method")
+		if method:
+			found.append((str(path.relative_to(BTU.parent)), method))
+	return found
+
+
+def defined_names(path: Path) -> set[str]:
+	"""What a module defines at its top, and the names its module `__getattr__` answers (a path stored before a move)."""
+	names = set()
+	for node in ast.parse(path.read_text(), str(path)).body:
+		if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+			names.update(
+				inner.comparators[0].value for inner in ast.walk(node)
+				if isinstance(inner, ast.Compare) and isinstance(inner.comparators[0], ast.Constant)
+			)
+		if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+			names.add(node.name)
+		elif isinstance(node, ast.Assign):
+			names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+	return names
+
+
+def test_every_stored_dotted_path_names_a_definition():
+	"""Each path names a function or class defined (not imported) in a module of this tree, or one its module's
+	`__getattr__` answers: a module moved without its hooks, jobs or rows following fails here, not on a site."""
+	paths = stored_paths()
+	assert any(path == "btu.btu_core.task_runner.run_scheduled_task" for _where, path in paths), "the job contract is read"
+	missing = []
+	for where, path in paths:
+		module, _, name = path.rpartition(".")
+		if module not in MODULES or name not in defined_names(MODULES[module]):
+			missing.append(f"{where}: {path}")
+	assert not missing, "\n".join(missing)

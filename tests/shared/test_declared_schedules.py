@@ -183,7 +183,7 @@ def test_btus_own_maintenance_hook_checks():
 	assert functions == {
 		"btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
 		"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
-		"btu.btu_core.task_runner.mark_lost_runs_timed_out",
+		"btu.btu_core.runs.lost_runs.mark_lost_runs_timed_out",
 	}
 	assert functions <= set(hooks["btu_tasks"])
-	assert hooks["scheduler_events"] == {"cron": {"* * * * *": ["btu.btu_core.alerts.check"]}}, "only the watchdog stays on Frappe's scheduler"
+	assert hooks["scheduler_events"] == {"cron": {"* * * * *": ["btu.btu_core.alerts.watchdog.check"]}}, "only the watchdog stays on Frappe's scheduler"

@@ -15,7 +15,7 @@ import frappe
 from frappe.desk.form.load import getdoc
 
 import btu.btu_core.api as api
-from btu.btu_core import alerts
+from btu.btu_core.alerts import webhooks
 from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.btu_core.tests.test_alerts import MANAGER, AlertCase, rule
 from btu.shared.webhooks import SIGNATURE_HEADER
@@ -41,7 +41,7 @@ class TestAlertWebhooks(AlertCase):
 		self.allow(["127.0.0.1"])
 
 	def allow(self, hosts):
-		allowed = mock.patch.dict(frappe.conf, {alerts.WEBHOOK_ALLOWED_HOSTS_KEY: hosts})
+		allowed = mock.patch.dict(frappe.conf, {webhooks.WEBHOOK_ALLOWED_HOSTS_KEY: hosts})
 		allowed.start()
 		self.addCleanup(allowed.stop)
 
@@ -75,7 +75,7 @@ class TestAlertWebhooks(AlertCase):
 		before = frappe.db.count("Error Log")
 		frappe.set_user(MANAGER)
 		reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
-		self.assertEqual(reply["errors"], [alerts.delivery_failed()])
+		self.assertEqual(reply["errors"], [webhooks.delivery_failed()])
 		self.assertNotIn(str(closed), frappe.as_json(reply), "neither the port nor the URL reaches a BTU Manager")
 		frappe.set_user("Administrator")
 		reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
@@ -119,7 +119,7 @@ class TestAlertWebhooks(AlertCase):
 		with dribbling_server(b"HTTP/1.1 204 No Content, a byte every 0.2 s\r\n\r\n") as url:
 			task = self.webhook_task(url)
 			started = time.monotonic()
-			with mock.patch.object(alerts, "WEBHOOK_TIMEOUT_SECS", 1):
+			with mock.patch.object(webhooks, "WEBHOOK_TIMEOUT_SECS", 1):
 				reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
 			self.assertLess(time.monotonic() - started, 3, "the whole POST is bounded, not each read")
 		self.assertIn("did not answer within 1 s", reply["errors"][0])

@@ -11,9 +11,11 @@ from unittest import mock
 import frappe
 
 import btu.btu_core.api as api
-from btu.btu_core import alerts
+from btu.btu_core.alerts import delivery, incidents, rules, run_events, watchdog, webhooks
 from btu.btu_core.instants import to_system_naive, utc_now
-from btu.btu_core.task_runner import mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
+from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
+from btu.btu_core.runs.task_run import run_in_this_process
+from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user
 from btu.shared import protocol
 from btu.shared.instants import format_utc_iso
@@ -124,7 +126,7 @@ class TestRunAlerts(AlertCase):
 
 	def test_an_alert_that_breaks_never_fails_the_run(self):
 		task = self.task([rule("Failure")], fail=False)
-		with mock.patch.object(alerts, "rules_for", side_effect=RuntimeError("alerts broken")):
+		with mock.patch.object(run_events, "rules_for", side_effect=RuntimeError("alerts broken")):
 			log = run_in_this_process(task.name)
 		self.assertEqual(frappe.db.get_value("BTU Task Log", log.name, "status"), "Succeeded")
 
@@ -141,9 +143,9 @@ class TestRunAlerts(AlertCase):
 		task = self.task([rule("Failure")])
 		schedule = make_schedule(task.name)
 		log = frappe.get_doc({"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "status": "Failed"}).insert()
-		alerts.run_finished(log, task, schedule, final=False)
+		run_events.run_finished(log, task, schedule, final=False)
 		self.assertEqual((self.incidents(task.name), frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak")), ([], 0))
-		alerts.run_finished(log, task, schedule, final=True)
+		run_events.run_finished(log, task, schedule, final=True)
 		self.assertEqual(len(self.incidents(task.name)), 1)
 
 	def test_pause_after_n_failures_pauses_tells_the_scheduler_alerts_and_resuming_clears_the_streak(self):
@@ -222,8 +224,8 @@ class TestCheckedAlerts(AlertCase):
 		)
 		frappe.db.commit()
 		now = utc_now()
-		alerts.check_missed(now)
-		alerts.check_missed(now)
+		watchdog.check_missed(now)
+		watchdog.check_missed(now)
 		[incident] = self.incidents(task.name)
 		self.assertEqual((incident.kind, incident.schedule, incident.occurrences), ("Missed Fire", schedule.name, 1))
 		self.assertIn("have no Task Log 60 s after their fire time", incident.last_message)
@@ -231,27 +233,27 @@ class TestCheckedAlerts(AlertCase):
 		newest = incident.last_key
 		frappe.get_doc({"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "slot_utc": newest, "status": "Succeeded"}).insert()
 		frappe.db.commit()
-		alerts.check_missed(now)
+		watchdog.check_missed(now)
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
 		self.assertEqual(self.bells(incident.name), 2)
 		# The slots before the resolution are not alerted again.
-		alerts.check_missed(utc_now() + timedelta(seconds=30))
+		watchdog.check_missed(utc_now() + timedelta(seconds=30))
 		self.assertEqual(len(self.incidents(task.name)), 1)
 
 	def test_more_schedules_than_one_check_reads_each_get_their_turn(self):
 		task = self.task([rule("Missed Fire", by_email=0)], fail=False)
 		names = sorted(make_schedule(task.name, enabled=1, run_frequency="Cron Style", cron_string="* * * * *").name for _ in range(3))
 		frappe.db.commit()
-		frappe.cache().delete_value(alerts.MISSED_CURSOR_KEY)
-		self.addCleanup(frappe.cache().delete_value, alerts.MISSED_CURSOR_KEY)
-		seen, mine = [], alerts.rules_for(("Missed Fire",), task.name)
+		frappe.cache().delete_value(watchdog.MISSED_CURSOR_KEY)
+		self.addCleanup(frappe.cache().delete_value, watchdog.MISSED_CURSOR_KEY)
+		seen, mine = [], rules.rules_for(("Missed Fire",), task.name)
 		with (
-			mock.patch.object(alerts, "MAX_CHECKED", 2),
-			mock.patch.object(alerts, "all_rules", lambda event, limit: mine),
-			mock.patch.object(alerts, "missed_slots", lambda rule, schedule, now: seen.append(schedule.name)),
+			mock.patch.object(watchdog, "MAX_CHECKED", 2),
+			mock.patch.object(watchdog, "all_rules", lambda event, limit: mine),
+			mock.patch.object(watchdog, "missed_slots", lambda rule, schedule, now: seen.append(schedule.name)),
 		):
-			alerts.check_missed(utc_now())
-			alerts.check_missed(utc_now())
+			watchdog.check_missed(utc_now())
+			watchdog.check_missed(utc_now())
 		self.assertEqual(seen, [*names[:2], names[2], names[0]])
 
 	def test_a_paused_or_disabled_schedule_misses_nothing(self):
@@ -259,7 +261,7 @@ class TestCheckedAlerts(AlertCase):
 		make_schedule(task.name, enabled=1, paused=1, cron_string="* * * * *", run_frequency="Cron Style", alert_rules=[rule("Missed Fire", by_email=0)])
 		make_schedule(task.name, enabled=0, cron_string="* * * * *", run_frequency="Cron Style", alert_rules=[rule("Missed Fire", by_email=0)])
 		frappe.db.commit()
-		alerts.check_missed(utc_now() + timedelta(hours=1))
+		watchdog.check_missed(utc_now() + timedelta(hours=1))
 		self.assertEqual(self.incidents(task.name), [])
 
 	def test_a_run_started_past_its_time_limit_is_stuck_until_it_ends(self):
@@ -268,14 +270,14 @@ class TestCheckedAlerts(AlertCase):
 			{"doctype": "BTU Task Log", "task": task.name, "status": "Started", "date_time_started": to_system_naive(utc_now() - timedelta(seconds=80))}
 		).insert()
 		frappe.db.commit()
-		alerts.check_stuck(utc_now())
+		watchdog.check_stuck(utc_now())
 		self.assertEqual(self.incidents(task.name), [])
-		alerts.check_stuck(utc_now() + timedelta(seconds=15))
-		alerts.check_stuck(utc_now() + timedelta(seconds=20))
+		watchdog.check_stuck(utc_now() + timedelta(seconds=15))
+		watchdog.check_stuck(utc_now() + timedelta(seconds=20))
 		[incident] = self.incidents(task.name)
 		self.assertEqual((incident.kind, incident.log, incident.occurrences, self.bells(incident.name)), ("Stuck Run", log.name, 1, 1))
 		frappe.db.set_value("BTU Task Log", log.name, "status", "Succeeded")
-		alerts.check_stuck(utc_now() + timedelta(seconds=20))
+		watchdog.check_stuck(utc_now() + timedelta(seconds=20))
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
 
 	def test_a_lost_run_the_sweep_times_out_is_a_failure(self):
@@ -294,25 +296,25 @@ class TestCheckedAlerts(AlertCase):
 		def check_missed(now):
 			raise RuntimeError("broken")
 
-		with mock.patch.object(alerts, "check_missed", check_missed), mock.patch.object(alerts, "check_stuck", ran.append):
-			alerts.check()
+		with mock.patch.object(watchdog, "check_missed", check_missed), mock.patch.object(watchdog, "check_stuck", ran.append):
+			watchdog.check()
 		self.assertEqual(len(ran), 1)
 
 	def test_no_scheduler_for_the_threshold_alerts_and_one_coming_back_recovers(self):
 		task = self.task([rule("Scheduler Down", threshold=120, by_email=0)])
-		frappe.cache().delete_value(alerts.ALIVE_KEY)
+		frappe.cache().delete_value(watchdog.ALIVE_KEY)
 		now = utc_now()
-		with mock.patch.object(alerts, "scheduler_alive", return_value=False):
-			alerts.check_scheduler(now)
+		with mock.patch.object(watchdog, "scheduler_alive", return_value=False):
+			watchdog.check_scheduler(now)
 			self.assertEqual(self.incidents(task.name), [])
-			alerts.check_scheduler(now + timedelta(seconds=121))
-			alerts.check_scheduler(now + timedelta(seconds=181))
+			watchdog.check_scheduler(now + timedelta(seconds=121))
+			watchdog.check_scheduler(now + timedelta(seconds=181))
 		[incident] = self.incidents(task.name)
 		self.assertEqual((incident.kind, incident.occurrences, self.bells(incident.name)), ("Scheduler Down", 1, 1))
-		with mock.patch.object(alerts, "scheduler_alive", return_value=True):
-			alerts.check_scheduler(now + timedelta(seconds=240))
+		with mock.patch.object(watchdog, "scheduler_alive", return_value=True):
+			watchdog.check_scheduler(now + timedelta(seconds=240))
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
-		frappe.cache().delete_value(alerts.ALIVE_KEY)
+		frappe.cache().delete_value(watchdog.ALIVE_KEY)
 
 
 class TestIncidentRace(AlertCase):
@@ -332,25 +334,25 @@ class TestIncidentRace(AlertCase):
 
 	def test_a_second_worker_that_read_before_the_first_committed_counts_on_its_incident(self):
 		task = self.task([rule("Failure", by_email=0)])
-		[failure] = alerts.rules_for(("Failure",), task.name)
+		[failure] = rules.rules_for(("Failure",), task.name)
 		frappe.db.commit()
 		# This worker has read (bump_streak, rules_for) before the other commits: REPEATABLE READ keeps that view.
-		alerts.rules_for(("Failure",), task.name)
+		rules.rules_for(("Failure",), task.name)
 		mine, other = frappe.local.db, self.other_connection()
 		frappe.local.db = other
 		try:
-			first = alerts.open_incident(failure, task.name, None, "first", key="log-1")
+			first = incidents.open_incident(failure, task.name, None, "first", key="log-1")
 			other.commit()
 		finally:
 			frappe.local.db = mine
-		self.assertIsNone(alerts.open_incident(failure, task.name, None, "second", key="log-2"))
+		self.assertIsNone(incidents.open_incident(failure, task.name, None, "second", key="log-2"))
 		frappe.db.commit()
 		[incident] = self.incidents(task.name)
 		self.assertEqual((incident.name, incident.occurrences, incident.last_key, self.bells(incident.name)), (first, 2, "log-2", 1))
 
 	def test_a_message_escapes_what_it_quotes_in_html(self):
 		body = {"event": "opened", "kind": "Failure", "task": "T", "incident": "INC-<1>", "message": "<b>x</b>", "url": "https://h/app/x' onclick='y"}
-		_, text = alerts.render(body)
+		_, text = delivery.render(body)
 		self.assertEqual(text, '&lt;b&gt;x&lt;/b&gt;<p><a href="https://h/app/x&apos; onclick=&apos;y">INC-&lt;1&gt;</a></p>')
 
 
@@ -360,7 +362,7 @@ class TestAlertDelivery(AlertCase):
 	def setUp(self):
 		super().setUp()
 		# The test servers listen on loopback, which a webhook reaches only when the site's config allows it.
-		allowed = mock.patch.dict(frappe.conf, {alerts.WEBHOOK_ALLOWED_HOSTS_KEY: ["127.0.0.1"]})
+		allowed = mock.patch.dict(frappe.conf, {webhooks.WEBHOOK_ALLOWED_HOSTS_KEY: ["127.0.0.1"]})
 		allowed.start()
 		self.addCleanup(allowed.stop)
 
@@ -376,7 +378,7 @@ class TestAlertDelivery(AlertCase):
 		"""Run `call`, returning the webhook jobs it queued (on the short queue, after commit)."""
 		with mock.patch("frappe.enqueue") as enqueue:
 			call()
-		jobs = [c for c in enqueue.call_args_list if c.args[0] == alerts.WEBHOOK_JOB]
+		jobs = [c for c in enqueue.call_args_list if c.args[0] == delivery.WEBHOOK_JOB]
 		self.assertTrue(jobs and all(c.kwargs["queue"] == "short" for c in jobs), enqueue.call_args_list)
 		return [{k: c.kwargs[k] for k in ("rule", "body", "incident")} for c in jobs]
 
@@ -384,7 +386,7 @@ class TestAlertDelivery(AlertCase):
 		server, url = self.serve()
 		task = self.task([rule("Failure", by_email=0, by_bell=0, webhook_url=url, webhook_secret="s")])
 		[job] = self.queued_webhooks(lambda: run_in_this_process(task.name))
-		alerts.post_webhook(job["rule"], job["body"], job["incident"])
+		delivery.post_webhook(job["rule"], job["body"], job["incident"])
 		[body] = server.bodies
 		[incident] = self.incidents(task.name)
 		self.assertEqual(
@@ -403,10 +405,16 @@ class TestAlertDelivery(AlertCase):
 			closed = probe.getsockname()[1]
 		task = self.task([rule("Failure", by_email=0, by_bell=0, webhook_url=f"http://127.0.0.1:{closed}/hook", webhook_secret="s")])
 		jobs = self.queued_webhooks(lambda: self.assertEqual(run_in_this_process(task.name).status, "Failed"))
-		alerts.post_webhook(**jobs[0])
+		delivery.post_webhook(**jobs[0])
 		[incident] = self.incidents(task.name)
 		self.assertIn("webhook delivery failed", incident.delivery_errors)
 		self.assertIn(f"webhook http://127.0.0.1:{closed}/hook of alert rule", api.test_alert("BTU Task", task.name, task.alert_rules[0].name)["errors"][0])
+
+	def test_the_paths_stored_before_alerts_was_a_package_still_resolve(self):
+		"""A webhook job queued before the upgrade names alerts.post_webhook; the watchdog's Scheduled Job Type row names
+		alerts.check until migrate resyncs it."""
+		self.assertIs(frappe.get_attr("btu.btu_core.alerts.post_webhook"), delivery.post_webhook)
+		self.assertIs(frappe.get_attr("btu.btu_core.alerts.check"), watchdog.check)
 
 	def test_only_a_system_manager_sets_a_webhook_and_only_to_an_http_url(self):
 		task = self.task([rule("Failure")])
@@ -437,7 +445,7 @@ class TestAlertDelivery(AlertCase):
 		doc.alert_rules[0].webhook_url = "https://hooks.example.com/btu"
 		doc.alert_rules[0].webhook_secret = "s"
 		doc.save()
-		self.assertIsNone(alerts.check_webhook_url("https://hooks.example.com/btu"))
+		self.assertIsNone(webhooks.check_webhook_url("https://hooks.example.com/btu"))
 
 	def test_the_incident_api_checks_roles_and_resolves_without_a_message(self):
 		task = self.task([rule("Failure", by_email=0)])

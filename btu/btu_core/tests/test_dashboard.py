@@ -1,7 +1,7 @@
 """The BTU Desk dashboard: its chart sources and number cards give the figures of known Task Logs, to BTU roles only.
 
 Counts, max, min and means are exact. Percentiles come from the log-spaced buckets the database counts
-(btu.btu_core.run_stats): each is checked to be within run_stats.RELATIVE_ERROR (12.2 %) of the exact
+(btu.btu_core.insights.run_stats): each is checked to be within run_stats.RELATIVE_ERROR (12.2 %) of the exact
 nearest-rank value, the precision the bucketing promises, not to equal it.
 """
 
@@ -15,7 +15,8 @@ from frappe.query_builder.functions import Date
 from frappe.translate import clear_cache as clear_translation_cache
 from frappe.utils import formatdate, getdate, now_datetime
 
-from btu.btu_core import dashboard_cards, install, metrics, run_stats
+from btu.btu_core.insights import dashboard_cards, metrics, run_stats
+from btu.btu_core.setup import install
 from btu.btu_core.dashboard_chart_source.btu_duration_percentiles import btu_duration_percentiles as durations
 from btu.btu_core.dashboard_chart_source.btu_failure_rate import btu_failure_rate as failure_rate
 from btu.btu_core.dashboard_chart_source.btu_lag_percentiles import btu_lag_percentiles as lag

@@ -5,7 +5,8 @@ from unittest import mock
 
 import frappe
 
-from btu.btu_core import api, declared_schedules
+from btu.btu_core import api
+from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.tests.utils import SAMPLES, make_user, other_connection
 from btu.shared.declared_schedules import HOOK
 
@@ -258,7 +259,7 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		maintenance = {
 			"delete_expired_logs": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
 			"delete_expired_run_requests": "btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
-			"mark_lost_runs_timed_out": "btu.btu_core.task_runner.mark_lost_runs_timed_out",
+			"mark_lost_runs_timed_out": "btu.btu_core.runs.lost_runs.mark_lost_runs_timed_out",
 		}
 		for key, function in maintenance.items():
 			task, schedule = rows(key)
@@ -267,7 +268,7 @@ class TestDeclaredSchedules(IntegrationTestCase):
 			self.assertNotIn(function, hooked + frappe.get_hooks("scheduler_events", app_name="btu").get("daily", []))
 			self.assertFalse(frappe.db.exists("Scheduled Job Type", {"method": function}), "migrate dropped Frappe's job")
 		self.assertEqual(rows("mark_lost_runs_timed_out")[1].cron_string, "*/5 * * * *")
-		self.assertTrue(frappe.db.exists("Scheduled Job Type", {"method": "btu.btu_core.alerts.check"}), "the watchdog stays on Frappe's scheduler")
+		self.assertTrue(frappe.db.exists("Scheduled Job Type", {"method": "btu.btu_core.alerts.watchdog.check"}), "the watchdog stays on Frappe's scheduler")
 
 	def test_after_app_install_syncs_that_app(self):
 		frappe.db.delete(SCHEDULE, {"declared_by_app": "btu", "declared_key": "mark_lost_runs_timed_out"})

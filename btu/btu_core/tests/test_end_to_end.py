@@ -19,7 +19,8 @@ from frappe.utils.background_jobs import create_job_id, get_queue
 
 import btu
 from btu.shared import liveness, protocol
-from btu.btu_core import api, declared_schedules, scheduler_link
+from btu.btu_core import api, scheduler_link
+from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task, patient
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS

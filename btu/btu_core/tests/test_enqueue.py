@@ -14,9 +14,10 @@ from datetime import datetime, timedelta, timezone
 import frappe
 
 import btu
-from btu.btu_core import api, enqueue
+from btu.btu_core import api
+from btu.btu_core.runs import enqueue
 from btu.btu_core.doctype.btu_run_request.btu_run_request import delete_expired_run_requests
-from btu.btu_core.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
+from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
 from btu.btu_core.instants import to_system_naive
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user
@@ -441,7 +442,7 @@ class TestEnqueueTaskLog(EnqueueCase):
 	def test_a_retry_signal_fails_the_job_once_with_its_log_written(self):
 		handle = self.enqueue("btu.btu_core.tests.sample_tasks.signal_retry", now(), task_log=True)
 		frappe.db.commit()
-		from btu.btu_core.task_runner import RunFailed
+		from btu.btu_core.runs.run_requests import RunFailed
 
 		self.assertIsInstance(self.fire(handle), RunFailed)
 		[log] = self.logs(handle)
@@ -463,7 +464,7 @@ class TestEnqueueTaskLog(EnqueueCase):
 		self.assertFalse(frappe.db.get_value(REQUEST, handle, "log"))
 
 	def test_the_lost_run_sweep_times_out_a_logged_run_whose_worker_died(self):
-		from btu.btu_core.task_runner import mark_lost_runs_timed_out
+		from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 
 		handle = self.enqueue(NOTE_CALL, now(), task_log=True, timeout=30, marker=self.marker)
 		frappe.db.commit()

@@ -10,8 +10,9 @@ from unittest import mock
 import frappe
 import frappe.client
 
-from btu.btu_core.enqueue import enqueue_at
-from btu.btu_core.task_runner import run_in_this_process, run_scheduled_task
+from btu.btu_core.runs.enqueue import enqueue_at
+from btu.btu_core.runs.task_run import run_in_this_process
+from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_task, make_user
 from btu.shared import protocol
 from btu.shared.instants import parse_utc_iso

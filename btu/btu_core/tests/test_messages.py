@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import frappe
 
-from btu.btu_core.enqueue import EnqueueError, enqueue_at
+from btu.btu_core.runs.enqueue import EnqueueError, enqueue_at
 from btu.btu_core.instants import utc_now
 from btu.btu_core.tests.utils import SAMPLES, make_schedule, make_task
 from btu.shared import declared, task_args

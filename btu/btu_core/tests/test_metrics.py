@@ -15,12 +15,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 from rq.timeouts import JobTimeoutException
 
-from btu.btu_core import metrics
-from btu.btu_core.capture import Call
+from btu.btu_core.insights import metrics
+from btu.btu_core.runs.capture import Call
 from btu.btu_core.instants import utc_now
-from btu.btu_core.roles import BTU_METRICS_READER_ROLE
-from btu.btu_core.run_rows import task_and_schedule
-from btu.btu_core.task_runner import TaskRun, mark_lost_runs_timed_out, run_in_this_process, run_scheduled_task
+from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE
+from btu.btu_core.runs.run_rows import task_and_schedule
+from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
+from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
+from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
 from btu.shared import protocol, task_outcomes
 from btu.shared.instants import format_utc_iso
@@ -35,6 +37,8 @@ PLAIN_USER = "btu-metrics-plain@example.com"
 PLAIN_ROLE = "Translator"
 READER_USER = "btu-metrics-reader@example.com"
 MANAGER_USER = "btu-metrics-manager@example.com"
+# The endpoint's public path, what Prometheus configs hold (README): hooks.py's override_whitelisted_methods maps it onto
+# btu.btu_core.insights.metrics.scrape.
 METHOD = "btu.btu_core.metrics.scrape"
 
 

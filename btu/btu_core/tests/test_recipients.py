@@ -7,8 +7,8 @@ from unittest import mock
 import frappe
 
 import btu.btu_core.api as api
-from btu.btu_core import alerts
-from btu.btu_core.task_runner import run_in_this_process
+from btu.btu_core.alerts import delivery, incidents
+from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.tests.test_alerts import MANAGER, AlertCase, rule
 from btu.btu_core.tests.utils import make_schedule, make_user
 
@@ -128,7 +128,7 @@ class TestRunOutputInMail(RecipientsCase):
 				# The alert's message says the same.
 				[incident] = self.incidents(task.name, status="Open")
 				self.assertEqual("failing as asked" in incident.last_message, bool(opted_in), incident.last_message)
-				alerts.resolve_by_hand(incident.name)
+				incidents.resolve_by_hand(incident.name)
 
 
 class TestTestAlerts(RecipientsCase):
@@ -138,7 +138,7 @@ class TestTestAlerts(RecipientsCase):
 		self.addCleanup(self.clear_counts)
 
 	def clear_counts(self):
-		frappe.cache().delete_keys(alerts.TEST_COUNT_KEY)
+		frappe.cache().delete_keys(delivery.TEST_COUNT_KEY)
 
 	def tearDown(self):
 		for task in self.tasks:
@@ -149,19 +149,19 @@ class TestTestAlerts(RecipientsCase):
 		task = self.task([rule("Failure", by_email=0, recipients=COLLEAGUE), rule("Stuck Run", by_email=0, recipients=COLLEAGUE)])
 		first, second = (row.name for row in task.alert_rules)
 		frappe.set_user(MANAGER)
-		for _ in range(alerts.TESTS_PER_RULE):
+		for _ in range(delivery.TESTS_PER_RULE):
 			self.assertEqual(api.test_alert("BTU Task", task.name, first)["users"], [COLLEAGUE])
 		with self.assertRaises(frappe.RateLimitExceededError) as caught:
 			api.test_alert("BTU Task", task.name, first)
-		self.assertIn(f"user {MANAGER} sent {alerts.TESTS_PER_RULE} tests of this rule", str(caught.exception))
+		self.assertIn(f"user {MANAGER} sent {delivery.TESTS_PER_RULE} tests of this rule", str(caught.exception))
 		self.assertIn("wait a minute", str(caught.exception))
-		key = frappe.cache().make_key(f"{alerts.TEST_COUNT_KEY}:{MANAGER}:{first}")
-		self.assertTrue(0 < frappe.cache().ttl(key) <= alerts.TEST_WINDOW_SECS)
+		key = frappe.cache().make_key(f"{delivery.TEST_COUNT_KEY}:{MANAGER}:{first}")
+		self.assertTrue(0 < frappe.cache().ttl(key) <= delivery.TEST_WINDOW_SECS)
 		# Another rule, and another user, have counts of their own; the user's count of all rules has its own limit.
 		frappe.set_user(SYSTEM_MANAGER)
 		api.test_alert("BTU Task", task.name, first)
 		frappe.set_user(MANAGER)
-		with mock.patch.object(alerts, "TESTS_PER_USER", alerts.TESTS_PER_RULE + 1):
+		with mock.patch.object(delivery, "TESTS_PER_USER", delivery.TESTS_PER_RULE + 1):
 			api.test_alert("BTU Task", task.name, second)
 			with self.assertRaises(frappe.RateLimitExceededError):
 				api.test_alert("BTU Task", task.name, second)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import frappe
 
-from btu.btu_core import run_rows
+from btu.btu_core.runs import run_rows
 from btu.btu_core.tests import sample_tasks
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, patient
 from btu.shared import task_outcomes
@@ -30,7 +30,7 @@ except ImportError:
 
 # Module (or package) -> what loads it, were it loaded before the call.
 NOT_BEFORE_THE_CALL = {
-	"btu.shared.webhooks": "alerts' webhook POST (alerts.post)",
+	"btu.shared.webhooks": "alerts' webhook POST (alerts.webhooks.post)",
 	"smtplib": "mail sending (Frappe's Email Queue sends it, never the run)",
 	"prometheus_client": "the metrics scrape (metrics.scrape, task_outcomes.families)",
 	"frappe.model.document": "Frappe's Document: get_doc, and System Settings through get_system_timezone or "
@@ -39,7 +39,7 @@ NOT_BEFORE_THE_CALL = {
 	"frappe.model.create_new": "Document defaults (the Log's start must be a row)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL before the call)",
 	"frappe.utils.response": "the RPC telling the scheduler a request is Done, and its realtime message (after the call)",
-	"frappe.core.doctype.scheduled_job_type.scheduled_job_type": "btu_core.scheduled_jobs (Frappe job runs only)",
+	"frappe.core.doctype.scheduled_job_type.scheduled_job_type": "Frappe's controller, overridden in btu_core.schedules.scheduled_job_types (Frappe job runs only)",
 	"btu.shared.schedule": "a schedule's rules (late-start alert and retries' next fire, after the call)",
 	"croniter": "a schedule's rules, through btu.shared.schedule",
 }
@@ -134,7 +134,7 @@ class TestRunPath(IntegrationTestCase):
 		frappe.local.doc_events_hooks = {**frappe.get_doc_hooks(), "BTU Task Log": {"on_update": [f"{sample_tasks.__name__}.note_log_saved"]}}
 		try:
 			self.assertTrue(run_rows.log_listened(), "a doc_events hook on BTU Task Log")
-			from btu.btu_core.task_runner import TaskRun
+			from btu.btu_core.runs.task_run import TaskRun
 
 			sample_tasks.LOGS_SAVED.clear()
 			log = TaskRun(self.task).execute()
@@ -190,9 +190,10 @@ class TestRunPath(IntegrationTestCase):
 	def test_migrate_writes_the_run_paths_bytecode(self):
 		"""A bench that writes no bytecode (PYTHONDONTWRITEBYTECODE, uv) still runs BTU's run path compiled, as Python
 		takes it: a .pyc whose header names the source's mtime and size."""
-		from btu.btu_core import install, task_runner
+		from btu.btu_core.setup import install
+		from btu.btu_core import task_runner
 
-		self.assertIn("btu.btu_core.install.compile_bytecode", frappe.get_hooks("after_migrate", app_name="btu"))
+		self.assertIn("btu.btu_core.setup.install.compile_bytecode", frappe.get_hooks("after_migrate", app_name="btu"))
 		cached = Path(importlib.util.cache_from_source(task_runner.__file__))
 		cached.unlink(missing_ok=True)
 		install.compile_bytecode()

@@ -22,7 +22,8 @@ from frappe.utils.background_jobs import create_job_id, get_redis_conn
 from redis.exceptions import RedisError
 from rq.job import Job
 
-from btu.btu_core import scheduled_jobs
+from btu.btu_core.runs import frappe_jobs
+from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
 from btu.shared import scheduled_jobs as fj
@@ -48,9 +49,9 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.last = frappe.utils.now_datetime() - timedelta(minutes=7)
 		frappe.db.set_value(DOCTYPE, self.job.name, "last_execution", self.last, update_modified=False)
 		self.job.reload()
-		self.slot = scheduled_jobs.due_slot(self.job)
+		self.slot = frappe_jobs.due_slot(self.job)
 		frappe.cache().delete_value(FRAPPE_JOB_CALLS)
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 0)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
 		frappe.db.commit()
 		self.process = None
 		self.queued = []
@@ -62,7 +63,7 @@ class TestFrappeJobs(IntegrationTestCase):
 		frappe.cache().delete_value(FRAPPE_JOB_CALLS)
 		frappe.db.delete("Scheduled Job Log", {"scheduled_job_type": self.job.name})
 		frappe.db.delete(DOCTYPE, {"method": METHOD})
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 0)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
 		frappe.db.commit()
 		if self.process:
 			get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
@@ -107,9 +108,9 @@ class TestFrappeJobs(IntegrationTestCase):
 		return enqueued
 
 	def test_the_override_is_frappes_controller_for_every_load(self):
-		self.assertIsInstance(frappe.get_doc(DOCTYPE, self.job.name), scheduled_jobs.ScheduledJobType)
+		self.assertIsInstance(frappe.get_doc(DOCTYPE, self.job.name), scheduled_job_types.ScheduledJobType)
 		row = frappe.get_all(DOCTYPE, filters={"name": self.job.name}, fields="*")[0]
-		self.assertIsInstance(frappe.get_doc(doctype=DOCTYPE, **row), scheduled_jobs.ScheduledJobType)  # as Frappe's tick loads it
+		self.assertIsInstance(frappe.get_doc(doctype=DOCTYPE, **row), scheduled_job_types.ScheduledJobType)  # as Frappe's tick loads it
 
 	def test_a_btu_fire_runs_the_job_type_once_with_its_scheduled_job_log(self):
 		self.assertEqual(self.slot.minute % 5, 0)
@@ -117,7 +118,7 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.assertEqual(self.calls(), 1)
 		logs = frappe.get_all("Scheduled Job Log", filters={"scheduled_job_type": self.job.name}, pluck="status")
 		self.assertEqual(logs, ["Complete"])
-		last = scheduled_jobs.as_utc(frappe.db.get_value(DOCTYPE, self.job.name, "last_execution"))
+		last = frappe_jobs.as_utc(frappe.db.get_value(DOCTYPE, self.job.name, "last_execution"))
 		self.assertGreaterEqual(last, self.slot)
 		# A second delivery of the same job (a failover redelivered it) runs nothing.
 		self.fire()
@@ -131,16 +132,16 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.assertEqual(self.calls(), 0, "Frappe's scheduler claimed the slot; its own job runs it")
 
 	def test_btus_claim_first_holds_frappes_tick_back_until_its_run(self):
-		self.assertTrue(scheduled_jobs.claim(self.job.name, self.slot, fj.BTU))
+		self.assertTrue(frappe_jobs.claim(self.job.name, self.slot, fj.BTU))
 		self.assertFalse(self.frappe_tick(), "BTU claimed the slot (its job not yet run)")
-		self.assertFalse(scheduled_jobs.claim(self.job.name, self.slot, fj.FRAPPE))
+		self.assertFalse(frappe_jobs.claim(self.job.name, self.slot, fj.FRAPPE))
 		self.fire()
 		self.assertEqual(self.calls(), 1)
 
 	def test_switched_on_frappe_leaves_it_to_a_live_ack_of_its_own_benchs_scheduler(self):
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
-		self.assertTrue(scheduled_jobs.btu_takes(self.job))
+		self.assertTrue(scheduled_job_types.btu_takes(self.job))
 		self.assertFalse(self.frappe_tick())
 		# A manual Execute is never held back.
 		self.assertTrue(frappe.get_doc(DOCTYPE, self.job.name).enqueue(force=True))
@@ -149,20 +150,20 @@ class TestFrappeJobs(IntegrationTestCase):
 	def test_a_live_scheduler_without_an_ack_leaves_it_to_frappe(self):
 		"""Alive but not firing this site's job types (executor rq, BTU disabled, the site's database unreachable for it,
 		a standby with no leader): Frappe's scheduler fires them."""
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.scheduler_alive()
-		self.assertFalse(scheduled_jobs.btu_takes(self.job))
+		self.assertFalse(scheduled_job_types.btu_takes(self.job))
 		self.assertTrue(self.frappe_tick())
 
 	def test_an_ack_of_another_bench_leaves_it_to_frappe(self):
 		"""Two benches on one Redis with sites of the same name: each stands back only for its own bench's scheduler."""
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge(bench_id=f"{get_bench_id()}-other")
 		self.assertTrue(self.frappe_tick())
 
 	def test_an_expired_ack_leaves_it_to_frappe(self):
 		"""The scheduler died or was cut off: its acknowledgement expires, and Frappe's next tick fires."""
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge(ttl_ms=100)
 		time.sleep(0.3)
 		self.assertTrue(self.frappe_tick())
@@ -173,7 +174,7 @@ class TestFrappeJobs(IntegrationTestCase):
 
 	def test_redis_refusing_the_ack_read_leaves_it_to_frappe(self):
 		"""An ACL user without BTU's grant (NOPERM on btu:*) still queues Frappe's jobs: Frappe's tick must fire them."""
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
 		user, password = f"btu-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
 		get_redis_conn().execute_command("ACL", "SETUSER", user, "on", f">{password}", "~rq:*", "+@all", "-@admin")
@@ -185,7 +186,7 @@ class TestFrappeJobs(IntegrationTestCase):
 			frappe.local.conf.update(use_rq_auth=1, rq_username=user, rq_password=password)
 			with self.assertRaises(RedisError):
 				get_redis_conn().exists(self.acks[0])
-			self.assertFalse(scheduled_jobs.btu_takes(self.job))
+			self.assertFalse(scheduled_job_types.btu_takes(self.job))
 			self.assertTrue(self.frappe_tick())
 		finally:
 			for key in ("rq_username", "rq_password"):
@@ -194,24 +195,24 @@ class TestFrappeJobs(IntegrationTestCase):
 			get_redis_conn().execute_command("ACL", "DELUSER", user)
 
 	def test_the_queue_redis_not_answering_leaves_it_to_frappe(self):
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
 		saved = frappe.local.conf.redis_queue
 		try:
 			frappe.local.conf.redis_queue = "redis://127.0.0.1:1"
 			background_jobs._redis_queue_conn = None  # Frappe keeps one client: the next one is made from the conf
-			self.assertFalse(scheduled_jobs.btu_takes(self.job))
+			self.assertFalse(scheduled_job_types.btu_takes(self.job))
 		finally:
 			frappe.local.conf.redis_queue = saved
 			background_jobs._redis_queue_conn = None
 
 	def test_btus_watchdog_and_crons_btu_reads_otherwise_stay_with_frappe(self):
-		frappe.db.set_single_value("BTU Configuration", scheduled_jobs.SWITCH, 1)
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
-		watchdog = frappe.get_doc(DOCTYPE, {"method": "btu.btu_core.alerts.check"})
-		self.assertFalse(scheduled_jobs.btu_takes(watchdog))
+		watchdog = frappe.get_doc(DOCTYPE, {"method": "btu.btu_core.alerts.watchdog.check"})
+		self.assertFalse(scheduled_job_types.btu_takes(watchdog))
 		self.job.cron_format = "0 */5 * * * *"  # croniter's seconds-last form
-		self.assertFalse(scheduled_jobs.btu_takes(self.job))
+		self.assertFalse(scheduled_job_types.btu_takes(self.job))
 
 	def test_stopped_or_deleted_job_types_are_not_run_by_a_late_fire(self):
 		frappe.db.set_value(DOCTYPE, self.job.name, "stopped", 1)

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 import frappe
 
 from btu.btu_core import api
-from btu.btu_core.task_inputs import TaskInputError
-from btu.btu_core.task_runner import TaskRun, run_in_this_process
+from btu.btu_core.runs.task_inputs import TaskInputError
+from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_schedule, make_task, make_user
 from btu.shared import declared
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import frappe
 
-from btu.btu_core.task_inputs import TaskInputError, check_queue
+from btu.btu_core.runs.task_inputs import TaskInputError, check_queue
 from btu.btu_core.upgrade import notes
 from btu.btu_core.upgrade.tables import Tables
 from btu.shared.upgrade.arguments import LiteralError, to_json

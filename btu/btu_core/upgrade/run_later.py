@@ -6,8 +6,8 @@ from __future__ import annotations
 import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.btu_core import run_requests
-from btu.btu_core.task_inputs import TaskInputError, resolve_function
+from btu.btu_core.runs import run_requests
+from btu.btu_core.runs.task_inputs import TaskInputError, resolve_function
 from btu.btu_core.upgrade import notes
 from btu.shared import run_requests as rr
 from btu.shared.upgrade.run_later import PATTERN, RunLaterError, entry

@@ -8,7 +8,7 @@ import inspect
 import frappe
 from frappe import _
 
-from btu.btu_core.task_inputs import TaskInputError, resolve_function
+from btu.btu_core.runs.task_inputs import TaskInputError, resolve_function
 from btu.btu_core.upgrade.tables import SITE, Tables
 from btu.shared import declared
 from btu.shared.upgrade.declarations import app_of, hook_line

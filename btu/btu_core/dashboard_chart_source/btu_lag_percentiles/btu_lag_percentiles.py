@@ -10,8 +10,8 @@ from __future__ import annotations
 import frappe
 from frappe import _
 
-from btu.btu_core import run_stats
-from btu.btu_core.roles import require_btu_manager
+from btu.btu_core.insights import run_stats
+from btu.btu_core.setup.roles import require_btu_manager
 
 MEASURES = ("Fire Lag", "Start Lag")
 

@@ -13,7 +13,7 @@ from frappe import _
 from frappe.model.document import Document
 from frappe.utils import getdate
 
-from btu.btu_core import exclusions
+from btu.btu_core.schedules import calendars
 
 
 class BTUCalendar(Document):
@@ -32,9 +32,9 @@ class BTUCalendar(Document):
 		holiday_list: DF.Data | None
 	# end: auto-generated types
 	def validate(self):
-		if len(self.dates) > exclusions.MAX_CALENDAR_DATES:
+		if len(self.dates) > calendars.MAX_CALENDAR_DATES:
 			frappe.throw(
-				_("{0} dates: a calendar holds at most {1}; remove past years or split it").format(len(self.dates), exclusions.MAX_CALENDAR_DATES),
+				_("{0} dates: a calendar holds at most {1}; remove past years or split it").format(len(self.dates), calendars.MAX_CALENDAR_DATES),
 				title=_("Too many dates"),
 			)
 		seen = set()
@@ -52,7 +52,7 @@ class BTUCalendar(Document):
 			self.set("dates", kept)
 		self.holiday_list = (self.holiday_list or "").strip() or None
 		if self.holiday_list:
-			if not exclusions.holiday_lists_installed():
+			if not calendars.holiday_lists_installed():
 				frappe.throw(
 					_("Holiday List {0}: this site has no Holiday List DocType (it comes with ERPNext or HRMS); clear the field").format(self.holiday_list)
 				)
@@ -60,7 +60,7 @@ class BTUCalendar(Document):
 				frappe.throw(_("Holiday List {0} does not exist").format(self.holiday_list))
 
 	def on_update(self):
-		exclusions.announce_users_of(self.name)
+		calendars.announce_users_of(self.name)
 
 	def on_trash(self):
 		users = frappe.get_all("BTU Task Schedule", filters={"calendar": self.name}, pluck="name", order_by="name", limit=20)

@@ -6,7 +6,7 @@ from unittest.mock import patch
 import frappe
 
 from btu.btu_core import api
-from btu.btu_core.preview import next_fires, render_html
+from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.tests.utils import make_schedule, make_task, make_user
 from btu.shared import protocol
 
@@ -125,7 +125,7 @@ class TestCalendar(IntegrationTestCase):
 		on = make_schedule(self.task.name, enabled=1, calendar=calendar.name)
 		make_schedule(self.task.name, enabled=0, calendar=calendar.name)
 		make_schedule(self.task.name, enabled=1)
-		with patch("btu.btu_core.exclusions.announce_after_commit") as announce:
+		with patch("btu.btu_core.schedules.calendars.announce_after_commit") as announce:
 			calendar.append("dates", {"date": date(2026, 12, 26)})
 			calendar.save()
 		self.assertEqual([c.args for c in announce.call_args_list], [(protocol.CREATE_TASK_SCHEDULE, on.name)])

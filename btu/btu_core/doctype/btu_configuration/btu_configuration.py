@@ -7,8 +7,9 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared.schedule import ScheduleError, parse_zone
-from btu.btu_core import recipients, scheduled_jobs
+from btu.btu_core.alerts import recipients
 from btu.btu_core.messages import input_error
+from btu.btu_core.schedules import scheduled_job_types
 
 
 class BTUConfiguration(Document):
@@ -55,7 +56,7 @@ class BTUConfiguration(Document):
 	def on_update(self):
 		if self.has_value_changed("fire_frappe_jobs"):
 			# The scheduler takes the Scheduled Job Types (or hands them back) now, not at its next full reconcile.
-			scheduled_jobs.announce_all()
+			scheduled_job_types.announce_all()
 
 	def validate(self):
 		recipients.require_system_manager_for_outsiders(self)
@@ -69,4 +70,4 @@ class BTUConfiguration(Document):
 # A System Manager's (also permlevel 1 in btu_configuration.json): who fires Frappe's own jobs (backups, email,
 # ERPNext's), a mistake there stops them for the whole site; and the prefix of every BTU mail's subject, which
 # must not be a BTU Manager's free text (a test alert sends at once to whom its rule names).
-SYSTEM_MANAGER_FIELDS = (scheduled_jobs.SWITCH, "environment_name")
+SYSTEM_MANAGER_FIELDS = (scheduled_job_types.SWITCH, "environment_name")

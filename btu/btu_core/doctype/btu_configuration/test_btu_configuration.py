@@ -1,6 +1,7 @@
 import frappe
 
-from btu.btu_core import install, scheduled_jobs
+from btu.btu_core.setup import install
+from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.tests.utils import make_user
 
 try:
@@ -55,7 +56,7 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		frappe.db.commit()
 
 	def setUp(self):
-		self.stored = frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0
+		self.stored = frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0
 		self.environment_name = frappe.db.get_single_value(CONFIG, "environment_name")
 		self.default_time_zone = frappe.db.get_single_value(CONFIG, "default_time_zone")
 
@@ -63,7 +64,7 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		frappe.set_user("Administrator")
 		frappe.db.rollback()
 		frappe.db.set_single_value(
-			CONFIG, {scheduled_jobs.SWITCH: self.stored, "environment_name": self.environment_name, "default_time_zone": self.default_time_zone}
+			CONFIG, {scheduled_job_types.SWITCH: self.stored, "environment_name": self.environment_name, "default_time_zone": self.default_time_zone}
 		)
 		frappe.db.commit()
 
@@ -75,8 +76,8 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 	def test_a_btu_manager_changing_the_switch_is_refused_naming_the_field_and_who_may(self):
 		frappe.set_user(MANAGER)
 		config = frappe.get_single(CONFIG)
-		self.assertFalse(config.has_permlevel_access_to(scheduled_jobs.SWITCH, permission_type="write"))
-		self.assertTrue(config.has_permlevel_access_to(scheduled_jobs.SWITCH, permission_type="read"))
+		self.assertFalse(config.has_permlevel_access_to(scheduled_job_types.SWITCH, permission_type="write"))
+		self.assertTrue(config.has_permlevel_access_to(scheduled_job_types.SWITCH, permission_type="read"))
 		for ignore_permissions in (False, True):
 			with self.subTest(ignore_permissions=ignore_permissions), self.assertRaises(frappe.PermissionError) as caught:
 				self.flipped().save(ignore_permissions=ignore_permissions)
@@ -84,7 +85,7 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 			self.assertIn("fire_frappe_jobs", message)
 			self.assertIn("System Manager", message)
 			self.assertIn(MANAGER, message)
-		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0, self.stored)
+		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0, self.stored)
 		# The rest of the configuration is still theirs.
 		config = frappe.get_single(CONFIG)
 		config.default_time_zone = "UTC"
@@ -94,4 +95,4 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 	def test_a_system_manager_may_change_it(self):
 		frappe.set_user(SYSTEM_MANAGER)
 		self.flipped().save()
-		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_jobs.SWITCH) or 0, 0 if self.stored else 1)
+		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0, 0 if self.stored else 1)

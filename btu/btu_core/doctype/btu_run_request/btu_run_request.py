@@ -1,11 +1,11 @@
-"""BTU Run Request: one retry, backfilled slot or chained run, fired by the scheduler at run_at (`btu.btu_core.run_requests`)."""
+"""BTU Run Request: one retry, backfilled slot or chained run, fired by the scheduler at run_at (`btu.btu_core.runs.run_requests`)."""
 
 import frappe
 from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import run_requests as rr
-from btu.btu_core.retention import delete_expired
+from btu.btu_core.runs.retention import delete_expired
 
 
 class BTURunRequest(Document):

@@ -6,11 +6,14 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.btu_core import alerts, declared_schedules, recipients, run_requests
-from btu.btu_core.metrics import forget_task
-from btu.btu_core.roles import require_system_manager_for
+from btu.btu_core.alerts import recipients
+from btu.btu_core.alerts.validation import validate_rules
+from btu.btu_core.insights.metrics import forget_task
+from btu.btu_core.runs import run_requests
+from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 from btu.btu_core.scheduler_link import announce_after_commit
-from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
+from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.setup.roles import require_system_manager_for
 from btu.shared import protocol
 from btu.shared.declared_schedules import TASK_FIELDS
 from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
@@ -64,7 +67,7 @@ class BTUTask(Document):
 		declared_schedules.check_save(self, TASK_FIELDS)
 		require_system_manager_for(self, CODE_FIELDS)
 		require_system_manager_for(self, OUTPUT_FIELDS, _("it sends each run's output to the Task's email recipients"))
-		alerts.validate_rules(self)
+		validate_rules(self)
 		recipients.require_system_manager_for_outsiders(self)
 		try:
 			arguments = parse_arguments(self.arguments, "arguments")

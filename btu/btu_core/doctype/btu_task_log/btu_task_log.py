@@ -1,4 +1,4 @@
-"""BTU Task Log: one row per run, written only by btu.btu_core.task_runner (a Task's run) and btu.btu_core.enqueue (an
+"""BTU Task Log: one row per run, written only by btu.btu_core.runs.task_run (a Task's run) and btu.btu_core.runs.enqueue (an
 enqueued function's, with task_log=True: no Task, its Function set)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import frappe
 from frappe.model.document import Document
 
-from btu.btu_core.retention import delete_expired
+from btu.btu_core.runs.retention import delete_expired
 
 
 class BTUTaskLog(Document):
@@ -53,7 +53,7 @@ class BTUTaskLog(Document):
 def on_doctype_update():
 	frappe.db.add_index("BTU Task Log", ["schedule", "slot_utc"])
 	frappe.db.add_index("BTU Task Log", ["status", "date_time_started"])
-	# A Task's newest Logs: the failure streak of a Task-level Consecutive Failures rule (alerts.py).
+	# A Task's newest Logs: the failure streak of a Task-level Consecutive Failures rule (alerts/run_events.py).
 	frappe.db.add_index("BTU Task Log", ["task", "creation"])
 
 

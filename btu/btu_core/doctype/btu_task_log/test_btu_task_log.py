@@ -4,7 +4,8 @@ import frappe
 from frappe.utils import now_datetime
 
 from btu.btu_core.doctype.btu_task_log.btu_task_log import delete_expired_logs
-from btu.btu_core.task_runner import LOST_RUN_MARGIN_SECS, mark_lost_runs_timed_out
+from btu.btu_core.runs.time_limit import LOST_RUN_MARGIN_SECS
+from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 from btu.btu_core.tests.utils import delete_committed, make_task
 
 try:

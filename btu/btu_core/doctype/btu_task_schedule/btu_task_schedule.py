@@ -12,14 +12,17 @@ from frappe import _
 from frappe.model.document import Document
 
 from btu.shared import protocol
-from btu.btu_core import alerts, declared_schedules, recipients
-from btu.btu_core.exclusions import tidy_skipped
-from btu.btu_core.messages import input_error
-from btu.btu_core.preview import next_fires, render_html, spec_of
-from btu.btu_core.roles import require_btu_manager, require_system_manager_for
-from btu.btu_core.scheduler_link import announce_after_commit
-from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
+from btu.btu_core.alerts import pause, recipients
+from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
+from btu.btu_core.messages import input_error
+from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
+from btu.btu_core.scheduler_link import announce_after_commit
+from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.preview import next_fires, render_html
+from btu.btu_core.schedules.skipped_slots import tidy_skipped
+from btu.btu_core.schedules.spec import spec_of
+from btu.btu_core.setup.roles import require_btu_manager, require_system_manager_for
 from btu.shared.declared_schedules import SCHEDULE_FIELDS
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
@@ -94,13 +97,13 @@ class BTUTaskSchedule(Document):
 			self.task_description = frappe.db.get_value("BTU Task", self.task, "desc_short")
 		if not self.paused:
 			self.pause_note = None
-		alerts.before_schedule_save(self)
+		pause.before_schedule_save(self)
 
 	def validate(self):
 		declared_schedules.check_save(self, SCHEDULE_FIELDS)
 		# What the Task's function runs with: System Manager only (also permlevel 1 in btu_task_schedule.json).
 		require_system_manager_for(self, ("argument_overrides",))
-		alerts.validate_rules(self)
+		validate_rules(self)
 		recipients.require_system_manager_for_outsiders(self)
 		if self.name and not RunKey(RunKind.SCHEDULE, self.name).reads_back():
 			frappe.throw(
@@ -136,7 +139,7 @@ class BTUTaskSchedule(Document):
 			frappe.throw(str(exc), title=_("Invalid schedule"))
 
 	def on_update(self):
-		alerts.after_schedule_save(self)
+		pause.after_schedule_save(self)
 		before = self.get_doc_before_save()
 		# A migrate's sync need not wait for a scheduler that is down: one reads the rows when it starts.
 		quiet = bool(self.flags.get(declared_schedules.FLAG))

@@ -5,7 +5,7 @@ import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
 from btu.shared import protocol
-from btu.btu_core.preview import next_fires
+from btu.btu_core.schedules.preview import next_fires
 from btu.btu_core.tests.utils import make_schedule, make_task
 
 try:

@@ -8,7 +8,7 @@ from frappe.query_builder.functions import Count
 from frappe.utils import add_to_date, now_datetime
 
 from btu.btu_core.messages import input_error
-from btu.btu_core.preview import next_fires
+from btu.btu_core.schedules.preview import next_fires
 from btu.shared.schedule import ScheduleError
 
 

@@ -1,6 +1,6 @@
 """Task Duration Averages: min, average, 95th percentile and max run time per Task.
 
-Summed up in SQL (btu.btu_core.run_stats): min, average, max and the count exact, the 95th percentile within run_stats.RELATIVE_ERROR.
+Summed up in SQL (btu.btu_core.insights.run_stats): min, average, max and the count exact, the 95th percentile within run_stats.RELATIVE_ERROR.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import frappe
 from frappe import _
 from frappe.utils import add_days, getdate, nowdate
 
-from btu.btu_core.run_stats import days, durations_per_task, plain_label
+from btu.btu_core.insights.run_stats import days, durations_per_task, plain_label
 
 
 def execute(filters=None):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import frappe
 from frappe.utils import getdate
 
-from btu.btu_core import run_stats
-from btu.btu_core.roles import require_btu_manager
+from btu.btu_core.insights import run_stats
+from btu.btu_core.setup.roles import require_btu_manager
 
 
 @frappe.whitelist()

@@ -34,12 +34,12 @@ from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.messages import InputError
 from btu.shared.slot_claim import SlotLock, lock_key
-from btu.btu_core import run_requests
-from btu.btu_core.capture import Call, call_captured, where_it_runs
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
-from btu.btu_core.run_rows import END_FIELDS, insert_log, locked_log, save_log
-from btu.btu_core.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
+from btu.btu_core.runs import run_requests
+from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
+from btu.btu_core.runs.run_rows import END_FIELDS, insert_log, locked_log, save_log
+from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
 GRACE_SECS = 60
@@ -293,9 +293,7 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	if call.exc is not None:
 		if run_requests.retry_signal(call.exc):
 			# Frappe's execute_job would call this again in-process only to find the request Done.
-			from btu.btu_core.task_runner import RunFailed
-
-			raise RunFailed(call.result_message) from call.exc
+			raise run_requests.RunFailed(call.result_message) from call.exc
 		raise call.exc
 	return request.name
 

@@ -1,7 +1,7 @@
 """One call of a run's function, as a Task Log records it: stdout, stderr, logging, its value or its exception.
 
 Both kinds of run that write a Log use it: a Task's (`btu.btu_core.task_runner`) and a function
-enqueued with `btu.enqueue_at(..., task_log=True)` (`btu.btu_core.enqueue`).
+enqueued with `btu.enqueue_at(..., task_log=True)` (`btu.btu_core.runs.enqueue`).
 """
 
 from __future__ import annotations

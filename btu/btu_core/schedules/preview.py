@@ -1,4 +1,5 @@
-"""A BTU Task Schedule row as schedule semantics, and its next fires for people."""
+"""A schedule's next fires for people (the form's preview, the Scheduled Task Summary report): in UTC, the schedule's
+zone and the user's, skipped, excluded and moved runs marked; its pending run requests."""
 
 from __future__ import annotations
 
@@ -6,25 +7,14 @@ from datetime import datetime
 
 import frappe
 from frappe import _
-from frappe.utils import escape_html, get_system_timezone
+from frappe.utils import escape_html
 
-from btu.btu_core.instants import user_time_zone, utc_now
 from btu.shared.instants import format_utc_iso
-from btu.shared.schedule import ScheduleSpec, parse_zone
-from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, SPEC_FIELDS
-from btu.btu_core.exclusions import calendar_dates
+from btu.shared.schedule import parse_zone
+from btu.btu_core.instants import user_time_zone, utc_now
+from btu.btu_core.schedules.spec import spec_of
 
 
-def spec_of(doc, skipped: bool = True) -> ScheduleSpec:
-	"""The validated semantics of a schedule document, with its calendar and (unless not `skipped`) its
-	skipped runs (raises ScheduleError)."""
-	row = {field: doc.get(field) for field in SPEC_FIELDS}
-	row[SKIPPED_KEY] = [r.slot_utc for r in doc.get("skipped_slots") or []] if skipped else []
-	row[EXCLUDED_KEY] = calendar_dates(doc.get("calendar"))
-	if not row["creation"]:
-		# An unsaved form: an Interval without a start anchors on "now", as saving would.
-		row["creation"] = frappe.utils.now()
-	return ScheduleSpec.from_row(row, system_time_zone=get_system_timezone())
 
 
 def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:

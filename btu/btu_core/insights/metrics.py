@@ -17,8 +17,8 @@ import frappe.monitor
 from frappe import _
 
 from btu.shared import protocol, task_outcomes
-from btu.btu_core.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
 from btu.btu_core.scheduler_link import redis_queue_shown, use_bench_namespace
+from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
 
 
 def outcome_redis():

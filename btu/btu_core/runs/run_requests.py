@@ -84,6 +84,11 @@ def retry_policy(task, schedule=None) -> dict:
 	return policy
 
 
+class RunFailed(Exception):
+	"""The run failed with what Frappe's execute_job would retry in-process (`retry_signal`); its Log (and BTU's retry) is
+	written, so the job must not run again."""
+
+
 def retry_signal(exc: BaseException | None) -> bool:
 	"""What Frappe's own execute_job retries: RetryBackgroundJobError, a deadlock or a lock wait timeout."""
 	if exc is None:
@@ -158,7 +163,9 @@ def lineage_of(request) -> dict:
 
 def next_regular_fire(schedule, slot: datetime) -> datetime | None:
 	"""When the schedule's slot after `slot` fires (jitter included), or None when none follows."""
-	from btu.btu_core.preview import spec_of
+	# Imported here, not with this module: the task runner imports it before every run's call, and a spec loads the
+	# schedule rules (croniter), which only a failed attempt's retry needs, after the call.
+	from btu.btu_core.schedules.spec import spec_of
 
 	try:
 		# Its skipped slots with it: a run reads its Schedule as a row, without child tables.
@@ -275,7 +282,8 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 	Refused (frappe.ValidationError naming the bound) above MAX_BACKFILL_SLOTS slots. One at a time: each
 	slot's request waits for the run before it; else all are due now. A slot already requested keeps
 	its request, so asking twice adds nothing."""
-	from btu.btu_core.preview import spec_of
+	# Imported here for the run path's sake, as in next_regular_fire.
+	from btu.btu_core.schedules.spec import spec_of
 
 	now = utc_now()
 	if end <= start:

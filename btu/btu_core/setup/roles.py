@@ -6,7 +6,7 @@ import frappe
 from frappe import _
 
 BTU_MANAGER_ROLE = "BTU Manager"
-# Least privilege for Prometheus: reads the metrics endpoint (btu.btu_core.metrics.scrape), nothing else.
+# Least privilege for Prometheus: reads the metrics endpoint (btu.btu_core.insights.metrics.scrape), nothing else.
 BTU_METRICS_READER_ROLE = "BTU Metrics Reader"
 BTU_ROLES = ("System Manager", BTU_MANAGER_ROLE)
 METRICS_ROLES = (*BTU_ROLES, BTU_METRICS_READER_ROLE)

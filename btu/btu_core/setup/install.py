@@ -7,8 +7,8 @@ from pathlib import Path
 import frappe
 from frappe.utils.dashboard import sync_dashboards
 
-from btu.btu_core import declared_schedules
-from btu.btu_core.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
+from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.setup.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
 from btu.shared.declared_schedules import HOOK
 
 HOOKED_METHOD_PREFIX = "btu."

@@ -1,62 +1,21 @@
-"""A schedule's exclusions on Frappe's side: its skipped runs and its calendar's dates.
-
-The semantics are btu.shared.schedule's (a skipped slot never fires; a
-calendar's dates are skipped or their runs moved); this module reads what a
-spec needs from the documents, keeps a schedule's skipped runs tidy on save,
-and tells the scheduler when a calendar changes.
-"""
+"""A schedule's skipped runs (BTU Skipped Slot rows): tidied on save, skipped a few at a time ("skip next runs"),
+unskipped. A skipped slot never fires (btu.shared.schedule's semantics); the scheduler reads the rows with the schedule."""
 
 from __future__ import annotations
-
-from datetime import datetime
 
 import frappe
 from frappe import _
 
-from btu.shared import protocol
 from btu.shared.instants import slot_text
 from btu.shared.schedule import ScheduleError
-from btu.shared.schedule.row import calendar_window, skipped_instant
+from btu.shared.schedule.row import skipped_instant
 from btu.shared.schedule.zones import utc
 from btu.btu_core.instants import utc_now
 from btu.btu_core.messages import input_error
-from btu.btu_core.scheduler_link import announce_after_commit
+from btu.btu_core.schedules.spec import spec_of
 
-# A calendar's own dates; beyond it a Holiday List (or a second calendar) is the tool.
-MAX_CALENDAR_DATES = 10_000
 # How many runs one "skip next runs" may skip.
 MAX_SKIP_AT_ONCE = 100
-
-
-def holiday_lists_installed() -> bool:
-	"""Whether the site has ERPNext/HRMS's Holiday List (its dates live in tabHoliday)."""
-	return bool(frappe.db.exists("DocType", "Holiday List")) and frappe.db.table_exists("Holiday")
-
-
-def calendar_dates(calendar: str | None, now: datetime | None = None) -> list:
-	"""The excluded dates of a calendar in calendar_window: its own and its Holiday List's, sorted, unique."""
-	if not calendar:
-		return []
-	low, high = calendar_window((now or utc_now()).date())
-	days = set(
-		frappe.get_all("BTU Calendar Date", filters={"parent": calendar, "parenttype": "BTU Calendar", "date": ["between", [low, high]]}, pluck="date")
-	)
-	holiday_list = frappe.db.get_value("BTU Calendar", calendar, "holiday_list")
-	if holiday_list and holiday_lists_installed():
-		days |= set(
-			frappe.db.sql(
-				"SELECT holiday_date FROM `tabHoliday` WHERE parent = %s AND holiday_date BETWEEN %s AND %s",
-				(holiday_list, low, high),
-				pluck=True,
-			)
-		)
-	return sorted(days)
-
-
-def announce_users_of(calendar: str) -> None:
-	"""Tell the scheduler about every enabled schedule that uses `calendar`, after commit."""
-	for name in frappe.get_all("BTU Task Schedule", filters={"calendar": calendar, "enabled": 1}, pluck="name", order_by="name"):
-		announce_after_commit(protocol.CREATE_TASK_SCHEDULE, name)
 
 
 def tidy_skipped(doc, base_spec) -> list[str]:
@@ -101,8 +60,6 @@ def next_slots(spec, count: int) -> list[int]:
 
 def skip_next(doc, count: int) -> list[str]:
 	"""Skip the schedule's next `count` runs (those not skipped yet); save; the slots skipped, as UTC texts."""
-	from btu.btu_core.preview import spec_of
-
 	if not 1 <= count <= MAX_SKIP_AT_ONCE:
 		frappe.throw(_("count {0}: skip from 1 to {1} runs at once").format(count, MAX_SKIP_AT_ONCE))
 	try:

@@ -8,11 +8,17 @@ role portal users hold) is a System Manager's choice: otherwise a BTU Manager co
 
 from __future__ import annotations
 
+import re
+
 import frappe
 from frappe import _
 
-from btu.btu_core.alerts import recipient_names
-from btu.btu_core.roles import BTU_ROLES
+from btu.btu_core.setup.roles import BTU_ROLES
+
+
+def recipient_names(rule) -> list[str]:
+	"""An alert rule's Recipients: addresses and user ids, split on commas, semicolons and spaces."""
+	return [part.strip() for part in re.split(r"[,;\s]+", rule.recipients or "") if part.strip()]
 
 
 def require_system_manager_for_outsiders(doc) -> None:
