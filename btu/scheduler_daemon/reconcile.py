@@ -19,6 +19,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,7 +44,7 @@ from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.server_read import reader_for
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
-from btu.scheduler_daemon.site_rows import APPLY_CHUNK, SiteRows, read_ahead, read_chunk
+from btu.scheduler_daemon.site_rows import APPLY_CHUNK, HOLD_CHUNK, SiteRows, read_ahead, read_chunk
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -142,6 +144,66 @@ class Cycle:
 		return names, tick
 
 
+class ReconcileLock:
+	"""The reconciler's lock (reentrant), taken with `with`; an RPC's edit takes it with `edit()`. A lock does not queue
+	its waiters: a full reconcile that released it between two chunks of a site would take it again before a waiting
+	edit woke, and the edit would wait for the whole site after all. So between chunks the reconcile calls
+	`let_edits_in`, which returns once every edit that was waiting has taken the lock (never while holding it)."""
+
+	# The longest `let_edits_in` waits, should an edit never take the lock (it cannot: it is free).
+	HANDOFF_SECS = 10.0
+
+	def __init__(self):
+		self.lock = threading.RLock()
+		self.waiting = 0  # edits waiting for the lock
+		self.taken = threading.Condition(threading.Lock())
+
+	def __enter__(self) -> "ReconcileLock":
+		self.lock.acquire()
+		return self
+
+	def __exit__(self, *exc) -> None:
+		self.lock.release()
+
+	@contextmanager
+	def edit(self) -> Iterator[None]:
+		with self.taken:
+			self.waiting += 1
+		try:
+			self.lock.acquire()
+		finally:
+			with self.taken:
+				self.waiting -= 1
+				self.taken.notify_all()
+		try:
+			yield
+		finally:
+			self.lock.release()
+
+	def let_edits_in(self) -> None:
+		with self.taken:
+			self.taken.wait_for(lambda: not self.waiting, self.HANDOFF_SECS)
+
+
+@dataclass
+class Rest:
+	"""What is left of a site's reconcile once its first hold of the lock found more to do than HOLD_CHUNK rows: brought
+	in line a chunk a hold (`Reconciler.reconcile_rest`), the lock released between, so that an RPC's edit, of this site
+	too, waits for one chunk and never for the whole site."""
+
+	site: Site
+	read: SiteRead
+	summary: tuple  # the site's (table summary, context), kept once every chunk is done
+	removed: list[str]  # not enabled when the first hold read the versions
+	changed: list[str]  # to compile: changed since this process compiled them, new, or invalid
+	enabled: dict[str, str]  # run -> its version, as the first hold read them
+	in_state: set[str]  # the site's schedules in the state then: the others' newest logged slots are read
+	resets: int  # `Reconciler.resets` then: a reset meanwhile (Redis lost the state) leaves the summary unkept
+	# Runs an RPC brought in line since the first hold (`Reconciler.touched`): it read their rows after this reconcile
+	# read their versions, so the chunks leave them as the RPC left them.
+	touched: set[str] = field(default_factory=set)
+
+
 class FrappeJobSites:
 	"""The sites whose Frappe Scheduled Job Types the state holds, by the reconciles: the leader acknowledges firing
 	them (`acks`, `protocol.frappe_jobs_ack_key`), and Frappe's tick stands back for those only."""
@@ -206,7 +268,11 @@ class Reconciler:
 		self.cycles_done = 0  # the engine publishes the status when a cycle ends
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like another kind's run, logged once
-		self.lock = threading.RLock()
+		# Held to diff and write the state: by the reconcile thread a site (a chunk of a big site: `Rest`) a hold, by
+		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
+		self.lock = ReconcileLock()
+		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
+		self.touched: dict[str, set[str]] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -231,6 +297,7 @@ class Reconciler:
 			self.generation = generation
 			self.seen.clear()
 			self.summaries.clear()
+			self.resets += 1
 
 	def forget_resynced(self) -> None:
 		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them,
@@ -239,6 +306,7 @@ class Reconciler:
 			if member == protocol.RESYNC_ALL:
 				self.seen.clear()
 				self.summaries.clear()
+				self.resets += 1
 				continue
 			site, name = protocol.parse_due_member(member)
 			if name == protocol.RESYNC_ALL:
@@ -301,9 +369,8 @@ class Reconciler:
 			for site, rows in ahead:
 				if self.stopping.is_set():
 					return False
-				with self.lock:
-					if self.reconcile_site(site, reads[site.name], site.name in with_invalid, rows):
-						self.cycle.served.add(site.name)
+				if self.reconcile_site(site, reads[site.name], site.name in with_invalid, rows):
+					self.cycle.served.add(site.name)
 		finally:
 			ahead.close()
 		return not self.stopping.is_set()
@@ -346,44 +413,97 @@ class Reconciler:
 		"""Bring every schedule of one site in line with its table, from what `read_sites` read of it: compiled when its
 		row changed, removed when disabled or gone. True if it is a BTU site (or has state while its database does
 		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
-		touch `modified`: a DBA's UPDATE). `ahead`: its rows read before the lock, used if nothing compiled it since."""
-		try:
-			if isinstance(read, DatabaseError):
-				raise read
-			if read is None:
-				return False
-			summary = (read.summary, read.context)
-			retry = self.state.invalid_names(site.name) if has_invalid else set()
-			# Most reconciles find nothing changed: one checksum instead of every row's version.
-			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-			if site.name in self.seen:
-				ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
-			enabled = {} if unchanged else ahead.versions if ahead is not None else self.row_versions(read, None)
-			self.site_answered(site, read.held)
-			if unchanged:
-				self.frappe_jobs.took(site, read.scheduled_jobs)
-				return True
-			seen = self.seen.setdefault(site.name, {})
-			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
-				self.remove(site.name, name, reason="disabled or deleted")
-			changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
-			if ahead is not None:
-				self.apply_rows(site, read, ahead.rows, ahead.logged, enabled)
-				self.wake()
-			else:
-				self.apply(site, read, changed, enabled)
-			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
-			self.summaries[site.name] = summary
+		touch `modified`: a DBA's UPDATE). `ahead`: its rows read before the lock, used if nothing compiled it since.
+
+		Under the lock, released between chunks of HOLD_CHUNK rows when there are more (`reconcile_rest`): a stop
+		waits for one chunk, and so does an RPC's edit."""
+		with self.lock:
+			try:
+				rest = self.diff_site(site, read, has_invalid, ahead)
+			except DatabaseError as exc:
+				return self.database_down(site, exc)
+		return rest if isinstance(rest, bool) else self.reconcile_rest(rest)
+
+	def diff_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None) -> bool | Rest:
+		"""`reconcile_site`'s first hold of the lock: the site's versions against what this process compiled, and the
+		site brought in line when that is at most HOLD_CHUNK rows; else what is left (`Rest`)."""
+		if isinstance(read, DatabaseError):
+			raise read
+		if read is None:
+			return False
+		summary = (read.summary, read.context)
+		retry = self.state.invalid_names(site.name) if has_invalid else set()
+		# Most reconciles find nothing changed: one checksum instead of every row's version.
+		unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
+		if site.name in self.seen:
+			ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
+		enabled = {} if unchanged else ahead.versions if ahead is not None else self.row_versions(read, None)
+		self.site_answered(site, read.held)
+		if unchanged:
 			self.frappe_jobs.took(site, read.scheduled_jobs)
+			return True
+		seen = self.seen.setdefault(site.name, {})
+		in_state = self.state.names(site.name)
+		removed = sorted((in_state | set(seen)) - set(enabled))
+		changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
+		if ahead is None and len(removed) + len(changed) > HOLD_CHUNK:
+			self.touched[site.name] = set()
+			return Rest(site, read, summary, removed, changed, enabled, in_state, self.resets, self.touched[site.name])
+		for name in removed:
+			self.remove(site.name, name, reason="disabled or deleted")
+		if ahead is not None:
+			self.apply_rows(site, read, ahead.rows, ahead.logged, enabled)
+			self.wake()
+		else:
+			self.apply(site, read, changed, enabled)
+		# Only now does the state mirror the table: a failure before this diffs the rows again next time.
+		self.summaries[site.name] = summary
+		self.frappe_jobs.took(site, read.scheduled_jobs)
+		return True
+
+	def reconcile_rest(self, rest: Rest) -> bool:
+		"""The rest of a big site's reconcile, HOLD_CHUNK rows a hold of the lock: removals first, then compiles, each
+		chunk's rows read and written in its hold. Between two holds an RPC may bring any run in line, of this site too:
+		its read came after this reconcile's versions, so the runs it touched are left as it left them; any later edit
+		brings its own RPC, after this reconcile's hold that read the row. A stop leaves the rest to the next cycle."""
+		site, read = rest.site, rest.read
+		work = [(name, False) for name in rest.removed] + [(name, True) for name in rest.changed]
+		try:
+			for start in range(0, len(work), HOLD_CHUNK):
+				if self.stopping.is_set():
+					return True  # the summary is not kept: the next cycle diffs the site again
+				self.lock.let_edits_in()
+				with self.lock:
+					chunk = [(name, compile) for name, compile in work[start : start + HOLD_CHUNK] if name not in rest.touched]
+					for name, compile in chunk:
+						if not compile:
+							self.remove(site.name, name, reason="disabled or deleted")
+					names = [name for name, compile in chunk if compile]
+					if names:
+						# After a reset the state lost what it held: a schedule resumes after its newest logged slot.
+						in_state = rest.in_state if self.resets == rest.resets else self.state.names(site.name)
+						self.apply_rows(site, read, *read_chunk(read, names, in_state, self.clock()), rest.enabled)
+			self.lock.let_edits_in()
+			with self.lock:
+				# A reset meanwhile emptied `seen` (Redis lost the state): the chunks before it are gone, so the next
+				# cycle compiles the site again rather than find its checksum unchanged.
+				if self.resets == rest.resets:
+					self.summaries[site.name] = rest.summary
+				self.frappe_jobs.took(site, read.scheduled_jobs)
 		except DatabaseError as exc:
-			return self.database_down(site, exc)
+			with self.lock:
+				return self.database_down(site, exc)
+		finally:
+			with self.lock:
+				self.touched.pop(site.name, None)
+			self.wake()
 		return True
 
 	# -- some schedules, for RPC commands ------------------------------------------
 
 	def sync_schedules(self, site_name: str, names: list[str]) -> None:
 		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
-		with self.lock, self.metrics.reconcile_timer("schedules"):
+		with self.lock.edit(), self.metrics.reconcile_timer("schedules"):
 			self.check_generation()
 			self.reconcile_schedules(self.bench.site(site_name), names)
 			self.wake()
@@ -407,6 +527,8 @@ class Reconciler:
 			retry = self.state.invalid_names(site.name)
 			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
 			self.apply(site, read, changed, enabled)
+			# A reconcile of this site a chunk a hold under way leaves these as this left them (`reconcile_rest`).
+			self.touched.get(site.name, set()).update(names)
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
 		return True
