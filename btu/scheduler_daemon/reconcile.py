@@ -321,8 +321,8 @@ class Reconciler:
 		"""Reconcile every site of the bench now (at start, when elected, after Redis lost the state).
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
-		without the lock; only then is each site brought in line, one at a time under the lock, so that an RPC's
-		edit waits for one site at most, never for the whole pass."""
+		without the lock; only then is each site brought in line, one at a time under the lock (a big site a chunk a
+		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole pass."""
 		with self.metrics.reconcile_timer("full"):
 			if self.begin_cycle():
 				names, self.cycle.rotation = self.cycle.rotation, []
@@ -360,7 +360,7 @@ class Reconciler:
 	def reconcile_sites(self, names: list[str]) -> bool:
 		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing.
 		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
-		sites it did not read), so a stop waits for one site at most, never for a slice."""
+		sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.reader, self.stopping)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
