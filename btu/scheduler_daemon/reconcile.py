@@ -186,22 +186,24 @@ class ReconcileLock:
 
 
 @dataclass
-class Rest:
-	"""What is left of a site's reconcile once its first hold of the lock found more to do than HOLD_CHUNK rows: brought
-	in line a chunk a hold (`Reconciler.reconcile_rest`), the lock released between, so that an RPC's edit, of this site
-	too, waits for one chunk and never for the whole site."""
+class Diff:
+	"""One site's reconcile between its holds of the reconciler's lock (`Reconciler.reconcile_site`): what the first hold
+	found, the versions read without the lock, and, for a site with more than HOLD_CHUNK rows to bring in line, what is
+	left to do a chunk a hold (`Reconciler.reconcile_rest`)."""
 
 	site: Site
 	read: SiteRead
-	summary: tuple  # the site's (table summary, context), kept once every chunk is done
-	removed: list[str]  # not enabled when the first hold read the versions
-	changed: list[str]  # to compile: changed since this process compiled them, new, or invalid
-	enabled: dict[str, str]  # run -> its version, as the first hold read them
-	in_state: set[str]  # the site's schedules in the state then: the others' newest logged slots are read
-	resets: int  # `Reconciler.resets` then: a reset meanwhile (Redis lost the state) leaves the summary unkept
-	# Runs an RPC brought in line since the first hold (`Reconciler.touched`): it read their rows after this reconcile
-	# read their versions, so the chunks leave them as the RPC left them.
-	touched: set[str] = field(default_factory=set)
+	summary: tuple  # the site's (table summary, context), kept once the state mirrors it
+	retry: set[str]  # listed as invalid: compiled again
+	ahead: SiteRows | None  # its rows read ahead of the lock (a cold site)
+	enabled: dict[str, str] | None  # run -> its version (`row_versions`), read after the first hold
+	resets: int  # `Reconciler.resets` at the first hold: a reset since (Redis lost the state) leaves the summary unkept
+	# Runs an RPC brought in line since the first hold (`Reconciler.touched`): it read their rows after that hold, so this
+	# reconcile leaves them as the RPC left them; a later edit brings its own RPC, after the hold that read the row.
+	touched: set[str]
+	removed: list[str] = field(default_factory=list)  # not enabled: taken out
+	changed: list[str] = field(default_factory=list)  # changed since this process compiled them, new, or invalid
+	in_state: set[str] = field(default_factory=set)  # the site's schedules in the state: the others' logged slots are read
 
 
 class FrappeJobSites:
@@ -268,7 +270,7 @@ class Reconciler:
 		self.cycles_done = 0  # the engine publishes the status when a cycle ends
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like another kind's run, logged once
-		# Held to diff and write the state: by the reconcile thread a site (a chunk of a big site: `Rest`) a hold, by
+		# Held to diff and write the state: by the reconcile thread a site (a chunk of a big site: `Diff`) a hold, by
 		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
 		self.lock = ReconcileLock()
 		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
@@ -415,89 +417,110 @@ class Reconciler:
 		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
 		touch `modified`: a DBA's UPDATE). `ahead`: its rows read before the lock, used if nothing compiled it since.
 
-		Under the lock, released between chunks of HOLD_CHUNK rows when there are more (`reconcile_rest`): a stop
-		waits for one chunk, and so does an RPC's edit."""
+		Under the lock, but for the read of its rows' versions (10,000 rows take a few tenths of a second), and released
+		between chunks of HOLD_CHUNK rows when there are more (`reconcile_rest`): an RPC's edit, and a stop, wait for
+		one chunk at most. Waiting edits go first (`ReconcileLock.let_edits_in`)."""
+		self.lock.let_edits_in()
 		with self.lock:
 			try:
-				rest = self.diff_site(site, read, has_invalid, ahead)
+				diff = self.begin_site(site, read, has_invalid, ahead)
 			except DatabaseError as exc:
 				return self.database_down(site, exc)
-		return rest if isinstance(rest, bool) else self.reconcile_rest(rest)
-
-	def diff_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None) -> bool | Rest:
-		"""`reconcile_site`'s first hold of the lock: the site's versions against what this process compiled, and the
-		site brought in line when that is at most HOLD_CHUNK rows; else what is left (`Rest`)."""
-		if isinstance(read, DatabaseError):
-			raise read
-		if read is None:
-			return False
-		summary = (read.summary, read.context)
-		retry = self.state.invalid_names(site.name) if has_invalid else set()
-		# Most reconciles find nothing changed: one checksum instead of every row's version.
-		unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-		if site.name in self.seen:
-			ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
-		enabled = {} if unchanged else ahead.versions if ahead is not None else self.row_versions(read, None)
-		self.site_answered(site, read.held)
-		if unchanged:
-			self.frappe_jobs.took(site, read.scheduled_jobs)
-			return True
-		seen = self.seen.setdefault(site.name, {})
-		in_state = self.state.names(site.name)
-		removed = sorted((in_state | set(seen)) - set(enabled))
-		changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
-		if ahead is None and len(removed) + len(changed) > HOLD_CHUNK:
-			self.touched[site.name] = set()
-			return Rest(site, read, summary, removed, changed, enabled, in_state, self.resets, self.touched[site.name])
-		for name in removed:
-			self.remove(site.name, name, reason="disabled or deleted")
-		if ahead is not None:
-			self.apply_rows(site, read, ahead.rows, ahead.logged, enabled)
-			self.wake()
-		else:
-			self.apply(site, read, changed, enabled)
-		# Only now does the state mirror the table: a failure before this diffs the rows again next time.
-		self.summaries[site.name] = summary
-		self.frappe_jobs.took(site, read.scheduled_jobs)
-		return True
-
-	def reconcile_rest(self, rest: Rest) -> bool:
-		"""The rest of a big site's reconcile, HOLD_CHUNK rows a hold of the lock: removals first, then compiles, each
-		chunk's rows read and written in its hold. Between two holds an RPC may bring any run in line, of this site too:
-		its read came after this reconcile's versions, so the runs it touched are left as it left them; any later edit
-		brings its own RPC, after this reconcile's hold that read the row. A stop leaves the rest to the next cycle."""
-		site, read = rest.site, rest.read
-		work = [(name, False) for name in rest.removed] + [(name, True) for name in rest.changed]
+		if isinstance(diff, bool):
+			return diff
 		try:
-			for start in range(0, len(work), HOLD_CHUNK):
-				if self.stopping.is_set():
-					return True  # the summary is not kept: the next cycle diffs the site again
-				self.lock.let_edits_in()
-				with self.lock:
-					chunk = [(name, compile) for name, compile in work[start : start + HOLD_CHUNK] if name not in rest.touched]
-					for name, compile in chunk:
-						if not compile:
-							self.remove(site.name, name, reason="disabled or deleted")
-					names = [name for name, compile in chunk if compile]
-					if names:
-						# After a reset the state lost what it held: a schedule resumes after its newest logged slot.
-						in_state = rest.in_state if self.resets == rest.resets else self.state.names(site.name)
-						self.apply_rows(site, read, *read_chunk(read, names, in_state, self.clock()), rest.enabled)
+			if diff.enabled is None:
+				diff.enabled = self.row_versions(diff.read, None)
 			self.lock.let_edits_in()
 			with self.lock:
-				# A reset meanwhile emptied `seen` (Redis lost the state): the chunks before it are gone, so the next
-				# cycle compiles the site again rather than find its checksum unchanged.
-				if self.resets == rest.resets:
-					self.summaries[site.name] = rest.summary
-				self.frappe_jobs.took(site, read.scheduled_jobs)
+				if self.diff_site(diff):
+					return True
+			return self.reconcile_rest(diff)
 		except DatabaseError as exc:
 			with self.lock:
 				return self.database_down(site, exc)
 		finally:
 			with self.lock:
 				self.touched.pop(site.name, None)
+
+	def begin_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None) -> bool | Diff:
+		"""`reconcile_site`'s first hold: done when nothing changed (most reconciles: one checksum instead of every row's
+		version); else the site's `Diff`, and the runs RPCs bring in line from now on are noted (`touched`)."""
+		if isinstance(read, DatabaseError):
+			raise read
+		if read is None:
+			return False
+		summary = (read.summary, read.context)
+		retry = self.state.invalid_names(site.name) if has_invalid else set()
+		if site.name in self.seen and self.summaries.get(site.name) == summary and not retry:
+			self.site_answered(site, read.held)
+			self.frappe_jobs.took(site, read.scheduled_jobs)
+			return True
+		if site.name in self.seen:
+			ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
+		touched = self.touched[site.name] = set()
+		return Diff(site, read, summary, retry, ahead, ahead.versions if ahead is not None else None, self.resets, touched)
+
+	def diff_site(self, diff: Diff) -> bool:
+		"""`reconcile_site`'s second hold: the versions against what this process compiled; the site brought in line when
+		that is at most HOLD_CHUNK rows (or it was read ahead), else False: the rest is left to `reconcile_rest`."""
+		site, read, touched = diff.site, diff.read, diff.touched
+		self.site_answered(site, read.held)
+		seen = self.seen.setdefault(site.name, {})
+		in_state = self.state.names(site.name)
+		removed = sorted((in_state | set(seen)) - set(diff.enabled) - touched)
+		changed = [
+			name for name, version in diff.enabled.items()
+			if name not in touched and (seen.get(name) != (version, read.context) or name in diff.retry)
+		]
+		if diff.ahead is None and len(removed) + len(changed) > HOLD_CHUNK:
+			diff.removed, diff.changed, diff.in_state = removed, changed, in_state
+			return False
+		for name in removed:
+			self.remove(site.name, name, reason="disabled or deleted")
+		if diff.ahead is not None:
+			self.apply_rows(site, read, [row for row in diff.ahead.rows if row["name"] not in touched], diff.ahead.logged, diff.enabled)
+			self.wake()
+		else:
+			self.apply(site, read, changed, diff.enabled)
+		self.site_done(diff)
+		return True
+
+	def reconcile_rest(self, diff: Diff) -> bool:
+		"""The rest of a big site's reconcile, HOLD_CHUNK rows a hold of the lock: removals first, then compiles, each
+		chunk's rows read and written in its hold. Between two holds an RPC may bring any run in line, of this site too;
+		the runs it touched are left as it left them. A stop leaves the rest to the next cycle."""
+		site, read = diff.site, diff.read
+		work = [(name, False) for name in diff.removed] + [(name, True) for name in diff.changed]
+		try:
+			for start in range(0, len(work), HOLD_CHUNK):
+				if self.stopping.is_set():
+					return True  # the summary is not kept: the next cycle diffs the site again
+				self.lock.let_edits_in()
+				with self.lock:
+					chunk = [(name, compile) for name, compile in work[start : start + HOLD_CHUNK] if name not in diff.touched]
+					for name, compile in chunk:
+						if not compile:
+							self.remove(site.name, name, reason="disabled or deleted")
+					names = [name for name, compile in chunk if compile]
+					if names:
+						# After a reset the state lost what it held: a schedule resumes after its newest logged slot.
+						in_state = diff.in_state if self.resets == diff.resets else self.state.names(site.name)
+						self.apply_rows(site, read, *read_chunk(read, names, in_state, self.clock()), diff.enabled)
+			self.lock.let_edits_in()
+			with self.lock:
+				self.site_done(diff)
+		finally:
 			self.wake()
 		return True
+
+	def site_done(self, diff: Diff) -> None:
+		"""The state mirrors the site's table as read: its summary kept, so the next reconcile that reads the same
+		checksum reads no row. Not after a reset since its first hold (Redis lost the state, or a resync of everything
+		emptied `seen`): the next cycle compiles the site again."""
+		if self.resets == diff.resets:
+			self.summaries[diff.site.name] = diff.summary
+		self.frappe_jobs.took(diff.site, diff.read.scheduled_jobs)
 
 	# -- some schedules, for RPC commands ------------------------------------------
 

@@ -90,7 +90,7 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 
 	reconciling.append(threading.Thread(target=run_full))
 	reconciling[0].start()
-	assert first_chunk.wait(patient(60)), "the full reconcile never compiled a chunk of the big site"
+	assert first_chunk.wait(patient(60)), f"the full reconcile never compiled a chunk of the big site: {failures}"
 	assert len(compiled_first) == CHUNK, f"the first hold compiled {len(compiled_first)} rows, not a chunk of {CHUNK}"
 
 	# Edits committed while the first chunk is under way, each announced by its RPC after its commit, as Frappe does:
@@ -144,3 +144,47 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	reconciler.full()
 	assert state_of(r, (BIG, OTHER)) == held
 
+
+
+def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not_undone(make_bench, r, monkeypatch):
+	bench = make_bench(BIG)
+	with SiteData(bench, BIG) as data:
+		task = data.insert_task(function_string=FUNCTION, desc_short="big")
+		names = [data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *") for _ in range(6)]
+		off = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 8 * * *", enabled=0)
+	reconciler = Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None)
+	reconciler.full()
+	assert not r.sismember(protocol.site_schedules_key(BIG), off)
+	with SiteData(bench, BIG) as data:
+		data.update("BTU Task", task, desc_short="big, edited")  # every schedule's version changes
+
+	original = reconciler.row_versions
+	reconciling = threading.current_thread()
+	landed: list[str] = []
+
+	def row_versions(read, named):
+		versions = original(read, named)
+		if named is None and threading.current_thread() is reconciling and not landed:
+			# The reconcile read the versions, without the lock; before it diffs them two edits land, each with its RPC:
+			# one schedule it read as enabled is disabled, the one it read as disabled is enabled.
+			with SiteData(bench, BIG) as data:
+				data.update_schedule(names[0], enabled=0)
+				data.update_schedule(off, enabled=1, cron_string="30 8 * * *")
+			for name in (names[0], off):
+				sender = threading.Thread(target=reconciler.sync_schedules, args=(BIG, [name]))
+				sender.start()
+				sender.join(patient(30))
+				assert not sender.is_alive(), "an edit waited for a reconcile reading a site's versions"
+				landed.append(name)
+		return versions
+
+	monkeypatch.setattr(reconciler, "row_versions", row_versions)
+	reconciler.full()
+	assert landed == [names[0], off]
+	assert not r.sismember(protocol.site_schedules_key(BIG), names[0]), "the disabled schedule came back from the older versions"
+	assert r.sismember(protocol.site_schedules_key(BIG), off), "the enabled schedule was taken out by the older versions"
+	assert b'"30 8 * * *"' in r.get(protocol.definition_key(BIG, off))
+	assert {n.decode() for n in r.smembers(protocol.site_schedules_key(BIG))} == enabled_rows(bench, BIG)
+	held = state_of(r, (BIG,))
+	Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None).full()
+	assert state_of(r, (BIG,)) == held
