@@ -7,7 +7,7 @@ import threading
 from datetime import datetime, timezone
 
 from btu.devbench.data import SiteData
-from btu.scheduler_daemon import reconcile
+from btu.scheduler_daemon import site_reconcile
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
@@ -41,7 +41,7 @@ def enabled_rows(bench, site: str) -> set[str]:
 
 
 def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to_the_rows(make_bench, r, monkeypatch):
-	monkeypatch.setattr(reconcile, "HOLD_CHUNK", CHUNK)
+	monkeypatch.setattr(site_reconcile, "HOLD_CHUNK", CHUNK)
 	bench = make_bench(BIG, OTHER)
 	with SiteData(bench, BIG) as data:
 		task = data.insert_task(function_string=FUNCTION, desc_short="big")
