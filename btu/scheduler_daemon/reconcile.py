@@ -42,7 +42,8 @@ from btu.scheduler_daemon.metrics import Metrics
 from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.server_read import reader_for
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
-from btu.scheduler_daemon.site_rows import APPLY_CHUNK, SiteRows, read_ahead, read_chunk
+from btu.scheduler_daemon.site_reconcile import ReconcileLock, SiteReconcile
+from btu.scheduler_daemon.site_rows import APPLY_CHUNK, read_ahead, read_chunk
 from btu.scheduler_daemon.state import CompiledSchedule, State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -177,7 +178,7 @@ class FrappeJobSites:
 		return frozenset(protocol.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out)
 
 
-class Reconciler:
+class Reconciler(SiteReconcile):
 	"""Keeps the Redis state of a bench's BTU sites in line with their databases.
 
 	`full` reconciles every site, `sync_schedules` some schedules of one site (RPC commands, resync);
@@ -206,7 +207,11 @@ class Reconciler:
 		self.cycles_done = 0  # the engine publishes the status when a cycle ends
 		self.frappe_jobs = FrappeJobSites()
 		self.refused_names: set[tuple[str, str]] = set()  # (site, schedule) named like another kind's run, logged once
-		self.lock = threading.RLock()
+		# Held to diff and write the state: by the reconcile thread a site (a chunk of a big site: `Diff`) a hold, by
+		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
+		self.lock = ReconcileLock()
+		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
+		self.touched: dict[str, set[str]] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -231,6 +236,7 @@ class Reconciler:
 			self.generation = generation
 			self.seen.clear()
 			self.summaries.clear()
+			self.resets += 1
 
 	def forget_resynced(self) -> None:
 		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them,
@@ -239,6 +245,7 @@ class Reconciler:
 			if member == protocol.RESYNC_ALL:
 				self.seen.clear()
 				self.summaries.clear()
+				self.resets += 1
 				continue
 			site, name = protocol.parse_due_member(member)
 			if name == protocol.RESYNC_ALL:
@@ -253,8 +260,8 @@ class Reconciler:
 		"""Reconcile every site of the bench now (at start, when elected, after Redis lost the state).
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
-		without the lock; only then is each site brought in line, one at a time under the lock, so that an RPC's
-		edit waits for one site at most, never for the whole pass."""
+		without the lock; only then is each site brought in line, one at a time under the lock (a big site a chunk a
+		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole pass."""
 		with self.metrics.reconcile_timer("full"):
 			if self.begin_cycle():
 				names, self.cycle.rotation = self.cycle.rotation, []
@@ -292,7 +299,7 @@ class Reconciler:
 	def reconcile_sites(self, names: list[str]) -> bool:
 		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing.
 		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
-		sites it did not read), so a stop waits for one site at most, never for a slice."""
+		sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.reader, self.stopping)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
@@ -301,9 +308,8 @@ class Reconciler:
 			for site, rows in ahead:
 				if self.stopping.is_set():
 					return False
-				with self.lock:
-					if self.reconcile_site(site, reads[site.name], site.name in with_invalid, rows):
-						self.cycle.served.add(site.name)
+				if self.reconcile_site(site, reads[site.name], site.name in with_invalid, rows):
+					self.cycle.served.add(site.name)
 		finally:
 			ahead.close()
 		return not self.stopping.is_set()
@@ -342,48 +348,11 @@ class Reconciler:
 				effect="due entries put right; what was moved aside is rebuilt from the database rows",
 			)
 
-	def reconcile_site(self, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None = None) -> bool:
-		"""Bring every schedule of one site in line with its table, from what `read_sites` read of it: compiled when its
-		row changed, removed when disabled or gone. True if it is a BTU site (or has state while its database does
-		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
-		touch `modified`: a DBA's UPDATE). `ahead`: its rows read before the lock, used if nothing compiled it since."""
-		try:
-			if isinstance(read, DatabaseError):
-				raise read
-			if read is None:
-				return False
-			summary = (read.summary, read.context)
-			retry = self.state.invalid_names(site.name) if has_invalid else set()
-			# Most reconciles find nothing changed: one checksum instead of every row's version.
-			unchanged = site.name in self.seen and self.summaries.get(site.name) == summary and not retry
-			if site.name in self.seen:
-				ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
-			enabled = {} if unchanged else ahead.versions if ahead is not None else self.row_versions(read, None)
-			self.site_answered(site, read.held)
-			if unchanged:
-				self.frappe_jobs.took(site, read.scheduled_jobs)
-				return True
-			seen = self.seen.setdefault(site.name, {})
-			for name in (self.state.names(site.name) | set(seen)) - set(enabled):
-				self.remove(site.name, name, reason="disabled or deleted")
-			changed = [name for name, version in enabled.items() if seen.get(name) != (version, read.context) or name in retry]
-			if ahead is not None:
-				self.apply_rows(site, read, ahead.rows, ahead.logged, enabled)
-				self.wake()
-			else:
-				self.apply(site, read, changed, enabled)
-			# Only now does the state mirror the table: a failure before this diffs the rows again next time.
-			self.summaries[site.name] = summary
-			self.frappe_jobs.took(site, read.scheduled_jobs)
-		except DatabaseError as exc:
-			return self.database_down(site, exc)
-		return True
-
 	# -- some schedules, for RPC commands ------------------------------------------
 
 	def sync_schedules(self, site_name: str, names: list[str]) -> None:
 		"""Bring these schedules in line with their rows: kept or updated if enabled, removed if disabled or gone."""
-		with self.lock, self.metrics.reconcile_timer("schedules"):
+		with self.lock.edit(), self.metrics.reconcile_timer("schedules"):
 			self.check_generation()
 			self.reconcile_schedules(self.bench.site(site_name), names)
 			self.wake()
@@ -407,6 +376,8 @@ class Reconciler:
 			retry = self.state.invalid_names(site.name)
 			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
 			self.apply(site, read, changed, enabled)
+			# A reconcile of this site a chunk a hold under way leaves these as this left them (`reconcile_rest`).
+			self.touched.get(site.name, set()).update(names)
 		except DatabaseError as exc:
 			return self.database_down(site, exc)
 		return True

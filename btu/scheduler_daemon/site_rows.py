@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 # Rows compiled (and read) at a time: a site with 100k schedules costs the memory of one chunk, not of every row.
 APPLY_CHUNK = 1000
+# Rows a full reconcile brings in line under one hold of the reconciler's lock (`Reconciler.reconcile_rest`): an RPC's
+# edit waits for this many at most (a read-ahead site, at most APPLY_CHUNK rows, is compiled in one hold).
+HOLD_CHUNK = 250
 # Sites read ahead of the one being compiled, per reading thread: enough to keep the reads ahead of the compile,
 # few enough that the rows waiting stay a few chunks (all of them at once held 100 sites x 1,000 rows: 320 MB).
 AHEAD_PER_THREAD = 2
