@@ -17,10 +17,10 @@ from pathlib import Path
 
 import frappe
 
+from btu.btu_core.insights import task_outcomes
 from btu.btu_core.runs import run_rows
 from btu.btu_core.tests import sample_tasks
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, patient
-from btu.shared import task_outcomes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, format_utc_iso
 
 try:
