@@ -154,8 +154,8 @@ LAZY = {
 	("btu.btu_core.alerts", "btu.btu_core.alerts.delivery"): "the webhook job's path before alerts was a package, for jobs "
 	"queued across the upgrade: on its first use only, since the package's __init__ runs before each of its modules",
 	("btu.btu_core.alerts", "btu.btu_core.alerts.watchdog"): "as above: the watchdog's path until migrate resyncs its row",
-	("btu.btu_core.alerts.webhooks", "btu.shared.webhooks"): "a webhook's check and POST only: every run's end imports "
-	"alerts, and the POST's module is not for the run path (test_run_path)",
+	("btu.btu_core.alerts.webhooks", "btu.btu_core.alerts.webhook_post"): "a webhook's check and POST only: every run's "
+	"end imports alerts, and the POST's module is not for the run path (test_run_path)",
 }
 
 
