@@ -162,8 +162,8 @@ class StepClock:
 
 # (step, [dotted targets]): a target missing from this tree is left out (the steps follow the code as it changes).
 STEP_TARGETS = [
-	("claim: lock and earlier Log", ["btu.shared.slot_claim.SlotLock.__enter__", "btu.shared.slot_claim.SlotLock.__exit__",
-		"btu.btu_core.runs.task_run.TaskRun.earlier_log"]),
+	("claim: lock and earlier Log", ["btu.btu_core.runs.slot_claim.SlotLock.__enter__",
+		"btu.btu_core.runs.slot_claim.SlotLock.__exit__", "btu.btu_core.runs.task_run.TaskRun.earlier_log"]),
 	("Log insert / finish", ["frappe.model.document.Document.insert", "frappe.model.document.Document.save",
 		"frappe.model.document.Document.db_insert"]),
 	("alerts", ["btu.btu_core.alerts.run_events.run_started", "btu.btu_core.alerts.run_events.run_finished"]),

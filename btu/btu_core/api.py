@@ -10,8 +10,7 @@ from frappe import _
 from frappe.utils import cint
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.shared import liveness, protocol
-from btu.shared.upgrade import old_daemon
+from btu.shared import liveness, old_daemon, protocol
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import scheduler_link
 from btu.btu_core.alerts import delivery, incidents

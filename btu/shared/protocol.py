@@ -396,9 +396,9 @@ def task_running_key(site: str, task: str) -> str:
 
 # -- Task outcomes (the Frappe side's) ------------------------------------------------
 
-# Hash per site: what finished runs counted, for Prometheus (btu.shared.task_outcomes). The Frappe side's task
-# runner writes it and its metrics endpoint reads it; the scheduler neither. So it is outside btu:site:* (the
-# scheduler's state, whose keys it type-checks, quarantines and purges) and outside SITE_KEY_TEMPLATES (keys
+# Hash per site: what finished runs counted, for Prometheus (btu.btu_core.insights.task_outcomes). The Frappe
+# side's task runner writes it and its metrics endpoint reads it; the scheduler neither. So it is outside btu:site:*
+# (the scheduler's state, whose keys it type-checks, quarantines and purges) and outside SITE_KEY_TEMPLATES (keys
 # for the Lua scripts): a site the scheduler purges or a state it rebuilds keeps its counts.
 TASK_OUTCOMES_KEY_PREFIX = "btu:task_outcomes:"
 

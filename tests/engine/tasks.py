@@ -40,13 +40,13 @@ def record_undeclared(key: str) -> None:
 @runnable
 def run_once(database: dict) -> None:
 	"""A delivery as the frappe executor's task runner handles it, without Frappe: under the slot's database lock
-	(btu.shared.slot_claim), run only if the slot has no Task Log, then write one. Every delivery is recorded in
+	(btu.btu_core.runs.slot_claim), run only if the slot has no Task Log, then write one. Every delivery is recorded in
 	`btu_test_deliveries` of the site's database (never in the Redis a failover test kills), with whether it ran."""
 	import pymysql
 
 	from btu.scheduler_daemon.jobs import parse_job_id
 	from btu.shared.instants import format_utc_iso
-	from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
+	from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
 
 	job = get_current_job()
 	_, schedule, slot = parse_job_id(job.id)

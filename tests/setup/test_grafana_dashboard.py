@@ -26,7 +26,8 @@ from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.planner import FireItem, Plan, Unplanned
 from btu.scheduler_daemon.state import FAILED, WRITTEN, ItemResult, Released
-from btu.shared import protocol, task_outcomes
+from btu.btu_core.insights import task_outcomes
+from btu.shared import protocol
 from tests.engine.test_metrics import released
 
 pytestmark = pytest.mark.versions

@@ -2,7 +2,8 @@
 
 Read from the source with `ast`, so an import inside a function counts as much as one at the top. The dev
 tooling (`devbench/` at the repository's root, with its own app `btu_demo`) is not part of the product:
-nothing in `btu` imports it and btu's hooks.py declares nothing of it.
+nothing in `btu` imports it and btu's hooks.py declares nothing of it. btu/shared holds only what both halves load;
+Frappe-free code only the Frappe side uses lives beside its user in btu_core (FRAPPE_FREE), importable without Frappe.
 """
 
 from __future__ import annotations
@@ -154,8 +155,8 @@ LAZY = {
 	("btu.btu_core.alerts", "btu.btu_core.alerts.delivery"): "the webhook job's path before alerts was a package, for jobs "
 	"queued across the upgrade: on its first use only, since the package's __init__ runs before each of its modules",
 	("btu.btu_core.alerts", "btu.btu_core.alerts.watchdog"): "as above: the watchdog's path until migrate resyncs its row",
-	("btu.btu_core.alerts.webhooks", "btu.shared.webhooks"): "a webhook's check and POST only: every run's end imports "
-	"alerts, and the POST's module is not for the run path (test_run_path)",
+	("btu.btu_core.alerts.webhooks", "btu.btu_core.alerts.webhook_post"): "a webhook's check and POST only: every run's "
+	"end imports alerts, and the POST's module is not for the run path (test_run_path)",
 }
 
 
@@ -252,10 +253,14 @@ def test_no_import_circle_among_btu_modules():
 	)
 
 
+def is_test(name: str) -> bool:
+	return ".tests." in f"{name}." or name.rpartition(".")[2].startswith("test_")
+
+
 def on_the_frappe_side(name: str) -> bool:
 	"""The Frappe side's product code, where every import of a btu module inside a function is a LAZY one (the
 	scheduler's are its CLI's, for start-up; tests import as they please)."""
-	if ".tests." in f"{name}." or name.rpartition(".")[2].startswith("test_"):
+	if is_test(name):
 		return False
 	return name in ("btu", "btu.hooks", "btu.commands") or name.startswith(("btu.btu_core.", "btu.patches."))
 
@@ -268,6 +273,90 @@ def test_an_import_inside_a_function_on_the_frappe_side_is_a_deliberate_one():
 	)
 	stale = sorted(set(LAZY) - lazy)
 	assert not stale, f"LAZY lists imports no function makes any more: {stale}"
+
+
+# -- btu/shared: the contract both halves import ------------------------------------
+
+# The two halves whose product code (tests aside) must each load every module of btu/shared.
+HALVES = {"scheduler_daemon": "btu.scheduler_daemon", "btu_core": "btu.btu_core"}
+# Frappe-free modules of the Frappe side: only btu_core uses them, so they live beside their user, not in btu/shared.
+# Tier 1 tests them without Frappe, so neither they nor the packages Python runs before them may import frappe, nor any
+# other module of btu_core. A package named here: every module in it.
+FRAPPE_FREE = (
+	"btu.btu_core.alerts.overdue_slots",  # the watchdog's missed-fire arithmetic
+	"btu.btu_core.alerts.webhook_post",  # alerts.webhooks' POST: the address checks, the signature, the deadline
+	"btu.btu_core.insights.task_outcomes",  # insights.metrics' Redis hash of run outcomes and its Prometheus collector
+	"btu.btu_core.runs.slot_claim",  # the task runner's slot lock, which tier 1's failover tests take too
+	"btu.btu_core.schedules.hook_entries",  # declared_schedules' `btu_schedules` entries checked and mapped
+	"btu.btu_core.upgrade.convert",  # the upgrade's converters of the original BTU's values
+)
+
+
+def is_shared(name: str) -> bool:
+	return name == "btu.shared" or name.startswith("btu.shared.")
+
+
+def shared_reach(importers) -> set[str]:
+	"""The btu/shared modules that importing these modules loads: those they import (in a function too), the packages
+	above each, and in turn what those import. A module only a shared module imports is part of how that one is
+	defined (`schedule/cron` of `schedule`), so it is used where that one is."""
+	reached, todo = set(), list(importers)
+	while todo:
+		for target, above, _inside in btu_imports(todo.pop()):
+			for module in (target, *above):
+				if is_shared(module) and module not in reached:
+					reached.add(module)
+					todo.append(module)
+	return reached
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_every_shared_module_is_loaded_by_both_halves(half):
+	package = HALVES[half]
+	product = [name for name in MODULES if (name == package or name.startswith(package + ".")) and not is_test(name)]
+	unused = sorted({name for name in MODULES if is_shared(name)} - shared_reach(product))
+	assert not unused, (
+		f"btu/shared holds what both halves import; {half} never loads these (move each beside its one user; a "
+		"Frappe-free one on the Frappe side is listed in FRAPPE_FREE):\n" + "\n".join(unused)
+	)
+
+
+def frappe_free_modules() -> list[str]:
+	found = []
+	for entry in FRAPPE_FREE:
+		inside = sorted(name for name in MODULES if name == entry or name.startswith(entry + "."))
+		assert inside and entry.startswith("btu.btu_core."), f"FRAPPE_FREE names {entry}, no module of btu_core"
+		found.extend(inside)
+	return found
+
+
+def test_the_frappe_free_modules_of_the_frappe_side_import_no_frappe():
+	"""Read with ast: each module imports no frappe and, of btu, only btu/shared and other Frappe-free modules (in a
+	function too); so do the packages above it up to btu.btu_core, at their top (what importing them runs: alerts'
+	`__getattr__` imports the stored paths' modules on their first use only)."""
+	free = frappe_free_modules()
+	parts = [name.split(".") for name in free]
+	checked = set(free) | {".".join(name[:depth]) for name in parts for depth in range(2, len(name))}
+	found = []
+	for name in sorted(checked):
+		found += [f"{name} imports {other}" for other in sorted(imported(MODULES[name])) if other.split(".")[0] == "frappe"]
+		for target, above, inside in btu_imports(name):
+			if name in free or not inside:
+				found += [f"{name} imports {other}" for other in (target, *above) if not is_shared(other) and other not in checked]
+	assert not found, "\n".join(found)
+
+
+def test_importing_the_frappe_free_modules_loads_no_frappe():
+	code = (
+		"import importlib, sys\n"
+		f"for name in {frappe_free_modules()!r}:\n"
+		"    importlib.import_module(name)\n"
+		"print(sorted(m for m in sys.modules if m.split('.')[0] in ('frappe', 'devbench', 'btu_demo')))\n"
+		"print(sorted(m for m in sys.modules if m.startswith('btu.scheduler_daemon')))\n"
+	)
+	result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+	assert result.returncode == 0, result.stderr
+	assert result.stdout.split("\n")[:2] == ["[]", "[]"], result.stdout
 
 
 # -- stored dotted paths ------------------------------------------------------------

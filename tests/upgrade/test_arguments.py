@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from btu.shared.upgrade.arguments import LiteralError, to_json
+from btu.btu_core.upgrade.convert.arguments import LiteralError, to_json
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from btu.shared.upgrade.declarations import hook_line, hooks_block
+from btu.btu_core.upgrade.convert.declarations import hook_line, hooks_block
 
 
 def test_block_declares_the_apps_own_functions_sorted():

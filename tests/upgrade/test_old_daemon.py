@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import time
 
-from btu.shared.upgrade.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find, socket_report
+from btu.shared.old_daemon import NEXT_FIRES_KEY, STALE_AFTER_SECS, find, socket_report
 from tests.engine.helpers import cli
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.shared.upgrade.run_later import RunLaterError, entry
+from btu.btu_core.upgrade.convert.run_later import RunLaterError, entry
 
 KEY = "btu_scheduler:run_later:abc"
 FIELDS = {

@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
+from btu.btu_core.upgrade.convert.schedules import HourError, convert, hour_number
 from btu.shared.schedule import ScheduleSpec
 from btu.shared.schedule.row import SPEC_FIELDS
-from btu.shared.upgrade.schedules import HourError, convert, hour_number
 
 pytestmark = pytest.mark.versions
 

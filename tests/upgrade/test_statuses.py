@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from btu.shared.upgrade.statuses import LOG_STATUS, log_status
+from btu.btu_core.upgrade.convert.statuses import LOG_STATUS, log_status
 
 LOG_JSON = Path(__file__).resolve().parents[2] / "btu/btu_core/doctype/btu_task_log/btu_task_log.json"
 

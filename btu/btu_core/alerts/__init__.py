@@ -4,8 +4,10 @@ A rule (a BTU Alert Rule row) on a Task watches all its runs; one on a Schedule,
 event to tell whom: by email, by a Desk notification, by a webhook. Layered so that nothing imports back up:
 
 - `rules`: the rules and their thresholds; `recipients`: whom a rule or an Email Recipient may name, by whose choice;
-- `webhooks`: a webhook's URL checked and its one signed POST; `delivery`: a message on a rule's channels (mail, bell,
-  the webhook's job), test alerts;
+- `webhook_post` (where a webhook may POST, how it is signed, how long it may take) and `overdue_slots` (which slots
+  should have a Task Log by now: the missed-fire check's arithmetic), Frappe-free so tier 1 tests them;
+- `webhooks`: a webhook's URL checked and its one signed POST, on a site; `delivery`: a message on a rule's channels
+  (mail, bell, the webhook's job), test alerts;
 - `incidents`: one BTU Alert Incident per (rule, scope), opened and resolved with one message each;
 - `run_events` (late start, failure, failures in a row, from the task runner), `pause` (pause on failure),
   `watchdog` (missed fires, stuck runs, no scheduler alive, every minute from Frappe's scheduler);

@@ -7,8 +7,8 @@ import frappe
 from frappe import _
 from frappe.utils import validate_email_address
 
-from btu.shared.webhooks import SIGNATURE_HEADER
 from btu.btu_core.alerts.recipients import recipient_names
+from btu.btu_core.alerts.webhook_post import SIGNATURE_HEADER
 from btu.btu_core.alerts.webhooks import check_webhook_url
 from btu.btu_core.setup.roles import require_system_manager_for_rows
 

@@ -12,10 +12,10 @@ from frappe.utils import cint
 from redis.exceptions import RedisError
 
 from btu.shared import liveness
-from btu.shared.alert_slots import overdue_slots
 from btu.shared.instants import format_utc_iso
 from btu.shared.schedule import ScheduleError
 from btu.btu_core import scheduler_link
+from btu.btu_core.alerts.overdue_slots import overdue_slots
 from btu.btu_core.alerts.incidents import guarded, incident_filters, open_incident, resolve
 from btu.btu_core.alerts.rules import INCIDENT, MAX_CHECKED, SCHEDULE, TASK, all_rules, own_scope, threshold, utc_of
 from btu.btu_core.instants import to_system_naive, utc_now

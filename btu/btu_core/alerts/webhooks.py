@@ -1,5 +1,5 @@
 """An alert rule's webhook: its URL checked (public http(s) only, unless the site config allows the host), and one
-signed JSON POST within WEBHOOK_TIMEOUT_SECS in all (btu.shared.webhooks).
+signed JSON POST within WEBHOOK_TIMEOUT_SECS in all (`webhook_post`).
 
 A webhook's failure says only "delivery failed" where a BTU Manager reads it (the incident, a test alert's reply):
 its reason (refused, connection refused, timed out) would tell which internal ports answer. The reason goes to the
@@ -28,19 +28,19 @@ def check_webhook_url(url: str) -> str | None:
 	"""Why `url` cannot be a webhook (not http(s) with a host, or resolving to an internal address), or None. A host
 	that does not resolve now is accepted: every POST checks again, and DNS down at save must not block the save."""
 	# Imported here, not with this module: every run's end imports alerts (delivery), only a save checks a URL.
-	from btu.shared import webhooks
+	from btu.btu_core.alerts import webhook_post
 
 	try:
-		webhooks.addresses(webhooks.target(url), webhook_allowed_hosts(), time.monotonic() + WEBHOOK_TIMEOUT_SECS)
-	except webhooks.WebhookRefused as exc:
+		webhook_post.addresses(webhook_post.target(url), webhook_allowed_hosts(), time.monotonic() + WEBHOOK_TIMEOUT_SECS)
+	except webhook_post.WebhookRefused as exc:
 		return webhook_error(exc)
-	except webhooks.DeliveryFailed:
+	except webhook_post.DeliveryFailed:
 		return None
 	return None
 
 
 def webhook_error(exc) -> str:
-	"""A btu.shared.webhooks error, translated (its template is marked for extraction there)."""
+	"""A `webhook_post` error, translated (its template is marked for extraction there)."""
 	return _(exc.template).format(**{key: protocol.mask_url(str(value)) for key, value in exc.params.items()})
 
 
@@ -56,7 +56,7 @@ def post(rule: str, body: dict) -> str | None:
 	# (the password module brings passlib and cryptography, tens of ms in every work-horse).
 	from frappe.utils.password import get_decrypted_password
 
-	from btu.shared import webhooks
+	from btu.btu_core.alerts import webhook_post
 
 	url = frappe.db.get_value(RULE, rule, "webhook_url")
 	if not url:
@@ -67,9 +67,9 @@ def post(rule: str, body: dict) -> str | None:
 		problem = _("it has no Webhook Secret to sign its posts; a System Manager sets one on the alert rule")
 	else:
 		try:
-			code = webhooks.post(url, json.dumps(body).encode(), secret=secret, allowed_hosts=webhook_allowed_hosts(), timeout_secs=WEBHOOK_TIMEOUT_SECS)
+			code = webhook_post.post(url, json.dumps(body).encode(), secret=secret, allowed_hosts=webhook_allowed_hosts(), timeout_secs=WEBHOOK_TIMEOUT_SECS)
 			problem = None if 200 <= code < 300 else _("HTTP {0}").format(code)
-		except webhooks.WebhookError as exc:
+		except webhook_post.WebhookError as exc:
 			problem = webhook_error(exc)
 	if problem is None:
 		return None

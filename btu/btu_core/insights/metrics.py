@@ -1,6 +1,6 @@
 """Task outcomes for Prometheus and Frappe's monitor: written after each run, served by `scrape`.
 
-Every worker process runs tasks, so the counts live in Redis (`btu.shared.task_outcomes`): a
+Every worker process runs tasks, so the counts live in Redis (`task_outcomes`): a
 finished run adds its outcome to this site's hash on the queue Redis in one round trip, and
 `scrape` reads that hash into Prometheus's text format. Prometheus authenticates as a user
 holding "BTU Metrics Reader" with that user's API key and secret (README, "Task outcomes").
@@ -16,7 +16,8 @@ import frappe
 import frappe.monitor
 from frappe import _
 
-from btu.shared import protocol, task_outcomes
+from btu.btu_core.insights import task_outcomes
+from btu.shared import protocol
 from btu.btu_core.scheduler_link import redis_queue_shown, use_bench_namespace
 from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
 

@@ -33,7 +33,7 @@ from rq import get_current_job
 from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.messages import InputError
-from btu.shared.slot_claim import SlotLock, lock_key
+from btu.btu_core.runs.slot_claim import SlotLock, lock_key
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
 from btu.btu_core.runs import run_requests

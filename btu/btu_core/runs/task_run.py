@@ -6,7 +6,7 @@ A run inserts its Log as "Started" and commits, runs the function with stdout, s
 work-horse pays for every module and round trip on every run. What can wait (the late-start alert, the Log's end,
 retries, chains, counts) comes after the call, with Documents. A run delivered again (Redis lost its release or its
 dequeue in a failover) finds that Log and does not run: the look and the insert happen under a database lock per
-(schedule, slot) (`btu.shared.slot_claim`). On failure it rolls the function's own writes back first, writes the Log
+(schedule, slot) (`slot_claim`). On failure it rolls the function's own writes back first, writes the Log
 in its own transaction, commits it and re-raises so RQ marks the job failed. A finished run's outcome is added to the
 site's counts for Prometheus and to the job's monitor entry (`btu.btu_core.insights.metrics`).
 """
@@ -22,7 +22,7 @@ from rq import get_current_job
 
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.run_requests import CHAIN, DONE, chain_request_name, slot_request_name
-from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
+from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core.alerts import run_events
 from btu.btu_core.alerts.notifications import notify
 from btu.btu_core.insights.metrics import add_to_monitor, record_outcome
@@ -113,7 +113,7 @@ class TaskRun:
 	# -- the log ------------------------------------------------------------------
 
 	def claim(self):
-		"""The lock under which this run looks for its Log and writes it (`btu.shared.slot_claim`): one per (schedule, slot),
+		"""The lock under which this run looks for its Log and writes it (`slot_claim`): one per (schedule, slot),
 		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
 		if self.schedule_name and self.slot:
 			key = lock_key(frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt))

@@ -2,7 +2,7 @@
 
 Runs after BTU's install, after every `bench migrate`, and when an app is installed or uninstalled
 (hooks.py). Each entry becomes one Task and one Schedule marked with the app and the entry's name.
-The fields of btu.shared.declared_schedules' TASK_FIELDS and SCHEDULE_FIELDS are the app's: written at
+The fields of `hook_entries`' TASK_FIELDS and SCHEDULE_FIELDS are the app's: written at
 every sync, refused on any other save. Everything else is the admin's and never written after the
 row is made: enabled, paused, the time zone (see zone_after), calendar, skipped runs, alerts, email.
 
@@ -25,10 +25,10 @@ from frappe.utils import cast, cint
 
 from btu.btu_core.messages import input_error
 from btu.btu_core.scheduler_link import announce_after_commit
-from btu.shared import protocol
-from btu.shared.declared_schedules import (
+from btu.btu_core.schedules.hook_entries import (
 	HOOK, SCHEDULE_FIELDS, Declared, Refused, check_each, where, zone_after,
 )  # fmt: skip
+from btu.shared import protocol
 
 TASK = "BTU Task"
 SCHEDULE = "BTU Task Schedule"

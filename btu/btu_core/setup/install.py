@@ -8,8 +8,8 @@ import frappe
 from frappe.utils.dashboard import sync_dashboards
 
 from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.hook_entries import HOOK
 from btu.btu_core.setup.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
-from btu.shared.declared_schedules import HOOK
 
 HOOKED_METHOD_PREFIX = "btu."
 WORKSPACE = "BTU"

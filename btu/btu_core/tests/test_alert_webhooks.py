@@ -16,9 +16,9 @@ from frappe.desk.form.load import getdoc
 
 import btu.btu_core.api as api
 from btu.btu_core.alerts import webhooks
+from btu.btu_core.alerts.webhook_post import SIGNATURE_HEADER
 from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.btu_core.tests.test_alerts import MANAGER, AlertCase, rule
-from btu.shared.webhooks import SIGNATURE_HEADER
 
 SECRET = "rule-secret-of-the-test"
 

@@ -7,8 +7,8 @@ import frappe
 
 from btu.btu_core import api
 from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.hook_entries import HOOK
 from btu.btu_core.tests.utils import SAMPLES, make_user, other_connection
-from btu.shared.declared_schedules import HOOK
 
 try:
 	from frappe.tests import IntegrationTestCase

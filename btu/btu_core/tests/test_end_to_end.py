@@ -21,12 +21,12 @@ import btu
 from btu.shared import liveness, protocol
 from btu.btu_core import api, scheduler_link
 from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.hook_entries import HOOK
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task, patient
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
-from btu.shared.declared_schedules import HOOK
 
 try:
 	from frappe.tests import IntegrationTestCase

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 from rq.timeouts import JobTimeoutException
 
-from btu.btu_core.insights import metrics
+from btu.btu_core.insights import metrics, task_outcomes
 from btu.btu_core.runs.capture import Call
 from btu.btu_core.instants import utc_now
 from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE
@@ -24,7 +24,7 @@ from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
 from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
-from btu.shared import protocol, task_outcomes
+from btu.shared import protocol
 from btu.shared.instants import format_utc_iso
 
 try:

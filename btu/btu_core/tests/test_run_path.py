@@ -17,10 +17,10 @@ from pathlib import Path
 
 import frappe
 
+from btu.btu_core.insights import task_outcomes
 from btu.btu_core.runs import run_rows
 from btu.btu_core.tests import sample_tasks
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, patient
-from btu.shared import task_outcomes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, format_utc_iso
 
 try:
@@ -30,7 +30,7 @@ except ImportError:
 
 # Module (or package) -> what loads it, were it loaded before the call.
 NOT_BEFORE_THE_CALL = {
-	"btu.shared.webhooks": "alerts' webhook POST (alerts.webhooks.post)",
+	"btu.btu_core.alerts.webhook_post": "alerts' webhook POST (alerts.webhooks.post)",
 	"smtplib": "mail sending (Frappe's Email Queue sends it, never the run)",
 	"prometheus_client": "the metrics scrape (metrics.scrape, task_outcomes.families)",
 	"frappe.model.document": "Frappe's Document: get_doc, and System Settings through get_system_timezone or "
@@ -50,7 +50,7 @@ NOT_BY_THE_END = {
 	"frappe.email.doctype.notification.notification": "Document.save (the Log's end is a row where nothing listens)",
 	"frappe.utils.response": "frappe.publish_realtime's JSON encoder (run_rows.publish tells the Desk)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL after the call too)",
-	"btu.shared.webhooks": "alerts' webhook POST (only when an alert is sent)",
+	"btu.btu_core.alerts.webhook_post": "alerts' webhook POST (only when an alert is sent)",
 	"prometheus_client": "the metrics scrape",
 }
 

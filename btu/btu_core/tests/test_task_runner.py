@@ -11,7 +11,7 @@ from btu.btu_core.runs.capture import OUTPUT_CAP_CHARS
 from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, other_connection
-from btu.shared.slot_claim import lock_key
+from btu.btu_core.runs.slot_claim import lock_key
 
 try:
 	from frappe.tests import IntegrationTestCase

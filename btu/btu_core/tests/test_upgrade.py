@@ -27,9 +27,9 @@ from btu.btu_core import api
 from btu.btu_core.upgrade import declare, hours, rows, run_later
 from btu.btu_core.upgrade.tables import Tables
 from btu.btu_core.upgrade.undeclared import undeclared
+from btu.shared import old_daemon
 from btu.shared.schedule import ScheduleSpec
 from btu.shared.schedule.row import SPEC_FIELDS
-from btu.shared.upgrade import old_daemon
 
 try:
 	from frappe.tests import IntegrationTestCase

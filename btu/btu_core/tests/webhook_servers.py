@@ -1,4 +1,4 @@
-"""Local servers webhook tests post to; Frappe-free, so that tier 1 (tests/shared) uses them too."""
+"""Local servers webhook tests post to; Frappe-free, so that tier 1 (tests/frappe_free) uses them too."""
 
 from __future__ import annotations
 

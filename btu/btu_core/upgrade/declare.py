@@ -7,9 +7,9 @@ from pathlib import Path
 
 import frappe
 
+from btu.btu_core.upgrade.convert.declarations import app_of, hooks_block
 from btu.btu_core.upgrade.undeclared import undeclared
 from btu.shared.declared import HOOK
-from btu.shared.upgrade.declarations import app_of, hooks_block
 
 
 def declare(app: str, *, write: bool) -> int:

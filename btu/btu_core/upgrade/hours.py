@@ -10,8 +10,8 @@ from __future__ import annotations
 import frappe
 
 from btu.btu_core.upgrade import notes
+from btu.btu_core.upgrade.convert.schedules import HourError, hour_number
 from btu.btu_core.upgrade.tables import SITE, Tables
-from btu.shared.upgrade.schedules import HourError, hour_number
 
 SCHEDULE = "BTU Task Schedule"
 TEXT_TYPES = ("varchar", "char", "text", "tinytext", "mediumtext", "longtext")

@@ -12,10 +12,10 @@ import frappe
 
 from btu.btu_core.runs.task_inputs import TaskInputError, check_queue
 from btu.btu_core.upgrade import notes
+from btu.btu_core.upgrade.convert.arguments import LiteralError, to_json
+from btu.btu_core.upgrade.convert.schedules import convert as convert_schedule
+from btu.btu_core.upgrade.convert.statuses import LOG_STATUS, UNKNOWN_STATUS
 from btu.btu_core.upgrade.tables import Tables
-from btu.shared.upgrade.arguments import LiteralError, to_json
-from btu.shared.upgrade.schedules import convert as convert_schedule
-from btu.shared.upgrade.statuses import LOG_STATUS, UNKNOWN_STATUS
 
 TASK, SCHEDULE, LOG = "BTU Task", "BTU Task Schedule", "BTU Task Log"
 # A column only the original's BTU Task Schedule has: its table was the original's.

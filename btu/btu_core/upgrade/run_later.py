@@ -9,8 +9,8 @@ from frappe.utils.background_jobs import get_redis_conn
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.task_inputs import TaskInputError, resolve_function
 from btu.btu_core.upgrade import notes
+from btu.btu_core.upgrade.convert.run_later import PATTERN, RunLaterError, entry
 from btu.shared import run_requests as rr
-from btu.shared.upgrade.run_later import PATTERN, RunLaterError, entry
 
 ADMINISTRATOR = "Administrator"
 

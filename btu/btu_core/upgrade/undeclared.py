@@ -9,9 +9,9 @@ import frappe
 from frappe import _
 
 from btu.btu_core.runs.task_inputs import TaskInputError, resolve_function
+from btu.btu_core.upgrade.convert.declarations import app_of, hook_line
 from btu.btu_core.upgrade.tables import SITE, Tables
 from btu.shared import declared
-from btu.shared.upgrade.declarations import app_of, hook_line
 
 
 def undeclared(tables: Tables = SITE) -> list[dict]:

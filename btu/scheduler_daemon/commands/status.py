@@ -8,8 +8,7 @@ import time
 
 import redis
 
-from btu.shared import protocol
-from btu.shared.upgrade import old_daemon
+from btu.shared import old_daemon, protocol
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK

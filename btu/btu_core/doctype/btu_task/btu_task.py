@@ -13,9 +13,9 @@ from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.hook_entries import TASK_FIELDS
 from btu.btu_core.setup.roles import require_system_manager_for
 from btu.shared import protocol
-from btu.shared.declared_schedules import TASK_FIELDS
 from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 

@@ -19,11 +19,11 @@ from btu.btu_core.messages import input_error
 from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules import declared_schedules
+from btu.btu_core.schedules.hook_entries import SCHEDULE_FIELDS
 from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.schedules.skipped_slots import tidy_skipped
 from btu.btu_core.schedules.spec import spec_of
 from btu.btu_core.setup.roles import require_btu_manager, require_system_manager_for
-from btu.shared.declared_schedules import SCHEDULE_FIELDS
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron

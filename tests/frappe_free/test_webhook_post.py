@@ -1,4 +1,4 @@
-"""btu.shared.webhooks: internal addresses refused after resolving, posts signed as Frappe's Webhook signs them, and
+"""btu.btu_core.alerts.webhook_post: internal addresses refused after resolving, posts signed as Frappe's Webhook signs them, and
 one deadline for the whole exchange; against real local servers."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from btu.btu_core.tests.webhook_servers import dribbling_server
-from btu.shared import webhooks
-from btu.shared.webhooks import DeliveryFailed, WebhookRefused
+from btu.btu_core.alerts import webhook_post
+from btu.btu_core.alerts.webhook_post import DeliveryFailed, WebhookRefused
 
 LOCAL = ["127.0.0.1"]  # the test servers listen on loopback: allowed as btu_webhook_allowed_hosts would allow them
 
@@ -66,7 +66,7 @@ def connected(listener: socket.socket) -> bool:
 def test_an_internal_address_is_refused_after_resolving_and_never_connected(host, listener):
 	port = listener.getsockname()[1]
 	with pytest.raises(WebhookRefused) as refused:
-		webhooks.post(f"http://{host}:{port}/latest/meta-data", b"{}", secret="s", timeout_secs=2)
+		webhook_post.post(f"http://{host}:{port}/latest/meta-data", b"{}", secret="s", timeout_secs=2)
 	assert "resolves to" in str(refused.value) and "btu_webhook_allowed_hosts" in str(refused.value)
 	assert not connected(listener), "a refused webhook never opens a connection"
 
@@ -76,7 +76,7 @@ def test_every_address_a_name_resolves_to_is_checked(monkeypatch):
 	answers = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)), (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))]
 	monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answers)
 	with pytest.raises(WebhookRefused, match="resolves to 127.0.0.1, a loopback address"):
-		webhooks.post("http://rebind.example.com/", b"{}", secret="s", timeout_secs=2)
+		webhook_post.post("http://rebind.example.com/", b"{}", secret="s", timeout_secs=2)
 
 
 def test_the_post_connects_to_the_address_checked_not_to_a_second_lookup(monkeypatch, receiver):
@@ -91,32 +91,32 @@ def test_the_post_connects_to_the_address_checked_not_to_a_second_lookup(monkeyp
 		return real("127.0.0.1", *args, **kwargs)
 
 	monkeypatch.setattr(socket, "getaddrinfo", once)
-	assert webhooks.post(f"http://hooks.internal:{receiver.server_port}/h", b"{}", secret="s", allowed_hosts=["hooks.internal"], timeout_secs=5) == 204
+	assert webhook_post.post(f"http://hooks.internal:{receiver.server_port}/h", b"{}", secret="s", allowed_hosts=["hooks.internal"], timeout_secs=5) == 204
 	assert lookups == ["hooks.internal"]
 	assert receiver.received[0][0]["Host"] == f"hooks.internal:{receiver.server_port}"
 
 
 def test_a_public_address_passes_and_a_listed_internal_host_is_allowed():
-	assert webhooks.internal_kind("93.184.216.34") is None and webhooks.internal_kind("2606:2800:220:1::1") is None
-	assert webhooks.internal_kind("169.254.169.254").startswith("link-local")
-	where = webhooks.target("http://127.0.0.1:9/")
-	assert webhooks.addresses(where, [" 127.0.0.1 "], time.monotonic() + 2) == [(socket.AF_INET, ("127.0.0.1", 9))]
+	assert webhook_post.internal_kind("93.184.216.34") is None and webhook_post.internal_kind("2606:2800:220:1::1") is None
+	assert webhook_post.internal_kind("169.254.169.254").startswith("link-local")
+	where = webhook_post.target("http://127.0.0.1:9/")
+	assert webhook_post.addresses(where, [" 127.0.0.1 "], time.monotonic() + 2) == [(socket.AF_INET, ("127.0.0.1", 9))]
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1:25/", "not a url", "http://", "javascript:alert(1)", "http://user:pw@h.example.com/", "http://h.example.com:99999/"])
 def test_a_url_that_is_not_plain_http_is_refused(url):
 	with pytest.raises(WebhookRefused):
-		webhooks.target(url)
+		webhook_post.target(url)
 
 
 def test_each_post_is_signed_with_the_rules_secret_as_frappe_signs(receiver):
 	body = b'{"event": "opened", "incident": "INC-1"}'
-	status = webhooks.post(f"http://127.0.0.1:{receiver.server_port}/hook?x=1", body, secret="rule-secret", allowed_hosts=LOCAL, timeout_secs=5)
+	status = webhook_post.post(f"http://127.0.0.1:{receiver.server_port}/hook?x=1", body, secret="rule-secret", allowed_hosts=LOCAL, timeout_secs=5)
 	assert status == 204
 	[(headers, received)] = receiver.received
 	assert received == body
 	expected = base64.b64encode(hmac.new(b"rule-secret", body, hashlib.sha256).digest()).decode()
-	assert headers[webhooks.SIGNATURE_HEADER] == expected
+	assert headers[webhook_post.SIGNATURE_HEADER] == expected
 	assert headers["Content-Type"] == "application/json" and headers["User-Agent"] == "BTU alerts"
 
 
@@ -125,7 +125,7 @@ def test_one_deadline_bounds_a_server_that_answers_a_byte_at_a_time():
 	with dribbling_server(b"HTTP/1.1 200 OK and never the end of the line") as url:
 		started = time.monotonic()
 		with pytest.raises(DeliveryFailed, match=r"did not answer within 1 s"):
-			webhooks.post(url, b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=1)
+			webhook_post.post(url, b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=1)
 	assert time.monotonic() - started < 2
 
 
@@ -134,4 +134,4 @@ def test_a_closed_port_fails_saying_so():
 		probe.bind(("127.0.0.1", 0))
 		closed = probe.getsockname()[1]
 	with pytest.raises(DeliveryFailed, match="accepts a connection"):
-		webhooks.post(f"http://127.0.0.1:{closed}/", b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=2)
+		webhook_post.post(f"http://127.0.0.1:{closed}/", b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=2)

@@ -8,7 +8,14 @@ import uuid
 import pymysql
 import pytest
 
-from btu.shared.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, SlotLockTimeout, attempt_slot, lock_key, postgres_key
+from btu.btu_core.runs.slot_claim import (
+	LOG_FOR_SLOT_SQL,
+	SlotLock,
+	SlotLockTimeout,
+	attempt_slot,
+	lock_key,
+	postgres_key,
+)
 
 pytestmark = pytest.mark.versions
 

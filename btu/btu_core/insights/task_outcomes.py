@@ -3,7 +3,7 @@
 Every worker process runs tasks and restarts at will, so no process can hold the counts: each finished
 run adds its outcome to one hash per site (`protocol.task_outcomes_key`) on the queue Redis, in one
 MULTI/EXEC (`record`), and `TaskOutcomes`, a prometheus_client collector, turns that hash into metric
-families at scrape time. The Frappe side does both (btu.btu_core.insights.metrics); this module knows no Frappe.
+families at scrape time. Its sibling `metrics` does both on a site; this module knows no Frappe.
 
 A field name is a JSON array, ["runs", task, status] or ["duration_bucket", task, "0.5"]: task names are
 user data and may hold any character. Counts and sums (in microseconds) are integers, so HINCRBY adds

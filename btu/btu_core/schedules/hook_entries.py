@@ -4,9 +4,9 @@ Task Schedule field values.
 An entry is a dict: a `name` (its key, unique within the app), the app's own declared `function`, one
 timing (`cron`, `frequency` with its helper fields, or `every` with `every_unit`), and optional
 settings. `check_each` checks every entry of an app's list on its own before anything is written: the good ones
-mapped, each bad one refused with why (naming the app, the entry and the key), so one bad entry costs only itself. The Frappe
-side (btu.btu_core.schedules.declared_schedules) writes the rows, and the controllers' own validation (the
-function declared runnable, the queue, the retry bounds) still runs on every save.
+mapped, each bad one refused with why (naming the app, the entry and the key), so one bad entry costs only itself. Its sibling
+`declared_schedules` writes the rows, and the controllers' own validation (the function declared runnable, the queue,
+the retry bounds) still runs on every save. Frappe-free, so tier 1 tests it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from btu.shared.alert_slots import overdue_slots
+from btu.btu_core.alerts.overdue_slots import overdue_slots
 from btu.shared.schedule import ScheduleSpec
 
 pytestmark = pytest.mark.versions

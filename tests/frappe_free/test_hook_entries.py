@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.shared.declared_schedules import (
+from btu.btu_core.schedules.hook_entries import (
 	HOOK,
 	SCHEDULE_FIELDS,
 	SCHEDULE_KEYS,

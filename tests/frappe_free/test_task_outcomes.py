@@ -12,8 +12,9 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from btu.shared import protocol, task_outcomes
-from btu.shared.task_outcomes import DURATION, START_LAG, TaskOutcomes, field_name, record
+from btu.btu_core.insights import task_outcomes
+from btu.btu_core.insights.task_outcomes import DURATION, START_LAG, TaskOutcomes, field_name, record
+from btu.shared import protocol
 
 pytestmark = pytest.mark.versions
 
