@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from btu.devbench.data import SiteData
+from devbench.data import SiteData
 from btu.scheduler_daemon import site_reconcile
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
@@ -17,7 +17,7 @@ from tests.support.slack import patient
 BIG, OTHER = "big.localhost", "other.localhost"
 CHUNK = 10
 ROWS = 6 * CHUNK  # six chunks to compile, whatever the order the database lists them in
-FUNCTION = "btu.devbench.demo_tasks.say_hello"
+FUNCTION = "btu_demo.demo_tasks.say_hello"
 EDITS = 4
 
 
