@@ -44,16 +44,22 @@ def main() -> None:
 	store = RedisJobStore(host=parts.hostname, port=parts.port, db=int((parts.path or "/0").strip("/") or 0))
 	if args.best:
 		scheduler = BackgroundScheduler(
-			jobstores={"default": store}, executors={"default": ThreadPoolExecutor(20)},
-			job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 100}, timezone="UTC",
+			jobstores={"default": store},
+			executors={"default": ThreadPoolExecutor(20)},
+			job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 100},
+			timezone="UTC",
 		)
 	else:
 		scheduler = BackgroundScheduler(jobstores={"default": store}, timezone="UTC")
 	scheduler.start()
 	for i, first, period in json.loads(Path(args.schedules).read_text()):
 		start = datetime.fromtimestamp(first, timezone.utc)
-		trigger = DateTrigger(start) if period is None else IntervalTrigger(seconds=period, start_date=start, timezone="UTC")
-		scheduler.add_job(fire, trigger, kwargs={"i": i, "url": args.url, "queue": args.queue}, id=f"s{i}", replace_existing=True)
+		trigger = (
+			DateTrigger(start) if period is None else IntervalTrigger(seconds=period, start_date=start, timezone="UTC")
+		)
+		scheduler.add_job(
+			fire, trigger, kwargs={"i": i, "url": args.url, "queue": args.queue}, id=f"s{i}", replace_existing=True
+		)
 	redis.Redis.from_url(args.url).set(READY_KEY, "1")
 	stop = threading.Event()
 	signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -30,7 +30,12 @@ SYSTEMS = ("btu", "rqs60", "rqs1", "rqat", "aps", "apsbest")
 def summary(times: list[float], instant: float, count: int, seen: list[float] | None = None) -> dict:
 	"""Lags from `enqueued_at`; with `seen` (the observer's pop times), also when the last job could be taken."""
 	lags = sorted((t - instant) * 1000 for t in times)
-	out = {"enqueued": len(lags), "expected": count, "all_enqueued_ms": lags[-1] if len(lags) >= count else None, **common.lag_summary(lags)}
+	out = {
+		"enqueued": len(lags),
+		"expected": count,
+		"all_enqueued_ms": lags[-1] if len(lags) >= count else None,
+		**common.lag_summary(lags),
+	}
 	if seen and len(seen) >= count:
 		out["all_seen_ms"] = (max(seen) - instant) * 1000
 	return out
@@ -41,7 +46,9 @@ def run_btu(count: int, log_dir: Path) -> dict:
 	r = server.client()
 	bench = common.DevBench(server.url)
 	instant = math.ceil(time.time()) + 40
-	bench.insert_schedules([{"run_frequency": "Once", "run_at": datetime.fromtimestamp(instant, timezone.utc)} for _ in range(count)])
+	bench.insert_schedules(
+		[{"run_frequency": "Once", "run_at": datetime.fromtimestamp(instant, timezone.utc)} for _ in range(count)]
+	)
 	log = (log_dir / "btu-scheduler.log").open("w")
 	scheduler = common.start_scheduler(bench, server.url, "frappe", log=log)
 	try:
@@ -51,7 +58,11 @@ def run_btu(count: int, log_dir: Path) -> dict:
 		observer = Observer(r, bench.queue).start()
 		time.sleep(instant + 10 - time.time())
 		fires = observer.stop()
-		return {"system": "BTU", "settings": "defaults (executor frappe)", **summary([t for _, t in fires], instant, count, [t for _, t in observer.seen])}
+		return {
+			"system": "BTU",
+			"settings": "defaults (executor frappe)",
+			**summary([t for _, t in fires], instant, count, [t for _, t in observer.seen]),
+		}
 	finally:
 		common.stop(scheduler)
 		log.close()
@@ -107,17 +118,41 @@ def main() -> None:
 			rows.append(run_btu(args.count, log_dir) if key == "btu" else run_peer(key, args.count, log_dir))
 		except Exception as exc:
 			rows.append({"system": key, "settings": "", "note": f"failed: {type(exc).__name__}: {exc}"})
-	rows.append({"system": "RQ cron", "settings": "", "note": "cannot do it: no one-shot jobs, cron is minute-precision"})
+	rows.append(
+		{"system": "RQ cron", "settings": "", "note": "cannot do it: no one-shot jobs, cron is minute-precision"}
+	)
 	rows = common.merge_previous("burst", rows, ("system", "settings"))
 	text = common.table(
-		["system", "settings", "enqueued", "all enqueued after ms", "all seen after ms", "p50 ms", "p99 ms", "max ms", "note"],
 		[
-			[r["system"], r["settings"], r.get("enqueued"), r.get("all_enqueued_ms"), r.get("all_seen_ms"), r.get("p50_ms"), r.get("p99_ms"), r.get("max_ms"), r.get("note", "")]
+			"system",
+			"settings",
+			"enqueued",
+			"all enqueued after ms",
+			"all seen after ms",
+			"p50 ms",
+			"p99 ms",
+			"max ms",
+			"note",
+		],
+		[
+			[
+				r["system"],
+				r["settings"],
+				r.get("enqueued"),
+				r.get("all_enqueued_ms"),
+				r.get("all_seen_ms"),
+				r.get("p50_ms"),
+				r.get("p99_ms"),
+				r.get("max_ms"),
+				r.get("note", ""),
+			]
 			for r in rows
 		],
 	)
 	print(text)
-	path = common.write_result("burst", {"args": vars(args), "rows": rows, "table": text, "targets": {"btu_all_enqueued_ms": 1000}})
+	path = common.write_result(
+		"burst", {"args": vars(args), "rows": rows, "table": text, "targets": {"btu_all_enqueued_ms": 1000}}
+	)
 	print(f"\nwrote {path} (logs in {log_dir})")
 
 

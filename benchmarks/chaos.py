@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import common  # noqa: E402
 from benchmarks.observe import parse_time  # noqa: E402
 from benchmarks.peers import new_log_dir  # noqa: E402
-from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import parse_job_id  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 from tests.reliability.test_corrupt_state import CASES  # noqa: E402
 from tests.support.sentinel import SERVICE, SentinelTopology  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
@@ -117,10 +117,15 @@ class SentinelRedis:
 
 	def configure(self, bench) -> None:
 		common_config = Path(bench.path) / "sites" / "common_site_config.json"
-		common_config.write_text(json.dumps({**json.loads(common_config.read_text()), **self.topology.common_config()}, indent=1))
+		common_config.write_text(
+			json.dumps({**json.loads(common_config.read_text()), **self.topology.common_config()}, indent=1)
+		)
 
 	def faults(self, start: float, end: float) -> list[tuple[float, str, object]]:
-		return [(start + (k - 0.5) * (end - start) / self.failovers, "master_failover", self.failover) for k in range(1, self.failovers + 1)]
+		return [
+			(start + (k - 0.5) * (end - start) / self.failovers, "master_failover", self.failover)
+			for k in range(1, self.failovers + 1)
+		]
 
 	def failover(self) -> dict:
 		old = self.topology.kill_master()
@@ -151,8 +156,12 @@ def main() -> None:
 	parser.add_argument("--minutes", type=float, default=10)
 	parser.add_argument("--seed", type=int, default=None)
 	parser.add_argument("--corrupt-every", type=float, default=20, help="seconds between state corruptions (0: none)")
-	parser.add_argument("--sentinel", action="store_true", help="a Sentinel topology; master failovers instead of the Redis restart")
-	parser.add_argument("--failovers", type=int, default=2, help="with --sentinel: master SIGKILLs over the run (default 2)")
+	parser.add_argument(
+		"--sentinel", action="store_true", help="a Sentinel topology; master failovers instead of the Redis restart"
+	)
+	parser.add_argument(
+		"--failovers", type=int, default=2, help="with --sentinel: master SIGKILLs over the run (default 2)"
+	)
 	args = parser.parse_args()
 	rng = random.Random(args.seed)
 	log_dir = new_log_dir("chaos")
@@ -161,10 +170,18 @@ def main() -> None:
 	proxy.up()
 	bench = common.DevBench(server.url, db_host="127.0.0.1", db_port=proxy.port)
 	server.configure(bench)
-	bench.insert_schedules([
-		{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": 1000, "catch_up_window": 86400}
-		for _ in range(SCHEDULES)
-	])
+	bench.insert_schedules(
+		[
+			{
+				"run_frequency": "Cron Style",
+				"cron_string": "* * * * * *",
+				"catch_up_policy": "fire_all",
+				"catch_up_max": 1000,
+				"catch_up_window": 86400,
+			}
+			for _ in range(SCHEDULES)
+		]
+	)
 	r = server.client()
 	schedulers: list = []
 	serial = 0
@@ -173,7 +190,11 @@ def main() -> None:
 		nonlocal serial
 		serial += 1
 		url = server.url if server.scheduler_url_is_own else None
-		schedulers.append(common.start_scheduler(bench, url, "rq", ["--log-level", "INFO"], log=open(log_dir / f"scheduler-{serial}.log", "w")))
+		schedulers.append(
+			common.start_scheduler(
+				bench, url, "rq", ["--log-level", "INFO"], log=open(log_dir / f"scheduler-{serial}.log", "w")
+			)
+		)
 
 	events: list[dict] = []
 	try:
@@ -252,28 +273,67 @@ def main() -> None:
 			event["offset_s"] = round(event["at"] - start, 1)
 		all_lags = [lag for _, lag in lags]
 		result = {
-			"minutes": args.minutes, "schedules": SCHEDULES, "fires_per_s": SCHEDULES, "seed": args.seed,
-			"window_slots": len(expected) * len(names), "jobs": len(ids), "duplicates": duplicates, "missing": len(missing),
-			"missing_sample": missing[:20], "lag": common.lag_summary(all_lags), "events": events,
+			"minutes": args.minutes,
+			"schedules": SCHEDULES,
+			"fires_per_s": SCHEDULES,
+			"seed": args.seed,
+			"window_slots": len(expected) * len(names),
+			"jobs": len(ids),
+			"duplicates": duplicates,
+			"missing": len(missing),
+			"missing_sample": missing[:20],
+			"lag": common.lag_summary(all_lags),
+			"events": events,
 			"kills": sum(1 for e in events if e["event"] == "leader_sigkill"),
 			"corruptions": sum(1 for e in events if e["event"].startswith("corrupt: ")),
-			"healthy_schedules": len(names), "released_twice": released_twice(log_dir),
+			"healthy_schedules": len(names),
+			"released_twice": released_twice(log_dir),
 		}
 	finally:
 		bench.close()
 		proxy.down()
 		server.close()
 	summary = common.table(
-		["minutes", "fires/s", "healthy slots", "jobs", "leader kills", "corruptions", "duplicates", "missing", "released twice", "lag p50 ms", "lag p99 ms", "lag max ms"],
-		[[result["minutes"], SCHEDULES, result["window_slots"], result["jobs"], result["kills"], result["corruptions"], result["duplicates"], result["missing"], result["released_twice"],
-		  result["lag"]["p50_ms"], result["lag"]["p99_ms"], result["lag"]["max_ms"]]],
+		[
+			"minutes",
+			"fires/s",
+			"healthy slots",
+			"jobs",
+			"leader kills",
+			"corruptions",
+			"duplicates",
+			"missing",
+			"released twice",
+			"lag p50 ms",
+			"lag p99 ms",
+			"lag max ms",
+		],
+		[
+			[
+				result["minutes"],
+				SCHEDULES,
+				result["window_slots"],
+				result["jobs"],
+				result["kills"],
+				result["corruptions"],
+				result["duplicates"],
+				result["missing"],
+				result["released_twice"],
+				result["lag"]["p50_ms"],
+				result["lag"]["p99_ms"],
+				result["lag"]["max_ms"],
+			]
+		],
 	)
 	per_event = common.table(
 		["t (s)", "event", "worst lag in the next 15 s (ms)", "promotion (s)"],
 		[[e["offset_s"], e["event"], e["worst_lag_ms"], e.get("promotion_s", "")] for e in events],
 	)
 	print(summary + "\n\n" + per_event)
-	path = common.write_result("chaos_sentinel" if args.sentinel else "chaos", {"args": vars(args), **result, "table": summary + "\n\n" + per_event})
+	path = common.write_result(
+		"chaos_sentinel" if args.sentinel else "chaos",
+		{"args": vars(args), **result, "table": summary + "\n\n" + per_event},
+	)
 	print(f"\nwrote {path} (scheduler logs in {log_dir})")
 	if result["duplicates"] or result["missing"]:
 		sys.exit(1)

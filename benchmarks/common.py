@@ -63,7 +63,9 @@ SCRAPE_SECONDS = 1.0
 def add_metrics_argument(parser) -> None:
 	"""`--metrics off|on|both`: BTU with its /metrics endpoint off, on and scraped every SCRAPE_SECONDS, or both side by side."""
 	parser.add_argument(
-		"--metrics", choices=("off", "on", "both"), default="off",
+		"--metrics",
+		choices=("off", "on", "both"),
+		default="off",
 		help=f"run BTU with its metrics endpoint off, on (scraped every {SCRAPE_SECONDS:g} s), or both, side by side",
 	)
 
@@ -88,7 +90,7 @@ class Scraper:
 		self.stopped = threading.Event()
 		self.thread = threading.Thread(target=self.run, daemon=True)
 
-	def start(self) -> "Scraper":
+	def start(self) -> Scraper:
 		self.thread.start()
 		return self
 
@@ -106,7 +108,9 @@ class Scraper:
 		self.thread.join()
 
 
-def start_btu(bench: "DevBench", redis_url: str | None, executor: str, metrics: bool, log=None) -> tuple[subprocess.Popen, Scraper | None]:
+def start_btu(
+	bench: DevBench, redis_url: str | None, executor: str, metrics: bool, log=None
+) -> tuple[subprocess.Popen, Scraper | None]:
 	"""BTU's scheduler, with its metrics endpoint served and scraped when `metrics`."""
 	port = free_port() if metrics else None
 	scheduler = start_scheduler(bench, redis_url, executor, ["--metrics-port", str(port)] if port else None, log=log)
@@ -118,8 +122,17 @@ def metrics_setting(metrics: bool) -> str:
 
 
 def machine() -> dict:
-	cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
-	mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+	cpu = next(
+		(
+			line.split(":", 1)[1].strip()
+			for line in Path("/proc/cpuinfo").read_text().splitlines()
+			if line.startswith("model name")
+		),
+		"?",
+	)
+	mem_kb = int(
+		next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+	)
 
 	def version(cmd: list[str]) -> str:
 		try:
@@ -157,7 +170,9 @@ class DevBench:
 		# The package `benchmarks` is an app of the bench: its hooks.py declares JOB_FUNCTION runnable.
 		self.bench = create_dev_bench(self.path, (SITE,), redis_url=redis_url, apps={"benchmarks": REPO}, **kwargs)
 		self.data = SiteData(self.bench, SITE)
-		self.task = self.data.insert_task(desc_short="benchmark task", function_string=JOB_FUNCTION, queue_name="default", max_task_duration=60)
+		self.task = self.data.insert_task(
+			desc_short="benchmark task", function_string=JOB_FUNCTION, queue_name="default", max_task_duration=60
+		)
 
 	@property
 	def queue(self) -> str:
@@ -169,7 +184,17 @@ class DevBench:
 		schema = self.data.schema("BTU Task Schedule")
 		now = self.data.now()
 		base = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
-		base.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0, "idx": 0, "task": self.task})
+		base.update(
+			{
+				"owner": ADMINISTRATOR,
+				"modified_by": ADMINISTRATOR,
+				"creation": now,
+				"modified": now,
+				"docstatus": 0,
+				"idx": 0,
+				"task": self.task,
+			}
+		)
 		columns = [col.name for col in schema.columns]
 		names = []
 		values = []
@@ -192,17 +217,34 @@ class DevBench:
 		drop_dev_bench(self.path)
 
 
-def scheduler_command(bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None) -> list[str]:
+def scheduler_command(
+	bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None
+) -> list[str]:
 	"""`redis_url` None: the bench's own (its redis_queue, or its Sentinel settings)."""
 	return [
-		sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench.path), *(["--redis-url", redis_url] if redis_url else []),
-		"--executor", executor, "--log-level", "WARNING", *(extra or []),
+		sys.executable,
+		"-m",
+		"btu.scheduler_daemon",
+		"run",
+		"--bench",
+		str(bench.path),
+		*(["--redis-url", redis_url] if redis_url else []),
+		"--executor",
+		executor,
+		"--log-level",
+		"WARNING",
+		*(extra or []),
 	]
 
 
-def start_scheduler(bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None, log=None) -> subprocess.Popen:
+def start_scheduler(
+	bench: DevBench, redis_url: str | None, executor: str = "rq", extra: list[str] | None = None, log=None
+) -> subprocess.Popen:
 	return subprocess.Popen(
-		scheduler_command(bench, redis_url, executor, extra), cwd=REPO, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+		scheduler_command(bench, redis_url, executor, extra),
+		cwd=REPO,
+		stdout=log or subprocess.DEVNULL,
+		stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
 	)
 
 
@@ -311,7 +353,12 @@ def merge_previous(name: str, rows: list[dict], key: tuple[str, ...]) -> list[di
 def write_result(name: str, data: dict) -> Path:
 	RESULTS.mkdir(parents=True, exist_ok=True)
 	path = RESULTS / f"{name}.json"
-	data = {"benchmark": name, "ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(), **data}
+	data = {
+		"benchmark": name,
+		"ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+		"machine": machine(),
+		**data,
+	}
 	path.write_text(json.dumps(data, indent=1, default=str) + "\n")
 	return path
 

@@ -35,7 +35,9 @@ def main() -> None:
 	parser.add_argument("--sites", type=int, default=2)
 	parser.add_argument("--schedules", type=int, default=10000, help="schedules per site")
 	parser.add_argument("--edits", type=int, default=40)
-	parser.add_argument("--source", help="a checkout whose btu/ is imported instead of this one's (the bench is made by this one)")
+	parser.add_argument(
+		"--source", help="a checkout whose btu/ is imported instead of this one's (the bench is made by this one)"
+	)
 	args = parser.parse_args()
 	sys.path.insert(0, str(REPO))
 	from benchmarks import common
@@ -69,15 +71,20 @@ def main() -> None:
 
 
 def measure(bench, redis_server, edits: int) -> dict:
+	from btu.scheduler_daemon import reconcile
 	from btu.scheduler_daemon.connections import Connections
 	from btu.scheduler_daemon.database import connect
-	from btu.scheduler_daemon import reconcile
 	from btu.scheduler_daemon.reconcile import Reconciler
 	from btu.scheduler_daemon.state import State
 
 	r = redis_server.client()
 	reconciler = Reconciler(
-		bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=Connections(connect, 4, 60.0),
+		bench.path,
+		State(r),
+		"frappe",
+		lambda: datetime.now(timezone.utc),
+		lambda: None,
+		connections=Connections(connect, 4, 60.0),
 	)
 	started = time.perf_counter()
 	reconciler.full()

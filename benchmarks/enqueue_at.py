@@ -113,13 +113,17 @@ def scheduler_running(bench: Path):
 	log = open("/tmp/btu-bench-enqueue-at-scheduler.log", "w")
 	scheduler = subprocess.Popen(
 		[sys.executable, "-m", "btu.scheduler_daemon", "run", "--bench", str(bench), "--executor", "frappe"],
-		cwd=bench, stdout=log, stderr=subprocess.STDOUT,
+		cwd=bench,
+		stdout=log,
+		stderr=subprocess.STDOUT,
 	)
 	try:
 		deadline = time.monotonic() + 30
 		while not scheduler_link.send(protocol.PING).ok:
 			if time.monotonic() > deadline or scheduler.poll() is not None:
-				raise SystemExit("the scheduler did not answer a ping within 30 s; see /tmp/btu-bench-enqueue-at-scheduler.log")
+				raise SystemExit(
+					"the scheduler did not answer a ping within 30 s; see /tmp/btu-bench-enqueue-at-scheduler.log"
+				)
 			time.sleep(0.2)
 		yield
 	finally:
@@ -128,11 +132,12 @@ def scheduler_running(bench: Path):
 
 
 def fire_lags(frappe, k: int, spread: float) -> list[float]:
+	from frappe.utils.background_jobs import get_queue
+	from rq.job import Job
+
 	import btu
 	from btu.shared.job_contract import run_of
 	from btu.shared.run_kind import RunKind
-	from frappe.utils.background_jobs import get_queue
-	from rq.job import Job
 
 	clear_queue(frappe)
 	start = datetime.now(timezone.utc) + timedelta(seconds=3)
@@ -172,9 +177,19 @@ def main() -> None:
 	print("calls from one process, a BTU scheduler running")
 	print(table(["call", "n", "calls/s", "ms per call"], rows))
 	summary = lag_summary(lags)
-	print(f"\nfire lag of {args.fires} enqueue_at requests at random milliseconds over {args.spread_secs:.0f} s (job enqueued_at - moment asked)")
-	print(table(["count", "p50 ms", "p90 ms", "p99 ms", "max ms"], [[summary["count"], summary["p50_ms"], summary["p90_ms"], summary["p99_ms"], summary["max_ms"]]]))
-	path = write_result("enqueue_at", {"calls": [dict(zip(["call", "n", "calls_per_s", "ms_per_call"], row)) for row in rows], "fire_lag": summary})
+	print(
+		f"\nfire lag of {args.fires} enqueue_at requests at random milliseconds over {args.spread_secs:.0f} s (job enqueued_at - moment asked)"
+	)
+	print(
+		table(
+			["count", "p50 ms", "p90 ms", "p99 ms", "max ms"],
+			[[summary["count"], summary["p50_ms"], summary["p90_ms"], summary["p99_ms"], summary["max_ms"]]],
+		)
+	)
+	path = write_result(
+		"enqueue_at",
+		{"calls": [dict(zip(["call", "n", "calls_per_s", "ms_per_call"], row)) for row in rows], "fire_lag": summary},
+	)
 	print(f"\n(written to {path})")
 	frappe.destroy()
 

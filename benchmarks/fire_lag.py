@@ -35,7 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import common  # noqa: E402
 from benchmarks.observe import Observer, anchored_on_first_fire, collect, slot_lags  # noqa: E402
 from benchmarks.peers import (  # noqa: E402
-	BIN, QUEUE_KEY, APScheduler, Peer, RqCron, RqOwnScheduler, RqScheduler, Schedule, new_log_dir, popen,
+	BIN,
+	QUEUE_KEY,
+	APScheduler,
+	Peer,
+	RqCron,
+	RqOwnScheduler,
+	RqScheduler,
+	Schedule,
+	new_log_dir,
+	popen,
 )
 
 SYSTEMS = ("btu", "rqs60", "rqs1", "rqat", "rqcron", "aps", "apsbest")
@@ -60,11 +69,20 @@ def schedules_for(scenario: dict, t0: float) -> list[Schedule]:
 	return [Schedule(i, t0 + i % scenario["stagger"], scenario["period"]) for i in range(scenario["count"])]
 
 
-def summarise(system: str, settings: str, scenario_name: str, schedules, enq, started, start, end, note="", seen=None) -> dict:
+def summarise(
+	system: str, settings: str, scenario_name: str, schedules, enq, started, start, end, note="", seen=None
+) -> dict:
 	e = slot_lags(schedules, enq, start, end)
 	row = {
-		"system": system, "settings": settings, "scenario": scenario_name, "slots": e["slots"], "unserved": e["unserved"],
-		"fires": e["fires"], "enqueue": common.lag_summary(e["lags"]), "note": note, "enqueue_lags": e["lags"],
+		"system": system,
+		"settings": settings,
+		"scenario": scenario_name,
+		"slots": e["slots"],
+		"unserved": e["unserved"],
+		"fires": e["fires"],
+		"enqueue": common.lag_summary(e["lags"]),
+		"note": note,
+		"enqueue_lags": e["lags"],
 	}
 	for key, times in (("seen", seen), ("start", started)):
 		if times is not None:
@@ -72,12 +90,16 @@ def summarise(system: str, settings: str, scenario_name: str, schedules, enq, st
 	return row
 
 
-def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds: float, log_dir: Path, metrics: bool = False) -> dict:
+def run_btu(
+	bench: common.DevBench, scenario_name: str, scenario: dict, seconds: float, log_dir: Path, metrics: bool = False
+) -> dict:
 	count, period, stagger = scenario["count"], scenario["period"], scenario["stagger"]
 	with bench.data.conn.cursor() as cur:
 		cur.execute("DELETE FROM `tabBTU Task Schedule`")
 	cron = (lambda i: "* * * * * *") if period == 1 else (lambda i: f"{i % stagger}/{period} * * * * *")
-	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": cron(i), "argument_overrides": {"i": i}} for i in range(count)])
+	bench.insert_schedules(
+		[{"run_frequency": "Cron Style", "cron_string": cron(i), "argument_overrides": {"i": i}} for i in range(count)]
+	)
 	server = common.start_redis()
 	r = server.client()
 	scheduler, scraper = common.start_btu(bench, server.url, "rq", metrics, log=open(log_dir / "btu.log", "w"))
@@ -85,7 +107,18 @@ def run_btu(bench: common.DevBench, scenario_name: str, scenario: dict, seconds:
 	try:
 		common.wait_for_schedules(r, count)
 		if scenario["worker"]:
-			worker = popen([str(BIN / "rq"), "worker", "--url", server.url, "-w", "rq.worker.SimpleWorker", bench.bench.queue_name("default")], log_dir / "btu-worker.log")
+			worker = popen(
+				[
+					str(BIN / "rq"),
+					"worker",
+					"--url",
+					server.url,
+					"-w",
+					"rq.worker.SimpleWorker",
+					bench.bench.queue_name("default"),
+				],
+				log_dir / "btu-worker.log",
+			)
 		else:
 			observer = Observer(r, bench.queue).start()
 		# Schedule i's cron fires at seconds congruent to i mod stagger, so the first slot must be a multiple of it.
@@ -113,7 +146,10 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 	if scenario["stagger"] > 1 and not peer.can_stagger:
 		server.close()
 		return {
-			"system": peer.name, "settings": peer.settings, "scenario": scenario_name, "slots": None,
+			"system": peer.name,
+			"settings": peer.settings,
+			"scenario": scenario_name,
+			"slots": None,
 			"note": "cannot do it: interval jobs all start with the process (no per-schedule offset) and cron is minute-precision",
 		}
 	count = scenario["count"]
@@ -141,10 +177,23 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 		enq, started, seen = collect(r, observer if not use_worker else None)
 		if not peer.can_stagger:
 			schedules = anchored_on_first_fire(schedules, enq, t0)
-			note = (note + "; " if note else "") + "slots counted from each job's first fire (RQ cron picks its own start)"
+			note = (
+				note + "; " if note else ""
+			) + "slots counted from each job's first fire (RQ cron picks its own start)"
 		if peer.runs_worker and not scenario["worker"]:
 			note = (note + "; " if note else "") + "its scheduler runs inside the worker, so a worker runs the jobs too"
-		return summarise(peer.name, peer.settings, scenario_name, schedules, enq, started if scenario["worker"] else None, t0, end, note, seen)
+		return summarise(
+			peer.name,
+			peer.settings,
+			scenario_name,
+			schedules,
+			enq,
+			started if scenario["worker"] else None,
+			t0,
+			end,
+			note,
+			seen,
+		)
 	finally:
 		peer.stop()
 		if worker:
@@ -154,19 +203,50 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 
 def print_table(rows: list[dict]) -> str:
 	headers = [
-		"scenario", "system", "settings", "slots", "unserved", "fires", "enq p50 ms", "enq p90", "enq p99", "enq max",
-		"seen p50 ms", "seen p99", "seen max", "start p50 ms", "start p99", "start max", "note",
+		"scenario",
+		"system",
+		"settings",
+		"slots",
+		"unserved",
+		"fires",
+		"enq p50 ms",
+		"enq p90",
+		"enq p99",
+		"enq max",
+		"seen p50 ms",
+		"seen p99",
+		"seen max",
+		"start p50 ms",
+		"start p99",
+		"start max",
+		"note",
 	]
 	out = []
 	for row in rows:
 		e = row.get("enqueue") or {}
 		v = row.get("seen") or {}
 		s = row.get("start") or {}
-		out.append([
-			row["scenario"], row["system"], row["settings"], row.get("slots"), row.get("unserved"), row.get("fires"),
-			e.get("p50_ms"), e.get("p90_ms"), e.get("p99_ms"), e.get("max_ms"), v.get("p50_ms"), v.get("p99_ms"), v.get("max_ms"),
-			s.get("p50_ms"), s.get("p99_ms"), s.get("max_ms"), row.get("note", ""),
-		])
+		out.append(
+			[
+				row["scenario"],
+				row["system"],
+				row["settings"],
+				row.get("slots"),
+				row.get("unserved"),
+				row.get("fires"),
+				e.get("p50_ms"),
+				e.get("p90_ms"),
+				e.get("p99_ms"),
+				e.get("max_ms"),
+				v.get("p50_ms"),
+				v.get("p99_ms"),
+				v.get("max_ms"),
+				s.get("p50_ms"),
+				s.get("p99_ms"),
+				s.get("max_ms"),
+				row.get("note", ""),
+			]
+		)
 	text = common.table(headers, out)
 	print(text)
 	return text
@@ -183,7 +263,11 @@ def plot(rows: list[dict], path: Path) -> None:
 			lags = sorted(row.get("enqueue_lags") or [])
 			if row["scenario"] != scenario or not lags:
 				continue
-			ax.plot([max(v, 0.01) for v in lags], [(k + 1) / len(lags) for k in range(len(lags))], label=f"{row['system']} {row['settings']}")
+			ax.plot(
+				[max(v, 0.01) for v in lags],
+				[(k + 1) / len(lags) for k in range(len(lags))],
+				label=f"{row['system']} {row['settings']}",
+			)
 		ax.set_xscale("log")
 		ax.set_xlabel("lag from slot to enqueued_at (ms, log)")
 		ax.set_ylabel("fraction of slots")
@@ -196,10 +280,16 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-	parser.add_argument("--seconds", type=float, default=25, help="duration of the 100x1s scenario per system (default 25)")
-	parser.add_argument("--seconds-10k", type=float, default=12, help="duration of the 10kx10s scenario per system (default 12)")
+	parser.add_argument(
+		"--seconds", type=float, default=25, help="duration of the 100x1s scenario per system (default 25)"
+	)
+	parser.add_argument(
+		"--seconds-10k", type=float, default=12, help="duration of the 10kx10s scenario per system (default 12)"
+	)
 	common.add_systems_argument(parser, SYSTEMS)
-	parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}")
+	parser.add_argument(
+		"--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}"
+	)
 	common.add_metrics_argument(parser)
 	args = parser.parse_args()
 	systems = [s for s in args.systems.split(",") if s]
@@ -219,7 +309,12 @@ def main() -> None:
 						else:
 							row = run_peer(system, name, scenario, seconds, log_dir)
 					except Exception as exc:  # one system failing must not lose the others' figures
-						row = {"system": system, "settings": "", "scenario": name, "note": f"failed: {type(exc).__name__}: {exc}"}
+						row = {
+							"system": system,
+							"settings": "",
+							"scenario": name,
+							"note": f"failed: {type(exc).__name__}: {exc}",
+						}
 					row["seconds"] = seconds
 					rows.append(row)
 	finally:
@@ -234,7 +329,11 @@ def main() -> None:
 	rows = common.merge_previous("fire_lag", rows, ("system", "settings", "scenario"))
 	text = print_table(rows)
 	path = common.write_result("fire_lag", {"args": vars(args), "rows": rows, "table": text})
-	print(f"\nwrote {path}" + (f" and {png}" if complete else f"; {png} is left from the last full run") + f" (logs in {log_dir})")
+	print(
+		f"\nwrote {path}"
+		+ (f" and {png}" if complete else f"; {png} is left from the last full run")
+		+ f" (logs in {log_dir})"
+	)
 
 
 if __name__ == "__main__":

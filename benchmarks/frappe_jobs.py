@@ -68,7 +68,11 @@ class Processes:
 	def start(self, name: str, args: list[str], cwd: Path) -> subprocess.Popen:
 		log = open(self.log_dir / f"{name}.log", "w")
 		process = subprocess.Popen(
-			[self.python, *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+			[self.python, *args],
+			cwd=cwd,
+			stdout=log,
+			stderr=subprocess.STDOUT,
+			env={**os.environ, "PYTHONUNBUFFERED": "1"},
 		)
 		self.started[name] = process
 		return process
@@ -140,14 +144,21 @@ class Benchmark:
 				print(f"warning: {key}={frappe.conf.get(key)} in the site's config", file=sys.stderr)
 		frappe.db.set_single_value("System Settings", "enable_scheduler", 1)
 		# An active site: Frappe's scheduler runs a dormant site's jobs once a day.
-		frappe.get_doc({"doctype": "Activity Log", "subject": "btu benchmark scheduled_jobs", "status": "Success"}).insert(ignore_permissions=True)
+		frappe.get_doc(
+			{"doctype": "Activity Log", "subject": "btu benchmark scheduled_jobs", "status": "Success"}
+		).insert(ignore_permissions=True)
 		from frappe.utils import scheduler as frappe_scheduler
 
 		getattr(frappe_scheduler.schedule_jobs_based_on_activity, "clear_cache", lambda: None)()
 		self.set_switch(0)
 		self.remove_job_types()
-		for method, fields in ((EVERY_MINUTE, {"frequency": "Cron", "cron_format": "* * * * *"}), (ALL, {"frequency": "All"})):
-			job = frappe.get_doc({"doctype": "Scheduled Job Type", "method": method, "create_log": 1, **fields}).insert(ignore_permissions=True)
+		for method, fields in (
+			(EVERY_MINUTE, {"frequency": "Cron", "cron_format": "* * * * *"}),
+			(ALL, {"frequency": "All"}),
+		):
+			job = frappe.get_doc({"doctype": "Scheduled Job Type", "method": method, "create_log": 1, **fields}).insert(
+				ignore_permissions=True
+			)
 			self.job_types[method] = job.name
 			self.created[method] = time.time()
 		frappe.cache().delete_value(FRAPPE_JOB_PROBES)
@@ -170,7 +181,9 @@ class Benchmark:
 					self.set_switch(self.saved["fire_frappe_jobs"] or 0)
 				self.remove_job_types()
 				if "enable_scheduler" in self.saved:
-					frappe.db.set_single_value("System Settings", "enable_scheduler", self.saved["enable_scheduler"] or 0)
+					frappe.db.set_single_value(
+						"System Settings", "enable_scheduler", self.saved["enable_scheduler"] or 0
+					)
 				frappe.db.commit()
 			finally:
 				frappe.destroy()
@@ -220,13 +233,21 @@ class Benchmark:
 			if time.monotonic() > deadline:
 				raise RuntimeError("Frappe's scheduler process did not take its lock within 30 s")
 			time.sleep(0.2)
-		self.processes.start("frappe-worker", ["-m", "frappe.utils.bench_helper", "frappe", "worker", "--queue", "default,short,long"], cwd=sites)
+		self.processes.start(
+			"frappe-worker",
+			["-m", "frappe.utils.bench_helper", "frappe", "worker", "--queue", "default,short,long"],
+			cwd=sites,
+		)
 		phase_a = (start, start + self.args.minutes * 60 + 2 * MARGIN)
 		self.wait(phase_a[1])
 		self.phases.append(("Frappe's scheduler", *phase_a))
 
 		print(f"phase B (BTU) starts at {iso(time.time())}")
-		self.processes.start("btu-scheduler", ["-m", "btu.scheduler_daemon", "run", "--bench", str(self.bench), "--executor", "frappe"], cwd=self.bench)
+		self.processes.start(
+			"btu-scheduler",
+			["-m", "btu.scheduler_daemon", "run", "--bench", str(self.bench), "--executor", "frappe"],
+			cwd=self.bench,
+		)
 		deadline = time.monotonic() + 60
 		while not scheduler_link.send(protocol.PING).ok:
 			self.processes.check_alive()
@@ -294,14 +315,20 @@ def cron_slots(cron: str, zone: str, start: float, end: float) -> list[float]:
 		slots.append(slot)
 
 
-def analyse(records: list[dict], phases, crons: dict[str, str], zone: str, created: dict[str, float]) -> tuple[list[dict], list[str]]:
+def analyse(
+	records: list[dict], phases, crons: dict[str, str], zone: str, created: dict[str, float]
+) -> tuple[list[dict], list[str]]:
 	rows, notes = [], []
 	first = min(p[1] for p in phases)
 	last = max(p[2] for p in phases)
 	for method, cron in crons.items():
-		runs = sorted((r for r in records if r["method"] == method and r.get("enqueued_at")), key=lambda r: r["enqueued_at"])
+		runs = sorted(
+			(r for r in records if r["method"] == method and r.get("enqueued_at")), key=lambda r: r["enqueued_at"]
+		)
 		# Every slot from before the first run to after the last, to place each run in its slot.
-		slots = cron_slots(cron, zone, min([first, created[method]] + [r["enqueued_at"] for r in runs]) - 86400 / 24, last + 3600)
+		slots = cron_slots(
+			cron, zone, min([first, created[method]] + [r["enqueued_at"] for r in runs]) - 86400 / 24, last + 3600
+		)
 		by_slot: dict[float, list[dict]] = {}
 		previous_start = created[method]
 		for run in runs:
@@ -314,7 +341,10 @@ def analyse(records: list[dict], phases, crons: dict[str, str], zone: str, creat
 			by_slot.setdefault(run["slot"], []).append(run)
 		twice = {slot: group for slot, group in by_slot.items() if len(group) > 1}
 		for slot, group in sorted(twice.items()):
-			notes.append(f"{method.rsplit('.', 1)[1]}: slot {iso(slot)} ran {len(group)} times: " + ", ".join(f"enqueued {iso(r['enqueued_at'])} job {r['job_id']}" for r in group))
+			notes.append(
+				f"{method.rsplit('.', 1)[1]}: slot {iso(slot)} ran {len(group)} times: "
+				+ ", ".join(f"enqueued {iso(r['enqueued_at'])} job {r['job_id']}" for r in group)
+			)
 		for phase, start, end in phases:
 			measured = [s for s in slots if start + MARGIN <= s <= end - MARGIN]
 			mine = [r for s in measured for r in by_slot.get(s, [])]
@@ -322,20 +352,25 @@ def analyse(records: list[dict], phases, crons: dict[str, str], zone: str, creat
 			to_slot = [r["enqueued_at"] - r["slot"] for r in mine]
 			from_due = [r["enqueued_at"] - r["due"] for r in mine]
 			to_start = [r["ran_at"] - r["slot"] for r in mine]
-			rows.append({
-				"scheduler": phase,
-				"job_type": f"{method.rsplit('.', 1)[1]} ({cron})",
-				"slots_measured": len(measured),
-				"runs": len(mine),
-				"runs_outside_measured_slots": len(in_phase) - len(mine),
-				"missed": sum(1 for s in measured if s not in by_slot),
-				"duplicates": sum(len(by_slot[s]) - 1 for s in measured if s in by_slot),
-				"lag_to_slot_s": summary(to_slot),
-				"lag_from_due_s": summary(from_due),
-				"slot_to_start_s": summary(to_start),
-				"window": [iso(start), iso(end)],
-				"runs_detail": [{k: (iso(v) if k in ("enqueued_at", "ran_at", "slot", "due") else v) for k, v in r.items()} for r in in_phase],
-			})
+			rows.append(
+				{
+					"scheduler": phase,
+					"job_type": f"{method.rsplit('.', 1)[1]} ({cron})",
+					"slots_measured": len(measured),
+					"runs": len(mine),
+					"runs_outside_measured_slots": len(in_phase) - len(mine),
+					"missed": sum(1 for s in measured if s not in by_slot),
+					"duplicates": sum(len(by_slot[s]) - 1 for s in measured if s in by_slot),
+					"lag_to_slot_s": summary(to_slot),
+					"lag_from_due_s": summary(from_due),
+					"slot_to_start_s": summary(to_start),
+					"window": [iso(start), iso(end)],
+					"runs_detail": [
+						{k: (iso(v) if k in ("enqueued_at", "ran_at", "slot", "due") else v) for k, v in r.items()}
+						for r in in_phase
+					],
+				}
+			)
 	return rows, notes
 
 
@@ -351,15 +386,38 @@ def seconds(value) -> str:
 
 def print_table(rows: list[dict]) -> str:
 	headers = [
-		"scheduler", "job type", "slots", "runs", "missed", "duplicates",
-		"lag to slot p50", "p90", "max", "lag from due p50", "p90", "max", "worker start p50",
+		"scheduler",
+		"job type",
+		"slots",
+		"runs",
+		"missed",
+		"duplicates",
+		"lag to slot p50",
+		"p90",
+		"max",
+		"lag from due p50",
+		"p90",
+		"max",
+		"worker start p50",
 	]
-	cells = [[
-		r["scheduler"], r["job_type"], r["slots_measured"], r["runs"], r["missed"], r["duplicates"],
-		seconds(r["lag_to_slot_s"]["p50"]), seconds(r["lag_to_slot_s"]["p90"]), seconds(r["lag_to_slot_s"]["max"]),
-		seconds(r["lag_from_due_s"]["p50"]), seconds(r["lag_from_due_s"]["p90"]), seconds(r["lag_from_due_s"]["max"]),
-		seconds(r["slot_to_start_s"]["p50"]),
-	] for r in rows]
+	cells = [
+		[
+			r["scheduler"],
+			r["job_type"],
+			r["slots_measured"],
+			r["runs"],
+			r["missed"],
+			r["duplicates"],
+			seconds(r["lag_to_slot_s"]["p50"]),
+			seconds(r["lag_to_slot_s"]["p90"]),
+			seconds(r["lag_to_slot_s"]["max"]),
+			seconds(r["lag_from_due_s"]["p50"]),
+			seconds(r["lag_from_due_s"]["p90"]),
+			seconds(r["lag_from_due_s"]["max"]),
+			seconds(r["slot_to_start_s"]["p50"]),
+		]
+		for r in rows
+	]
 	return table(headers, cells)
 
 
@@ -369,9 +427,18 @@ def plot(rows: list[dict], path: Path) -> Path | None:
 		return None
 	figure, axis = plt.subplots(figsize=(9, 4.5))
 	for row in rows:
-		lags = sorted(datetime.fromisoformat(r["enqueued_at"]).timestamp() - datetime.fromisoformat(r["due"]).timestamp() for r in row["runs_detail"] if "due" in r)
+		lags = sorted(
+			datetime.fromisoformat(r["enqueued_at"]).timestamp() - datetime.fromisoformat(r["due"]).timestamp()
+			for r in row["runs_detail"]
+			if "due" in r
+		)
 		if lags:
-			axis.step(lags, [(i + 1) / len(lags) for i in range(len(lags))], where="post", label=f"{row['scheduler']}: {row['job_type']}")
+			axis.step(
+				lags,
+				[(i + 1) / len(lags) for i in range(len(lags))],
+				where="post",
+				label=f"{row['scheduler']}: {row['job_type']}",
+			)
 	axis.set_xscale("symlog", linthresh=0.01)
 	axis.set_xlabel("enqueued_at - due moment (s)")
 	axis.set_ylabel("fraction of runs")
@@ -397,12 +464,18 @@ def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 	parser.add_argument("--bench", type=Path, default=Path(os.environ.get("BTU_BENCH", Path.home() / "frappe-bench")))
 	parser.add_argument("--site", default=os.environ.get("BTU_SITE", "test.localhost"))
-	parser.add_argument("--minutes", type=int, default=8, help="measured minutes per phase (each phase runs 2 minutes more)")
-	parser.add_argument("--private-redis", action="store_true", help="run the bench on a redis-server of its own meanwhile")
+	parser.add_argument(
+		"--minutes", type=int, default=8, help="measured minutes per phase (each phase runs 2 minutes more)"
+	)
+	parser.add_argument(
+		"--private-redis", action="store_true", help="run the bench on a redis-server of its own meanwhile"
+	)
 	parser.add_argument("--json", type=Path, default=RESULTS / "scheduled_jobs.json")
 	parser.add_argument("--plot", type=Path, default=RESULTS / "scheduled_jobs.png")
 	parser.add_argument("--log-dir", default="/tmp/btu-bench-frappe-jobs")
-	parser.add_argument("--reanalyse", type=Path, help="print the table again from a JSON this script wrote (no bench needed)")
+	parser.add_argument(
+		"--reanalyse", type=Path, help="print the table again from a JSON this script wrote (no bench needed)"
+	)
 	args = parser.parse_args()
 	args.json, args.plot = args.json.resolve(), args.plot.resolve()
 	if args.reanalyse:
@@ -424,7 +497,8 @@ def main() -> None:
 			"frappe": frappe.__version__,
 			"site_time_zone": zone,
 			"scheduler_interval_s": benchmark.interval_minutes() * 60,
-			"scheduler_tick_interval": frappe.get_conf().scheduler_tick_interval or "240 (v16 default, clock-aligned) / 60 (v15)",
+			"scheduler_tick_interval": frappe.get_conf().scheduler_tick_interval
+			or "240 (v16 default, clock-aligned) / 60 (v15)",
 		}
 		benchmark.run()
 		records = benchmark.records()
@@ -436,14 +510,20 @@ def main() -> None:
 		benchmark.teardown()
 
 	rows, notes = analyse(records, benchmark.phases, crons, zone, benchmark.created)
-	print(f"\nScheduled Job Types fired by Frappe's scheduler, then by BTU, on {args.site} (Frappe {versions['frappe']}, zone {zone})")
+	print(
+		f"\nScheduled Job Types fired by Frappe's scheduler, then by BTU, on {args.site} (Frappe {versions['frappe']}, zone {zone})"
+	)
 	print(print_table(rows))
-	print("\nlag to slot: enqueued_at - the latest slot at or before it; lag from due: enqueued_at - the first slot after")
+	print(
+		"\nlag to slot: enqueued_at - the latest slot at or before it; lag from due: enqueued_at - the first slot after"
+	)
 	print("the previous run (or the phase) started; worker start: the probe's start - its slot (one worker).")
 	print(f"\nruns recorded: {len(records)}; Scheduled Job Logs: {logs}")
 	for row in rows:
 		if row["runs_outside_measured_slots"]:
-			print(f"{row['scheduler']} / {row['job_type']}: {row['runs_outside_measured_slots']} run(s) in the phase's first/last minute (not measured)")
+			print(
+				f"{row['scheduler']} / {row['job_type']}: {row['runs_outside_measured_slots']} run(s) in the phase's first/last minute (not measured)"
+			)
 	for note in notes:
 		print(f"SLOT RUN TWICE: {note}")
 	print(f"\nBTU scheduler lines naming frappe-job: {len(btu_fires)}")
@@ -459,11 +539,25 @@ def main() -> None:
 	import rq
 
 	data = {
-		"benchmark": "scheduled_jobs", "ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-		"machine": machine(), "versions": {**versions, "rq": rq.__version__}, "command": " ".join(sys.argv),
-		"phases": [{"scheduler": p, "start": iso(s), "end": iso(e), "start_epoch": s, "end_epoch": e} for p, s, e in benchmark.phases],
-		"raw": {"records": [{k: r[k] for k in ("method", "job_id", "enqueued_at", "ran_at")} for r in records], "crons": crons, "created": benchmark.created},
-		"rows": rows, "slots_run_twice": notes, "scheduled_job_logs": logs, "btu_scheduler_lines": btu_fires, "notable_log_lines": notable,
+		"benchmark": "scheduled_jobs",
+		"ran_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+		"machine": machine(),
+		"versions": {**versions, "rq": rq.__version__},
+		"command": " ".join(sys.argv),
+		"phases": [
+			{"scheduler": p, "start": iso(s), "end": iso(e), "start_epoch": s, "end_epoch": e}
+			for p, s, e in benchmark.phases
+		],
+		"raw": {
+			"records": [{k: r[k] for k in ("method", "job_id", "enqueued_at", "ran_at")} for r in records],
+			"crons": crons,
+			"created": benchmark.created,
+		},
+		"rows": rows,
+		"slots_run_twice": notes,
+		"scheduled_job_logs": logs,
+		"btu_scheduler_lines": btu_fires,
+		"notable_log_lines": notable,
 	}
 	args.json.write_text(json.dumps(data, indent=1, default=str) + "\n")
 	print(f"\n(written to {args.json})")

@@ -49,7 +49,14 @@ from common import table, write_result  # noqa: E402
 REAL_SITE = "test.localhost"
 TICK_SECONDS = 60  # Frappe v15's default scheduler_tick_interval
 # ScheduledJobType.get_next_execution's map (v15), "All" apart (every scheduler_interval, 240 s by default).
-CRON_MAP = {"Yearly": "0 0 1 1 *", "Annual": "0 0 1 1 *", "Monthly": "0 0 1 * *", "Weekly": "0 0 * * 0", "Daily": "0 0 * * *", "Hourly": "0 * * * *"}
+CRON_MAP = {
+	"Yearly": "0 0 1 1 *",
+	"Annual": "0 0 1 1 *",
+	"Monthly": "0 0 1 * *",
+	"Weekly": "0 0 * * 0",
+	"Daily": "0 0 * * *",
+	"Hourly": "0 * * * *",
+}
 
 
 # -- counting ----------------------------------------------------------------------
@@ -67,8 +74,8 @@ class Count:
 
 def install_counters() -> None:
 	import pymysql.connections
-	from pymysql.constants import COMMAND
 	import redis.connection
+	from pymysql.constants import COMMAND
 
 	conn = pymysql.connections.Connection
 	real_connect, real_execute = conn.connect, conn._execute_command
@@ -165,7 +172,10 @@ def run_jobs_away() -> int:
 		frappe.connect()
 		try:
 			for method in methods:
-				frappe.db.sql("update `tabScheduled Job Type` set last_execution = %s where method = %s", (frappe.utils.now_datetime(), method))
+				frappe.db.sql(
+					"update `tabScheduled Job Type` set last_execution = %s where method = %s",
+					(frappe.utils.now_datetime(), method),
+				)
 			frappe.db.commit()
 		finally:
 			frappe.destroy()
@@ -176,8 +186,19 @@ def run_jobs_away() -> int:
 
 # -- measuring ---------------------------------------------------------------------
 
-FIELDS = ["wall_ms", "cpu_ms", "db_connects", "db_statements", "db_selects", "db_other_commands",
-	"redis_commands", "redis_connects", "jobs_pushed", "skipped_in_queue", "errors"]
+FIELDS = [
+	"wall_ms",
+	"cpu_ms",
+	"db_connects",
+	"db_statements",
+	"db_selects",
+	"db_other_commands",
+	"redis_commands",
+	"redis_connects",
+	"jobs_pushed",
+	"skipped_in_queue",
+	"errors",
+]
 
 
 def diff(before: Counter, after: Counter) -> dict:
@@ -185,7 +206,9 @@ def diff(before: Counter, after: Counter) -> dict:
 	out = {k: d.get(k, 0) for k in FIELDS if not k.endswith("_ms") and not k.startswith("redis_")}
 	out["redis_commands"] = sum(v for k, v in d.items() if k.startswith("redis_commands_"))
 	out["redis_connects"] = sum(v for k, v in d.items() if k.startswith("redis_connects_"))
-	out["redis_commands_by_port"] = {k.rsplit("_", 1)[1]: v for k, v in d.items() if k.startswith("redis_commands_") and v}
+	out["redis_commands_by_port"] = {
+		k.rsplit("_", 1)[1]: v for k, v in d.items() if k.startswith("redis_commands_") and v
+	}
 	return out
 
 
@@ -207,7 +230,9 @@ class PerSite:
 			self.real(site=site)
 		finally:
 			wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-			self.calls.append({"site": site, "wall_ms": wall * 1000, "cpu_ms": cpu * 1000, **diff(before, Count.snapshot())})
+			self.calls.append(
+				{"site": site, "wall_ms": wall * 1000, "cpu_ms": cpu * 1000, **diff(before, Count.snapshot())}
+			)
 
 
 def tick(per_site: PerSite, sites: list[str]) -> dict:
@@ -219,8 +244,13 @@ def tick(per_site: PerSite, sites: list[str]) -> dict:
 	cpu, wall = time.process_time(), time.perf_counter()
 	scheduler.enqueue_events_for_all_sites()
 	wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-	result = {"sites": len(sites), "wall_ms": wall * 1000, "cpu_ms": cpu * 1000, **diff(before, Count.snapshot()),
-		"per_site": per_site.calls[first:]}
+	result = {
+		"sites": len(sites),
+		"wall_ms": wall * 1000,
+		"cpu_ms": cpu * 1000,
+		**diff(before, Count.snapshot()),
+		"per_site": per_site.calls[first:],
+	}
 	result["jobs_run_away"] = run_jobs_away()
 	return result
 
@@ -305,7 +335,19 @@ def drop_sites(bench: Path, names: list[str]) -> None:
 			config = bench / "sites" / name / "site_config.json"
 			if config.exists():
 				db_name = json.loads(config.read_text())["db_name"]
-				bench_cli(["drop-site", name, "--force", "--no-backup", "--db-root-username", "root", "--archived-sites-path", str(archive)], bench)
+				bench_cli(
+					[
+						"drop-site",
+						name,
+						"--force",
+						"--no-backup",
+						"--db-root-username",
+						"root",
+						"--archived-sites-path",
+						str(archive),
+					],
+					bench,
+				)
 				# drop-site leaves the site's keys in the bench's cache (named by its database): take them too.
 				keys = list(cache.scan_iter(match=f"{db_name}|*")) if cache else []
 				if keys:
@@ -355,8 +397,11 @@ def job_types(site: str) -> dict:
 			while it.get_next(datetime) < start + timedelta(days=window):
 				fires += 1
 			per_day += fires / window
-		return {"not_stopped": len(rows), "by_frequency": dict(Counter(r.frequency for r in rows)),
-			"due_per_tick": per_day / (86400 / TICK_SECONDS)}
+		return {
+			"not_stopped": len(rows),
+			"by_frequency": dict(Counter(r.frequency for r in rows)),
+			"due_per_tick": per_day / (86400 / TICK_SECONDS),
+		}
 	finally:
 		frappe.destroy()
 
@@ -369,7 +414,9 @@ def make_all_due(sites: list[str]) -> None:
 		frappe.init(site=site)
 		frappe.connect()
 		try:
-			frappe.db.sql("update `tabScheduled Job Type` set last_execution = now() - interval 32 day where stopped = 0")
+			frappe.db.sql(
+				"update `tabScheduled Job Type` set last_execution = now() - interval 32 day where stopped = 0"
+			)
 			frappe.db.commit()
 		finally:
 			frappe.destroy()
@@ -381,10 +428,16 @@ def make_all_due(sites: list[str]) -> None:
 def main() -> None:
 	parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 	parser.add_argument("--bench", type=Path, default=Path("/root/frappe-bench"))
-	parser.add_argument("--make-sites", type=int, default=8, help="sites tick1..K.localhost to make (or reuse) with `bench new-site`")
-	parser.add_argument("--keep-sites", action="store_true", help="leave the tick sites (default: drop them at the end)")
+	parser.add_argument(
+		"--make-sites", type=int, default=8, help="sites tick1..K.localhost to make (or reuse) with `bench new-site`"
+	)
+	parser.add_argument(
+		"--keep-sites", action="store_true", help="leave the tick sites (default: drop them at the end)"
+	)
 	parser.add_argument("--ticks", type=int, default=5, help="timed ticks per measurement, after one warm-up tick")
-	parser.add_argument("--pause", type=float, default=1.0, help="seconds between ticks, so the machine is not kept busy")
+	parser.add_argument(
+		"--pause", type=float, default=1.0, help="seconds between ticks, so the machine is not kept busy"
+	)
 	args = parser.parse_args()
 
 	bench = args.bench.resolve()
@@ -418,8 +471,13 @@ def main() -> None:
 		# 1. The one real site, as it is.
 		print(f"{REAL_SITE}: {args.ticks} ticks", flush=True)
 		real = ticks([REAL_SITE])
-		result["real_site"] = {"site": REAL_SITE, "scheduler_enabled": restore[REAL_SITE],
-			"warm_up": real["warm_up"]["per_site"][0], **summary([t["per_site"][0] for t in real["timed"]]), "ticks": real["timed"]}
+		result["real_site"] = {
+			"site": REAL_SITE,
+			"scheduler_enabled": restore[REAL_SITE],
+			"warm_up": real["warm_up"]["per_site"][0],
+			**summary([t["per_site"][0] for t in real["timed"]]),
+			"ticks": real["timed"],
+		}
 
 		# 2. Scaling: Frappe's whole tick over 1, 2, 4, ... of the made sites (scheduler enabled).
 		scaling = []
@@ -429,10 +487,26 @@ def main() -> None:
 			runs = ticks(names[:n])
 			timed = runs["timed"]
 			calls = [c for t in timed for c in t["per_site"]]
-			row = {"sites": n, "tick_wall_ms": median(timed, "wall_ms"), "tick_cpu_ms": median(timed, "cpu_ms"),
-				"tick_wall_ms_max": max(t["wall_ms"] for t in timed), **{f"tick_{k}": median(timed, k) for k in
-				("db_connects", "db_statements", "db_selects", "redis_commands", "redis_connects", "jobs_pushed")},
-				"per_site": summary(calls), "warm_up_tick_wall_ms": runs["warm_up"]["wall_ms"], "ticks": timed}
+			row = {
+				"sites": n,
+				"tick_wall_ms": median(timed, "wall_ms"),
+				"tick_cpu_ms": median(timed, "cpu_ms"),
+				"tick_wall_ms_max": max(t["wall_ms"] for t in timed),
+				**{
+					f"tick_{k}": median(timed, k)
+					for k in (
+						"db_connects",
+						"db_statements",
+						"db_selects",
+						"redis_commands",
+						"redis_connects",
+						"jobs_pushed",
+					)
+				},
+				"per_site": summary(calls),
+				"warm_up_tick_wall_ms": runs["warm_up"]["wall_ms"],
+				"ticks": timed,
+			}
 			scaling.append(row)
 		result["scaling"] = scaling
 
@@ -445,8 +519,13 @@ def main() -> None:
 			time.sleep(args.pause)
 		if due:
 			calls = [c for t in due for c in t["per_site"]]
-			result["all_due"] = {"sites": len(names), "tick_wall_ms": median(due, "wall_ms"), "tick_cpu_ms": median(due, "cpu_ms"),
-				"per_site": summary(calls), "ticks": due}
+			result["all_due"] = {
+				"sites": len(names),
+				"tick_wall_ms": median(due, "wall_ms"),
+				"tick_cpu_ms": median(due, "cpu_ms"),
+				"per_site": summary(calls),
+				"ticks": due,
+			}
 
 		# 4. The server's own count of each site's statements, once.
 		result["audit"] = audit([REAL_SITE, *names[:2]])
@@ -477,54 +556,174 @@ def extrapolate(result: dict) -> dict:
 	# Times: medians (the machine is shared; a mean follows its other load); counts: means.
 	stat = {"wall_ms": "median", "cpu_ms": "median", "redis_commands": "mean"}
 	push = {k: (due[f"{m}_{k}"] - idle_site[f"{m}_{k}"]) / pushes for k, m in stat.items()}
-	site = {k: idle_site[f"{m}_{k}"] + (due_per_tick - idle_site["mean_jobs_pushed"]) * push[k] for k, m in stat.items()}
+	site = {
+		k: idle_site[f"{m}_{k}"] + (due_per_tick - idle_site["mean_jobs_pushed"]) * push[k] for k, m in stat.items()
+	}
 	rows = []
 	for n in (100, 1000):
-		rows.append({"sites": n, "tick_wall_s": site["wall_ms"] * n / 1000, "tick_cpu_s": site["cpu_ms"] * n / 1000,
-			"cpu_percent_of_a_core": site["cpu_ms"] * n / 1000 / result["tick_interval_s"] * 100,
-			"db_connects_per_min": idle_site["mean_db_connects"] * n, "db_statements_per_min": idle_site["mean_db_statements"] * n,
-			"redis_commands_per_min": site["redis_commands"] * n})
-	return {"measured_sites": idle["sites"], "due_per_tick": due_per_tick, "push_wall_ms": push["wall_ms"], "push_cpu_ms": push["cpu_ms"],
-		"push_redis_commands": push["redis_commands"], "site_wall_ms": site["wall_ms"], "site_cpu_ms": site["cpu_ms"],
-		"site_redis_commands": site["redis_commands"], "rows": rows}
+		rows.append(
+			{
+				"sites": n,
+				"tick_wall_s": site["wall_ms"] * n / 1000,
+				"tick_cpu_s": site["cpu_ms"] * n / 1000,
+				"cpu_percent_of_a_core": site["cpu_ms"] * n / 1000 / result["tick_interval_s"] * 100,
+				"db_connects_per_min": idle_site["mean_db_connects"] * n,
+				"db_statements_per_min": idle_site["mean_db_statements"] * n,
+				"redis_commands_per_min": site["redis_commands"] * n,
+			}
+		)
+	return {
+		"measured_sites": idle["sites"],
+		"due_per_tick": due_per_tick,
+		"push_wall_ms": push["wall_ms"],
+		"push_cpu_ms": push["cpu_ms"],
+		"push_redis_commands": push["redis_commands"],
+		"site_wall_ms": site["wall_ms"],
+		"site_cpu_ms": site["cpu_ms"],
+		"site_redis_commands": site["redis_commands"],
+		"rows": rows,
+	}
 
 
 def report(result: dict) -> None:
 	real = result["real_site"]
 	enabled = result["scaling"][-1]["per_site"] if result["scaling"] else None
-	headers = ["site", "scheduler", "wall ms", "CPU ms", "DB connects", "DB statements (SELECT)", "Redis commands", "Redis connects", "jobs pushed"]
-	rows = [[real["site"], "disabled" if not real["scheduler_enabled"] else "enabled", real["median_wall_ms"], real["median_cpu_ms"],
-		real["median_db_connects"], f"{real['median_db_statements']:g} ({real['median_db_selects']:g})",
-		real["median_redis_commands"], real["median_redis_connects"], real["median_jobs_pushed"]]]
+	headers = [
+		"site",
+		"scheduler",
+		"wall ms",
+		"CPU ms",
+		"DB connects",
+		"DB statements (SELECT)",
+		"Redis commands",
+		"Redis connects",
+		"jobs pushed",
+	]
+	rows = [
+		[
+			real["site"],
+			"disabled" if not real["scheduler_enabled"] else "enabled",
+			real["median_wall_ms"],
+			real["median_cpu_ms"],
+			real["median_db_connects"],
+			f"{real['median_db_statements']:g} ({real['median_db_selects']:g})",
+			real["median_redis_commands"],
+			real["median_redis_connects"],
+			real["median_jobs_pushed"],
+		]
+	]
 	if enabled:
-		rows.append([f"tick1..{result['scaling'][-1]['sites']}.localhost", "enabled", enabled["median_wall_ms"], enabled["median_cpu_ms"],
-			enabled["median_db_connects"], f"{enabled['median_db_statements']:g} ({enabled['median_db_selects']:g})",
-			enabled["median_redis_commands"], enabled["median_redis_connects"], f"{enabled['mean_jobs_pushed']:.2f} (mean)"])
+		rows.append(
+			[
+				f"tick1..{result['scaling'][-1]['sites']}.localhost",
+				"enabled",
+				enabled["median_wall_ms"],
+				enabled["median_cpu_ms"],
+				enabled["median_db_connects"],
+				f"{enabled['median_db_statements']:g} ({enabled['median_db_selects']:g})",
+				enabled["median_redis_commands"],
+				enabled["median_redis_connects"],
+				f"{enabled['mean_jobs_pushed']:.2f} (mean)",
+			]
+		)
 	if result.get("all_due"):
 		due = result["all_due"]["per_site"]
-		rows.append([f"tick1..{result['all_due']['sites']}.localhost", "enabled, all due", due["median_wall_ms"], due["median_cpu_ms"],
-			due["median_db_connects"], f"{due['median_db_statements']:g} ({due['median_db_selects']:g})",
-			due["median_redis_commands"], due["median_redis_connects"], due["median_jobs_pushed"]])
+		rows.append(
+			[
+				f"tick1..{result['all_due']['sites']}.localhost",
+				"enabled, all due",
+				due["median_wall_ms"],
+				due["median_cpu_ms"],
+				due["median_db_connects"],
+				f"{due['median_db_statements']:g} ({due['median_db_selects']:g})",
+				due["median_redis_commands"],
+				due["median_redis_connects"],
+				due["median_jobs_pushed"],
+			]
+		)
 	print("\nPer site per tick (median of the timed ticks):")
 	print(table(headers, rows))
 
 	if result["scaling"]:
 		print("\nOne tick of Frappe's scheduler over N sites (median of the timed ticks):")
-		print(table(["sites", "tick wall ms", "tick CPU ms", "wall ms / site", "CPU ms / site", "DB connects", "DB statements", "Redis commands"],
-			[[r["sites"], r["tick_wall_ms"], r["tick_cpu_ms"], r["tick_wall_ms"] / r["sites"], r["tick_cpu_ms"] / r["sites"],
-			r["tick_db_connects"], r["tick_db_statements"], r["tick_redis_commands"]] for r in result["scaling"]]))
+		print(
+			table(
+				[
+					"sites",
+					"tick wall ms",
+					"tick CPU ms",
+					"wall ms / site",
+					"CPU ms / site",
+					"DB connects",
+					"DB statements",
+					"Redis commands",
+				],
+				[
+					[
+						r["sites"],
+						r["tick_wall_ms"],
+						r["tick_cpu_ms"],
+						r["tick_wall_ms"] / r["sites"],
+						r["tick_cpu_ms"] / r["sites"],
+						r["tick_db_connects"],
+						r["tick_db_statements"],
+						r["tick_redis_commands"],
+					]
+					for r in result["scaling"]
+				],
+			)
+		)
 		x = result["extrapolation"]
-		print(f"\nA push: {x['push_wall_ms']:.2f} ms wall, {x['push_cpu_ms']:.2f} ms CPU, {x['push_redis_commands']:.1f} Redis commands"
-			f" (all-due ticks against idle ones); {x['due_per_tick']:.2f} due an average tick a site.")
-		print(f"Extrapolated from {x['measured_sites']} measured sites: an average tick {x['site_wall_ms']:.1f} ms wall,"
-			f" {x['site_cpu_ms']:.1f} ms CPU a site; one tick every {result['tick_interval_s']} s:")
-		print(table(["sites", "tick wall s", "tick CPU s", "CPU % of a core", "DB connects / min", "DB statements / min", "Redis commands / min"],
-			[[r["sites"], r["tick_wall_s"], r["tick_cpu_s"], r["cpu_percent_of_a_core"], r["db_connects_per_min"], r["db_statements_per_min"],
-			r["redis_commands_per_min"]] for r in x["rows"]]))
+		print(
+			f"\nA push: {x['push_wall_ms']:.2f} ms wall, {x['push_cpu_ms']:.2f} ms CPU, {x['push_redis_commands']:.1f} Redis commands"
+			f" (all-due ticks against idle ones); {x['due_per_tick']:.2f} due an average tick a site."
+		)
+		print(
+			f"Extrapolated from {x['measured_sites']} measured sites: an average tick {x['site_wall_ms']:.1f} ms wall,"
+			f" {x['site_cpu_ms']:.1f} ms CPU a site; one tick every {result['tick_interval_s']} s:"
+		)
+		print(
+			table(
+				[
+					"sites",
+					"tick wall s",
+					"tick CPU s",
+					"CPU % of a core",
+					"DB connects / min",
+					"DB statements / min",
+					"Redis commands / min",
+				],
+				[
+					[
+						r["sites"],
+						r["tick_wall_s"],
+						r["tick_cpu_s"],
+						r["cpu_percent_of_a_core"],
+						r["db_connects_per_min"],
+						r["db_statements_per_min"],
+						r["redis_commands_per_min"],
+					]
+					for r in x["rows"]
+				],
+			)
+		)
 
 	print("\nServer's own count (SHOW SESSION STATUS before the connection closes) against the client's:")
-	print(table(["site", "server Questions", "client statements", "server Com_select", "client SELECTs"],
-		[[a["site"], a.get("server_questions", "-"), a["client_statements"], a.get("server_com_select", "-"), a["client_selects"]] for a in result["audit"]]))
+	print(
+		table(
+			["site", "server Questions", "client statements", "server Com_select", "client SELECTs"],
+			[
+				[
+					a["site"],
+					a.get("server_questions", "-"),
+					a["client_statements"],
+					a.get("server_com_select", "-"),
+					a["client_selects"],
+				]
+				for a in result["audit"]
+			],
+		)
+	)
 
 
 if __name__ == "__main__":

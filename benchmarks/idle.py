@@ -41,7 +41,12 @@ def run_btu(seconds: float, settle: float) -> dict:
 		common.wait_for_schedules(server.client(), COUNT)
 		time.sleep(settle)
 		cpu = sample({"scheduler": scheduler.pid, "redis": server.process.pid}, seconds)
-		return {"system": "BTU", "settings": "defaults (lease 5 s, reconcile every 60 s)", **cpu, "rss_mb": common.rss_mb(scheduler.pid)}
+		return {
+			"system": "BTU",
+			"settings": "defaults (lease 5 s, reconcile every 60 s)",
+			**cpu,
+			"rss_mb": common.rss_mb(scheduler.pid),
+		}
 	finally:
 		common.stop(scheduler)
 		bench.close()
@@ -89,15 +94,31 @@ def main() -> None:
 	for key in [s for s in args.systems.split(",") if s]:
 		print(f"-- {key}", file=sys.stderr, flush=True)
 		try:
-			rows.append(run_btu(args.seconds, args.settle) if key == "btu" else run_peer(key, args.seconds, args.settle, log_dir))
+			rows.append(
+				run_btu(args.seconds, args.settle)
+				if key == "btu"
+				else run_peer(key, args.seconds, args.settle, log_dir)
+			)
 		except Exception as exc:
 			rows.append({"system": key, "settings": "", "note": f"failed: {type(exc).__name__}: {exc}"})
 	text = common.table(
 		["system", "settings", "scheduler CPU % of a core", "Redis CPU %", "scheduler RSS MB", "note"],
-		[[r["system"], r["settings"], r.get("scheduler"), r.get("redis"), r.get("rss_mb"), r.get("note", "")] for r in rows],
+		[
+			[r["system"], r["settings"], r.get("scheduler"), r.get("redis"), r.get("rss_mb"), r.get("note", "")]
+			for r in rows
+		],
 	)
 	print(text)
-	path = common.write_result("idle", {"args": vars(args), "schedules": COUNT, "rows": rows, "table": text, "targets": {"btu_scheduler_percent": 0.1}})
+	path = common.write_result(
+		"idle",
+		{
+			"args": vars(args),
+			"schedules": COUNT,
+			"rows": rows,
+			"table": text,
+			"targets": {"btu_scheduler_percent": 0.1},
+		},
+	)
 	print(f"\nwrote {path} (logs in {log_dir})")
 
 

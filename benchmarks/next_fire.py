@@ -69,12 +69,18 @@ def main() -> None:
 		print(f"{r['case']:<{width}}  {r['zone']:<20}  {r['per_second']:>12,}")
 	out = Path(__file__).parent / "results" / "next_fire.json"
 	out.parent.mkdir(exist_ok=True)
-	out.write_text(json.dumps({
-		"python": platform.python_version(),
-		"croniter": getattr(croniter, "__version__", "?"),
-		"seconds_per_case": args.seconds,
-		"results": rows,
-	}, indent=1) + "\n")
+	out.write_text(
+		json.dumps(
+			{
+				"python": platform.python_version(),
+				"croniter": getattr(croniter, "__version__", "?"),
+				"seconds_per_case": args.seconds,
+				"results": rows,
+			},
+			indent=1,
+		)
+		+ "\n"
+	)
 	print(f"wrote {out}")
 
 

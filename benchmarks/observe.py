@@ -55,7 +55,7 @@ class Observer:
 		self._stop = threading.Event()
 		self._thread = threading.Thread(target=self._run, daemon=True)
 
-	def start(self) -> "Observer":
+	def start(self) -> Observer:
 		self._thread.start()
 		return self
 

@@ -130,10 +130,22 @@ class RqScheduler(Peer):
 			if s.period is None:
 				scheduler.enqueue_at(utc_naive(s.first), "benchmarks.jobs.record", i=s.i)
 			else:
-				scheduler.schedule(utc_naive(s.first), "benchmarks.jobs.record", kwargs={"i": s.i}, interval=s.period, repeat=None, result_ttl=600)
+				scheduler.schedule(
+					utc_naive(s.first),
+					"benchmarks.jobs.record",
+					kwargs={"i": s.i},
+					interval=s.period,
+					repeat=None,
+					result_ttl=600,
+				)
 
 	def start(self) -> None:
-		self.processes = [popen([str(BIN / "rqscheduler"), "--url", self.url, "-i", f"{self.interval:g}"], self.log_dir / "rqscheduler.log")]
+		self.processes = [
+			popen(
+				[str(BIN / "rqscheduler"), "--url", self.url, "-i", f"{self.interval:g}"],
+				self.log_dir / "rqscheduler.log",
+			)
+		]
 
 
 class RqOwnScheduler(Peer):
@@ -148,10 +160,18 @@ class RqOwnScheduler(Peer):
 		queue = Queue(QUEUE, connection=redis.Redis.from_url(self.url))
 		for s in schedules:
 			for k, slot in enumerate(s.slots(until)):
-				queue.enqueue_at(datetime.fromtimestamp(slot, timezone.utc), "benchmarks.jobs.record", i=s.i, job_id=f"rqat-{s.i}-{k}", result_ttl=600)
+				queue.enqueue_at(
+					datetime.fromtimestamp(slot, timezone.utc),
+					"benchmarks.jobs.record",
+					i=s.i,
+					job_id=f"rqat-{s.i}-{k}",
+					result_ttl=600,
+				)
 
 	def start(self) -> None:
-		self.processes = [popen(self.worker_command()[:-1] + ["--with-scheduler", QUEUE], self.log_dir / "rq-worker-scheduler.log")]
+		self.processes = [
+			popen(self.worker_command()[:-1] + ["--with-scheduler", QUEUE], self.log_dir / "rq-worker-scheduler.log")
+		]
 
 
 class RqCron(Peer):
@@ -164,11 +184,18 @@ class RqCron(Peer):
 		self.config = self.log_dir / "rq_cron_config.py"
 		lines = ["from rq import cron", "from benchmarks.jobs import record", ""]
 		for s in schedules:
-			lines.append(f"cron.register(record, queue_name={QUEUE!r}, kwargs={{'i': {s.i}}}, interval={int(s.period or 0)}, result_ttl=600)")
+			lines.append(
+				f"cron.register(record, queue_name={QUEUE!r}, kwargs={{'i': {s.i}}}, interval={int(s.period or 0)}, result_ttl=600)"
+			)
 		self.config.write_text("\n".join(lines) + "\n")
 
 	def start(self) -> None:
-		self.processes = [popen([str(RQCRON_VENV / "bin" / "rq"), "cron", "--url", self.url, "--path", str(REPO), str(self.config)], self.log_dir / "rq-cron.log")]
+		self.processes = [
+			popen(
+				[str(RQCRON_VENV / "bin" / "rq"), "cron", "--url", self.url, "--path", str(REPO), str(self.config)],
+				self.log_dir / "rq-cron.log",
+			)
+		]
 
 	def worker_command(self) -> list[str]:
 		return [str(RQCRON_VENV / "bin" / "rq"), "worker", "--url", self.url, "-w", "rq.worker.SimpleWorker", QUEUE]
@@ -180,14 +207,27 @@ class APScheduler(Peer):
 	def __init__(self, redis_url: str, log_dir: Path, best: bool):
 		super().__init__(redis_url, log_dir)
 		self.best = best
-		self.settings = "no misfire limit, no coalesce, 20 threads (best)" if best else "misfire 1 s, coalesce, 10 threads (default)"
+		self.settings = (
+			"no misfire limit, no coalesce, 20 threads (best)"
+			if best
+			else "misfire 1 s, coalesce, 10 threads (default)"
+		)
 
 	def prepare(self, schedules: list[Schedule], until: float) -> None:
 		self.spec = self.log_dir / "aps_schedules.json"
 		self.spec.write_text(json.dumps([[s.i, s.first, s.period] for s in schedules]))
 
 	def start(self) -> None:
-		cmd = [sys.executable, str(REPO / "benchmarks" / "aps_runner.py"), "--url", self.url, "--queue", QUEUE, "--schedules", str(self.spec)]
+		cmd = [
+			sys.executable,
+			str(REPO / "benchmarks" / "aps_runner.py"),
+			"--url",
+			self.url,
+			"--queue",
+			QUEUE,
+			"--schedules",
+			str(self.spec),
+		]
 		self.processes = [popen(cmd + (["--best"] if self.best else []), self.log_dir / "apscheduler.log")]
 
 	def ready(self, r, timeout: float = 300) -> None:

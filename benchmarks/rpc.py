@@ -33,8 +33,8 @@ if str(REPO) not in sys.path:
 
 import redis  # noqa: E402
 
-from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.listener import DRAIN_COUNT, CommandListener  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "rpc.json"
@@ -154,7 +154,9 @@ def main() -> int:
 	parser.add_argument("--burst", type=int, default=1000)
 	parser.add_argument("--rounds", type=int, default=5)
 	parser.add_argument(
-		"--drain-count", type=int, default=DRAIN_COUNT,
+		"--drain-count",
+		type=int,
+		default=DRAIN_COUNT,
 		help=f"commands a listener takes per round trip (default {DRAIN_COUNT}; 1 = one BRPOP per command)",
 	)
 	parser.add_argument("--serve", metavar="URL", help=argparse.SUPPRESS)
@@ -173,7 +175,9 @@ def main() -> int:
 				burst = burst_rounds(client, args.burst, args.rounds)
 			finally:
 				stop_listeners(processes)
-			rows.append({"listener_processes": listeners, "drain_count": args.drain_count, "ping": pings, "burst": burst})
+			rows.append(
+				{"listener_processes": listeners, "drain_count": args.drain_count, "ping": pings, "burst": burst}
+			)
 		redis_version = client.info("server")["redis_version"]
 
 	print(
@@ -189,21 +193,29 @@ def main() -> int:
 			f"{row['listener_processes']:>9}  {ping['p50_ms']:>7.3f}ms  {ping['p99_ms']:>7.3f}ms  {ping['max_ms']:>7.2f}ms  "
 			f"{burst['size']:>5}  {burst['acked_min']:>5}  {burst['last_ack_median_ms']:>10.1f}ms  {burst['last_ack_max_ms']:>10.1f}ms"
 		)
-	print(f"(pings: {args.pings} sequential protocol.call; burst: {args.burst} commands in one pipeline, {args.rounds} rounds; "
-		f"ACKed = fewest ACKs seen within the 5 s window in a round)")
+	print(
+		f"(pings: {args.pings} sequential protocol.call; burst: {args.burst} commands in one pipeline, {args.rounds} rounds; "
+		f"ACKed = fewest ACKs seen within the 5 s window in a round)"
+	)
 
 	if args.drain_count != DRAIN_COUNT:
 		return 0
 	RESULTS.parent.mkdir(parents=True, exist_ok=True)
-	RESULTS.write_text(json.dumps({
-		"benchmark": "rpc",
-		"python": platform.python_version(),
-		"redis_py": redis.__version__,
-		"redis_server": redis_version,
-		"cpus": os.cpu_count(),
-		"load_average_at_end": os.getloadavg(),
-		"results": rows,
-	}, indent=2) + "\n")
+	RESULTS.write_text(
+		json.dumps(
+			{
+				"benchmark": "rpc",
+				"python": platform.python_version(),
+				"redis_py": redis.__version__,
+				"redis_server": redis_version,
+				"cpus": os.cpu_count(),
+				"load_average_at_end": os.getloadavg(),
+				"results": rows,
+			},
+			indent=2,
+		)
+		+ "\n"
+	)
 	print(f"wrote {RESULTS.relative_to(REPO)}")
 	return 0
 

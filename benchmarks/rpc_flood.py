@@ -51,7 +51,9 @@ def flood(r, names: list[str], count: int) -> dict:
 	desk: dict = {}
 
 	def desk_call():
-		desk["reply"] = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, names[0], site=common.SITE, timeout=DESK_TIMEOUT)
+		desk["reply"] = protocol.call(
+			r, protocol.CREATE_TASK_SCHEDULE, names[0], site=common.SITE, timeout=DESK_TIMEOUT
+		)
 
 	started = time.perf_counter()
 	push(r, commands[: count // 2])
@@ -80,7 +82,9 @@ def flood(r, names: list[str], count: int) -> dict:
 def main() -> int:
 	parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 	parser.add_argument("--commands", type=int, default=50_000)
-	parser.add_argument("--source", type=Path, default=REPO, help="the checkout the scheduler runs from (default: this one)")
+	parser.add_argument(
+		"--source", type=Path, default=REPO, help="the checkout the scheduler runs from (default: this one)"
+	)
 	args = parser.parse_args()
 	source = args.source.resolve()
 	server = common.start_redis()
@@ -106,16 +110,33 @@ def main() -> int:
 		bench.close()
 		server.close()
 
-	commit = subprocess.run(["git", "-C", str(source), "log", "-1", "--format=%h %s"], capture_output=True, text=True).stdout.strip()
+	commit = subprocess.run(
+		["git", "-C", str(source), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+	).stdout.strip()
 	print(f"RPC flood through a real scheduler (source {source}: {commit}; log {log_path})")
-	print(common.table(
-		["flood", "commands", "ACKs on their keys at the end (60 s TTL)", "drain (s)", "Desk call ACK (ms)", "Desk within 5 s"],
-		[
-			[row["flood"], row["commands"], row["acked"], row["drain_s"] if row["drain_s"] is not None else "not drained",
-			 row["desk_ack_ms"] if row["desk_ack_ms"] is not None else "no ACK", "yes" if row["desk_within_5s"] else "no"]
-			for row in rows
-		],
-	))
+	print(
+		common.table(
+			[
+				"flood",
+				"commands",
+				"ACKs on their keys at the end (60 s TTL)",
+				"drain (s)",
+				"Desk call ACK (ms)",
+				"Desk within 5 s",
+			],
+			[
+				[
+					row["flood"],
+					row["commands"],
+					row["acked"],
+					row["drain_s"] if row["drain_s"] is not None else "not drained",
+					row["desk_ack_ms"] if row["desk_ack_ms"] is not None else "no ACK",
+					"yes" if row["desk_within_5s"] else "no",
+				]
+				for row in rows
+			],
+		)
+	)
 	return 0
 
 

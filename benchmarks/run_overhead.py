@@ -55,7 +55,15 @@ PROBES_KEY = "btu-benchmark-run-probes"  # sample_tasks.RUN_PROBES
 FRAPPE_JOB_METHOD = "btu.btu_core.tests.sample_tasks.probe_scheduled_job"
 TASK_RUNNER = "btu.btu_core.task_runner.run_scheduled_task"  # btu.shared.job_contract.TASK_RUNNER
 QUEUE = "default"
-KINDS = ("frappe.enqueue", "Task run", "enqueue_at", "enqueue_at task_log", "chained run", "retry", "Frappe job via BTU")
+KINDS = (
+	"frappe.enqueue",
+	"Task run",
+	"enqueue_at",
+	"enqueue_at task_log",
+	"chained run",
+	"retry",
+	"Frappe job via BTU",
+)
 CACHE_PREFIX = Path("/tmp/btu-run-overhead-pycache")
 SOURCE_PREFIX = Path("/tmp/btu-run-overhead-source-pycache")
 STEP_LOG = Path("/tmp/btu-run-overhead-steps.jsonl")
@@ -85,12 +93,20 @@ def compile_bytecode(python: str, sites: Path, mode: str) -> float:
 	# The BTU checkout holds virtualenvs beside its package: only the package itself.
 	roots = [root for root in roots if not (Path(root) / "btu" / "__init__.py").exists()]
 	if mode != "compiled":
-		stdlib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"], capture_output=True, text=True, check=True).stdout.strip()
+		stdlib = subprocess.run(
+			[python, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
+			capture_output=True,
+			text=True,
+			check=True,
+		).stdout.strip()
 		roots = [root for root in roots if root == stdlib or root.rstrip("/").endswith("/btu")]
 	prefix = CACHE_PREFIX if mode == "compiled" else SOURCE_PREFIX
 	subprocess.run(
 		[python, "-m", "compileall", "-q", "-j", "0", *roots],
-		cwd=sites, env={**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}, stdout=subprocess.DEVNULL, check=False,
+		cwd=sites,
+		env={**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)},
+		stdout=subprocess.DEVNULL,
+		check=False,
 	)
 	return time.monotonic() - started
 
@@ -162,17 +178,43 @@ class StepClock:
 
 # (step, [dotted targets]): a target missing from this tree is left out (the steps follow the code as it changes).
 STEP_TARGETS = [
-	("claim: lock and earlier Log", ["btu.btu_core.runs.slot_claim.SlotLock.__enter__",
-		"btu.btu_core.runs.slot_claim.SlotLock.__exit__", "btu.btu_core.runs.task_run.TaskRun.earlier_log"]),
-	("Log insert / finish", ["frappe.model.document.Document.insert", "frappe.model.document.Document.save",
-		"frappe.model.document.Document.db_insert"]),
+	(
+		"claim: lock and earlier Log",
+		[
+			"btu.btu_core.runs.slot_claim.SlotLock.__enter__",
+			"btu.btu_core.runs.slot_claim.SlotLock.__exit__",
+			"btu.btu_core.runs.task_run.TaskRun.earlier_log",
+		],
+	),
+	(
+		"Log insert / finish",
+		[
+			"frappe.model.document.Document.insert",
+			"frappe.model.document.Document.save",
+			"frappe.model.document.Document.db_insert",
+		],
+	),
 	("alerts", ["btu.btu_core.alerts.run_events.run_started", "btu.btu_core.alerts.run_events.run_finished"]),
 	("mail notifications", ["btu.btu_core.alerts.notifications.notify"]),
-	("request bookkeeping", ["btu.btu_core.runs.run_requests.load", "btu.btu_core.runs.run_requests.mark_done",
-		"btu.btu_core.runs.run_requests.release_next", "btu.btu_core.runs.run_requests.schedule_retry",
-		"btu.btu_core.runs.run_requests.start_chained", "btu.btu_core.runs.run_requests.announce"]),
-	("outcome counts, monitor", ["btu.btu_core.insights.metrics.record_outcome", "btu.btu_core.insights.metrics.add_to_monitor"]),
-	("resolve function, arguments", ["btu.btu_core.runs.task_inputs.resolve_function", "btu.btu_core.runs.task_inputs.merge_arguments"]),
+	(
+		"request bookkeeping",
+		[
+			"btu.btu_core.runs.run_requests.load",
+			"btu.btu_core.runs.run_requests.mark_done",
+			"btu.btu_core.runs.run_requests.release_next",
+			"btu.btu_core.runs.run_requests.schedule_retry",
+			"btu.btu_core.runs.run_requests.start_chained",
+			"btu.btu_core.runs.run_requests.announce",
+		],
+	),
+	(
+		"outcome counts, monitor",
+		["btu.btu_core.insights.metrics.record_outcome", "btu.btu_core.insights.metrics.add_to_monitor"],
+	),
+	(
+		"resolve function, arguments",
+		["btu.btu_core.runs.task_inputs.resolve_function", "btu.btu_core.runs.task_inputs.merge_arguments"],
+	),
 	("capture", ["btu.btu_core.runs.capture.call_captured"]),
 	("load documents", ["frappe.get_doc", "frappe.get_cached_doc"]),
 ]
@@ -207,7 +249,10 @@ def install_steps(clock: StepClock, targets) -> None:
 			if isinstance(owner, type):
 				continue
 			for module in list(sys.modules.values()):
-				if getattr(module, "__name__", "").startswith(("btu.", "frappe.")) and module.__dict__.get(name) is original:
+				if (
+					getattr(module, "__name__", "").startswith(("btu.", "frappe."))
+					and module.__dict__.get(name) is original
+				):
 					setattr(module, name, timed)
 
 
@@ -235,7 +280,9 @@ def step_worker(bench: Path) -> None:
 			frappe.get_attr = timed_get_attr
 			# Every module loaded on demand, wherever the import is (the method's module, or one a step imports late).
 			bootstrap = importlib._bootstrap
-			bootstrap._find_and_load = clock.wrap("imports (modules loaded in the work-horse)", bootstrap._find_and_load)
+			bootstrap._find_and_load = clock.wrap(
+				"imports (modules loaded in the work-horse)", bootstrap._find_and_load
+			)
 			modules_before = set(sys.modules)
 			sql, commit = Database.sql, Database.commit
 
@@ -329,14 +376,23 @@ def make_task(frappe, marker: str, **values) -> str:
 	from btu.btu_core.tests.utils import make_task as insert_task
 
 	arguments = {"marker": marker, **values.pop("arguments", {})}
-	return insert_task("probe_start", arguments=json.dumps(arguments), desc_short=f"run_overhead {marker}", **values).name
+	return insert_task(
+		"probe_start", arguments=json.dumps(arguments), desc_short=f"run_overhead {marker}", **values
+	).name
 
 
 def every(frappe, task: str, seconds: int, start: datetime):
 	return frappe.get_doc(
 		{
-			"doctype": "BTU Task Schedule", "task": task, "enabled": 1, "run_frequency": "Interval", "every": seconds,
-			"every_unit": "Seconds", "time_zone": "UTC", "start_time": start.replace(tzinfo=None), "catch_up_policy": "skip",
+			"doctype": "BTU Task Schedule",
+			"task": task,
+			"enabled": 1,
+			"run_frequency": "Interval",
+			"every": seconds,
+			"every_unit": "Seconds",
+			"time_zone": "UTC",
+			"start_time": start.replace(tzinfo=None),
+			"catch_up_policy": "skip",
 		}
 	).insert()
 
@@ -434,7 +490,9 @@ class Runs:
 		def start():
 			marker = self.marker("chain")
 			after = make_task(frappe, marker)
-			first = make_task(frappe, marker + ":parent", chained_tasks=[{"next_task": after, "on_outcome": "Any", "delay_secs": 0}])
+			first = make_task(
+				frappe, marker + ":parent", chained_tasks=[{"next_task": after, "on_outcome": "Any", "delay_secs": 0}]
+			)
 			self.made_tasks += [first, after]
 			state["schedule"] = every(frappe, first, self.gap * 2, whole_seconds_from_now(3))
 			frappe.db.commit()
@@ -484,16 +542,27 @@ class Runs:
 			frappe.cache().delete_value(f"{PROBES_KEY}:{marker}")
 			name = frappe.db.get_value("Scheduled Job Type", {"method": FRAPPE_JOB_METHOD})
 			if not name:
-				name = frappe.get_doc(
-					{"doctype": "Scheduled Job Type", "method": FRAPPE_JOB_METHOD, "frequency": "Yearly", "create_log": 0}
-				).insert(ignore_permissions=True).name
+				name = (
+					frappe.get_doc(
+						{
+							"doctype": "Scheduled Job Type",
+							"method": FRAPPE_JOB_METHOD,
+							"frequency": "Yearly",
+							"create_log": 0,
+						}
+					)
+					.insert(ignore_permissions=True)
+					.name
+				)
 			frappe.db.set_value("Scheduled Job Type", name, "last_execution", None)
 			frappe.db.commit()
 			slot = whole_seconds_from_now(2)
 			for _ in range(self.runs):
 				sleep_until(slot)
 				frappe.enqueue(
-					TASK_RUNNER, queue=QUEUE, enqueue_after_commit=False,
+					TASK_RUNNER,
+					queue=QUEUE,
+					enqueue_after_commit=False,
 					**runner_kwargs("", RunKey(RunKind.FRAPPE_JOB, name), slot, slot),
 				)
 				slot += timedelta(seconds=self.gap)
@@ -506,8 +575,12 @@ class Runs:
 
 	def all(self, kinds) -> None:
 		makers = {
-			"frappe.enqueue": self.peer, "Task run": self.task_run, "enqueue_at": lambda: self.enqueue_at(False),
-			"enqueue_at task_log": lambda: self.enqueue_at(True), "chained run": self.chained, "retry": self.retry,
+			"frappe.enqueue": self.peer,
+			"Task run": self.task_run,
+			"enqueue_at": lambda: self.enqueue_at(False),
+			"enqueue_at task_log": lambda: self.enqueue_at(True),
+			"chained run": self.chained,
+			"retry": self.retry,
 			"Frappe job via BTU": self.frappe_job,
 		}
 		for kind in kinds:
@@ -551,15 +624,21 @@ def lag_rows(results: dict) -> list[dict]:
 		fire = [(p["enqueued_at"] - moment) * 1000 for moment, p in pairs if p["enqueued_at"]]
 		pickup = [(p["started_at"] - p["enqueued_at"]) * 1000 for _, p in pairs if p["started_at"] and p["enqueued_at"]]
 		inside = [(p["first_line"] - p["started_at"]) * 1000 for _, p in pairs if p["started_at"]]
-		rows.append({
-			"kind": kind, "runs": len(pairs), "start_lag": ms_summary(start),
-			"fire_lag_p50_ms": statistics.median(fire) if fire else None,
-			"pickup_p50_ms": statistics.median(pickup) if pickup else None,
-			"in_job_to_first_line_p50_ms": statistics.median(inside) if inside else None,
-			"horse_cpu_to_first_line_p50_ms": statistics.median(p["cpu"] * 1000 for _, p in pairs) if pairs else None,
-			"modules_at_first_line_p50": statistics.median(p["modules"] for _, p in pairs) if pairs else None,
-			"worker_cpu_per_run_ms": results[kind]["worker_cpu_per_run_ms"],
-		})
+		rows.append(
+			{
+				"kind": kind,
+				"runs": len(pairs),
+				"start_lag": ms_summary(start),
+				"fire_lag_p50_ms": statistics.median(fire) if fire else None,
+				"pickup_p50_ms": statistics.median(pickup) if pickup else None,
+				"in_job_to_first_line_p50_ms": statistics.median(inside) if inside else None,
+				"horse_cpu_to_first_line_p50_ms": statistics.median(p["cpu"] * 1000 for _, p in pairs)
+				if pairs
+				else None,
+				"modules_at_first_line_p50": statistics.median(p["modules"] for _, p in pairs) if pairs else None,
+				"worker_cpu_per_run_ms": results[kind]["worker_cpu_per_run_ms"],
+			}
+		)
 	return rows
 
 
@@ -602,17 +681,49 @@ def print_mode(mode: str, note: str, rows: list[dict], steps: dict) -> None:
 	from common import table
 
 	print(f"\n== {mode}: {note}")
-	print(table(
-		["kind", "runs", "start p50 ms", "p90", "max", "fire lag p50", "pickup p50", "in job to 1st line p50", "horse CPU to 1st line ms", "worker CPU/run ms", "x peer CPU", "modules at 1st line"],
-		[[r["kind"], r["runs"], r["start_lag"]["p50_ms"], r["start_lag"]["p90_ms"], r["start_lag"]["max_ms"], r["fire_lag_p50_ms"],
-			r["pickup_p50_ms"], r["in_job_to_first_line_p50_ms"], r["horse_cpu_to_first_line_p50_ms"], r["worker_cpu_per_run_ms"],
-			r["worker_cpu_per_run_ms"] / rows[0]["worker_cpu_per_run_ms"] if rows and rows[0]["worker_cpu_per_run_ms"] else None,
-			r["modules_at_first_line_p50"]]
-			for r in rows],
-	))
+	print(
+		table(
+			[
+				"kind",
+				"runs",
+				"start p50 ms",
+				"p90",
+				"max",
+				"fire lag p50",
+				"pickup p50",
+				"in job to 1st line p50",
+				"horse CPU to 1st line ms",
+				"worker CPU/run ms",
+				"x peer CPU",
+				"modules at 1st line",
+			],
+			[
+				[
+					r["kind"],
+					r["runs"],
+					r["start_lag"]["p50_ms"],
+					r["start_lag"]["p90_ms"],
+					r["start_lag"]["max_ms"],
+					r["fire_lag_p50_ms"],
+					r["pickup_p50_ms"],
+					r["in_job_to_first_line_p50_ms"],
+					r["horse_cpu_to_first_line_p50_ms"],
+					r["worker_cpu_per_run_ms"],
+					r["worker_cpu_per_run_ms"] / rows[0]["worker_cpu_per_run_ms"]
+					if rows and rows[0]["worker_cpu_per_run_ms"]
+					else None,
+					r["modules_at_first_line_p50"],
+				]
+				for r in rows
+			],
+		)
+	)
 	if not steps:
 		return
-	names = sorted({step for kind in steps.values() for step in kind["before_first_line_ms"]}, key=lambda s: (s.startswith("other"), s))
+	names = sorted(
+		{step for kind in steps.values() for step in kind["before_first_line_ms"]},
+		key=lambda s: (s.startswith("other"), s),
+	)
 	kinds = [kind for kind in KINDS if kind in steps]
 	body = [[name, *[steps[k]["before_first_line_ms"].get(name, 0.0) for k in kinds]] for name in names]
 	body.append(["= to the first line (sum)", *[sum(steps[k]["before_first_line_ms"].values()) for k in kinds]])
@@ -641,12 +752,20 @@ def require_this_tree(bench: Path) -> None:
 	"""Exit unless the bench's workers import btu from this tree (apps/btu and the editable install)."""
 	tree = Path(__file__).resolve().parent.parent
 	imported = subprocess.run(
-		[str(bench / "env" / "bin" / "python"), "-c", "import btu, os; print(os.path.dirname(os.path.dirname(os.path.realpath(btu.__file__))))"],
-		cwd=bench / "sites", capture_output=True, text=True,
+		[
+			str(bench / "env" / "bin" / "python"),
+			"-c",
+			"import btu, os; print(os.path.dirname(os.path.dirname(os.path.realpath(btu.__file__))))",
+		],
+		cwd=bench / "sites",
+		capture_output=True,
+		text=True,
 	).stdout.strip()
 	linked = (bench / "apps" / "btu").resolve()
 	if {Path(imported or "?"), linked} != {tree}:
-		sys.exit(f"the bench's btu is {linked} (imported from {imported or '?'}), not this tree {tree}: run scripts/tier2 from this tree once (it links it), then this again")
+		sys.exit(
+			f"the bench's btu is {linked} (imported from {imported or '?'}), not this tree {tree}: run scripts/tier2 from this tree once (it links it), then this again"
+		)
 
 
 def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int, kinds) -> dict:
@@ -694,10 +813,14 @@ def main() -> None:
 	parser.add_argument("--runs", type=int, default=10, help="runs per kind on the real worker")
 	parser.add_argument("--step-runs", type=int, default=4, help="runs per kind on the step-timing worker")
 	parser.add_argument(
-		"--gap-secs", type=int, default=0,
+		"--gap-secs",
+		type=int,
+		default=0,
 		help="seconds between runs (a schedule's interval); default 2 compiled, 5 from source (a run must end before the next)",
 	)
-	parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, from {', '.join(KINDS)} (the first is the peer)")
+	parser.add_argument(
+		"--kinds", default=",".join(KINDS), help=f"comma-separated, from {', '.join(KINDS)} (the first is the peer)"
+	)
 	parser.add_argument("--step-worker", action="store_true", help=argparse.SUPPRESS)
 	args = parser.parse_args()
 	# A SIGTERM unwinds as an exit does, so the workers, the scheduler and the rows made are removed.
@@ -710,7 +833,9 @@ def main() -> None:
 
 	frappe = connect_site(bench, args.site)
 	version = f"Frappe {frappe.__version__}, Python {sys.version.split()[0]}, rq {__import__('rq').__version__}"
-	print(f"{version}; a BTU scheduler (frappe executor) and one `frappe worker --queue {QUEUE}`. Frappe v16 is not on this machine: not measured.")
+	print(
+		f"{version}; a BTU scheduler (frappe executor) and one `frappe worker --queue {QUEUE}`. Frappe v16 is not on this machine: not measured."
+	)
 	modes = ["compiled", "source"] if args.bytecode == "both" else [args.bytecode]
 	kinds = [kind for kind in KINDS if kind in args.kinds.split(",")]
 	out = {"frappe": version, "v16": "not measured: no v16 bench on this machine", "modes": {}}

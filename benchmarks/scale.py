@@ -52,19 +52,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
-from devbench.schema import load_doctypes  # noqa: E402
 from btu.scheduler_daemon import db_reader, jobs  # noqa: E402
 from btu.scheduler_daemon.config import Config  # noqa: E402
 from btu.scheduler_daemon.reconcile import Reconciler  # noqa: E402
 from btu.scheduler_daemon.state import State  # noqa: E402
 from btu.shared import protocol  # noqa: E402
+from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
+from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from devbench.schema import load_doctypes  # noqa: E402
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402
 from tests.support.ports import claim_port  # noqa: E402
 
 MAX_CONNECTIONS = 151
-SERVER_COUNTERS = ("Questions", "Com_select", "Connections", "Opened_tables", "Opened_table_definitions", "Innodb_buffer_pool_reads")
+SERVER_COUNTERS = (
+	"Questions",
+	"Com_select",
+	"Connections",
+	"Opened_tables",
+	"Opened_table_definitions",
+	"Innodb_buffer_pool_reads",
+)
 SERVER_SETTINGS = ("max_connections", "table_open_cache", "table_definition_cache", "innodb_buffer_pool_size")
 EXTRA_CLIENTS = 100
 EDIT_SAMPLES = 20
@@ -97,16 +104,23 @@ class ScaleBench:
 		self.root = None
 		self.tasks: dict[str, str] = {}
 
-	def create(self, redis_url: str, chunk: int = 100) -> "ScaleBench":
+	def create(self, redis_url: str, chunk: int = 100) -> ScaleBench:
 		"""The sites' databases, users and tables, `chunk` sites a call (create_dev_bench keeps what is there)."""
 		bench_id = f"scale-{uuid.uuid4().hex[:8]}"
 		started = time.monotonic()
 		for i in range(0, len(self.sites), chunk):
 			# The package `benchmarks` is an app of the bench: its hooks.py declares the job function runnable.
 			self.bench = create_dev_bench(
-				self.path, self.sites[i : i + chunk], db_port=self.server.port, redis_url=redis_url, bench_id=bench_id, apps={"benchmarks": common.REPO},
+				self.path,
+				self.sites[i : i + chunk],
+				db_port=self.server.port,
+				redis_url=redis_url,
+				bench_id=bench_id,
+				apps={"benchmarks": common.REPO},
 			)
-			progress(f"sites created: {min(i + chunk, len(self.sites))}/{len(self.sites)} ({time.monotonic() - started:.0f} s)")
+			progress(
+				f"sites created: {min(i + chunk, len(self.sites))}/{len(self.sites)} ({time.monotonic() - started:.0f} s)"
+			)
 		self.schemas = load_doctypes()
 		self.root = self.server.connect()
 		return self
@@ -123,19 +137,31 @@ class ScaleBench:
 		started = time.monotonic()
 		for n, site in enumerate(self.sites, 1):
 			data = self.data(site)
-			self.tasks[site] = data.insert_task(desc_short="scale task", function_string=common.JOB_FUNCTION, queue_name="default", max_task_duration=60)
+			self.tasks[site] = data.insert_task(
+				desc_short="scale task", function_string=common.JOB_FUNCTION, queue_name="default", max_task_duration=60
+			)
 			schema = data.schema("BTU Task Schedule")
 			now = data.now()
 			base = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
-			base.update({
-				"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0, "idx": 0,
-				"task": self.tasks[site], "run_frequency": "Cron Style", "cron_string": cron,
-			})
+			base.update(
+				{
+					"owner": ADMINISTRATOR,
+					"modified_by": ADMINISTRATOR,
+					"creation": now,
+					"modified": now,
+					"docstatus": 0,
+					"idx": 0,
+					"task": self.tasks[site],
+					"run_frequency": "Cron Style",
+					"cron_string": cron,
+				}
+			)
 			columns = [col.name for col in schema.columns]
 			values = [tuple({**base, "name": f"BULK-{i:06d}"}.get(c) for c in columns) for i in range(1, schedules + 1)]
 			with self.root.cursor() as cur:
 				cur.executemany(
-					f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})", values
+					f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+					values,
 				)
 			if n % 100 == 0 or n == len(self.sites):
 				progress(f"rows inserted: {n}/{len(self.sites)} sites ({time.monotonic() - started:.0f} s)")
@@ -157,7 +183,9 @@ class ScaleBench:
 		try:
 			drop_dev_bench(self.path)
 		except Exception as exc:
-			progress(f"drop_dev_bench failed ({exc}); removing the directory (the private server goes with its databases)")
+			progress(
+				f"drop_dev_bench failed ({exc}); removing the directory (the private server goes with its databases)"
+			)
 			shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -188,7 +216,10 @@ class ProcessList(threading.Thread):
 				if self.paused.is_set():
 					time.sleep(0.05)
 					continue
-				cur.execute("SELECT id FROM information_schema.processlist WHERE user LIKE %s OR user = %s", (r"\_btu%", db_reader.DEFAULT_USER))
+				cur.execute(
+					"SELECT id FROM information_schema.processlist WHERE user LIKE %s OR user = %s",
+					(r"\_btu%", db_reader.DEFAULT_USER),
+				)
 				self.samples.append((time.monotonic(), frozenset(row[0] for row in cur.fetchall())))
 				time.sleep(self.every)
 
@@ -254,11 +285,19 @@ class ExtraClients(threading.Thread):
 		while self.r.zcard(protocol.DUE_KEY) == 0 and time.monotonic() < deadline:
 			time.sleep(0.01)
 		conns = []
-		for site in random.sample(self.bench.sites, self.count) if self.count <= len(self.bench.sites) else random.choices(self.bench.sites, k=self.count):
+		for site in (
+			random.sample(self.bench.sites, self.count)
+			if self.count <= len(self.bench.sites)
+			else random.choices(self.bench.sites, k=self.count)
+		):
 			params = self.bench.bench.site(site).db_params
 			try:
 				conn = pymysql.connect(
-					host=params["host"], port=params["port"], user=params["user"], password=params["password"], database=params["database"],
+					host=params["host"],
+					port=params["port"],
+					user=params["user"],
+					password=params["password"],
+					database=params["database"],
 					connect_timeout=10,
 				)
 				self.mine.add(conn.thread_id())
@@ -279,7 +318,9 @@ def reconcile_metrics(port: int) -> dict[str, list[float]]:
 	with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
 		text = response.read().decode()
 	kinds: dict[str, list[float]] = {}
-	for part, kind, value in re.findall(r'^btu_reconcile_duration_seconds_(count|sum)\{[^}]*kind="(\w+)"[^}]*\} (\S+)$', text, re.M):
+	for part, kind, value in re.findall(
+		r'^btu_reconcile_duration_seconds_(count|sum)\{[^}]*kind="(\w+)"[^}]*\} (\S+)$', text, re.M
+	):
 		kinds.setdefault(kind, [0.0, 0.0])[0 if part == "count" else 1] = float(value)
 	return kinds
 
@@ -287,7 +328,9 @@ def reconcile_metrics(port: int) -> dict[str, list[float]]:
 # -- the phases ---------------------------------------------------------------------------------
 
 
-def cold_start(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine: set, schedules: int, log, timeout: float) -> tuple[object, dict]:
+def cold_start(
+	bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine: set, schedules: int, log, timeout: float
+) -> tuple[object, dict]:
 	"""Start a scheduler with default settings; seconds until every schedule is in the due set."""
 	total = len(bench.sites) * schedules
 	extra = ExtraClients(bench, r, EXTRA_CLIENTS, mine)
@@ -314,24 +357,27 @@ def cold_start(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine:
 	extra.release.set()
 	extra.join()
 	pools = wait_heartbeat(r, started_wall + (loaded - t0) + 0.1)
-	return scheduler, {
-		"cold_start_s": seconds,
-		"redis_bytes_per_schedule": redis_bytes / total,  # used_memory after the load less before it, the state's keys only
-		"rss_mb_loaded": common.rss_mb(scheduler.pid),
-		"timeout_s": timeout,
-		"due_entries": r.zcard(protocol.DUE_KEY),
-		"expected": total,
-		"sites_complete": sum(1 for n in counts.values() if n >= schedules),
-		"sites": len(bench.sites),
-		"extra_clients_ok": extra.ok,
-		"extra_clients": EXTRA_CLIENTS,
-		"extra_client_errors": extra.errors[:5],
-		"server_peak": sampler.peak(mine, t0),
-		"pools": pools,
-		"load": now_load(),
-		"t0": t0,
-	}
-
+	return (
+		scheduler,
+		{
+			"cold_start_s": seconds,
+			"redis_bytes_per_schedule": redis_bytes
+			/ total,  # used_memory after the load less before it, the state's keys only
+			"rss_mb_loaded": common.rss_mb(scheduler.pid),
+			"timeout_s": timeout,
+			"due_entries": r.zcard(protocol.DUE_KEY),
+			"expected": total,
+			"sites_complete": sum(1 for n in counts.values() if n >= schedules),
+			"sites": len(bench.sites),
+			"extra_clients_ok": extra.ok,
+			"extra_clients": EXTRA_CLIENTS,
+			"extra_client_errors": extra.errors[:5],
+			"server_peak": sampler.peak(mine, t0),
+			"pools": pools,
+			"load": now_load(),
+			"t0": t0,
+		},
+	)
 
 
 def idle_cpu(scheduler, redis_pid: int, seconds: float, settle: float) -> dict:
@@ -427,7 +473,12 @@ def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, pro
 	"""Reconciler.full in this process, over the state the scheduler left: one warm pass, then `passes` timed."""
 	state = State(r)
 	reconciler = Reconciler(
-		bench.path, state, "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=Config().connections(),
+		bench.path,
+		state,
+		"frappe",
+		lambda: datetime.now(timezone.utc),
+		lambda: None,
+		connections=Config().connections(),
 	)
 	status = server.connect()
 
@@ -454,19 +505,22 @@ def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, pro
 				cpu_s = sum(os.times()[:2]) - sum(cpu[:2])
 				rt1 = trips.count
 				rc1, db1 = redis_commands(), db_status()
-				rows.append({
-					"wall_s": wall,
-					"cpu_s": cpu_s,  # of this process: the reconciler's threads (the ProcessList sampler is paused)
-					# Less the one SHOW STATUS of the reading and the INFO of redis_commands.
-					"db_queries": db1["Questions"] - db0["Questions"] - 1,
-					"db_selects": db1["Com_select"] - db0["Com_select"],
-					"db_connections_opened": db1["Connections"] - db0["Connections"],
-					"db_tables_opened": db1["Opened_tables"] - db0["Opened_tables"],
-					"db_table_definitions_opened": db1["Opened_table_definitions"] - db0["Opened_table_definitions"],
-					"db_buffer_pool_reads": db1["Innodb_buffer_pool_reads"] - db0["Innodb_buffer_pool_reads"],
-					"redis_round_trips": rt1 - rt0,
-					"redis_commands": rc1 - rc0 - 1,
-				})
+				rows.append(
+					{
+						"wall_s": wall,
+						"cpu_s": cpu_s,  # of this process: the reconciler's threads (the ProcessList sampler is paused)
+						# Less the one SHOW STATUS of the reading and the INFO of redis_commands.
+						"db_queries": db1["Questions"] - db0["Questions"] - 1,
+						"db_selects": db1["Com_select"] - db0["Com_select"],
+						"db_connections_opened": db1["Connections"] - db0["Connections"],
+						"db_tables_opened": db1["Opened_tables"] - db0["Opened_tables"],
+						"db_table_definitions_opened": db1["Opened_table_definitions"]
+						- db0["Opened_table_definitions"],
+						"db_buffer_pool_reads": db1["Innodb_buffer_pool_reads"] - db0["Innodb_buffer_pool_reads"],
+						"redis_round_trips": rt1 - rt0,
+						"redis_commands": rc1 - rc0 - 1,
+					}
+				)
 		finally:
 			trips.close()
 		profile_text = None
@@ -504,10 +558,14 @@ def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, pro
 		status.close()
 
 
-def edit_latency(bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine: set, log, samples: int) -> tuple[object, dict]:
+def edit_latency(
+	bench: ScaleBench, r, redis_url: str, sampler: ProcessList, mine: set, log, samples: int
+) -> tuple[object, dict]:
 	"""A scheduler reconciling in full back to back; each sample a new schedule in a random site, then its RPC."""
 	port = claim_port()
-	scheduler = common.start_scheduler(bench, redis_url, "frappe", ["--full-refresh-interval-secs", "1", "--metrics-port", str(port)], log=log)
+	scheduler = common.start_scheduler(
+		bench, redis_url, "frappe", ["--full-refresh-interval-secs", "1", "--metrics-port", str(port)], log=log
+	)
 	t0 = time.monotonic()
 	# Its first full reconcile compiles every row (a new process has seen none); then two more passes (or slices of a
 	# staggered cycle), back to back.
@@ -565,7 +623,10 @@ def code_version() -> dict:
 	def git(*cmd: str) -> str:
 		return subprocess.run(["git", *cmd], cwd=common.REPO, capture_output=True, text=True).stdout.strip()
 
-	return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_in_btu": git("status", "--porcelain", "--", "btu").splitlines()}
+	return {
+		"commit": git("rev-parse", "--short", "HEAD"),
+		"uncommitted_in_btu": git("status", "--porcelain", "--", "btu").splitlines(),
+	}
 
 
 def tune(server: MariaDBServer, table_cache: int | None, buffer_pool_mb: int | None) -> None:
@@ -600,22 +661,38 @@ def main() -> None:
 	parser.add_argument("--sites", type=int, default=1000)
 	parser.add_argument("--schedules", type=int, default=20, help="schedules per site")
 	parser.add_argument("--idle-seconds", type=float, default=60)
-	parser.add_argument("--settle", type=float, default=10, help="seconds between the cold start and the idle measurement")
-	parser.add_argument("--passes", type=int, default=3, help="timed full reconciles")
-	parser.add_argument("--profile", action="store_true", help="one more full reconcile under cProfile, printed (the main thread only: py-spy --threads sees the readers)")
 	parser.add_argument(
-		"--table-cache", type=int, help="set the server's table_open_cache and table_definition_cache (default: MariaDB's, 2000 and 400)",
+		"--settle", type=float, default=10, help="seconds between the cold start and the idle measurement"
 	)
-	parser.add_argument("--buffer-pool-mb", type=int, help="set the server's innodb_buffer_pool_size (default: tests/support's 32 MB)")
+	parser.add_argument("--passes", type=int, default=3, help="timed full reconciles")
 	parser.add_argument(
-		"--reader", action="store_true",
+		"--profile",
+		action="store_true",
+		help="one more full reconcile under cProfile, printed (the main thread only: py-spy --threads sees the readers)",
+	)
+	parser.add_argument(
+		"--table-cache",
+		type=int,
+		help="set the server's table_open_cache and table_definition_cache (default: MariaDB's, 2000 and 400)",
+	)
+	parser.add_argument(
+		"--buffer-pool-mb", type=int, help="set the server's innodb_buffer_pool_size (default: tests/support's 32 MB)"
+	)
+	parser.add_argument(
+		"--reader",
+		action="store_true",
 		help="grant the bench's reader login first (btu-scheduler setup db-reader --apply): many sites a query; default: each site on its own login",
 	)
 	args = parser.parse_args()
 
 	sites = [f"s{i:04d}.localhost" for i in range(args.sites)]
 	log_dir = Path(tempfile.mkdtemp(prefix="btu-scale-logs-"))
-	result: dict = {"args": vars(args), "code": code_version(), "load_at_start": now_load(), "uptime_at_start": os.popen("uptime").read().strip()}
+	result: dict = {
+		"args": vars(args),
+		"code": code_version(),
+		"load_at_start": now_load(),
+		"uptime_at_start": os.popen("uptime").read().strip(),
+	}
 	mine: set = set()
 	server = redis_server = bench = sampler = scheduler = None
 	try:
@@ -624,7 +701,9 @@ def main() -> None:
 		result["server"] = server_settings(server)
 		redis_server = common.start_redis()
 		r = redis_server.client()
-		progress(f"MariaDB (max_connections {MAX_CONNECTIONS}) on port {server.port}, Redis at {redis_server.url}; load {now_load()}")
+		progress(
+			f"MariaDB (max_connections {MAX_CONNECTIONS}) on port {server.port}, Redis at {redis_server.url}; load {now_load()}"
+		)
 		t = time.monotonic()
 		bench = ScaleBench(server, sites)
 		bench.create(redis_server.url)
@@ -639,7 +718,16 @@ def main() -> None:
 		sampler.start()
 		progress("cold start")
 		log = (log_dir / "scheduler-default.log").open("w")
-		scheduler, result["cold"] = cold_start(bench, r, redis_server.url, sampler, mine, args.schedules, log, timeout=max(120.0, 0.3 * args.sites, 0.0005 * args.sites * args.schedules))
+		scheduler, result["cold"] = cold_start(
+			bench,
+			r,
+			redis_server.url,
+			sampler,
+			mine,
+			args.schedules,
+			log,
+			timeout=max(120.0, 0.3 * args.sites, 0.0005 * args.sites * args.schedules),
+		)
 		progress(f"cold start: {result['cold']['cold_start_s']} s; idle CPU over {args.idle_seconds:g} s")
 		result["idle"] = idle_cpu(scheduler, redis_server.process.pid, args.idle_seconds, args.settle)
 		progress(f"idle: {result['idle']['scheduler_percent']:.3f} % of a core; fires")
@@ -708,7 +796,12 @@ def main() -> None:
 			f"{result['server_peak_all']}; {pool_peak} (limit {pool_limit}, {waits} waits)",
 			f"<= the setting ({pool_limit}), <= 8",
 		],
-		["cold start until every schedule is in Redis", BEFORE["cold"], f"{cold['cold_start_s']:.1f} s" if cold["cold_start_s"] else "not within the timeout", "<= 10 s"],
+		[
+			"cold start until every schedule is in Redis",
+			BEFORE["cold"],
+			f"{cold['cold_start_s']:.1f} s" if cold["cold_start_s"] else "not within the timeout",
+			"<= 10 s",
+		],
 		[
 			f"full reconcile with nothing changed (median / max of {args.passes})",
 			BEFORE["full"],
@@ -721,11 +814,18 @@ def main() -> None:
 			f"{cold['redis_bytes_per_schedule']:.0f} bytes ({cold['redis_bytes_per_schedule'] * 1e6 / 2**30:.2f} GB for 1M); {cold['rss_mb_loaded']:.0f} MB",
 			"1M: Redis <= 1 GB, RSS <= 500 MB",
 		],
-		[f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: each site read once in 0.3 s times the sites)", BEFORE["cpu"], f"{idle['scheduler_percent']:.2f} %", "<= 0.2 %"],
+		[
+			f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: each site read once in 0.3 s times the sites)",
+			BEFORE["cpu"],
+			f"{idle['scheduler_percent']:.2f} %",
+			"<= 0.2 %",
+		],
 		[
 			f"an edit takes effect, --full-refresh-interval-secs 1 (p50 / p99 / max of {edit['landed']})",
 			BEFORE["edit"],
-			f"{edit['lag_p50_ms']:.0f} / {edit['lag_p99_ms']:.0f} / {edit['lag_max_ms']:.0f} ms" if edit["landed"] else "none landed",
+			f"{edit['lag_p50_ms']:.0f} / {edit['lag_p99_ms']:.0f} / {edit['lag_max_ms']:.0f} ms"
+			if edit["landed"]
+			else "none landed",
 			"<= 100 ms",
 		],
 	]
@@ -733,7 +833,10 @@ def main() -> None:
 	cost = common.table(
 		["per full reconcile pass", "measured"],
 		[
-			["DB statements per site (Questions: the SELECT, and a new connection's SET NAMES and SET AUTOCOMMIT)", round(full["db_queries_per_site"], 2)],
+			[
+				"DB statements per site (Questions: the SELECT, and a new connection's SET NAMES and SET AUTOCOMMIT)",
+				round(full["db_queries_per_site"], 2),
+			],
 			["DB SELECTs per site (Com_select)", round(full["db_selects_per_site"], 2)],
 			["CPU seconds of the reconciling process", round(full["cpu_s_per_pass"], 2)],
 			["DB connections opened", int(full["db_connections_per_pass"])],
@@ -743,7 +846,11 @@ def main() -> None:
 			["Redis commands", int(full["redis_commands_per_pass"])],
 			[
 				"the scheduler's own reconciles during the edits (count x mean)",
-				", ".join(f"{kind} {int(v['count'])} x {v['mean_s']:.2f} s" for kind, v in edit["reconciles_meanwhile"].items()) or "-",
+				", ".join(
+					f"{kind} {int(v['count'])} x {v['mean_s']:.2f} s"
+					for kind, v in edit["reconciles_meanwhile"].items()
+				)
+				or "-",
 			],
 		],
 	)
@@ -753,7 +860,9 @@ def main() -> None:
 	print(f"\nload average (1/5/15 min): {result['load_at_start']} at the start, {result['load_at_end']} at the end")
 	result.pop("samples", None)
 	cold.pop("t0", None)
-	name = ("scale" if args.table_cache is None and args.buffer_pool_mb is None else "scale_server_tuned") + ("_reader" if args.reader else "")
+	name = ("scale" if args.table_cache is None and args.buffer_pool_mb is None else "scale_server_tuned") + (
+		"_reader" if args.reader else ""
+	)
 	settings = ", ".join(f"{k} {v:,}" for k, v in result["server"].items())
 	print(f"MariaDB: {settings}")
 	path = common.write_result(name, {**result, "table": text, "cost_table": cost})

@@ -52,7 +52,9 @@ def handled(r) -> int:
 def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, replica: bool, metrics: bool) -> dict:
 	with bench.data.conn.cursor() as cur:
 		cur.execute("DELETE FROM `tabBTU Task Schedule`")
-	bench.insert_schedules([{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "skip"} for _ in range(count)])
+	bench.insert_schedules(
+		[{"run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "skip"} for _ in range(count)]
+	)
 	server = common.start_redis()
 	replica_server = start_replica(server) if replica else None
 	r = server.client()
@@ -76,12 +78,27 @@ def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, r
 		for key, value in r.hgetall(protocol.counters_key(common.SITE)).items():
 			counters[key.decode()] = int(value)
 		sample_id = r.lindex(bench.queue, -1)
-		sample = {k.decode(): v.decode(errors="replace")[:120] for k, v in r.hgetall(b"rq:job:" + sample_id).items()} if sample_id else {}
+		sample = (
+			{k.decode(): v.decode(errors="replace")[:120] for k, v in r.hgetall(b"rq:job:" + sample_id).items()}
+			if sample_id
+			else {}
+		)
 		return {
-			"schedules": count, "replica": replica, "metrics": common.metrics_setting(metrics), "offered_fires_per_s": count, "fires_per_s": jobs / elapsed, "handled_per_s": handled_per_s, "seconds": elapsed,
-			"scheduler_cpu_percent": 100 * cpu / elapsed, "load_secs": load_secs, "rss_loaded_mb": rss_loaded,
-			"rss_peak_mb": rss_peak, "redis_used_memory_mb": r.info("memory")["used_memory"] / 2**20,
-			"counters": counters, "sample_job": sample, "scrapes": scraper.scrapes if scraper else 0,
+			"schedules": count,
+			"replica": replica,
+			"metrics": common.metrics_setting(metrics),
+			"offered_fires_per_s": count,
+			"fires_per_s": jobs / elapsed,
+			"handled_per_s": handled_per_s,
+			"seconds": elapsed,
+			"scheduler_cpu_percent": 100 * cpu / elapsed,
+			"load_secs": load_secs,
+			"rss_loaded_mb": rss_loaded,
+			"rss_peak_mb": rss_peak,
+			"redis_used_memory_mb": r.info("memory")["used_memory"] / 2**20,
+			"counters": counters,
+			"sample_job": sample,
+			"scrapes": scraper.scrapes if scraper else 0,
 		}
 	finally:
 		if scraper:
@@ -97,9 +114,16 @@ def main() -> None:
 	parser.add_argument("--seconds", type=float, default=30, help="measuring time per size (default 30)")
 	parser.add_argument("--warmup", type=float, default=5)
 	parser.add_argument("--sizes", default="10000,100000")
-	parser.add_argument("--replica", choices=("no", "yes", "both"), default="no", help="measure with a replica that each fire write WAITs for")
+	parser.add_argument(
+		"--replica",
+		choices=("no", "yes", "both"),
+		default="no",
+		help="measure with a replica that each fire write WAITs for",
+	)
 	common.add_metrics_argument(parser)
-	parser.add_argument("--max-concurrent", type=int, default=0, help="the benchmark task's max_concurrent_runs (default 0: no limit)")
+	parser.add_argument(
+		"--max-concurrent", type=int, default=0, help="the benchmark task's max_concurrent_runs (default 0: no limit)"
+	)
 	args = parser.parse_args()
 	replicas = {"no": [False], "yes": [True], "both": [False, True]}[args.replica]
 	bench = common.DevBench("redis://127.0.0.1:1/0")
@@ -114,11 +138,41 @@ def main() -> None:
 	finally:
 		bench.close()
 	text = common.table(
-		["schedules", "replica", "metrics", "offered fires/s", "fires/s", "handled/s", "scheduler CPU %", "load s", "RSS loaded MB", "RSS peak MB", "Redis MB"],
-		[[r["schedules"], "yes" if r["replica"] else "no", r["metrics"], r["offered_fires_per_s"], r["fires_per_s"], r["handled_per_s"], r["scheduler_cpu_percent"], r["load_secs"], r["rss_loaded_mb"], r["rss_peak_mb"], r["redis_used_memory_mb"]] for r in rows],
+		[
+			"schedules",
+			"replica",
+			"metrics",
+			"offered fires/s",
+			"fires/s",
+			"handled/s",
+			"scheduler CPU %",
+			"load s",
+			"RSS loaded MB",
+			"RSS peak MB",
+			"Redis MB",
+		],
+		[
+			[
+				r["schedules"],
+				"yes" if r["replica"] else "no",
+				r["metrics"],
+				r["offered_fires_per_s"],
+				r["fires_per_s"],
+				r["handled_per_s"],
+				r["scheduler_cpu_percent"],
+				r["load_secs"],
+				r["rss_loaded_mb"],
+				r["rss_peak_mb"],
+				r["redis_used_memory_mb"],
+			]
+			for r in rows
+		],
 	)
 	print(text)
-	path = common.write_result("throughput", {"args": vars(args), "rows": rows, "table": text, "targets": {"fires_per_s": 10000, "rss_mb": 150}})
+	path = common.write_result(
+		"throughput",
+		{"args": vars(args), "rows": rows, "table": text, "targets": {"fires_per_s": 10000, "rss_mb": 150}},
+	)
 	print(f"\nwrote {path}")
 
 

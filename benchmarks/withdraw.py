@@ -45,9 +45,9 @@ if str(SOURCE) not in sys.path:
 
 import redis  # noqa: E402
 
-from btu.shared import protocol  # noqa: E402
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX  # noqa: E402
-from btu.scheduler_daemon.state import State, CompiledSchedule  # noqa: E402
+from btu.scheduler_daemon.state import CompiledSchedule, State  # noqa: E402
+from btu.shared import protocol  # noqa: E402
 
 SITE = "bench1.localhost"
 QUEUE_KEY = "rq:queue:bench1-default"
@@ -93,15 +93,28 @@ def fill_schedule(pipe, site: str, name: str, fires: int, base_ms: int, fingerpr
 	for k in range(fires):
 		slot = base_ms + k * MINUTE_MS
 		job_id = f"{site}::{name}::{slot}"
-		entry = "\t".join([job_id, QUEUE_KEY, state_key, counters_key, member, str(slot), str(slot), "0", str(prepared_ms)])
+		entry = "\t".join(
+			[job_id, QUEUE_KEY, state_key, counters_key, member, str(slot), str(slot), "0", str(prepared_ms)]
+		)
 		pipe.hset(JOB_KEY_PREFIX + job_id, mapping={**JOB_FIELDS, "description": f"{name} at {slot}"})
 		pipe.zadd(protocol.PREPARED_KEY, {entry: slot})
 		pipe.zadd(index_key(site, name), {entry: max(slot, prepared_ms)})
 	cursor = base_ms + fires * MINUTE_MS
-	pipe.hset(state_key, mapping={
-		"name": name, "fingerprint": fingerprint, "spec": "{}", "job": "{}", "paused": "0", "finished": "0",
-		"cursor": str(cursor), "fire_at": str(cursor), "runs": str(fires), "modified": "2024-01-01 00:00:00.000000",
-	})
+	pipe.hset(
+		state_key,
+		mapping={
+			"name": name,
+			"fingerprint": fingerprint,
+			"spec": "{}",
+			"job": "{}",
+			"paused": "0",
+			"finished": "0",
+			"cursor": str(cursor),
+			"fire_at": str(cursor),
+			"runs": str(fires),
+			"modified": "2024-01-01 00:00:00.000000",
+		},
+	)
 	pipe.zadd(protocol.DUE_KEY, {member: cursor})
 	pipe.sadd(protocol.site_schedules_key(site), name)
 
@@ -129,7 +142,14 @@ def put_back(r, site: str, name: str, fires: int, base_ms: int) -> None:
 
 def slowlog(r) -> list[dict]:
 	return [
-		{"command": (e["command"].decode("utf-8", "replace") if isinstance(e["command"], bytes) else str(e["command"])).split(" ", 1)[0].upper(), "us": int(e["duration"])}
+		{
+			"command": (
+				e["command"].decode("utf-8", "replace") if isinstance(e["command"], bytes) else str(e["command"])
+			)
+			.split(" ", 1)[0]
+			.upper(),
+			"us": int(e["duration"]),
+		}
 		for e in r.slowlog_get(1_000_000)
 	]
 
@@ -141,8 +161,16 @@ def script_us(r) -> int:
 
 def upsert(name: str, *, fingerprint: str, paused: bool, now_ms: int) -> CompiledSchedule:
 	return CompiledSchedule(
-		name=name, fingerprint=fingerprint, spec={}, job={}, paused=paused, active=True,
-		cursor_if_new=str(now_ms), fire_at_if_new=str(now_ms), cursor_if_changed=str(now_ms + 3_600_000), fire_at_if_changed=str(now_ms + 3_600_000),
+		name=name,
+		fingerprint=fingerprint,
+		spec={},
+		job={},
+		paused=paused,
+		active=True,
+		cursor_if_new=str(now_ms),
+		fire_at_if_new=str(now_ms),
+		cursor_if_changed=str(now_ms + 3_600_000),
+		fire_at_if_changed=str(now_ms + 3_600_000),
 		modified="2024-01-01 00:00:01.000000",
 	)
 
@@ -172,13 +200,23 @@ def measure_ops(r, state: State, prepared: int, reps: int) -> list[dict]:
 			times.append(script_us(r))
 			withdrawn.append(prepared - r.zcard(protocol.PREPARED_KEY))
 			put_back(r, SITE, name, FIRES_PER_SCHEDULE, base_ms)
-		rows.append({
-			"op": op, "prepared": prepared, "schedules": schedules, "reps": reps,
-			"p50_ms": percentile(times, 50) / 1000, "max_ms": max(times) / 1000,
-			"withdrawn_per_op": sorted(set(withdrawn)),
-			"us": times,
-		})
-		print(f"  {op} at {prepared:,} prepared: p50 {rows[-1]['p50_ms']:.3f} ms, max {rows[-1]['max_ms']:.3f} ms", file=sys.stderr, flush=True)
+		rows.append(
+			{
+				"op": op,
+				"prepared": prepared,
+				"schedules": schedules,
+				"reps": reps,
+				"p50_ms": percentile(times, 50) / 1000,
+				"max_ms": max(times) / 1000,
+				"withdrawn_per_op": sorted(set(withdrawn)),
+				"us": times,
+			}
+		)
+		print(
+			f"  {op} at {prepared:,} prepared: p50 {rows[-1]['p50_ms']:.3f} ms, max {rows[-1]['max_ms']:.3f} ms",
+			file=sys.stderr,
+			flush=True,
+		)
 	return rows
 
 
@@ -202,7 +240,9 @@ class Probe:
 	"""The longest a PING of another client waited: the longest Redis kept other clients out (a MULTI block included)."""
 
 	def __init__(self, url: str):
-		self.process = subprocess.Popen([sys.executable, "-c", PROBE, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+		self.process = subprocess.Popen(
+			[sys.executable, "-c", PROBE, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+		)
 		self.process.stdout.readline()
 		self.max_ms, self.pings = 0.0, 0
 
@@ -231,15 +271,23 @@ def measure_purge(r, url: str, state: State, schedules: int, fires: int) -> dict
 	longest = max(entries, key=lambda e: e["us"], default={"command": "-", "us": 0})
 	left = r.zcard(protocol.PREPARED_KEY) + r.scard(protocol.site_schedules_key(SITE))
 	row = {
-		"schedules": schedules, "prepared": prepared,
-		"longest_command_ms": longest["us"] / 1000, "longest_command": longest["command"],
+		"schedules": schedules,
+		"prepared": prepared,
+		"longest_command_ms": longest["us"] / 1000,
+		"longest_command": longest["command"],
 		"scripts": sum(1 for e in entries if e["command"] in ("EVALSHA", "EVAL")),
 		"script_total_ms": sum(e["us"] for e in entries if e["command"] in ("EVALSHA", "EVAL")) / 1000,
-		"longest_ping_wait_ms": probe.max_ms, "pings": probe.pings,
-		"wall_s": wall, "left_behind": left,
+		"longest_ping_wait_ms": probe.max_ms,
+		"pings": probe.pings,
+		"wall_s": wall,
+		"left_behind": left,
 	}
-	print(f"  purge {schedules:,} schedules / {prepared:,} prepared: longest {longest['command']} {row['longest_command_ms']:.1f} ms, "
-		f"longest PING wait {probe.max_ms:.1f} ms, wall {wall:.2f} s", file=sys.stderr, flush=True)
+	print(
+		f"  purge {schedules:,} schedules / {prepared:,} prepared: longest {longest['command']} {row['longest_command_ms']:.1f} ms, "
+		f"longest PING wait {probe.max_ms:.1f} ms, wall {wall:.2f} s",
+		file=sys.stderr,
+		flush=True,
+	)
 	return row
 
 
@@ -259,7 +307,9 @@ def measure(url: str, reps: int, purge_sizes: list[tuple[int, int]]) -> dict:
 	ops = [row for prepared in PREPARED_SIZES for row in measure_ops(r, state, prepared, reps)]
 	purges = [measure_purge(r, url, state, schedules, fires) for schedules, fires in purge_sizes]
 	r.flushall()
-	commit = subprocess.run(["git", "-C", str(SOURCE), "log", "-1", "--format=%h %s"], capture_output=True, text=True).stdout.strip()
+	commit = subprocess.run(
+		["git", "-C", str(SOURCE), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+	).stdout.strip()
 	return {"source": str(SOURCE), "commit": commit, "ops": ops, "purges": purges}
 
 
@@ -275,7 +325,18 @@ def run_old(old: Path, url: str, reps: int, purge: tuple[int, int]) -> dict:
 	python = old / ".venv" / "bin" / "python"
 	out = Path(tempfile.mkstemp(prefix="btu-withdraw-", suffix=".json")[1])
 	env = {**os.environ, "BTU_SOURCE": str(old), "PYTHONPATH": str(old)}
-	command = [str(python if python.exists() else sys.executable), str(Path(__file__).resolve()), "--worker", url, "--reps", str(reps), "--purge", f"{purge[0]}x{purge[1]}", "--out", str(out)]
+	command = [
+		str(python if python.exists() else sys.executable),
+		str(Path(__file__).resolve()),
+		"--worker",
+		url,
+		"--reps",
+		str(reps),
+		"--purge",
+		f"{purge[0]}x{purge[1]}",
+		"--out",
+		str(out),
+	]
 	subprocess.run(command, cwd=old, env=env, check=True)
 	data = json.loads(out.read_text())
 	out.unlink()
@@ -285,8 +346,12 @@ def run_old(old: Path, url: str, reps: int, purge: tuple[int, int]) -> dict:
 def main() -> int:
 	parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 	parser.add_argument("--reps", type=int, default=20)
-	parser.add_argument("--old", type=Path, help="another checkout to measure side by side (e.g. a worktree of an older commit)")
-	parser.add_argument("--old-purge", type=size, default=(1_000, 20), help="the old run's purge: SCHEDULESxFIRES (default 1000x20)")
+	parser.add_argument(
+		"--old", type=Path, help="another checkout to measure side by side (e.g. a worktree of an older commit)"
+	)
+	parser.add_argument(
+		"--old-purge", type=size, default=(1_000, 20), help="the old run's purge: SCHEDULESxFIRES (default 1000x20)"
+	)
 	parser.add_argument("--worker", metavar="REDIS_URL", help=argparse.SUPPRESS)
 	parser.add_argument("--purge", type=size, action="append", help=argparse.SUPPRESS)
 	parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -310,26 +375,82 @@ def main() -> int:
 		server.close()
 
 	def cell(run, key, **match):
-		found = next((row for row in (run or {}).get("ops" if "op" in match else "purges", []) if all(row.get(k) == v for k, v in match.items())), None)
+		found = next(
+			(
+				row
+				for row in (run or {}).get("ops" if "op" in match else "purges", [])
+				if all(row.get(k) == v for k, v in match.items())
+			),
+			None,
+		)
 		return found.get(key) if found else None
 
 	print(f"\nnew: {new['commit']}" + (f"\nold: {old['commit']}" if old else ""))
-	print(f"One schedule withdrawn, Redis time of its script (SLOWLOG), {args.reps} schedules each, {FIRES_PER_SCHEDULE} fires per schedule prepared")
-	print(common.table(
-		["op", "prepared fires", "schedules", "new p50 (ms)", "new max (ms)", *(["old p50 (ms)", "old max (ms)"] if old else [])],
-		[
-			[row["op"], row["prepared"], row["schedules"], row["p50_ms"], row["max_ms"],
-			 *([cell(old, "p50_ms", op=row["op"], prepared=row["prepared"]), cell(old, "max_ms", op=row["op"], prepared=row["prepared"])] if old else [])]
-			for row in new["ops"]
-		],
-	))
+	print(
+		f"One schedule withdrawn, Redis time of its script (SLOWLOG), {args.reps} schedules each, {FIRES_PER_SCHEDULE} fires per schedule prepared"
+	)
+	print(
+		common.table(
+			[
+				"op",
+				"prepared fires",
+				"schedules",
+				"new p50 (ms)",
+				"new max (ms)",
+				*(["old p50 (ms)", "old max (ms)"] if old else []),
+			],
+			[
+				[
+					row["op"],
+					row["prepared"],
+					row["schedules"],
+					row["p50_ms"],
+					row["max_ms"],
+					*(
+						[
+							cell(old, "p50_ms", op=row["op"], prepared=row["prepared"]),
+							cell(old, "max_ms", op=row["op"], prepared=row["prepared"]),
+						]
+						if old
+						else []
+					),
+				]
+				for row in new["ops"]
+			],
+		)
+	)
 	print("\nA site purged (State.purge_site)")
 	purges = [("new", row) for row in new["purges"]] + [("old", row) for row in (old or {}).get("purges", [])]
-	print(common.table(
-		["code", "schedules", "prepared fires", "longest command (ms)", "longest PING wait (ms)", "scripts total (ms)", "wall (s)", "left behind"],
-		[[code, row["schedules"], row["prepared"], f"{row['longest_command_ms']:.2f} ({row['longest_command']})", row["longest_ping_wait_ms"], row["script_total_ms"], row["wall_s"], row["left_behind"]] for code, row in purges],
-	))
-	path = common.write_result("withdraw", {"reps": args.reps, "fires_per_schedule": FIRES_PER_SCHEDULE, "new": new, "old": old})
+	print(
+		common.table(
+			[
+				"code",
+				"schedules",
+				"prepared fires",
+				"longest command (ms)",
+				"longest PING wait (ms)",
+				"scripts total (ms)",
+				"wall (s)",
+				"left behind",
+			],
+			[
+				[
+					code,
+					row["schedules"],
+					row["prepared"],
+					f"{row['longest_command_ms']:.2f} ({row['longest_command']})",
+					row["longest_ping_wait_ms"],
+					row["script_total_ms"],
+					row["wall_s"],
+					row["left_behind"],
+				]
+				for code, row in purges
+			],
+		)
+	)
+	path = common.write_result(
+		"withdraw", {"reps": args.reps, "fires_per_schedule": FIRES_PER_SCHEDULE, "new": new, "old": old}
+	)
 	print(f"\n{path}")
 	return 0
 

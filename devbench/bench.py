@@ -69,7 +69,13 @@ def database_name(bench_path: str | os.PathLike, site: str) -> str:
 def root_connection(host: str, port: int, user: str, password: str) -> pymysql.Connection:
 	try:
 		return pymysql.connect(
-			host=host, port=int(port), user=user, password=password, charset="utf8mb4", autocommit=True, connect_timeout=10
+			host=host,
+			port=int(port),
+			user=user,
+			password=password,
+			charset="utf8mb4",
+			autocommit=True,
+			connect_timeout=10,
 		)
 	except pymysql.MySQLError as exc:
 		raise DevBenchError(
@@ -144,7 +150,9 @@ def drop_dev_bench(path: str | os.PathLike, *, db_root_user: str = "root", db_ro
 	common = read_json(root / "sites" / "common_site_config.json")
 	sites = [entry for entry in sorted((root / "sites").glob("*/site_config.json"))]
 	if sites:
-		conn = root_connection(common.get("db_host") or "127.0.0.1", int(common.get("db_port") or 3306), db_root_user, db_root_password)
+		conn = root_connection(
+			common.get("db_host") or "127.0.0.1", int(common.get("db_port") or 3306), db_root_user, db_root_password
+		)
 		try:
 			with conn.cursor() as cur:
 				for site_config in sites:
@@ -183,9 +191,13 @@ def prepare_directory(root: Path) -> None:
 	if root.exists() and not root.is_dir():
 		raise DevBenchInputError(f"{root} exists and is not a directory: choose another DIR")
 	if root.is_dir() and not (root / MARKER).exists() and any(root.iterdir()):
-		raise DevBenchInputError(f"{root} is not empty and not a dev bench (no {MARKER} file): choose a new or empty DIR")
+		raise DevBenchInputError(
+			f"{root} is not empty and not a dev bench (no {MARKER} file): choose a new or empty DIR"
+		)
 	root.mkdir(parents=True, exist_ok=True)
-	(root / MARKER).write_text("Made by `python -m devbench bench`; `python -m devbench bench DIR --drop` removes it.\n")
+	(root / MARKER).write_text(
+		"Made by `python -m devbench bench`; `python -m devbench bench DIR --drop` removes it.\n"
+	)
 
 
 def write_json(path: Path, data: dict) -> None:

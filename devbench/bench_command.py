@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from btu.shared.protocol import mask_url
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-
+from btu.shared.protocol import mask_url
 
 NAME = "bench"
 HELP = "make a dev bench: a directory the scheduler treats like a real Frappe bench"
@@ -21,15 +20,27 @@ DESCRIPTION = (
 def arguments(parser) -> None:
 	parser.add_argument("dir", metavar="DIR", help="the dev bench directory (new, empty, or an existing dev bench)")
 	parser.add_argument(
-		"--site", dest="sites", action="append", metavar="NAME", help="a site to make (repeatable; default site1.localhost)"
+		"--site",
+		dest="sites",
+		action="append",
+		metavar="NAME",
+		help="a site to make (repeatable; default site1.localhost)",
 	)
 	parser.add_argument("--db-host", default="127.0.0.1", help="MariaDB host (default 127.0.0.1)")
 	parser.add_argument("--db-port", type=int, default=3306, help="MariaDB port (default 3306)")
-	parser.add_argument("--db-root-user", default="root", help="MariaDB user that may create databases and users (default root)")
+	parser.add_argument(
+		"--db-root-user", default="root", help="MariaDB user that may create databases and users (default root)"
+	)
 	parser.add_argument("--db-root-password", default="", help="that user's password (default empty)")
-	parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="the bench's redis_queue (default redis://127.0.0.1:6379/0)")
+	parser.add_argument(
+		"--redis-url",
+		default="redis://127.0.0.1:6379/0",
+		help="the bench's redis_queue (default redis://127.0.0.1:6379/0)",
+	)
 	parser.add_argument("--time-zone", help="System Settings time zone of the sites (default UTC for a new site)")
-	parser.add_argument("--bench-id", help="common_site_config bench_id (default: derived from the path, as Frappe does)")
+	parser.add_argument(
+		"--bench-id", help="common_site_config bench_id (default: derived from the path, as Frappe does)"
+	)
 	parser.add_argument(
 		"--app", dest="apps", action="append", default=[], metavar="NAME=DIR",
 		help="also install app NAME whose package is DIR/NAME (repeatable): the rq executor runs only functions apps declare",
@@ -67,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
 		print(f"devbench bench: {exc}", file=sys.stderr)
 		return EXIT_FAILED
 	for site in bench.sites():
-		print(f"dev bench {bench.path}: site {site.name}, database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}")
+		print(
+			f"dev bench {bench.path}: site {site.name}, database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}"
+		)
 	print(f"redis_queue {mask_url(bench.redis_queue_url)}; queues {bench.queue_name('default')} ...")
 	return EXIT_OK
 
@@ -80,4 +93,6 @@ def check_zone(name: str) -> None:
 	try:
 		ZoneInfo(name)
 	except (ZoneInfoNotFoundError, ValueError):
-		raise DevBenchInputError(f"--time-zone {name!r}: not an IANA time zone; use e.g. UTC or Europe/Berlin") from None
+		raise DevBenchInputError(
+			f"--time-zone {name!r}: not an IANA time zone; use e.g. UTC or Europe/Berlin"
+		) from None

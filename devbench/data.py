@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench
-from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE
+from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 
 ADMINISTRATOR = "Administrator"
 STANDARD_FIELDS = ("name", "owner", "creation", "modified", "modified_by", "docstatus", "idx")
@@ -87,7 +87,7 @@ class SiteData:
 			self._conn.close()
 			self._conn = None
 
-	def __enter__(self) -> "SiteData":
+	def __enter__(self) -> SiteData:
 		return self
 
 	def __exit__(self, *exc) -> None:
@@ -97,7 +97,9 @@ class SiteData:
 		try:
 			return self.schemas[doctype]
 		except KeyError:
-			raise SiteDataError(f"doctype {doctype!r}: not a BTU DocType; known: {', '.join(sorted(self.schemas))}") from None
+			raise SiteDataError(
+				f"doctype {doctype!r}: not a BTU DocType; known: {', '.join(sorted(self.schemas))}"
+			) from None
 
 	def system_time_zone(self) -> str:
 		with self.conn.cursor() as cur:
@@ -112,7 +114,9 @@ class SiteData:
 		try:
 			return ZoneInfo(name)
 		except (ZoneInfoNotFoundError, ValueError) as exc:
-			raise SiteDataError(f"site {self.site.name}: System Settings time_zone {name!r} is not an IANA zone") from exc
+			raise SiteDataError(
+				f"site {self.site.name}: System Settings time_zone {name!r} is not an IANA zone"
+			) from exc
 
 	def insert_task(self, **fields) -> str:
 		return self.insert("BTU Task", **fields)
@@ -138,10 +142,21 @@ class SiteData:
 		if schema.issingle:
 			raise SiteDataError(f"doctype {doctype!r} is a Single: use set_single({doctype!r}, field, value)")
 		self.check_fields(schema, fields)
-		children = {name: fields.pop(name) for name in [df["fieldname"] for df in schema.table_fields()] if name in fields}
+		children = {
+			name: fields.pop(name) for name in [df["fieldname"] for df in schema.table_fields()] if name in fields
+		}
 		now = self.now()
 		row = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
-		row.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0, "idx": 0})
+		row.update(
+			{
+				"owner": ADMINISTRATOR,
+				"modified_by": ADMINISTRATOR,
+				"creation": now,
+				"modified": now,
+				"docstatus": 0,
+				"idx": 0,
+			}
+		)
 		row.update({k: self.to_db(v, schema.field(k)) for k, v in fields.items()})
 		with self.conn.cursor() as cur:
 			self.fill_fetched(cur, schema, row, fields)
@@ -162,7 +177,9 @@ class SiteData:
 		schema = self.schema(doctype)
 		self.check_fields(schema, fields)
 		if any(df["fieldname"] in fields for df in schema.table_fields()):
-			raise SiteDataError(f"{doctype} {name}: Table fields cannot be updated here; delete and insert the document")
+			raise SiteDataError(
+				f"{doctype} {name}: Table fields cannot be updated here; delete and insert the document"
+			)
 		values = {k: self.to_db(v, schema.field(k)) for k, v in fields.items()}
 		values.setdefault("modified", self.now())
 		values.setdefault("modified_by", ADMINISTRATOR)
@@ -225,7 +242,12 @@ class SiteData:
 				continue
 			link_field, source_field = source.split(".", 1)
 			link = schema.field(link_field)
-			if not link or link.get("fieldtype") != "Link" or not row.get(link_field) or link["options"] not in self.schemas:
+			if (
+				not link
+				or link.get("fieldtype") != "Link"
+				or not row.get(link_field)
+				or link["options"] not in self.schemas
+			):
 				continue
 			cur.execute(f"SELECT `{source_field}` FROM `tab{link['options']}` WHERE name=%s", (row[link_field],))
 			found = cur.fetchone()
@@ -249,7 +271,12 @@ class SiteData:
 			if part.startswith("#"):
 				name += str(self.next_in_series(cur, name)).zfill(len(part))
 			else:
-				name += {"YY": now.strftime("%y"), "YYYY": now.strftime("%Y"), "MM": now.strftime("%m"), "DD": now.strftime("%d")}.get(part, part)
+				name += {
+					"YY": now.strftime("%y"),
+					"YYYY": now.strftime("%Y"),
+					"MM": now.strftime("%m"),
+					"DD": now.strftime("%d"),
+				}.get(part, part)
 		return name
 
 	@staticmethod
@@ -268,14 +295,20 @@ class SiteData:
 		columns = {col.name for col in schema.columns}
 		values = {k: v for k, v in row.items() if k in columns}
 		names = ", ".join(f"`{k}`" for k in values)
-		cur.execute(f"INSERT INTO `{schema.table}` ({names}) VALUES ({', '.join(['%s'] * len(values))})", tuple(values.values()))
+		cur.execute(
+			f"INSERT INTO `{schema.table}` ({names}) VALUES ({', '.join(['%s'] * len(values))})", tuple(values.values())
+		)
 
-	def insert_children(self, cur, parent: DocTypeSchema, fieldname: str, parent_name: str, rows: list[dict], now: datetime) -> None:
+	def insert_children(
+		self, cur, parent: DocTypeSchema, fieldname: str, parent_name: str, rows: list[dict], now: datetime
+	) -> None:
 		child = self.schema(parent.field(fieldname)["options"])
 		for idx, given in enumerate(rows, start=1):
 			self.check_fields(child, given)
 			row = {df["fieldname"]: static_default(df) for df in child.value_fields()}
-			row.update({"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0})
+			row.update(
+				{"owner": ADMINISTRATOR, "modified_by": ADMINISTRATOR, "creation": now, "modified": now, "docstatus": 0}
+			)
 			row.update({k: self.to_db(v, child.field(k)) for k, v in given.items()})
 			row.update({"parent": parent_name, "parentfield": fieldname, "parenttype": parent.name, "idx": idx})
 			row["name"] = row.get("name") or generate_hash()

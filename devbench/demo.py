@@ -40,8 +40,12 @@ DESCRIPTION = (
 
 def arguments(parser) -> None:
 	# --bench is where the demo's dev bench goes, never a Frappe bench.
-	parser.add_argument("--bench", default="/tmp/btu-demo-bench", help="where to make the demo bench (default %(default)s)")
-	parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="Redis for the queues and state (default %(default)s)")
+	parser.add_argument(
+		"--bench", default="/tmp/btu-demo-bench", help="where to make the demo bench (default %(default)s)"
+	)
+	parser.add_argument(
+		"--redis-url", default="redis://127.0.0.1:6379/0", help="Redis for the queues and state (default %(default)s)"
+	)
 	parser.add_argument("--db-host", default="127.0.0.1")
 	parser.add_argument("--db-port", type=int, default=3306)
 	parser.add_argument("--db-root-user", default="root")
@@ -78,7 +82,18 @@ def run(args) -> int:
 	queue = bench.queue_name("default")
 	print(f"demo: bench {bench.path}, site {DEMO_SITE}, queue {queue}; Ctrl-C stops", flush=True)
 	worker = subprocess.Popen(
-		[sys.executable, "-m", "rq.cli", "worker", "--url", args.redis_url, "--name", f"btu-demo-{bench.bench_id}", *app_paths(bench), queue],
+		[
+			sys.executable,
+			"-m",
+			"rq.cli",
+			"worker",
+			"--url",
+			args.redis_url,
+			"--name",
+			f"btu-demo-{bench.bench_id}",
+			*app_paths(bench),
+			queue,
+		],
 		start_new_session=True,
 	)
 	try:

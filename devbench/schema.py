@@ -204,13 +204,13 @@ class DocTypeSchema:
 	controller_indexes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 	@classmethod
-	def from_json(cls, path: Path) -> "DocTypeSchema":
+	def from_json(cls, path: Path) -> DocTypeSchema:
 		try:
 			meta = json.loads(path.read_text())
 		except (OSError, ValueError) as exc:
 			raise ValueError(f"{path}: not a readable DocType JSON file ({exc})") from exc
 		if meta.get("doctype") != "DocType" or not meta.get("name"):
-			raise ValueError(f"{path}: not a DocType JSON file (needs \"doctype\": \"DocType\" and a name)")
+			raise ValueError(f'{path}: not a DocType JSON file (needs "doctype": "DocType" and a name)')
 		# `DocType.prepare_for_import`: the fields (so the columns) in `field_order`'s order, then any it leaves out.
 		order = {name: position for position, name in enumerate(meta.get("field_order") or [])}
 		meta["fields"] = sorted(meta.get("fields") or [], key=lambda df: order.get(df.get("fieldname"), len(order)))
@@ -263,7 +263,9 @@ class DocTypeSchema:
 			index = bool(cint(df.get("search_index"))) and not unique and coltype not in TEXT_TYPES
 			columns.append(Column(df["fieldname"], coltype, definition, index=index, unique=unique))
 		if self.istable:
-			columns += [Column(name, f"varchar({VARCHAR_LEN})", f"varchar({VARCHAR_LEN})") for name in CHILD_TABLE_COLUMNS]
+			columns += [
+				Column(name, f"varchar({VARCHAR_LEN})", f"varchar({VARCHAR_LEN})") for name in CHILD_TABLE_COLUMNS
+			]
 		return columns
 
 	def indexes(self) -> dict[str, tuple[str, ...]]:
@@ -283,7 +285,9 @@ class DocTypeSchema:
 		body = ",\n\t".join(definitions)
 		return f"CREATE TABLE IF NOT EXISTS `{self.table}` (\n\t{body}\n) ENGINE={engine} {TABLE_OPTIONS}"
 
-	def alter_sql(self, current_types: dict[str, str], current_indexed: set[str], current_index_names: set[str]) -> list[str]:
+	def alter_sql(
+		self, current_types: dict[str, str], current_indexed: set[str], current_index_names: set[str]
+	) -> list[str]:
 		"""Statements that bring an existing table to this schema, keeping its rows.
 
 		`current_types`: column name (lower case) -> information_schema COLUMN_TYPE;
@@ -298,15 +302,25 @@ class DocTypeSchema:
 			if current is None:
 				statements.append(f"ALTER TABLE `{self.table}` ADD COLUMN `{col.name}` {col.definition}")
 			elif normalised_type(current) != normalised_type(col.type) and col.name != "name":
-				definition = column_definition(self.field(col.name), for_modification=True) if self.field(col.name) else col.definition
+				definition = (
+					column_definition(self.field(col.name), for_modification=True)
+					if self.field(col.name)
+					else col.definition
+				)
 				statements.append(f"ALTER TABLE `{self.table}` MODIFY `{col.name}` {definition}")
 		for name, columns in self.indexes().items():
 			present = name.lower() in current_index_names if len(columns) > 1 else columns[0].lower() in current_indexed
 			if not present:
 				statements.append(f"ALTER TABLE `{self.table}` ADD INDEX `{name}`({column_list(columns)})")
 		for col in self.columns:
-			if col.unique and current_types.get(col.name.lower()) is not None and col.name.lower() not in current_indexed:
-				statements.append(f"ALTER TABLE `{self.table}` ADD UNIQUE INDEX IF NOT EXISTS `{col.name}` (`{col.name}`)")
+			if (
+				col.unique
+				and current_types.get(col.name.lower()) is not None
+				and col.name.lower() not in current_indexed
+			):
+				statements.append(
+					f"ALTER TABLE `{self.table}` ADD UNIQUE INDEX IF NOT EXISTS `{col.name}` (`{col.name}`)"
+				)
 		return statements
 
 
@@ -315,7 +329,7 @@ def column_list(columns: tuple[str, ...]) -> str:
 	quoted = []
 	for column in columns:
 		bare = INDEX_LENGTH.sub("", column)
-		quoted.append(f"`{bare}`{column[len(bare):].strip()}" if column.startswith(bare) else f"`{column}`")
+		quoted.append(f"`{bare}`{column[len(bare) :].strip()}" if column.startswith(bare) else f"`{column}`")
 	return ", ".join(quoted)
 
 
@@ -343,7 +357,9 @@ def controller_indexes(controller: Path, doctype: str) -> dict[str, tuple[str, .
 				args = [ast.literal_eval(arg) for arg in node.args]
 				kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
 			except ValueError as exc:
-				raise ValueError(f"{controller}: add_index arguments must be literals to be mirrored by dev benches") from exc
+				raise ValueError(
+					f"{controller}: add_index arguments must be literals to be mirrored by dev benches"
+				) from exc
 			target, columns = (args + [None, None])[:2]
 			columns = tuple(columns or kwargs.get("fields") or ())
 			if (target or kwargs.get("doctype")) != doctype or not columns:

@@ -107,7 +107,9 @@ def main() -> int:
 				dev_side = describe(cur, dev_db, table)
 				same = frappe_side == dev_side
 				different += not same
-				print(f"{table}: {'identical' if same else 'DIFFERENT'} ({len(frappe_side[0])} columns, {len(frappe_side[1])} index entries)")
+				print(
+					f"{table}: {'identical' if same else 'DIFFERENT'} ({len(frappe_side[0])} columns, {len(frappe_side[1])} index entries)"
+				)
 				for label, ours, theirs in zip(("columns", "indexes", "options"), dev_side, frappe_side):
 					if ours != theirs:
 						print(f"  {label}\n    frappe:    {theirs}\n    dev bench: {ours}")
@@ -118,7 +120,9 @@ def main() -> int:
 		drop_dev_bench(dev_path)
 	import frappe
 
-	print(f"compared with Frappe {frappe.__version__} (bench {bench}, site {site}): {len(statements) - different}/{len(statements)} tables identical")
+	print(
+		f"compared with Frappe {frappe.__version__} (bench {bench}, site {site}): {len(statements) - different}/{len(statements)} tables identical"
+	)
 	return 1 if different else 0
 
 

@@ -60,7 +60,11 @@ def db_settings():
 
 	try:
 		pymysql.connect(
-			host=DB["db_host"], port=DB["db_port"], user=DB["db_root_user"], password=DB["db_root_password"], connect_timeout=5
+			host=DB["db_host"],
+			port=DB["db_port"],
+			user=DB["db_root_user"],
+			password=DB["db_root_password"],
+			connect_timeout=5,
 		).close()
 	except pymysql.MySQLError as exc:
 		pytest.fail(f"MariaDB is not answering on {DB['db_host']}:{DB['db_port']} as {DB['db_root_user']}: {exc}")
@@ -83,7 +87,9 @@ def make_bench(tmp_path, db_settings, redis_url):
 
 	yield make
 	for path, options in made:
-		devbench.drop_dev_bench(path, db_root_user=options["db_root_user"], db_root_password=options["db_root_password"])
+		devbench.drop_dev_bench(
+			path, db_root_user=options["db_root_user"], db_root_password=options["db_root_password"]
+		)
 
 
 def pytest_collection_modifyitems(items):

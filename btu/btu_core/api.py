@@ -10,8 +10,6 @@ from frappe import _
 from frappe.utils import cint
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.shared import liveness, old_daemon, protocol
-from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.btu_core import scheduler_link
 from btu.btu_core.alerts import delivery, incidents
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
@@ -23,6 +21,8 @@ from btu.btu_core.schedules import declared_schedules, skipped_slots
 from btu.btu_core.schedules.preview import next_fires as schedule_next_fires
 from btu.btu_core.setup.roles import require_btu_manager
 from btu.btu_core.upgrade import notes, undeclared
+from btu.shared import liveness, old_daemon, protocol
+from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.schedule import ScheduleError
 
 RUN_ON = ("worker", "webserver")
@@ -79,7 +79,13 @@ def status() -> dict:
 		"error": published.get("error"),
 		"error_outcome": published.get("outcome"),
 		"original_btu": "; ".join(
-			filter(None, (old_daemon.report(get_redis_conn(), utc_now().timestamp()), old_daemon.socket_report(original_socket())))
+			filter(
+				None,
+				(
+					old_daemon.report(get_redis_conn(), utc_now().timestamp()),
+					old_daemon.socket_report(original_socket()),
+				),
+			)
 		)
 		or None,
 		"published": bool(published) and not published.get("error"),
@@ -90,7 +96,8 @@ def status() -> dict:
 def sharing_message(benches: list[dict]) -> str:
 	"""`liveness.sharing_message`, translated."""
 	names = "; ".join(
-		_("{0} (bench_id {1}, on {2})").format(bench["path"], bench["id"], ", ".join(bench["hosts"])) for bench in benches
+		_("{0} (bench_id {1}, on {2})").format(bench["path"], bench["id"], ", ".join(bench["hosts"]))
+		for bench in benches
 	)
 	return _(
 		"{0} benches run BTU schedulers on this Redis under the same key names: {1}. They share one leader lease, so only "
@@ -198,15 +205,24 @@ def set_max_concurrent_runs(task: str, limit: int) -> dict:
 	try:
 		doc.max_concurrent_runs = int(limit)
 	except (TypeError, ValueError):
-		frappe.throw(_("limit {0}: give a whole number from 0 (no limit) to {1}").format(repr(limit), protocol.MAX_CONCURRENT_RUNS))
+		frappe.throw(
+			_("limit {0}: give a whole number from 0 (no limit) to {1}").format(
+				repr(limit), protocol.MAX_CONCURRENT_RUNS
+			)
+		)
 	doc.save()
 	return {"task": doc.name, "max_concurrent_runs": doc.max_concurrent_runs}
 
 
 @frappe.whitelist(methods=["POST"])
 def set_retry_policy(
-	doctype: str, name: str, max_attempts: int | None = None, retry_on: str | None = None, retry_delay_secs: int | None = None,
-	retry_backoff_factor: float | None = None, retry_max_delay_secs: int | None = None,
+	doctype: str,
+	name: str,
+	max_attempts: int | None = None,
+	retry_on: str | None = None,
+	retry_delay_secs: int | None = None,
+	retry_backoff_factor: float | None = None,
+	retry_max_delay_secs: int | None = None,
 ) -> dict:
 	"""Set a Task's retries, or a Schedule's override of them (0 or "": the Task's); arguments left out stay."""
 	require_btu_manager()
@@ -215,14 +231,20 @@ def set_retry_policy(
 	doc = frappe.get_doc(doctype, name)
 	doc.check_permission("write")
 	given = {
-		"max_attempts": max_attempts, "retry_on": retry_on, "retry_delay_secs": retry_delay_secs,
-		"retry_backoff_factor": retry_backoff_factor, "retry_max_delay_secs": retry_max_delay_secs,
+		"max_attempts": max_attempts,
+		"retry_on": retry_on,
+		"retry_delay_secs": retry_delay_secs,
+		"retry_backoff_factor": retry_backoff_factor,
+		"retry_max_delay_secs": retry_max_delay_secs,
 	}
 	for field, value in given.items():
 		if value is None:
 			continue
 		try:
-			doc.set(field, value if field == "retry_on" else (float(value) if field == "retry_backoff_factor" else int(value)))
+			doc.set(
+				field,
+				value if field == "retry_on" else (float(value) if field == "retry_backoff_factor" else int(value)),
+			)
 		except (TypeError, ValueError):
 			frappe.throw(_("{0} {1}: give a number").format(field, repr(value)))
 	doc.save()
@@ -241,9 +263,22 @@ def set_chained_tasks(task: str, chained: str | list) -> dict:
 		frappe.throw(_("chained: give a list of objects with next_task, on_outcome and delay_secs"))
 	doc.set("chained_tasks", [])
 	for row in rows:
-		doc.append("chained_tasks", {"next_task": row.get("next_task"), "on_outcome": row.get("on_outcome") or "Success", "delay_secs": cint(row.get("delay_secs"))})
+		doc.append(
+			"chained_tasks",
+			{
+				"next_task": row.get("next_task"),
+				"on_outcome": row.get("on_outcome") or "Success",
+				"delay_secs": cint(row.get("delay_secs")),
+			},
+		)
 	doc.save()
-	return {"task": doc.name, "chained_tasks": [{"next_task": r.next_task, "on_outcome": r.on_outcome, "delay_secs": r.delay_secs} for r in doc.chained_tasks]}
+	return {
+		"task": doc.name,
+		"chained_tasks": [
+			{"next_task": r.next_task, "on_outcome": r.on_outcome, "delay_secs": r.delay_secs}
+			for r in doc.chained_tasks
+		],
+	}
 
 
 @frappe.whitelist(methods=["POST"])
@@ -281,9 +316,22 @@ def pending_runs(schedule: str | None = None, task: str | None = None, limit: in
 	if task:
 		filters["task"] = task
 	return frappe.get_list(
-		RUN_REQUEST, filters=filters,
-		fields=["name", "status", "origin", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "parent_log", "backfill"],
-		order_by="run_at asc, slot_utc asc", limit=max(1, min(cint(limit) or 50, 500)),
+		RUN_REQUEST,
+		filters=filters,
+		fields=[
+			"name",
+			"status",
+			"origin",
+			"task",
+			"schedule",
+			"slot_utc",
+			"attempt",
+			"run_at_utc",
+			"parent_log",
+			"backfill",
+		],
+		order_by="run_at asc, slot_utc asc",
+		limit=max(1, min(cint(limit) or 50, 500)),
 	)
 
 
@@ -292,7 +340,11 @@ def instant(text: str, field: str):
 	try:
 		return to_utc(str(text), field)
 	except (ValueError, TypeError):
-		frappe.throw(_("{0} {1}: give a date and time, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 (system zone)").format(field, repr(text)))
+		frappe.throw(
+			_(
+				"{0} {1}: give a date and time, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 (system zone)"
+			).format(field, repr(text))
+		)
 
 
 @frappe.whitelist()
@@ -326,7 +378,11 @@ def resync(schedule: str | None = None) -> dict:
 		sent.append({"schedule": name, "request_type": request_type, **_reply(reply)})
 		if reply.outcome in ("unreachable", "denied"):
 			break
-	return {"requested": len(names), "sent": sent, "complete": len(sent) == len(names) and all(s["outcome"] == "ok" for s in sent)}
+	return {
+		"requested": len(names),
+		"sent": sent,
+		"complete": len(sent) == len(names) and all(s["outcome"] == "ok" for s in sent),
+	}
 
 
 @frappe.whitelist()
@@ -347,7 +403,19 @@ def recent_runs(schedule: str | None = None, task: str | None = None, limit: int
 	)
 
 
-INCIDENT_FIELDS = ["name", "status", "kind", "task", "schedule", "opened_at", "resolved_at", "occurrences", "last_message", "log", "delivery_errors"]
+INCIDENT_FIELDS = [
+	"name",
+	"status",
+	"kind",
+	"task",
+	"schedule",
+	"opened_at",
+	"resolved_at",
+	"occurrences",
+	"last_message",
+	"log",
+	"delivery_errors",
+]
 
 
 @frappe.whitelist()
@@ -360,7 +428,11 @@ def open_incidents(task: str | None = None, schedule: str | None = None, limit: 
 	if schedule:
 		filters["schedule"] = schedule
 	return frappe.get_list(
-		"BTU Alert Incident", filters=filters, fields=INCIDENT_FIELDS, order_by="opened_at desc", limit=max(1, min(cint(limit) or 50, 500))
+		"BTU Alert Incident",
+		filters=filters,
+		fields=INCIDENT_FIELDS,
+		order_by="opened_at desc",
+		limit=max(1, min(cint(limit) or 50, 500)),
 	)
 
 
@@ -389,7 +461,9 @@ def test_alert(doctype: str, name: str, rule: str) -> dict:
 
 def original_socket() -> str | None:
 	"""The original BTU Configuration's socket path, still in tabSingles after an upgrade (no field of BTU's)."""
-	value = frappe.db.sql("select value from tabSingles where doctype = 'BTU Configuration' and field = 'path_to_btu_scheduler_uds'")
+	value = frappe.db.sql(
+		"select value from tabSingles where doctype = 'BTU Configuration' and field = 'path_to_btu_scheduler_uds'"
+	)
 	return value[0][0] if value else None
 
 

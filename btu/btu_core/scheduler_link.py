@@ -29,9 +29,9 @@ def use_bench_namespace() -> None:
 	value = frappe.get_conf().get(protocol.NAMESPACE_SETTING)
 	if protocol.namespace_problem(value):
 		frappe.throw(
-			_("{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other bench on the same Redis uses), or remove it").format(
-				protocol.NAMESPACE_SETTING, repr(value)
-			),
+			_(
+				"{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other bench on the same Redis uses), or remove it"
+			).format(protocol.NAMESPACE_SETTING, repr(value)),
 			title=_("BTU: wrong {0}").format(protocol.NAMESPACE_SETTING),
 		)
 	protocol.use_namespace(value)
@@ -53,9 +53,9 @@ def send(request_type: str, request_content: str | None = None) -> protocol.Repl
 			return protocol.Reply("denied", redis_denied(exc), None, 0.0)
 		return protocol.Reply(
 			"unreachable",
-			_("Redis at {0} failed ({1}: {2}); start the bench's redis_queue (bench start, or supervisor) and try again").format(
-				redis_queue_shown(), type(exc).__name__, exc
-			),
+			_(
+				"Redis at {0} failed ({1}: {2}); start the bench's redis_queue (bench start, or supervisor) and try again"
+			).format(redis_queue_shown(), type(exc).__name__, exc),
 			None,
 			0.0,
 		)
@@ -83,17 +83,19 @@ def describe(reply: protocol.Reply) -> str:
 	if reply.outcome == "ok":
 		return _("BTU Scheduler acknowledged ({0} ms).").format(round(reply.round_trip_ms))
 	if reply.outcome == "unreachable":
-		return _("{0} The change is saved; the scheduler picks it up from the database when it runs (bench btu-scheduler).").format(
-			reply.message
-		)
+		return _(
+			"{0} The change is saved; the scheduler picks it up from the database when it runs (bench btu-scheduler)."
+		).format(reply.message)
 	if reply.outcome == "denied":
-		return _("BTU Scheduler not told: {0}. The change is saved; the scheduler reads it at its next full refresh.").format(
-			reply.message
-		)
+		return _(
+			"BTU Scheduler not told: {0}. The change is saved; the scheduler reads it at its next full refresh."
+		).format(reply.message)
 	return _("BTU Scheduler refused the command: {0}").format(reply.message)
 
 
-def announce_after_commit(request_type: str, schedule: str, *, only_if_running: bool = False, quiet: bool = False) -> None:
+def announce_after_commit(
+	request_type: str, schedule: str, *, only_if_running: bool = False, quiet: bool = False
+) -> None:
 	"""Send `request_type` for `schedule` once the current transaction has committed. `only_if_running`: not when no
 	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it starts).
 	`quiet`: the outcome is logged only, not shown to the user (one of many sent for one change)."""
@@ -122,7 +124,9 @@ def fires_frappe_jobs() -> bool:
 
 def _announce(request_type: str, schedule: str, user: str, only_if_running: bool = False, quiet: bool = False) -> None:
 	if only_if_running and not scheduler_running():
-		frappe.logger("btu").info(f"site={frappe.local.site} schedule={schedule} rpc={request_type} not sent: no scheduler process alive")
+		frappe.logger("btu").info(
+			f"site={frappe.local.site} schedule={schedule} rpc={request_type} not sent: no scheduler process alive"
+		)
 		return
 	request = getattr(frappe.local, "request", None)
 	after_response = getattr(request, "after_response", None) if request else None
@@ -153,7 +157,9 @@ def _send_and_tell(request_type: str, schedule: str, user: str, quiet: bool = Fa
 	try:
 		frappe.publish_realtime(SYNC_EVENT, message, user=user)
 	except Exception:
-		frappe.logger("btu").warning(f"site={frappe.local.site} schedule={schedule} realtime publish failed", exc_info=True)
+		frappe.logger("btu").warning(
+			f"site={frappe.local.site} schedule={schedule} realtime publish failed", exc_info=True
+		)
 	if not getattr(frappe.local, "request", None):
 		frappe.msgprint(text, title=f"{schedule}: {request_type}", indicator="green" if reply.ok else "orange")
 

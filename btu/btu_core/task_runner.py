@@ -14,12 +14,12 @@ from datetime import timezone
 import frappe
 from rq import get_current_job
 
+from btu.btu_core.runs import enqueue, run_requests
+from btu.btu_core.runs.task_run import TaskRun
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.job_contract import run_of
 from btu.shared.run_kind import RunKind
 from btu.shared.run_requests import CANCELLED, DONE, ENQUEUE
-from btu.btu_core.runs import enqueue, run_requests
-from btu.btu_core.runs.task_run import TaskRun
 
 
 def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None, kind=None):
@@ -52,7 +52,9 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 		from btu.btu_core.runs import frappe_jobs
 
 		return frappe_jobs.run(run.name, slot_text(slot))
-	task_run = TaskRun(task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment)
+	task_run = TaskRun(
+		task, schedule=run.name, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms, moment=moment
+	)
 	return task_run.execute().name
 
 
@@ -67,13 +69,20 @@ def run_request(name: str, enqueued_at, fire_lag_ms, moment=None):
 		return request.log if request is not None else None
 	slot = parse_utc_iso(request.slot_utc, "slot_utc") if request.slot_utc else None
 	run = TaskRun(
-		request.task, schedule=request.schedule if slot else None, slot=slot, enqueued_at=enqueued_at, fire_lag_ms=fire_lag_ms,
-		request=request, moment=moment or parse_utc_iso(request.run_at_utc, "run_at_utc"),
+		request.task,
+		schedule=request.schedule if slot else None,
+		slot=slot,
+		enqueued_at=enqueued_at,
+		fire_lag_ms=fire_lag_ms,
+		request=request,
+		moment=moment or parse_utc_iso(request.run_at_utc, "run_at_utc"),
 	)
 	return run.execute().name
 
 
 def run_enqueued_task(task, schedule=None, enqueued_at=None):
 	"""The method of "Run via Worker" jobs (frappe.enqueue)."""
-	run = TaskRun(task, schedule=schedule, enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None)
+	run = TaskRun(
+		task, schedule=schedule, enqueued_at=parse_utc_iso(enqueued_at, "enqueued_at") if enqueued_at else None
+	)
 	return run.execute().name

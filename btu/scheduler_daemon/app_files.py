@@ -101,7 +101,9 @@ class AppFiles:
 			raise NotRunnable(
 				"function_string",
 				target.path,
-				_("app {app} is listed in {apps_txt} but {package} does not exist; get the app into apps/ (bench get-app)"),
+				_(
+					"app {app} is listed in {apps_txt} but {package} does not exist; get the app into apps/ (bench get-app)"
+				),
 				app=target.app,
 				apps_txt=self.apps_txt,
 				package=self.package(target.app),
@@ -143,7 +145,9 @@ class AppFiles:
 				for node in parse(path, target.path).body:
 					if declared.HOOK in bound_names(node):
 						try:
-							value = ast.literal_eval(node.value) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+							value = (
+								ast.literal_eval(node.value) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+							)
 						except (ValueError, TypeError, RecursionError):
 							value = None
 				if not isinstance(value, (str, list, tuple)):
@@ -169,7 +173,11 @@ def parse(path: Path, function_path: str) -> ast.Module:
 		return ast.parse(path.read_bytes(), filename=str(path))
 	except (SyntaxError, ValueError, OSError) as exc:
 		raise NotRunnable(
-			"function_string", function_path, _("{file} cannot be read as Python ({error}); fix that file"), file=path, error=exc
+			"function_string",
+			function_path,
+			_("{file} cannot be read as Python ({error}); fix that file"),
+			file=path,
+			error=exc,
 		) from None
 
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from btu.scheduler_daemon.app_files import AppFiles
+from btu.shared import protocol
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
 from btu.shared.job_contract import RQ_EXECUTOR
-from btu.shared import protocol
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
-from btu.shared.task_args import json_type
-from btu.scheduler_daemon.app_files import AppFiles
 from btu.shared.sentinel import SentinelConfigError, SentinelSettings
+from btu.shared.task_args import json_type
 
 BENCH_MARKERS = ("Procfile", "apps", "config", "env", "sites")
 DEFAULT_REDIS_QUEUE = "redis://127.0.0.1:11311"
@@ -144,7 +144,9 @@ def check_common_config(path: Path, conf: dict) -> None:
 			raise BenchError(f"{path}: workers.{name} must be {shape}, found {json_type(worker)}; fix the file")
 		timeout = worker.get("timeout")
 		if timeout not in (None, "") and as_int(timeout) is None:
-			raise BenchError(f"{path}: workers.{name}.timeout = {timeout!r} is not a whole number of seconds; fix the file")
+			raise BenchError(
+				f"{path}: workers.{name}.timeout = {timeout!r} is not a whole number of seconds; fix the file"
+			)
 
 
 def check_site_config(name: str, site_path: Path, common_path: Path, own: dict, config: dict) -> None:
@@ -216,7 +218,7 @@ class Bench:
 	common_config: dict = field(default_factory=dict)
 
 	@classmethod
-	def load(cls, path: str | os.PathLike | None = None) -> "Bench":
+	def load(cls, path: str | os.PathLike | None = None) -> Bench:
 		bench_path = Path(path).resolve() if path else find_bench()
 		if not bench_path.exists():
 			raise BenchError(f"{bench_path} does not exist: pass --bench DIR with the path of a Frappe bench")
@@ -244,7 +246,9 @@ class Bench:
 		if isinstance(workers, dict):
 			for name, worker in workers.items():
 				timeout = worker.get("timeout") if isinstance(worker, dict) else None
-				timeouts[name] = as_int(timeout) or DEFAULT_WORKER_TIMEOUT  # Bench.load refused the ones that are not numbers
+				timeouts[name] = (
+					as_int(timeout) or DEFAULT_WORKER_TIMEOUT
+				)  # Bench.load refused the ones that are not numbers
 		return timeouts
 
 	@cached_property

@@ -14,8 +14,8 @@ import argparse
 import difflib
 import ipaddress
 import math
-import re
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +39,9 @@ TOKEN_KEYS = frozenset({"metrics_bearer_token"})
 MASK = "***"
 # Each name in metrics_schedules is a series set of its own: a short list, or the cardinality is the operator's to regret.
 MAX_METRICS_SCHEDULES = 100
-HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+HOSTNAME = re.compile(
+	r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
 
 
 class ConfigError(Exception):
@@ -80,65 +82,122 @@ class Setting:
 		if self.kind == "address":
 			return "an IP address such as 127.0.0.1, 0.0.0.0 or ::1, or a host name"
 		if self.kind == "names":
-			return f"up to {MAX_METRICS_SCHEDULES} schedule names (TS-000001), as a TOML list or text separated by commas"
+			return (
+				f"up to {MAX_METRICS_SCHEDULES} schedule names (TS-000001), as a TOML list or text separated by commas"
+			)
 		return "a non-empty string"
 
 
 SETTINGS: tuple[Setting, ...] = (
 	Setting("disable_redis_rpc", False, "bool", "do not start the Redis RPC listener (debugging only)"),
 	Setting(
-		"full_refresh_interval_secs", 60, "int", "seconds between full re-reads of every site's schedules",
-		minimum=1, maximum=86400,
+		"full_refresh_interval_secs",
+		60,
+		"int",
+		"seconds between full re-reads of every site's schedules",
+		minimum=1,
+		maximum=86400,
 	),
 	Setting(
-		"full_refresh_secs_per_site", 0.3, "float",
+		"full_refresh_secs_per_site",
+		0.3,
+		"float",
 		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, when longer than its default (many sites)",
-		minimum=0, maximum=3600,
-	),
-	Setting("lease_ttl_secs", 5.0, "float", "seconds the leader lease lives without renewal", minimum=0.1, maximum=3600),
-	Setting(
-		"misfire_grace_secs", 10.0, "float", "how late a slot may still fire after its moment",
-		minimum=0, maximum=86400,
+		minimum=0,
+		maximum=3600,
 	),
 	Setting(
-		"prepare_ahead_secs", 2.0, "float", "seconds before its moment a fire's job is written, to be queued at the moment",
-		minimum=0, maximum=60,
+		"lease_ttl_secs", 5.0, "float", "seconds the leader lease lives without renewal", minimum=0.1, maximum=3600
 	),
 	Setting(
-		"db_max_connections", 4, "int", "connections the scheduler holds to each database server at most, shared by every site on it",
-		minimum=1, maximum=64,
+		"misfire_grace_secs",
+		10.0,
+		"float",
+		"how late a slot may still fire after its moment",
+		minimum=0,
+		maximum=86400,
+	),
+	Setting(
+		"prepare_ahead_secs",
+		2.0,
+		"float",
+		"seconds before its moment a fire's job is written, to be queued at the moment",
+		minimum=0,
+		maximum=60,
+	),
+	Setting(
+		"db_max_connections",
+		4,
+		"int",
+		"connections the scheduler holds to each database server at most, shared by every site on it",
+		minimum=1,
+		maximum=64,
 	),
 	Setting("db_idle_secs", 60.0, "float", "seconds a database connection stays open unused", minimum=1, maximum=86400),
 	Setting("batch_size", 500, "int", "schedules handled per Redis/SQL round trip", minimum=1, maximum=100000),
 	Setting(
-		"release_batch_size", 10000, "int", "prepared fires queued per release script (about 5 microseconds of Redis each)",
-		minimum=1, maximum=100000,
+		"release_batch_size",
+		10000,
+		"int",
+		"prepared fires queued per release script (about 5 microseconds of Redis each)",
+		minimum=1,
+		maximum=100000,
 	),
 	Setting(
-		"replica_acks", 1, "int", "replicas that must hold each release (and the claims before it) before the leader goes on (WAIT; "
-		"only as many as are connected)", minimum=0, maximum=16,
+		"replica_acks",
+		1,
+		"int",
+		"replicas that must hold each release (and the claims before it) before the leader goes on (WAIT; "
+		"only as many as are connected)",
+		minimum=0,
+		maximum=16,
 	),
 	Setting(
-		"replica_ack_timeout_ms", 500, "int", "how long the leader waits for those replicas before it goes on without them",
-		minimum=1, maximum=60000,
+		"replica_ack_timeout_ms",
+		500,
+		"int",
+		"how long the leader waits for those replicas before it goes on without them",
+		minimum=1,
+		maximum=60000,
 	),
 	Setting("log_level", "INFO", "choice", "lowest level logged", choices=LOG_LEVELS),
 	Setting("log_format", "text", "choice", "one line per event as text or JSON", choices=LOG_FORMATS),
-	Setting("executor", FRAPPE_EXECUTOR, "choice", "how a fired job runs: Frappe's worker wrapper or plain RQ", choices=EXECUTORS),
+	Setting(
+		"executor",
+		FRAPPE_EXECUTOR,
+		"choice",
+		"how a fired job runs: Frappe's worker wrapper or plain RQ",
+		choices=EXECUTORS,
+	),
 	Setting("redis_url", None, "url", "Redis of the scheduler (default: the bench's redis_queue)"),
 	Setting("bench", None, "str", "the Frappe bench directory (default: found from the current directory)"),
 	Setting(
-		"metrics_port", None, "int", "serve Prometheus metrics on this TCP port (0: any free port, logged); off when unset",
-		minimum=0, maximum=65535,
+		"metrics_port",
+		None,
+		"int",
+		"serve Prometheus metrics on this TCP port (0: any free port, logged); off when unset",
+		minimum=0,
+		maximum=65535,
 	),
-	Setting("metrics_address", "127.0.0.1", "address", "the address the metrics port listens on (0.0.0.0 for every interface)"),
-	Setting("metrics_schedules", (), "names", "schedules whose fires get metrics labelled with their name (btu_schedule_*)"),
 	Setting(
-		"metrics_bearer_token", None, "str",
+		"metrics_address",
+		"127.0.0.1",
+		"address",
+		"the address the metrics port listens on (0.0.0.0 for every interface)",
+	),
+	Setting(
+		"metrics_schedules", (), "names", "schedules whose fires get metrics labelled with their name (btu_schedule_*)"
+	),
+	Setting(
+		"metrics_bearer_token",
+		None,
+		"str",
 		"a scrape must send 'Authorization: Bearer <this>' (set it in the TOML file: a flag shows in ps, the environment in /proc)",
 	),
 	Setting(
-		"metrics_allow_unauthenticated", False, "bool",
+		"metrics_allow_unauthenticated",
+		False,
+		"bool",
 		"serve metrics without metrics_bearer_token on an address other than loopback (a network only Prometheus reaches)",
 	),
 )
@@ -254,9 +313,16 @@ def refuse(setting: Setting, value: Any, source: str, problem: str | None = None
 
 
 def parse_bool(text: str) -> bool | None:
-	return {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}.get(
-		text.strip().lower()
-	)
+	return {
+		"true": True,
+		"1": True,
+		"yes": True,
+		"on": True,
+		"false": False,
+		"0": False,
+		"no": False,
+		"off": False,
+	}.get(text.strip().lower())
 
 
 def convert(setting: Setting, value: Any, source: str, from_text: bool) -> Any:
@@ -327,7 +393,9 @@ def parse_number(setting: Setting, value: Any, source: str, from_text: bool) -> 
 		try:
 			number = int(value.strip()) if setting.kind == "int" else float(value.strip())
 		except ValueError:
-			raise refuse(setting, value, source, f"not {'an integer' if setting.kind == 'int' else 'a number'}") from None
+			raise refuse(
+				setting, value, source, f"not {'an integer' if setting.kind == 'int' else 'a number'}"
+			) from None
 	elif isinstance(value, bool):
 		raise refuse(setting, value, source, "a boolean is not a number")
 	elif setting.kind == "int" and isinstance(value, int):
@@ -335,7 +403,12 @@ def parse_number(setting: Setting, value: Any, source: str, from_text: bool) -> 
 	elif setting.kind == "float" and isinstance(value, (int, float)):
 		number = float(value)
 	else:
-		raise refuse(setting, value, source, f"a {type(value).__name__} is not {'an integer' if setting.kind == 'int' else 'a number'}")
+		raise refuse(
+			setting,
+			value,
+			source,
+			f"a {type(value).__name__} is not {'an integer' if setting.kind == 'int' else 'a number'}",
+		)
 	if isinstance(number, float) and not math.isfinite(number):
 		raise refuse(setting, value, source, "not a finite number")
 	return number
@@ -373,20 +446,30 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 	"""Add ``--config`` and one ``--<key>`` flag per configuration key to `parser`."""
 	group = parser.add_argument_group("configuration (flag > BTU_SCHEDULER_<KEY> > file > default)")
 	group.add_argument(
-		"--config", metavar="PATH", default=None,
+		"--config",
+		metavar="PATH",
+		default=None,
 		help=f"TOML configuration file (default: ${CONFIG_PATH_ENV} or {DEFAULT_CONFIG_PATH}; a missing file is fine)",
 	)
 	for setting in SETTINGS:
 		if setting.kind == "bool":
 			group.add_argument(
-				setting.flag, dest=setting.key, nargs="?", const="true", default=None, metavar="BOOL",
+				setting.flag,
+				dest=setting.key,
+				nargs="?",
+				const="true",
+				default=None,
+				metavar="BOOL",
 				help=f"{setting.help} (default {str(setting.default).lower()})",
 			)
 		else:
 			metavar = "DIR" if setting.key == "bench" else setting.key.split("_")[-1].upper()
 			default = "none" if setting.default in (None, ()) else setting.default
 			group.add_argument(
-				setting.flag, dest=setting.key, default=None, metavar=metavar,
+				setting.flag,
+				dest=setting.key,
+				default=None,
+				metavar=metavar,
 				help=f"{setting.help} (default {default})",
 			)
 
@@ -411,11 +494,11 @@ def load_config(args: argparse.Namespace | None = None, environ: dict[str, str] 
 	for name, value in env.items():
 		if not name.startswith(ENV_PREFIX) or name == CONFIG_PATH_ENV:
 			continue
-		key = name[len(ENV_PREFIX):].lower()
+		key = name[len(ENV_PREFIX) :].lower()
 		source = f"env {name}"
 		setting = SETTINGS_BY_KEY.get(key)
 		if setting is None or setting.env != name:
-			raise unknown_key(name[len(ENV_PREFIX):], source)
+			raise unknown_key(name[len(ENV_PREFIX) :], source)
 		if value == "":  # an empty variable counts as unset, as shells and compose files pass them
 			continue
 		values[key] = convert(setting, value, source, from_text=True)
@@ -430,4 +513,3 @@ def load_config(args: argparse.Namespace | None = None, environ: dict[str, str] 
 		sources[setting.key] = source
 
 	return Config(**values, sources=sources, config_file=path, config_file_found=table is not None)
-

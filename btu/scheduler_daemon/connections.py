@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from btu.scheduler_daemon.bench import Site
 
@@ -35,7 +36,7 @@ class Server:
 	address: str  # "host:port", or the socket's path
 
 	@classmethod
-	def of(cls, site: Site) -> "Server":
+	def of(cls, site: Site) -> Server:
 		params = site.db_params
 		return cls(site.db_type, params["socket"] or f"{params['host']}:{params['port']}")
 
@@ -59,7 +60,9 @@ class Idle:
 class ServerPool:
 	"""At most `limit` open connections to one server, each bound to the site (login) it was opened for."""
 
-	def __init__(self, server: Server, limit: int, idle_secs: float, open_connection: Callable[[Site], Any], wait_secs: float):
+	def __init__(
+		self, server: Server, limit: int, idle_secs: float, open_connection: Callable[[Site], Any], wait_secs: float
+	):
 		self.server = server
 		self.limit = limit
 		self.idle_secs = idle_secs
@@ -143,13 +146,22 @@ class ServerPool:
 
 	def snapshot(self) -> dict:
 		with self.freed:
-			return {"server": str(self.server), "open": self.open, "idle": len(self.idle), "peak": self.peak, "limit": self.limit, "waits": self.waits}
+			return {
+				"server": str(self.server),
+				"open": self.open,
+				"idle": len(self.idle),
+				"peak": self.peak,
+				"limit": self.limit,
+				"waits": self.waits,
+			}
 
 
 class Connections:
 	"""A bench's connection pools: one per database server, each holding at most `limit` connections."""
 
-	def __init__(self, open_connection: Callable[[Site], Any], limit: int = 4, idle_secs: float = 60.0, wait_secs: float = 60.0):
+	def __init__(
+		self, open_connection: Callable[[Site], Any], limit: int = 4, idle_secs: float = 60.0, wait_secs: float = 60.0
+	):
 		self.open_connection = open_connection
 		self.limit = limit
 		self.idle_secs = idle_secs
@@ -162,7 +174,9 @@ class Connections:
 		with self.lock:
 			pool = self.pools.get(server)
 			if pool is None:
-				pool = self.pools[server] = ServerPool(server, self.limit, self.idle_secs, self.open_connection, self.wait_secs)
+				pool = self.pools[server] = ServerPool(
+					server, self.limit, self.idle_secs, self.open_connection, self.wait_secs
+				)
 			return pool
 
 	def close_idle(self, everything: bool = False) -> int:

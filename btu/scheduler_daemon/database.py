@@ -32,17 +32,39 @@ HOLIDAY_TABLE = "tabHoliday"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
 # A run request's columns, and its schedule's that its job takes (queue, argument overrides).
-REQUEST_COLUMNS = ("name", "modified", "task", "schedule", "slot_utc", "attempt", "run_at_utc", "origin", "method", "kwargs", "queue", "timeout")
+REQUEST_COLUMNS = (
+	"name",
+	"modified",
+	"task",
+	"schedule",
+	"slot_utc",
+	"attempt",
+	"run_at_utc",
+	"origin",
+	"method",
+	"kwargs",
+	"queue",
+	"timeout",
+)
 REQUEST_SCHEDULE_COLUMNS = ("queue_name", "argument_overrides")
 TASK_COLUMNS = ("function_string", "arguments", "queue_name", "max_task_duration", "desc_short", "max_concurrent_runs")
 # What tells that a schedule changed, as (table alias, column): its row's stamp, enabled and paused
 # (an UPDATE by SQL may change those without the stamp), its task's stamp and its calendar's.
-VERSION_COLUMNS = (("s", "name"), ("s", "modified"), ("s", "enabled"), ("s", "paused"), ("t", "modified"), ("c", "modified"))
+VERSION_COLUMNS = (
+	("s", "name"),
+	("s", "modified"),
+	("s", "enabled"),
+	("s", "paused"),
+	("t", "modified"),
+	("c", "modified"),
+)
 VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
 
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
 KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE, HOLIDAY_TABLE)
+
+
 def is_missing_table(exc: BaseException) -> bool:
 	"""MariaDB's ER_NO_SUCH_TABLE (1146), PostgreSQL's undefined_table (42P01)."""
 	return getattr(exc, "pgcode", None) == "42P01" or (bool(getattr(exc, "args", None)) and exc.args[0] == 1146)
@@ -134,7 +156,9 @@ class SiteDatabase:
 	def _table(self, table: str, qualified: bool = False) -> str:
 		"""`table` quoted; `qualified`: with its database's name, for a query that reads many sites' databases at once
 		(`server_read`)."""
-		return f"{self._quote(self.site.db_params['database'])}.{self._quote(table)}" if qualified else self._quote(table)
+		return (
+			f"{self._quote(self.site.db_params['database'])}.{self._quote(table)}" if qualified else self._quote(table)
+		)
 
 	def query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
 		"""Run one read query; once more on a new connection if the one taken went away."""
@@ -154,7 +178,9 @@ class SiteDatabase:
 			except DatabaseError:
 				raise
 			except PoolTimeout as exc:
-				raise DatabaseBusy(f"site {self.site.name}: {exc}; raise db_max_connections, or look for slow queries on that server") from None
+				raise DatabaseBusy(
+					f"site {self.site.name}: {exc}; raise db_max_connections, or look for slow queries on that server"
+				) from None
 			except Exception as exc:  # driver errors differ between PyMySQL and psycopg2
 				if is_missing_table(exc):
 					self._tables = None  # a table went (an uninstall): read which are left again
@@ -214,7 +240,10 @@ class SiteDatabase:
 			else:
 				sql = "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name "
 			wanted = tuple(dict.fromkeys((*KNOWN_TABLES, table)))
-			self._tables = frozenset(row.get("name") or row.get("NAME") or row.get("TABLE_NAME") for row in self.query(sql + _in(wanted), wanted))
+			self._tables = frozenset(
+				row.get("name") or row.get("NAME") or row.get("TABLE_NAME")
+				for row in self.query(sql + _in(wanted), wanted)
+			)
 		return table in self._tables
 
 	def has_btu_tables(self) -> bool:
@@ -232,7 +261,9 @@ class SiteDatabase:
 		"""Of each schedule row named (every row when `names` is None), what tells that it changed:
 		`name`, `modified`, `enabled`, `paused`, its task's `task_modified` and its calendar's `calendar_modified`."""
 		q = self._quote
-		columns = ", ".join(f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS)
+		columns = ", ".join(
+			f"{table}.{q(column)} AS {q(VERSION_PREFIX[table] + column)}" for table, column in VERSION_COLUMNS
+		)
 		return self._select_schedules(columns, names)
 
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
@@ -248,7 +279,9 @@ class SiteDatabase:
 
 	def _existing(self, table: str, names: list[str]) -> list[str]:
 		q = self._quote
-		rows = self._chunked(names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(table)} WHERE {q('name')} {_in(chunk)}")
+		rows = self._chunked(
+			names, lambda chunk: f"SELECT {q('name')} AS name FROM {q(table)} WHERE {q('name')} {_in(chunk)}"
+		)
 		return [row["name"] for row in rows]
 
 	# -- run requests ---------------------------------------------------------------
@@ -355,6 +388,7 @@ class SiteDatabase:
 			)
 		for row in rows:
 			if isinstance(row["day"], date):
-				out.setdefault(row["calendar"], set()).add(row["day"] if type(row["day"]) is date else row["day"].date())
+				out.setdefault(row["calendar"], set()).add(
+					row["day"] if type(row["day"]) is date else row["day"].date()
+				)
 		return out
-

@@ -99,7 +99,10 @@ def statements(login: ReaderLogin, grants: list[Grant], hosts=USER_HOSTS) -> lis
 	out = []
 	for host in hosts:
 		who, password = account(login.user, host), text(login.password)
-		out += [f"CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {password}", f"ALTER USER {who} IDENTIFIED BY {password}"]
+		out += [
+			f"CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {password}",
+			f"ALTER USER {who} IDENTIFIED BY {password}",
+		]
 		out += [grant.sql(login.user, host) for grant in grants]
 	return out
 
@@ -110,8 +113,13 @@ def apply(entry: ServerGrants, admin_user: str, admin_password: str, sql: list[s
 
 	params = entry.site.db_params
 	connection = pymysql.connect(
-		host=params["host"], port=params["port"], unix_socket=params["socket"], user=admin_user, password=admin_password,
-		connect_timeout=10, autocommit=True,
+		host=params["host"],
+		port=params["port"],
+		unix_socket=params["socket"],
+		user=admin_user,
+		password=admin_password,
+		connect_timeout=10,
+		autocommit=True,
 	)
 	try:
 		with connection.cursor() as cursor:

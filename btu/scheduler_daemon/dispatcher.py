@@ -9,12 +9,12 @@ firing, one whose row is disabled or gone leaves the state.
 
 from __future__ import annotations
 
-from btu.shared import protocol
 from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import BenchError, site_name_problem
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.listener import CommandRejected
 from btu.scheduler_daemon.reconcile import Reconciler
+from btu.shared import protocol
 
 
 class RpcDispatcher:
@@ -39,8 +39,8 @@ class RpcDispatcher:
 		if len(btu_sites) == 1:
 			return btu_sites[0]
 		raise CommandRejected(
-			f"no \"site\" field and this bench has {len(btu_sites)} BTU sites ({', '.join(btu_sites) or 'none'}) "
-			"and no default_site: add \"site\" to the command"
+			f'no "site" field and this bench has {len(btu_sites)} BTU sites ({", ".join(btu_sites) or "none"}) '
+			'and no default_site: add "site" to the command'
 		)
 
 	def btu_sites(self) -> list[str]:
@@ -75,7 +75,8 @@ class RpcDispatcher:
 			return {}  # cannot tell now; the reconcile retries once the database answers
 		return {
 			name: f"request_content {name!r}: site {site} has no BTU Task Schedule of that name"
-			for name in unknown if name not in existing
+			for name in unknown
+			if name not in existing
 		}
 
 	def execute(self, site: str, names: list[str]) -> None:

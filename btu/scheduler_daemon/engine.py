@@ -33,7 +33,6 @@ from pathlib import Path
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon import redis_acl, status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
@@ -47,6 +46,7 @@ from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
+from btu.shared import protocol
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
@@ -93,21 +93,33 @@ class Scheduler:
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
 		self.metrics = Metrics(self.process_id, config.executor, config.metrics_schedules)
-		self.metrics.registry.register(StateCollector(config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS), lambda: self.reconciler.bench.site_names()))
+		self.metrics.registry.register(
+			StateCollector(
+				config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS),
+				lambda: self.reconciler.bench.site_names(),
+			)
+		)
 		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
 		self.replication = Replication(self.redis, self.state, config.replica_acks)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
 		self.metrics.watch_lease(self.lease)
 		self.reconciler = Reconciler(
-			bench_path, self.state, config.executor, self.clock.now, self.publish_wake,
-			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs, metrics=self.metrics, connections=config.connections(),
+			bench_path,
+			self.state,
+			config.executor,
+			self.clock.now,
+			self.publish_wake,
+			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs,
+			metrics=self.metrics,
+			connections=config.connections(),
 		)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.access, self.notify_access, self.reconcile_access = (
-			redis_acl.Access(self.redis, self.reconciler.bench.bench_id, self.process_id, part) for part in ("main", "notifier", "reconciler")
+			redis_acl.Access(self.redis, self.reconciler.bench.bench_id, self.process_id, part)
+			for part in ("main", "notifier", "reconciler")
 		)
 		self.redis_failures = RedisFailures(self.process_id, self.access, self.replication, self.metrics)
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
@@ -125,7 +137,14 @@ class Scheduler:
 	# -- process ----------------------------------------------------------------
 
 	def run(self, stop: threading.Event) -> None:
-		log_event(logger, logging.INFO, "scheduler_started", process=self.process_id, bench=str(self.bench_path), executor=self.config.executor)
+		log_event(
+			logger,
+			logging.INFO,
+			"scheduler_started",
+			process=self.process_id,
+			bench=str(self.bench_path),
+			executor=self.config.executor,
+		)
 		self.reconciler.stopping = stop
 		threads = [
 			threading.Thread(target=self.notify_loop, args=(stop,), name="btu-notifier", daemon=True),
@@ -134,7 +153,14 @@ class Scheduler:
 		for thread in threads:
 			thread.start()
 		listener_redis = self.config.redis(socket_timeout=None, socket_connect_timeout=3)
-		start_listener_thread(listener_redis, RpcDispatcher(self.reconciler), self.config, stop, process_id=self.process_id, metrics=self.metrics)
+		start_listener_thread(
+			listener_redis,
+			RpcDispatcher(self.reconciler),
+			self.config,
+			stop,
+			process_id=self.process_id,
+			metrics=self.metrics,
+		)
 		try:
 			while not stop.is_set():
 				try:
@@ -201,7 +227,9 @@ class Scheduler:
 		while not stop.is_set():
 			pubsub = None
 			try:
-				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(ignore_subscribe_messages=True)
+				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(
+					ignore_subscribe_messages=True
+				)
 				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
 				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
 				self.notify_access.ok()
@@ -210,7 +238,11 @@ class Scheduler:
 				while not stop.is_set():
 					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
 						self.wake.set()
-			except (*REDIS_ERRORS, redis.ResponseError, BenchError) as exc:  # BenchError: the bench's Redis settings are being edited; retry
+			except (
+				*REDIS_ERRORS,
+				redis.ResponseError,
+				BenchError,
+			) as exc:  # BenchError: the bench's Redis settings are being edited; retry
 				if protocol.is_denied(exc):
 					self.notify_access.denied(exc)
 				stop.wait(backoff)
@@ -248,14 +280,18 @@ class Scheduler:
 					next_slice = time.monotonic() + self.reconciler.stagger(interval)
 				ended = self.reconciler.cycles_done != cycles
 				# A cycle's end publishes unless the status is fresh: a cycle and the timer, both a minute, make one a minute.
-				if time.monotonic() >= self.next_status or (ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2):
+				if time.monotonic() >= self.next_status or (
+					ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2
+				):
 					self.publish_status()
 				self.reconcile_access.ok()
 			except Exception as exc:
 				if protocol.is_denied(exc):
 					self.reconcile_access.denied(exc)
 				elif not is_outage(exc):  # the main loop reports outages and refusals
-					log_event(logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}")
+					log_event(
+						logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}"
+					)
 
 	# -- standing by -------------------------------------------------------------------
 
@@ -338,7 +374,13 @@ class Scheduler:
 		self.acks.forget()
 		self.leader_since = None
 		self.metrics.stopped_leading("fenced")
-		log_event(logger, logging.WARNING, "leader_fenced", process=self.process_id, reason="another process holds the lease; nothing was enqueued")
+		log_event(
+			logger,
+			logging.WARNING,
+			"leader_fenced",
+			process=self.process_id,
+			reason="another process holds the lease; nothing was enqueued",
+		)
 		return False
 
 	# -- observability -------------------------------------------------------------------------
@@ -351,8 +393,14 @@ class Scheduler:
 		if self.replication.refresh() and self.lease.held:
 			self.reconcile_due.set()
 		status.write_heartbeat(
-			self.redis, self.process_id, role=role, started_at=self.started_at, leader_since=self.leader_since,
-			ttl_secs=max(self.config.lease_ttl_secs * 3, 15), redis=self.replication.describe(), metrics=self.metrics.summary(),
+			self.redis,
+			self.process_id,
+			role=role,
+			started_at=self.started_at,
+			leader_since=self.leader_since,
+			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
+			redis=self.replication.describe(),
+			metrics=self.metrics.summary(),
 			databases=self.reconciler.connections.snapshot(),
 			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
 			bench=self.shared_redis.bench(),

@@ -58,7 +58,9 @@ class FirePipeline:
 		self.grace_ms = round(config.misfire_grace_secs * 1000)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
 		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape))
-		self.unacknowledged = 0  # fires released with no replica's acknowledgement in time, since the last one that had it
+		self.unacknowledged = (
+			0  # fires released with no replica's acknowledgement in time, since the last one that had it
+		)
 
 	def make_shape(self, job_json: str, site: str) -> JobShape:
 		"""The job shape of a state's job template on `site` (cached by the planner on both)."""
@@ -76,7 +78,14 @@ class FirePipeline:
 					return Step(fenced=True, released=len(done))
 				done += batch.fires
 				if batch.acks is not None:
-					self.note_acks(batch.acks, [(f.entry.site, f.entry.schedule, f.entry.slot_ms) for f in batch.fires if f.outcome == "enqueued"])
+					self.note_acks(
+						batch.acks,
+						[
+							(f.entry.site, f.entry.schedule, f.entry.slot_ms)
+							for f in batch.fires
+							if f.outcome == "enqueued"
+						],
+					)
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
 					return Step(push_refused=batch.push_refused, released=len(done))
 		finally:
@@ -90,8 +99,11 @@ class FirePipeline:
 	def prepare(self, due: Due) -> Step:
 		"""Plan the due schedules' fires and write them ahead of their moments."""
 		plan = self.planner.plan(
-			from_ms(due.now_us // 1000), due.entries, self.state.read(due.entries),
-			grace=timedelta(milliseconds=self.grace_ms), ahead=timedelta(milliseconds=self.ahead_ms),
+			from_ms(due.now_us // 1000),
+			due.entries,
+			self.state.read(due.entries),
+			grace=timedelta(milliseconds=self.grace_ms),
+			ahead=timedelta(milliseconds=self.ahead_ms),
 		)
 		self.set_aside(plan)
 		self.metrics.planned(plan)
@@ -113,59 +125,141 @@ class FirePipeline:
 			if not self.unacknowledged:
 				site, schedule, slot_ms = fires[0]
 				log_event(
-					logger, logging.WARNING, "replica_ack_missing", site=site, schedule=schedule, slot=slot_text(from_ms(slot_ms)),
-					fires=len(fires), acked=acks.acked, wanted=acks.wanted, timeout_ms=self.state.replica_ack_timeout_ms,
+					logger,
+					logging.WARNING,
+					"replica_ack_missing",
+					site=site,
+					schedule=schedule,
+					slot=slot_text(from_ms(slot_ms)),
+					fires=len(fires),
+					acked=acks.acked,
+					wanted=acks.wanted,
+					timeout_ms=self.state.replica_ack_timeout_ms,
 					effect="fired anyway; if the master fails before a replica has them, they are planned again and the task runner refuses a slot it ran",
 				)
 			self.unacknowledged += len(fires)
 		elif self.unacknowledged:
-			log_event(logger, logging.INFO, "replica_ack_restored", acked=acks.acked, unacknowledged_fires=self.unacknowledged)
+			log_event(
+				logger, logging.INFO, "replica_ack_restored", acked=acks.acked, unacknowledged_fires=self.unacknowledged
+			)
 			self.unacknowledged = 0
 
 	def set_aside(self, plan: Plan) -> None:
 		"""What cannot be planned leaves the due set: moved aside to be rebuilt, or reported as an invalid row."""
-		self.state.drop_due([(gone.site, gone.schedule, "") for gone in plan.gone] + [(bad.site, bad.schedule, bad.fingerprint) for bad in plan.failed])
+		self.state.drop_due(
+			[(gone.site, gone.schedule, "") for gone in plan.gone]
+			+ [(bad.site, bad.schedule, bad.fingerprint) for bad in plan.failed]
+		)
 		for bad in plan.corrupt:
-			self.state.quarantine(protocol.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule)
-			log_event(logger, logging.ERROR, "state_quarantined", site=bad.site, schedule=bad.schedule, reason=bad.reason, effect="rebuilt from its database row")
+			self.state.quarantine(
+				protocol.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule
+			)
+			log_event(
+				logger,
+				logging.ERROR,
+				"state_quarantined",
+				site=bad.site,
+				schedule=bad.schedule,
+				reason=bad.reason,
+				effect="rebuilt from its database row",
+			)
 		for bad in plan.failed:
-			log_event(logger, logging.ERROR, "fire_failed", exc_info=bad.error, site=bad.site, schedule=bad.schedule, error=bad.reason)
+			log_event(
+				logger,
+				logging.ERROR,
+				"fire_failed",
+				exc_info=bad.error,
+				site=bad.site,
+				schedule=bad.schedule,
+				error=bad.reason,
+			)
 			self.state.set_invalid(bad.site, {bad.schedule: bad.reason}, replace=False)
 
 	def record_duplicates(self, items: list[FireItem], results: list[ItemResult], now_ms: int) -> None:
 		"""A slot whose job exists already (a fire of another leader) goes into the recent fires as a duplicate."""
-		self.state.record_fires([
-			(item.site, fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"))
-			for item, result in zip(items, results)
-			for job, job_outcome in zip(item.jobs, result.jobs) if job_outcome == "duplicate"
-		])
+		self.state.record_fires(
+			[
+				(
+					item.site,
+					fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"),
+				)
+				for item, result in zip(items, results)
+				for job, job_outcome in zip(item.jobs, result.jobs)
+				if job_outcome == "duplicate"
+			]
+		)
 
 
 def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 	"""One line per event of a prepare: quarantined, failed, stale, duplicate, missed, finished."""
 	for item, result in zip(items, results):
 		if result.outcome == CORRUPT:
-			log_event(logger, logging.ERROR, "state_quarantined", site=item.site, schedule=item.schedule, reason="its state is not a hash", effect="rebuilt from its database row")
+			log_event(
+				logger,
+				logging.ERROR,
+				"state_quarantined",
+				site=item.site,
+				schedule=item.schedule,
+				reason="its state is not a hash",
+				effect="rebuilt from its database row",
+			)
 			continue
 		if result.outcome == FAILED:
-			log_event(logger, logging.ERROR, "prepare_failed", site=item.site, schedule=item.schedule, error=result.error, effect="its slot stays unclaimed; tried again")
+			log_event(
+				logger,
+				logging.ERROR,
+				"prepare_failed",
+				site=item.site,
+				schedule=item.schedule,
+				error=result.error,
+				effect="its slot stays unclaimed; tried again",
+			)
 			continue
 		if not logger.isEnabledFor(logging.INFO):
 			continue
 		if result.outcome == STALE:
-			log_event(logger, logging.INFO, "fire_stale", site=item.site, schedule=item.schedule, reason="its slot moved meanwhile (edited, or fired by another leader)")
+			log_event(
+				logger,
+				logging.INFO,
+				"fire_stale",
+				site=item.site,
+				schedule=item.schedule,
+				reason="its slot moved meanwhile (edited, or fired by another leader)",
+			)
 			continue
 		for job, job_outcome in zip(item.jobs, result.jobs):
 			if job_outcome == "duplicate":
 				log_event(
-					logger, logging.INFO, "duplicate", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(job.slot_ms)),
-					job_id=job.job_id, reason="a job of this id exists already",
+					logger,
+					logging.INFO,
+					"duplicate",
+					site=item.site,
+					schedule=item.schedule,
+					slot=slot_text(from_ms(job.slot_ms)),
+					job_id=job.job_id,
+					reason="a job of this id exists already",
 				)
 		for slot_ms in item.skipped_by_request:
-			log_event(logger, logging.INFO, "skipped_by_request", site=item.site, schedule=item.schedule, slot=slot_text(from_ms(slot_ms)))
+			log_event(
+				logger,
+				logging.INFO,
+				"skipped_by_request",
+				site=item.site,
+				schedule=item.schedule,
+				slot=slot_text(from_ms(slot_ms)),
+			)
 		if item.skipped or item.expired:
 			extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
-			log_event(logger, logging.INFO, "missed", site=item.site, schedule=item.schedule, skipped=item.skipped, expired=item.expired, **extra)
+			log_event(
+				logger,
+				logging.INFO,
+				"missed",
+				site=item.site,
+				schedule=item.schedule,
+				skipped=item.skipped,
+				expired=item.expired,
+				**extra,
+			)
 		if not item.next_cursor:
 			log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
 
@@ -176,8 +270,14 @@ def log_released(released: list[Released]) -> None:
 		if fire.outcome in ("quarantined", "push_refused"):
 			# Never parsed: a quarantined member may be anything.
 			log_event(
-				logger, logging.ERROR, "fire_" + fire.outcome, member=text(fire.member)[:200], reason=fire.reason,
-				effect="moved aside; see btu-scheduler status" if fire.outcome == "quarantined" else "kept prepared; tried again",
+				logger,
+				logging.ERROR,
+				"fire_" + fire.outcome,
+				member=text(fire.member)[:200],
+				reason=fire.reason,
+				effect="moved aside; see btu-scheduler status"
+				if fire.outcome == "quarantined"
+				else "kept prepared; tried again",
 			)
 			continue
 		if not logger.isEnabledFor(logging.INFO):
@@ -185,8 +285,19 @@ def log_released(released: list[Released]) -> None:
 		entry = fire.entry
 		extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
 		if fire.outcome == "skipped_concurrency":
-			extra = {"task": entry.task, "limit": entry.max_concurrent, "reason": "the task has that many jobs queued or started"}
+			extra = {
+				"task": entry.task,
+				"limit": entry.max_concurrent,
+				"reason": "the task has that many jobs queued or started",
+			}
 		log_event(
-			logger, logging.INFO, "fire" if fire.outcome == "enqueued" else fire.outcome, site=entry.site, schedule=entry.schedule,
-			slot=slot_text(from_ms(entry.slot_ms)), lag_ms=fire.lag_ms, job_id=entry.job_id, **extra,
+			logger,
+			logging.INFO,
+			"fire" if fire.outcome == "enqueued" else fire.outcome,
+			site=entry.site,
+			schedule=entry.schedule,
+			slot=slot_text(from_ms(entry.slot_ms)),
+			lag_ms=fire.lag_ms,
+			job_id=entry.job_id,
+			**extra,
 		)

@@ -65,10 +65,14 @@ class JobTemplate:
 
 	def stored(self) -> dict:
 		"""to_dict() less the fields at their defaults, as the scheduler's state keeps it (from_dict reads either)."""
-		return {name: value for name, value in self.to_dict().items() if name not in TEMPLATE_DEFAULTS or value != TEMPLATE_DEFAULTS[name]}
+		return {
+			name: value
+			for name, value in self.to_dict().items()
+			if name not in TEMPLATE_DEFAULTS or value != TEMPLATE_DEFAULTS[name]
+		}
 
 	@classmethod
-	def from_dict(cls, data: dict) -> "JobTemplate":
+	def from_dict(cls, data: dict) -> JobTemplate:
 		return cls(**data)
 
 
@@ -154,13 +158,17 @@ ID_FORMS = (
 	# rq 2.0 to 2.7 (Frappe v16, rq 2.6.1) refuse ":" only: Frappe's "<site>||<id>", and instead of
 	# Frappe's ":" -> "|", which makes "TS:1" and "TS|1" one id, "%" and ":" percent-escaped.
 	IdForm(
-		"<site>||btu|<schedule>|<slot> (% and : escaped)", "||", "|",
+		"<site>||btu|<schedule>|<slot> (% and : escaped)",
+		"||",
+		"|",
 		lambda text: text.translate(_PERCENT_ESCAPES),
 		lambda text: _PERCENT_ESCAPED.sub(lambda m: "%" if m[1] == "25" else ":", text),
 	),
 	# rq 2.8+ takes only [A-Za-z0-9_-]: every other character as _XX per UTF-8 byte, "-" between parts.
 	IdForm(
-		"<site>--btu-<schedule>-<slot> (_XX escaped)", "--", "-",
+		"<site>--btu-<schedule>-<slot> (_XX escaped)",
+		"--",
+		"-",
 		lambda text: text.translate(_BYTE_ESCAPES),
 		lambda text: _ESCAPED_BYTES.sub(lambda m: bytes.fromhex(m[0].replace("_", "")).decode(), text),
 	),
@@ -182,7 +190,9 @@ def _installed_form() -> IdForm:
 	for form in ID_FORMS:
 		if rq_accepts(form.encode(*_PROBE)):
 			return form
-	raise RuntimeError(f"rq {rq.__version__} accepts none of BTU's job id forms ({', '.join(f.name for f in ID_FORMS)})")
+	raise RuntimeError(
+		f"rq {rq.__version__} accepts none of BTU's job id forms ({', '.join(f.name for f in ID_FORMS)})"
+	)
 
 
 ID_FORM = _installed_form()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from btu.shared import protocol
 from btu.scheduler_daemon import scripts
+from btu.shared import protocol
 
 # The longest lease any scheduler may set (config's lease_ttl_secs maximum): a lease key that
 # lives longer was not written by one, and is moved aside rather than obeyed.
@@ -44,7 +44,9 @@ class Lease:
 
 	def acquire(self) -> bool:
 		started = time.monotonic()
-		value = self._acquire(keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms, MAX_TTL_MS])
+		value = self._acquire(
+			keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms, MAX_TTL_MS]
+		)
 		self.value = value.decode() if isinstance(value, bytes) else value
 		self.valid_until = started + self.ttl_ms / 1000 if self.held else 0.0
 		return self.held

@@ -27,11 +27,11 @@ from typing import Any, Protocol
 
 import redis
 
-from btu.shared import protocol
-from btu.shared.task_args import json_type
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
+from btu.shared import protocol
+from btu.shared.task_args import json_type
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,15 @@ class RejectionLog:
 		self.end_window()
 		if self.logged < self.limit:
 			self.logged += 1
-			log_event(logger, logging.WARNING, "rpc_rejected", reason=reason, replied=replied, process=self.process_id, **context)
+			log_event(
+				logger,
+				logging.WARNING,
+				"rpc_rejected",
+				reason=reason,
+				replied=replied,
+				process=self.process_id,
+				**context,
+			)
 		else:
 			self.suppressed += 1
 
@@ -150,8 +158,13 @@ class RejectionLog:
 			return
 		if self.suppressed:
 			log_event(
-				logger, logging.WARNING, "rpc_rejected_suppressed", count=self.suppressed,
-				window_secs=self.window, logged=self.logged, process=self.process_id,
+				logger,
+				logging.WARNING,
+				"rpc_rejected_suppressed",
+				count=self.suppressed,
+				window_secs=self.window,
+				logged=self.logged,
+				process=self.process_id,
 			)
 		self.logged = self.suppressed = 0
 		self.window_start = now
@@ -173,7 +186,9 @@ class CommandListener:
 		metrics: Metrics | None = None,
 	):
 		if redis_client.connection_pool.connection_kwargs.get("decode_responses"):
-			raise ValueError("CommandListener needs a Redis client with decode_responses=False: a command may be any bytes")
+			raise ValueError(
+				"CommandListener needs a Redis client with decode_responses=False: a command may be any bytes"
+			)
 		self.redis = redis_client
 		self.dispatcher = dispatcher
 		self.process_id = process_id or default_process_id()
@@ -215,7 +230,9 @@ class CommandListener:
 		try:
 			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
 			self.metrics.quarantine("command_list")
-			log_event(logger, logging.ERROR, "rpc_commands_quarantined", key=key, reason=reason, process=self.process_id)
+			log_event(
+				logger, logging.ERROR, "rpc_commands_quarantined", key=key, reason=reason, process=self.process_id
+			)
 		except redis.RedisError as exc:
 			self.note_redis_lost(exc)
 
@@ -226,7 +243,14 @@ class CommandListener:
 				error = protocol.denied_message(exc, protocol.redis_user(self.redis), protocol.KEYS_GRANT)
 			else:
 				error = f"{type(exc).__name__}: {exc}"
-			log_event(logger, logging.ERROR, "rpc_redis_lost", process=self.process_id, error=error, retry="backing off up to 5 s")
+			log_event(
+				logger,
+				logging.ERROR,
+				"rpc_redis_lost",
+				process=self.process_id,
+				error=error,
+				retry="backing off up to 5 s",
+			)
 
 	def note_redis_restored(self) -> None:
 		if self.redis_down:
@@ -243,7 +267,13 @@ class CommandListener:
 			self.drain_count = 1
 			log_event(logger, logging.INFO, "rpc_drain_unsupported", process=self.process_id, error=str(exc))
 		except Exception as exc:  # the next BRPOP notices a lost connection
-			log_event(logger, logging.WARNING, "rpc_drain_failed", process=self.process_id, error=f"{type(exc).__name__}: {exc}")
+			log_event(
+				logger,
+				logging.WARNING,
+				"rpc_drain_failed",
+				process=self.process_id,
+				error=f"{type(exc).__name__}: {exc}",
+			)
 		return []
 
 	def handle(self, raws: list[bytes | str]) -> None:
@@ -255,7 +285,11 @@ class CommandListener:
 			except Exception as exc:  # a bug must cost one command, not the listener
 				self.metrics.rpc_command(None, "crashed")
 				log_event(
-					logger, logging.ERROR, "rpc_command_crashed", exc_info=True, process=self.process_id,
+					logger,
+					logging.ERROR,
+					"rpc_command_crashed",
+					exc_info=True,
+					process=self.process_id,
 					error=f"{type(exc).__name__}: {exc}",
 				)
 		outcomes = self.check(outcomes)
@@ -310,10 +344,15 @@ class CommandListener:
 	def note_reply_failed(self, outcome: Command | Rejection, error: Exception) -> None:
 		command = outcome if isinstance(outcome, Command) else None
 		log_event(
-			logger, logging.ERROR, "rpc_ack_failed" if command else "rpc_reply_failed",
-			request_type=outcome.reply.get("request_type"), site=command.site if command else None,
-			schedule=command.name if command else None, response_key=clip(outcome.response_key),
-			error=f"{type(error).__name__}: {clip(str(error), 200)}", process=self.process_id,
+			logger,
+			logging.ERROR,
+			"rpc_ack_failed" if command else "rpc_reply_failed",
+			request_type=outcome.reply.get("request_type"),
+			site=command.site if command else None,
+			schedule=command.name if command else None,
+			response_key=clip(outcome.response_key),
+			error=f"{type(error).__name__}: {clip(str(error), 200)}",
+			process=self.process_id,
 		)
 
 	def parse(self, raw: bytes | str) -> Command | Rejection:
@@ -322,7 +361,9 @@ class CommandListener:
 		size = len(data)
 		oversized = size > protocol.MAX_COMMAND_BYTES
 		if oversized and size > MAX_PARSED_BYTES:
-			return self.reject(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size)
+			return self.reject(
+				f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size
+			)
 		try:
 			message = json.loads(data.decode("utf-8"))
 		except UnicodeDecodeError as exc:
@@ -345,7 +386,8 @@ class CommandListener:
 		}
 		if not protocol.is_response_key(response_key):
 			reason = (
-				"response_key is missing" if response_key is None
+				"response_key is missing"
+				if response_key is None
 				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (UTF-8, at most 256 characters)"
 			)
 			return self.reject(reason, **context)
@@ -358,7 +400,9 @@ class CommandListener:
 		if request_type is None:
 			return refuse(f"request_type is missing; allowed: {', '.join(protocol.REQUEST_TYPES)}")
 		if known_type is None:
-			return refuse(f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}")
+			return refuse(
+				f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}"
+			)
 		if site is not None:
 			problem = check_name("site", site)
 			if problem:
@@ -422,31 +466,66 @@ class CommandListener:
 		return [checked.get(id(outcome), outcome) for outcome in outcomes]
 
 	def context(self, command: Command) -> dict:
-		return {"request_type": command.request_type, "site": clip(command.site) if command.site is not None else None, "schedule": clip(command.name), "size": command.size}
+		return {
+			"request_type": command.request_type,
+			"site": clip(command.site) if command.site is not None else None,
+			"schedule": clip(command.name),
+			"size": command.size,
+		}
 
 	def note_check_failed(self, error: Exception, **context: Any) -> None:
 		"""Once per failed dispatcher call; each command it covered is refused with "try again"."""
 		log_event(
-			logger, logging.ERROR, "rpc_check_failed", exc_info=error, process=self.process_id,
-			error=f"{type(error).__name__}: {clip(str(error), 200)}", **context,
+			logger,
+			logging.ERROR,
+			"rpc_check_failed",
+			exc_info=error,
+			process=self.process_id,
+			error=f"{type(error).__name__}: {clip(str(error), 200)}",
+			**context,
 		)
 
-	def reject(self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any) -> Rejection:
+	def reject(
+		self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any
+	) -> Rejection:
 		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or None)."""
 		self.rejections.log(reason, response_key is not None, **context)
 		return Rejection(response_key, protocol.make_error(reason, reply_type))
 
 	def execute(self, site: str, names: list[str], commands: int) -> None:
 		schedules = clip(", ".join(names), 200)
-		log_event(logger, logging.INFO, "rpc_sync", site=site, schedules=schedules, count=len(names), commands=commands, process=self.process_id)
+		log_event(
+			logger,
+			logging.INFO,
+			"rpc_sync",
+			site=site,
+			schedules=schedules,
+			count=len(names),
+			commands=commands,
+			process=self.process_id,
+		)
 		try:
 			self.dispatcher.execute(site, names)
 		except CommandRejected as exc:
-			log_event(logger, logging.WARNING, "rpc_execute_refused", site=site, schedules=schedules, reason=str(exc), process=self.process_id)
+			log_event(
+				logger,
+				logging.WARNING,
+				"rpc_execute_refused",
+				site=site,
+				schedules=schedules,
+				reason=str(exc),
+				process=self.process_id,
+			)
 		except Exception as exc:
 			log_event(
-				logger, logging.ERROR, "rpc_execute_failed", exc_info=True, site=site, schedules=schedules,
-				error=f"{type(exc).__name__}: {exc}", process=self.process_id,
+				logger,
+				logging.ERROR,
+				"rpc_execute_failed",
+				exc_info=True,
+				site=site,
+				schedules=schedules,
+				error=f"{type(exc).__name__}: {exc}",
+				process=self.process_id,
 			)
 
 
@@ -462,7 +541,9 @@ def start_listener_thread(
 	"""Start a daemon thread serving RPC commands, or log why not and return None."""
 	if config.disable_redis_rpc:
 		log_event(
-			logger, logging.WARNING, "rpc_listener_disabled",
+			logger,
+			logging.WARNING,
+			"rpc_listener_disabled",
 			reason="disable_redis_rpc = true: the Desk's buttons and btu-scheduler ping get no answer",
 			source=config.sources.get("disable_redis_rpc", "default"),
 		)

@@ -35,7 +35,16 @@ from itertools import accumulate
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, PlatformCollector, ProcessCollector, make_wsgi_app
+from prometheus_client import (
+	CollectorRegistry,
+	Counter,
+	Gauge,
+	Histogram,
+	Info,
+	PlatformCollector,
+	ProcessCollector,
+	make_wsgi_app,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
@@ -46,7 +55,27 @@ from btu.shared import protocol
 logger = logging.getLogger("btu.scheduler")
 
 # Milliseconds (a fire on time) to minutes (a fire after an outage, under fire_all).
-FIRE_LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+FIRE_LAG_BUCKETS = (
+	0.0005,
+	0.001,
+	0.0025,
+	0.005,
+	0.01,
+	0.025,
+	0.05,
+	0.1,
+	0.25,
+	0.5,
+	1,
+	2.5,
+	5,
+	10,
+	30,
+	60,
+	120,
+	300,
+	600,
+)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 MAX_LABEL_VALUES = 200
 OTHER = "other"
@@ -78,7 +107,7 @@ class BoundedLabel:
 
 def queue_name(queue_key: str) -> str:
 	"""The RQ queue's name (as rq-exporter labels it) from its list key."""
-	return queue_key[len(RQ_QUEUE_PREFIX):] if queue_key.startswith(RQ_QUEUE_PREFIX) else queue_key
+	return queue_key[len(RQ_QUEUE_PREFIX) :] if queue_key.startswith(RQ_QUEUE_PREFIX) else queue_key
 
 
 class Metrics:
@@ -96,35 +125,96 @@ class Metrics:
 		Info("btu_scheduler", "This scheduler process", registry=r).info(
 			{"process": process_id, "version": __version__, "executor": executor, "host": socket.gethostname()}
 		)
-		self.leader = Gauge("btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)", registry=r)
-		self.epoch = Gauge("btu_scheduler_lease_epoch", "Epoch of the lease this process holds, or of the current leader's as a standby last saw it", registry=r)
+		self.leader = Gauge(
+			"btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)", registry=r
+		)
+		self.epoch = Gauge(
+			"btu_scheduler_lease_epoch",
+			"Epoch of the lease this process holds, or of the current leader's as a standby last saw it",
+			registry=r,
+		)
 		self.elections = Counter("btu_leader_elections_total", "Times this process took the leader lease", registry=r)
-		self.losses = Counter("btu_leader_losses_total", "Times this process stopped leading, by reason", ["reason"], registry=r)
-		self.renewals = Counter("btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ["outcome"], registry=r)
+		self.losses = Counter(
+			"btu_leader_losses_total", "Times this process stopped leading, by reason", ["reason"], registry=r
+		)
+		self.renewals = Counter(
+			"btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ["outcome"], registry=r
+		)
 		# Fires and their lag are counted by the fire path in plain lists and exported by `FireCollector`: a locked
 		# Counter.inc and Histogram.observe per fire cost 2.4 us of the leader's CPU, these lists under 0.5 us.
 		self.fire_counts: dict[tuple[str, str], FireCounts] = {}
 		r.register(FireCollector(self.fire_counts))
-		self.skipped = Counter("btu_fires_skipped_total", "Slots that queued no job, by reason (overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)", ["site", "reason"], registry=r)
+		self.skipped = Counter(
+			"btu_fires_skipped_total",
+			"Slots that queued no job, by reason (overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
+			["site", "reason"],
+			registry=r,
+		)
 		self.returned = Counter(
-			"btu_fires_returned_total", "Prepared fires found past the misfire grace at release (no leader at their moment): planned again under the catch-up policy",
-			["site"], registry=r,
+			"btu_fires_returned_total",
+			"Prepared fires found past the misfire grace at release (no leader at their moment): planned again under the catch-up policy",
+			["site"],
+			registry=r,
 		)
-		self.push_refused = Counter("btu_fires_push_refused_total", "Pushes a queue refused (the fire stays prepared and is tried again)", ["site", "queue"], registry=r)
-		self.fire_failures = Counter("btu_fire_failures_total", "Schedules that could not be planned or prepared, by stage (plan, prepare)", ["site", "stage"], registry=r)
-		self.quarantined = Counter("btu_quarantined_total", "Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)", ["what"], registry=r)
-		self.redis_errors = Counter("btu_redis_errors_total", "Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)", ["kind"], registry=r)
-		self.database_errors = Counter("btu_database_errors_total", "Reconciles that found a site's database unreachable", ["site"], registry=r)
+		self.push_refused = Counter(
+			"btu_fires_push_refused_total",
+			"Pushes a queue refused (the fire stays prepared and is tried again)",
+			["site", "queue"],
+			registry=r,
+		)
+		self.fire_failures = Counter(
+			"btu_fire_failures_total",
+			"Schedules that could not be planned or prepared, by stage (plan, prepare)",
+			["site", "stage"],
+			registry=r,
+		)
+		self.quarantined = Counter(
+			"btu_quarantined_total",
+			"Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)",
+			["what"],
+			registry=r,
+		)
+		self.redis_errors = Counter(
+			"btu_redis_errors_total",
+			"Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)",
+			["kind"],
+			registry=r,
+		)
+		self.database_errors = Counter(
+			"btu_database_errors_total", "Reconciles that found a site's database unreachable", ["site"], registry=r
+		)
 		self.reconcile = Histogram(
-			"btu_reconcile_duration_seconds", "Seconds a reconcile took: full (every site) or schedules (named by RPC)", ["kind"],
-			buckets=RECONCILE_BUCKETS, registry=r,
+			"btu_reconcile_duration_seconds",
+			"Seconds a reconcile took: full (every site) or schedules (named by RPC)",
+			["kind"],
+			buckets=RECONCILE_BUCKETS,
+			registry=r,
 		)
-		self.rpc = Counter("btu_rpc_commands_total", "RPC commands popped, by request type and outcome (accepted, rejected, crashed)", ["request_type", "outcome"], registry=r)
-		self.schedule_fires = Counter("btu_schedule_fires_total", "Fires of the schedules named in metrics_schedules", ["site", "schedule"], registry=r)
+		self.rpc = Counter(
+			"btu_rpc_commands_total",
+			"RPC commands popped, by request type and outcome (accepted, rejected, crashed)",
+			["request_type", "outcome"],
+			registry=r,
+		)
+		self.schedule_fires = Counter(
+			"btu_schedule_fires_total",
+			"Fires of the schedules named in metrics_schedules",
+			["site", "schedule"],
+			registry=r,
+		)
 		self.schedule_lag = Histogram(
-			"btu_schedule_fire_lag_seconds", "Fire lag of the schedules named in metrics_schedules", ["site", "schedule"], buckets=FIRE_LAG_BUCKETS, registry=r,
+			"btu_schedule_fire_lag_seconds",
+			"Fire lag of the schedules named in metrics_schedules",
+			["site", "schedule"],
+			buckets=FIRE_LAG_BUCKETS,
+			registry=r,
 		)
-		self.schedule_skipped = Counter("btu_schedule_skipped_total", "Skipped slots of the schedules named in metrics_schedules", ["site", "schedule", "reason"], registry=r)
+		self.schedule_skipped = Counter(
+			"btu_schedule_skipped_total",
+			"Skipped slots of the schedules named in metrics_schedules",
+			["site", "schedule", "reason"],
+			registry=r,
+		)
 		# What `summary` reports, counted beside the registry so that a heartbeat on the firing loop reads a few
 		# integers instead of collecting every series. The listener and reconciler threads count too: hence the lock.
 		self.lock = threading.Lock()
@@ -132,7 +222,9 @@ class Metrics:
 		self.skips = Tally()
 		# Present at 0 from the start: a series born at 1 hides its first event from rate() and increase().
 		for counter, values in (
-			(self.redis_errors, REDIS_ERROR_KINDS), (self.renewals, ("renewed", "lost")), (self.losses, LOSS_REASONS),
+			(self.redis_errors, REDIS_ERROR_KINDS),
+			(self.renewals, ("renewed", "lost")),
+			(self.losses, LOSS_REASONS),
 			(self.quarantined, QUARANTINED),
 		):
 			for value in values:
@@ -177,7 +269,9 @@ class Metrics:
 			if fire.outcome == "enqueued":
 				counts = series.get((entry.site, entry.queue_key))
 				if counts is None:
-					counts = series[(entry.site, entry.queue_key)] = self.fire_counts_of(self.site(entry.site), entry.queue_key)
+					counts = series[(entry.site, entry.queue_key)] = self.fire_counts_of(
+						self.site(entry.site), entry.queue_key
+					)
 				counts.observe(fire.lag_ms / 1000)
 				if named and entry.schedule in named:
 					self.schedule_released(self.site(entry.site), entry.schedule, fire)
@@ -193,7 +287,7 @@ class Metrics:
 			if named and entry.schedule in named:
 				self.schedule_released(site, entry.schedule, fire)
 
-	def fire_counts_of(self, site: str, queue_key: str) -> "FireCounts":
+	def fire_counts_of(self, site: str, queue_key: str) -> FireCounts:
 		"""The counts of a site's fires on one queue (labelled with the queue's RQ name), made at its first fire."""
 		queue = self.queue(queue_name(queue_key))
 		counts = self.fire_counts.get((site, queue))
@@ -219,7 +313,12 @@ class Metrics:
 				self.fire_failures.labels(site, "prepare").inc()
 			elif result.outcome == WRITTEN:
 				duplicates = sum(1 for job in result.jobs if job == "duplicate")
-				counts = (("catch_up", item.skipped), ("expired", item.expired), ("duplicate", duplicates), ("requested", len(item.skipped_by_request)))
+				counts = (
+					("catch_up", item.skipped),
+					("expired", item.expired),
+					("duplicate", duplicates),
+					("requested", len(item.skipped_by_request)),
+				)
 				for reason, count in counts:
 					if count:
 						self.skip(site, reason, count)
@@ -277,7 +376,10 @@ class Metrics:
 			"lag_p50_ms": quantile_ms(0.5, buckets),
 			"lag_p99_ms": quantile_ms(0.99, buckets),
 			"skipped": dict(sorted(skips.items())),
-			**{event: tally.get(event, 0) for event in ("returned", "elections", "redis_errors", "database_errors", "rpc_commands")},
+			**{
+				event: tally.get(event, 0)
+				for event in ("returned", "elections", "redis_errors", "database_errors", "rpc_commands")
+			},
 		}
 
 
@@ -305,8 +407,12 @@ class FireCollector:
 		self.fire_counts = fire_counts
 
 	def collect(self):
-		fires = CounterMetricFamily("btu_fires_total", "Fires whose job was pushed onto its RQ queue", labels=["site", "queue"])
-		lag = HistogramMetricFamily("btu_fire_lag_seconds", "Seconds from a fire's moment to its job on the queue", labels=["site", "queue"])
+		fires = CounterMetricFamily(
+			"btu_fires_total", "Fires whose job was pushed onto its RQ queue", labels=["site", "queue"]
+		)
+		lag = HistogramMetricFamily(
+			"btu_fire_lag_seconds", "Seconds from a fire's moment to its job on the queue", labels=["site", "queue"]
+		)
 		for (site, queue), counts in list(self.fire_counts.items()):
 			total, cumulative = counts.sum, list(accumulate(list(counts.buckets)))
 			fires.add_metric([site, queue], cumulative[-1])
@@ -342,7 +448,9 @@ class StateCollector:
 		self.bench_sites = bench_sites
 
 	def collect(self):
-		readable = GaugeMetricFamily("btu_state_readable", "1 when this scrape could read the scheduler state from Redis")
+		readable = GaugeMetricFamily(
+			"btu_state_readable", "1 when this scrape could read the scheduler state from Redis"
+		)
 		try:
 			families = self.read()
 		except Exception as exc:  # any failure: the process metrics must still be served
@@ -369,7 +477,9 @@ class StateCollector:
 			values = [v if isinstance(v, int) else None for v in pipe.execute(raise_on_error=False)]
 		prepared, overdue, quarantined, *per_site = values
 		schedules = GaugeMetricFamily("btu_schedules", "Schedules in the scheduler state", labels=["site"])
-		invalid = GaugeMetricFamily("btu_invalid_schedules", "Schedule rows the scheduler refused (see btu-scheduler status)", labels=["site"])
+		invalid = GaugeMetricFamily(
+			"btu_invalid_schedules", "Schedule rows the scheduler refused (see btu-scheduler status)", labels=["site"]
+		)
 		for index, site in enumerate(sites):
 			for family, value in ((schedules, per_site[2 * index]), (invalid, per_site[2 * index + 1])):
 				if value is not None:
@@ -407,12 +517,14 @@ class MetricsServer:
 	def __init__(self, registry: CollectorRegistry, address: str, port: int, token: str | None = None):
 		server_class = _ThreadingServer6 if is_ipv6(address) else _ThreadingServer
 		app = limited(make_wsgi_app(registry), MAX_SCRAPES)
-		self.server = make_server(address, port, bearer_only(app, token) if token else app, server_class, handler_class=_QuietHandler)
+		self.server = make_server(
+			address, port, bearer_only(app, token) if token else app, server_class, handler_class=_QuietHandler
+		)
 		self.address = address
 		self.port = self.server.server_port
 		self.thread = threading.Thread(target=self.server.serve_forever, name="btu-metrics", daemon=True)
 
-	def start(self) -> "MetricsServer":
+	def start(self) -> MetricsServer:
 		self.thread.start()
 		return self
 
@@ -429,7 +541,10 @@ def bearer_only(app, token: str):
 		given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
 		# compare_digest: the time a refusal takes tells nothing of how much of the token was right.
 		if not hmac.compare_digest(given, expected):
-			start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="btu-scheduler"')])
+			start_response(
+				"401 Unauthorized",
+				[("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="btu-scheduler"')],
+			)
 			return [b"send Authorization: Bearer <metrics_bearer_token>\n"]
 		return app(environ, start_response)
 

@@ -60,7 +60,9 @@ class FireItem:
 	expired: int
 	jobs: list[FireJob]
 	count_truncated: bool = False  # skipped and expired are lower bounds: counting stopped at its budget
-	skipped_by_request: list[int] = field(default_factory=list)  # slots (ms) passed over because they were skipped on request
+	skipped_by_request: list[int] = field(
+		default_factory=list
+	)  # slots (ms) passed over because they were skipped on request
 	task: str = ""
 	max_concurrent: int = 0  # the task's concurrency limit, applied at release (0: none)
 
@@ -82,8 +84,12 @@ class Plan:
 
 	items: list[FireItem] = field(default_factory=list)
 	gone: list[DueEntry] = field(default_factory=list)  # removed meanwhile: off the due set
-	corrupt: list[Unplanned] = field(default_factory=list)  # a wrong value in its state: moved aside, rebuilt from its row
-	failed: list[Unplanned] = field(default_factory=list)  # its spec raised: off the due set, an invalid row until edited
+	corrupt: list[Unplanned] = field(
+		default_factory=list
+	)  # a wrong value in its state: moved aside, rebuilt from its row
+	failed: list[Unplanned] = field(
+		default_factory=list
+	)  # its spec raised: off the due set, an invalid row until edited
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -98,7 +104,9 @@ class Planner:
 	def __init__(self, load_shape: Callable[[str, str], JobShape]):
 		self.load_shape = load_shape
 
-	def plan(self, now: datetime, due: list[DueEntry], states: list[dict | Exception], *, grace: timedelta, ahead: timedelta) -> Plan:
+	def plan(
+		self, now: datetime, due: list[DueEntry], states: list[dict | Exception], *, grace: timedelta, ahead: timedelta
+	) -> Plan:
 		"""`states`: each due schedule's state fields (`State.read`), or the error reading it raised."""
 		plan = Plan()
 		for entry, state in zip(due, states):
@@ -111,7 +119,9 @@ class Planner:
 				plan.corrupt.append(Unplanned(entry.site, entry.schedule, str(exc)))
 				continue
 			try:
-				plan.items.append(self.fires(entry, state["cursor"], spec, shape, cursor, runs, now, grace=grace, ahead=ahead))
+				plan.items.append(
+					self.fires(entry, state["cursor"], spec, shape, cursor, runs, now, grace=grace, ahead=ahead)
+				)
 			except Exception as exc:
 				# A schedule that cannot be planned must not spin the loop: the caller takes it off the due set.
 				reason = f"cannot be fired: {type(exc).__name__}: {exc}"
@@ -129,15 +139,26 @@ class Planner:
 			spec = load_spec(state["fingerprint"], state["spec"])
 			shape = self.load_shape(state["job"], site)
 		except (ValueError, TypeError, KeyError, AttributeError) as exc:
-			raise ValueError(f"spec or job is not what the reconcile writes: {type(exc).__name__}: {str(exc)[:200]}") from exc
+			raise ValueError(
+				f"spec or job is not what the reconcile writes: {type(exc).__name__}: {str(exc)[:200]}"
+			) from exc
 		try:
 			return spec, shape, from_ms(cursor), int(runs)
 		except OverflowError as exc:
 			raise ValueError(f"cursor {cursor[:40]!r} is out of range") from exc
 
 	def fires(
-		self, entry: DueEntry, stored_cursor: str, spec: ScheduleSpec, shape: JobShape, cursor: datetime, runs: int,
-		now: datetime, *, grace: timedelta, ahead: timedelta,
+		self,
+		entry: DueEntry,
+		stored_cursor: str,
+		spec: ScheduleSpec,
+		shape: JobShape,
+		cursor: datetime,
+		runs: int,
+		now: datetime,
+		*,
+		grace: timedelta,
+		ahead: timedelta,
 	) -> FireItem:
 		"""The fires of one schedule from its cursor up to `now + ahead`, its catch-up policy applied."""
 		plan = spec.plan(cursor, now, runs=runs, grace=grace, ahead=ahead)
@@ -145,12 +166,18 @@ class Planner:
 		for slot in plan.fire:
 			fire_at = spec.fire_time(slot)
 			description, data = shape.fire_fields(entry.schedule, slot, fire_at)
-			jobs.append(FireJob(to_ms(slot), to_ms(fire_at), job_id(entry.site, entry.schedule, slot), shape, description, data))
+			jobs.append(
+				FireJob(to_ms(slot), to_ms(fire_at), job_id(entry.site, entry.schedule, slot), shape, description, data)
+			)
 		finished = plan.finished or plan.next_cursor is None
 		# The rule never yields a skipped slot: those this plan passed over, for the log and metrics.
 		passed = []
 		if spec.skipped:
-			passed_until = math.floor((now + ahead).timestamp()) + 1 if finished else posix_seconds(plan.next_cursor, "next_cursor")
+			passed_until = (
+				math.floor((now + ahead).timestamp()) + 1
+				if finished
+				else posix_seconds(plan.next_cursor, "next_cursor")
+			)
 			since = math.ceil(cursor.timestamp())
 			passed = [slot * 1000 for slot in spec.skipped if since <= slot < passed_until]
 		return FireItem(

@@ -23,15 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from btu.shared import protocol
-from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, slot_text, to_ms
-from btu.shared.declared import NotRunnable
-from btu.shared.job_contract import RQ_EXECUTOR
-from btu.shared.run_kind import RESERVED_STARTS, RunKind
-from btu.shared.schedule import ScheduleError, ScheduleSpec
-from btu.shared.schedule.row import row_instant
-from btu.shared.schedule.zones import clock_for, parse_zone
-from btu.shared.task_args import ArgumentsError, parse_arguments
 from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import Bench, BenchError, Site, site_name_problem
 from btu.scheduler_daemon.connections import Connections
@@ -39,12 +30,21 @@ from btu.scheduler_daemon.database import DatabaseError, SiteDatabase, connect
 from btu.scheduler_daemon.jobs import JobTemplate
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
-from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.server_read import reader_for
+from btu.scheduler_daemon.site_health import Health, SiteHealth
 from btu.scheduler_daemon.site_read import SiteRead, read_site, read_sites
 from btu.scheduler_daemon.site_reconcile import ReconcileLock, SiteReconcile
 from btu.scheduler_daemon.site_rows import APPLY_CHUNK, read_ahead, read_chunk
 from btu.scheduler_daemon.state import CompiledSchedule, State
+from btu.shared import protocol
+from btu.shared.declared import NotRunnable
+from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, slot_text, to_ms
+from btu.shared.job_contract import RQ_EXECUTOR
+from btu.shared.run_kind import RESERVED_STARTS, RunKind
+from btu.shared.schedule import ScheduleError, ScheduleSpec
+from btu.shared.schedule.row import row_instant
+from btu.shared.schedule.zones import clock_for, parse_zone
+from btu.shared.task_args import ArgumentsError, parse_arguments
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 # Every this many full reconciles, one also audits the state (State.audit): a wrong value that no
@@ -61,7 +61,9 @@ class RowError(Exception):
 	"""A schedule row that cannot be scheduled; the message names the field and the fix."""
 
 
-def compile_row(row: dict, bench: Bench, executor: str, system_time_zone: str | None, site: Site) -> tuple[ScheduleSpec, JobTemplate]:
+def compile_row(
+	row: dict, bench: Bench, executor: str, system_time_zone: str | None, site: Site
+) -> tuple[ScheduleSpec, JobTemplate]:
 	"""A schedule row (joined with its task) as a spec and a job template; `site` (its config) decides, for the
 	frappe executor, whether the site's own escape hatch lets an undeclared function of an installed app fire."""
 	if not str(row["name"]).isprintable():
@@ -108,10 +110,14 @@ def concurrency_limit(row: dict) -> int:
 	"""The task's max_concurrent_runs (0: no limit); a RowError for one release.lua cannot apply."""
 	value = row.get("task_max_concurrent_runs") or 0
 	if not isinstance(value, int) or not 0 <= value <= protocol.MAX_CONCURRENT_RUNS:
-		raise RowError(f"task {row['task']}: max_concurrent_runs {value!r}: give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}")
+		raise RowError(
+			f"task {row['task']}: max_concurrent_runs {value!r}: give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
+		)
 	if value and not str(row["task"]).isprintable():
 		# Tabs separate the fields of the prepared members that carry it.
-		raise RowError(f"task {row['task']!r}: its name holds control characters (tab, newline, ...), so its concurrency limit cannot apply; rename the task")
+		raise RowError(
+			f"task {row['task']!r}: its name holds control characters (tab, newline, ...), so its concurrency limit cannot apply; rename the task"
+		)
 	return value
 
 
@@ -175,7 +181,9 @@ class FrappeJobSites:
 		# A copy: the reconciler's threads change it while a heartbeat reads it.
 		sites = dict(self.bench_ids)
 		left_out = set(health.paused) | health.unreachable | set(health.unreadable)
-		return frozenset(protocol.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out)
+		return frozenset(
+			protocol.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out
+		)
 
 
 class Reconciler(SiteReconcile):
@@ -185,7 +193,14 @@ class Reconciler(SiteReconcile):
 	`health` says which sites are held, unreachable or unreadable. `bench` is the bench as last loaded."""
 
 	def __init__(
-		self, bench_path: str | Path, state: State, executor: str, clock, wake, audit_secs: float = 300.0, metrics: Metrics | None = None,
+		self,
+		bench_path: str | Path,
+		state: State,
+		executor: str,
+		clock,
+		wake,
+		audit_secs: float = 300.0,
+		metrics: Metrics | None = None,
 		connections: Connections | None = None,
 	):
 		self.bench_path = bench_path
@@ -197,8 +212,12 @@ class Reconciler(SiteReconcile):
 		self.wake = wake  # callable telling every process the state changed
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
-		self.reader = reader_for(self.bench.common_config, self.connections, None)  # many sites a query, when the bench has one
-		self.seen: dict[str, dict[str, tuple[str, str]]] = {}  # site -> schedule -> (row version, site context) compiled
+		self.reader = reader_for(
+			self.bench.common_config, self.connections, None
+		)  # many sites a query, when the bench has one
+		self.seen: dict[
+			str, dict[str, tuple[str, str]]
+		] = {}  # site -> schedule -> (row version, site context) compiled
 		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
 		self.site_health = SiteHealth(self.metrics)
@@ -211,7 +230,9 @@ class Reconciler(SiteReconcile):
 		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
 		self.lock = ReconcileLock()
 		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
-		self.touched: dict[str, set[str]] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
+		self.touched: dict[
+			str, set[str]
+		] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -232,7 +253,12 @@ class Reconciler(SiteReconcile):
 		generation = self.state.generation()
 		if generation != self.generation:
 			if self.generation is not None:
-				log_event(logger, logging.WARNING, "state_rebuild", reason="Redis lost the scheduler state; rebuilding from the databases")
+				log_event(
+					logger,
+					logging.WARNING,
+					"state_rebuild",
+					reason="Redis lost the scheduler state; rebuilding from the databases",
+				)
 			self.generation = generation
 			self.seen.clear()
 			self.summaries.clear()
@@ -301,7 +327,14 @@ class Reconciler(SiteReconcile):
 		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
 		sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
-		reads = read_sites([self.database(site) for site in sites], self.bench, self.executor, self.connections.limit, self.reader, self.stopping)
+		reads = read_sites(
+			[self.database(site) for site in sites],
+			self.bench,
+			self.executor,
+			self.connections.limit,
+			self.reader,
+			self.stopping,
+		)
 		with_invalid = self.state.sites_with_invalid([site.name for site in sites])
 		ahead = read_ahead(self, sites, reads)
 		try:
@@ -323,7 +356,9 @@ class Reconciler(SiteReconcile):
 			self.frappe_jobs.keep(served)
 			kept = {name for name in self.site_health.unreadable if site_name_problem(name) is None}
 			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads it.
-			for gone in self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites)):
+			for gone in (
+				self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites))
+			):
 				log_event(logger, logging.INFO, "site_dropped", site=gone, reason="no longer a BTU site of this bench")
 				self.state.purge_site(gone)
 				self.seen.pop(gone, None)
@@ -344,7 +379,12 @@ class Reconciler(SiteReconcile):
 			self.metrics.quarantine("schedule_state", moved)
 		if mended or moved or moved_keys:
 			log_event(
-				logger, logging.WARNING, "state_mended", due_entries=mended, states_moved_aside=moved, keys_moved_aside=",".join(moved_keys),
+				logger,
+				logging.WARNING,
+				"state_mended",
+				due_entries=mended,
+				states_moved_aside=moved,
+				keys_moved_aside=",".join(moved_keys),
 				effect="due entries put right; what was moved aside is rebuilt from the database rows",
 			)
 
@@ -374,7 +414,11 @@ class Reconciler(SiteReconcile):
 			# took it out) or invalid: a flood naming unchanged schedules costs these reads, no compile.
 			present = self.state.present(site.name, [name for name in names if name in enabled])
 			retry = self.state.invalid_names(site.name)
-			changed = [name for name, there in present.items() if not there or seen.get(name) != (enabled[name], read.context) or name in retry]
+			changed = [
+				name
+				for name, there in present.items()
+				if not there or seen.get(name) != (enabled[name], read.context) or name in retry
+			]
 			self.apply(site, read, changed, enabled)
 			# A reconcile of this site a chunk a hold under way leaves these as this left them (`reconcile_rest`).
 			self.touched.get(site.name, set()).update(names)
@@ -409,10 +453,14 @@ class Reconciler(SiteReconcile):
 		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			self.apply_rows(site, read, *read_chunk(read, names[start : start + APPLY_CHUNK], in_state, self.clock()), versions)
+			self.apply_rows(
+				site, read, *read_chunk(read, names[start : start + APPLY_CHUNK], in_state, self.clock()), versions
+			)
 		self.wake()
 
-	def apply_rows(self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]) -> None:
+	def apply_rows(
+		self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]
+	) -> None:
 		"""Compile these rows into the state; a row that cannot be scheduled leaves it and is listed as invalid.
 		`logged`: schedule -> its newest logged slot, for those new to the state."""
 		now = self.clock()
@@ -427,7 +475,11 @@ class Reconciler(SiteReconcile):
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz, site)
 				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
-				invalid[name] = str(exc) if isinstance(exc, (ScheduleError, RowError)) else f"cannot be scheduled: {type(exc).__name__}: {exc}"
+				invalid[name] = (
+					str(exc)
+					if isinstance(exc, (ScheduleError, RowError))
+					else f"cannot be scheduled: {type(exc).__name__}: {exc}"
+				)
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
 				self.state.remove(site.name, name)
 				continue
@@ -453,7 +505,11 @@ def log_refused(site: str, names: list[str], logged: set[tuple[str, str]]) -> No
 		if (site, name) not in logged:
 			logged.add((site, name))
 			log_event(
-				logger, logging.ERROR, "invalid_schedule", site=site, schedule=name,
+				logger,
+				logging.ERROR,
+				"invalid_schedule",
+				site=site,
+				schedule=name,
 				error=(
 					f"a schedule's name may not start with {' or '.join(map(repr, RESERVED_STARTS))}, "
 					"which name run requests' and Scheduled Job Types' states; rename it"
@@ -461,7 +517,15 @@ def log_refused(site: str, names: list[str], logged: set[tuple[str, str]]) -> No
 			)
 
 
-def compiled(row: dict, spec: ScheduleSpec, template: JobTemplate, cursor_if_new: datetime | None, cursor_if_changed: datetime | None, *, active: bool) -> CompiledSchedule:
+def compiled(
+	row: dict,
+	spec: ScheduleSpec,
+	template: JobTemplate,
+	cursor_if_new: datetime | None,
+	cursor_if_changed: datetime | None,
+	*,
+	active: bool,
+) -> CompiledSchedule:
 	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state, `cursor_if_changed` from now."""
 	return CompiledSchedule(
 		name=row["name"],
@@ -486,8 +550,13 @@ def log_applied(site: str, upserts: list[CompiledSchedule], results: list[str], 
 		if result != "same":
 			cursor = entry.cursor_if_new if result in ("new", "rebuilt") else entry.cursor_if_changed
 			log_event(
-				logger, logging.INFO, "schedule_" + result, site=site, schedule=entry.name,
-				slot=slot_text(from_ms(cursor)) if cursor else None, description=specs[entry.name].describe(),
+				logger,
+				logging.INFO,
+				"schedule_" + result,
+				site=site,
+				schedule=entry.name,
+				slot=slot_text(from_ms(cursor)) if cursor else None,
+				description=specs[entry.name].describe(),
 			)
 
 
@@ -501,7 +570,9 @@ def fire_at_text(spec: ScheduleSpec, slot: datetime | None) -> str:
 	return str(to_ms(spec.fire_time(slot))) if slot is not None else "0"
 
 
-def first_cursors(row: dict, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime) -> tuple[datetime | None, datetime | None]:
+def first_cursors(
+	row: dict, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime
+) -> tuple[datetime | None, datetime | None]:
 	"""Where a compiled row's cursor starts: (if new to the state, if changed)."""
 	if row["kind"] is RunKind.RUN_REQUEST:
 		# A run request fires at its run_at however late it is found (within its catch-up window),

@@ -19,41 +19,88 @@ import uuid
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
+from btu.shared import protocol
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 
 
-
 def channel_names() -> tuple[str, str]:
 	return (protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+
 
 # Every command the scheduler, the Desk (btu.btu_core.scheduler_link) and `btu-scheduler
 # status/ping/resync` send, and those the Lua scripts run (Redis checks those too), found by
 # running them under a user with `-@all` plus this list (tests/reliability/test_redis_acl.py).
 COMMANDS = (
 	# connections: redis-py's health check, a database other than 0
-	"ping", "select",
+	"ping",
+	"select",
 	# the Lua scripts: loaded (pipelines check first), run, and what they call
-	"evalsha", "script|load", "script|exists", "time",
+	"evalsha",
+	"script|load",
+	"script|exists",
+	"time",
 	# strings and keys
-	"get", "set", "mget", "del", "exists", "expire", "pexpire", "pttl", "incr",
+	"get",
+	"set",
+	"mget",
+	"del",
+	"exists",
+	"expire",
+	"pexpire",
+	"pttl",
+	"incr",
 	# moving a key that holds a wrong value aside (lua/guard.lua) and checking types (State.check_types)
-	"type", "rename",
+	"type",
+	"rename",
 	# hashes
-	"hget", "hset", "hmget", "hgetall", "hkeys", "hdel", "hincrby", "hlen",
+	"hget",
+	"hset",
+	"hmget",
+	"hgetall",
+	"hkeys",
+	"hdel",
+	"hincrby",
+	"hlen",
 	# sets
-	"sadd", "srem", "smembers", "scard", "sismember", "spop", "sscan",
+	"sadd",
+	"srem",
+	"smembers",
+	"scard",
+	"sismember",
+	"spop",
+	"sscan",
 	# sorted sets
-	"zadd", "zrem", "zcard", "zcount", "zscore", "zrange", "zrevrange", "zrangebyscore", "zremrangebyscore", "zremrangebyrank",
+	"zadd",
+	"zrem",
+	"zcard",
+	"zcount",
+	"zscore",
+	"zrange",
+	"zrevrange",
+	"zrangebyscore",
+	"zremrangebyscore",
+	"zremrangebyrank",
 	# lists: RPC commands and replies, recent fires, rq's queues
-	"lpush", "rpush", "rpop", "brpop", "blpop", "lrange", "ltrim",
+	"lpush",
+	"rpush",
+	"rpop",
+	"brpop",
+	"blpop",
+	"lrange",
+	"ltrim",
 	# transactions and pub/sub
-	"multi", "exec", "discard", "publish", "subscribe", "unsubscribe",
+	"multi",
+	"exec",
+	"discard",
+	"publish",
+	"subscribe",
+	"unsubscribe",
 	# replication: how many replicas are connected, and waiting for them to hold the fire writes
-	"info", "wait",
+	"info",
+	"wait",
 )
 PROBE_NAME = "btu-acl-probe"  # a name BTU never gives a key; deleting it changes nothing
 PROBE_SCRIPT = "return redis.call('TIME')"
@@ -168,7 +215,15 @@ class Access:
 			if reason == self.reason:
 				return
 			self.reason = reason
-		log_event(logger, logging.ERROR, "redis_permission_denied", process=self.process_id, where=self.where, error=reason, effect="retrying; missed fires follow each schedule's catch-up policy")
+		log_event(
+			logger,
+			logging.ERROR,
+			"redis_permission_denied",
+			process=self.process_id,
+			where=self.where,
+			error=reason,
+			effect="retrying; missed fires follow each schedule's catch-up policy",
+		)
 
 	def ok(self) -> None:
 		if self.reason is None:

@@ -13,15 +13,19 @@ import time
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
+from btu.shared import protocol
 
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
 OUTAGES = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 # Redis answering but refusing every write (lua/guard.lua's SERVER_WIDE): redis-py 5+ raises these
 # classes, 4.5 a plain ResponseError starting with the code. The main loop reports those.
-REFUSALS = (redis.ReadOnlyError, redis.BusyLoadingError, getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError))
+REFUSALS = (
+	redis.ReadOnlyError,
+	redis.BusyLoadingError,
+	getattr(redis.exceptions, "OutOfMemoryError", redis.ReadOnlyError),
+)
 REFUSAL_CODES = ("OOM", "READONLY", "MASTERDOWN", "LOADING", "BUSY", "NOREPLICAS", "MISCONF")
 MAX_BACKOFF = 5.0
 RESTORED_AFTER_SECONDS = 2.0
@@ -59,7 +63,9 @@ class RedisFailures:
 	def failed(self, exc: Exception, stop: threading.Event) -> None:
 		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
 		self.failed_at = time.monotonic()
-		self.replication.stale = True  # the Redis that answers next may be a promoted replica, with replicas of its own or none
+		self.replication.stale = (
+			True  # the Redis that answers next may be a promoted replica, with replicas of its own or none
+		)
 		if not (self.down or self.access.reason):
 			self.backoff = 0.1
 		if protocol.is_denied(exc):
@@ -74,8 +80,13 @@ class RedisFailures:
 				event = ERROR_EVENTS[error_kind]
 				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback says where.
 				log_event(
-					logger, logging.ERROR, event, exc_info=event == "redis_error", process=self.process_id,
-					error=f"{type(exc).__name__}: {exc}", effect="retrying; missed fires follow each schedule's catch-up policy",
+					logger,
+					logging.ERROR,
+					event,
+					exc_info=event == "redis_error",
+					process=self.process_id,
+					error=f"{type(exc).__name__}: {exc}",
+					effect="retrying; missed fires follow each schedule's catch-up policy",
 				)
 			self.down = True
 			self.error = kind
@@ -86,8 +97,9 @@ class RedisFailures:
 def redis_failure(exc: Exception) -> str:
 	"""What kind of failure `exc` is, to log each kind once: "outage:" or "refusal:", its class and the error code Redis sent."""
 	code = str(exc).split(" ", 1)[0]
-	return f"{'outage' if isinstance(exc, OUTAGES) else 'refusal'}:{type(exc).__name__}:{code if code.isupper() else ''}"
-
+	return (
+		f"{'outage' if isinstance(exc, OUTAGES) else 'refusal'}:{type(exc).__name__}:{code if code.isupper() else ''}"
+	)
 
 
 def is_outage(exc: Exception) -> bool:

@@ -19,8 +19,8 @@ import logging
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.log import log_event
+from btu.shared import protocol
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -42,7 +42,10 @@ class Replication:
 		except redis.exceptions.NoPermissionError as exc:
 			if not self.refused:
 				log_event(
-					logger, logging.WARNING, "redis_replicas_unknown", error=str(exc),
+					logger,
+					logging.WARNING,
+					"redis_replicas_unknown",
+					error=str(exc),
 					effect="fires do not wait for replicas; grant +info and +wait (btu-scheduler setup redis-acl)",
 				)
 			self.refused = True
@@ -55,9 +58,15 @@ class Replication:
 		self.state.replicas_wanted = min(self.replica_acks, connected)
 		if connected != self.connected:
 			log_event(
-				logger, logging.INFO if connected else logging.WARNING, "redis_replicas", master=protocol.redis_address(self.redis),
-				connected=connected, acks=self.state.replicas_wanted,
-				effect="fire writes wait for replicas" if self.state.replicas_wanted else "fire writes are on this Redis only until a replica connects",
+				logger,
+				logging.INFO if connected else logging.WARNING,
+				"redis_replicas",
+				master=protocol.redis_address(self.redis),
+				connected=connected,
+				acks=self.state.replicas_wanted,
+				effect="fire writes wait for replicas"
+				if self.state.replicas_wanted
+				else "fire writes are on this Redis only until a replica connects",
 			)
 			self.connected = connected
 		return self.note_master()
@@ -66,7 +75,14 @@ class Replication:
 		address = protocol.redis_address(self.redis)
 		changed = self.master is not None and address != self.master
 		if changed:
-			log_event(logger, logging.WARNING, "redis_master_changed", previous=self.master, master=address, effect="reconciling every site now")
+			log_event(
+				logger,
+				logging.WARNING,
+				"redis_master_changed",
+				previous=self.master,
+				master=address,
+				effect="reconciling every site now",
+			)
 		self.master = address
 		return changed
 

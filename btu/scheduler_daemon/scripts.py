@@ -8,7 +8,7 @@ a key is spelled in one place: no script holds a literal key name.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from btu.shared import protocol
@@ -35,7 +35,7 @@ def key_names() -> str:
 	return _key_names(protocol.PREFIX)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _key_names(prefix: str) -> str:
 	"""`key_names` once per prefix, which decides every name protocol gives."""
 	from rq import Queue
@@ -50,11 +50,11 @@ def _key_names(prefix: str) -> str:
 	return header + "".join(lua_function(name, template) for name, template in protocol.SITE_KEY_TEMPLATES.items())
 
 
-@lru_cache(maxsize=None)
+@cache
 def body(name: str) -> str:
 	"""The script's own text, after the shared files its "-- uses NAME.lua" lines name (Redis scripts cannot import)."""
 	text = resources.files("btu.scheduler_daemon").joinpath("lua", f"{name}.lua").read_text()
-	shared = [line[len(USES):].strip().removesuffix(".lua") for line in text.splitlines() if line.startswith(USES)]
+	shared = [line[len(USES) :].strip().removesuffix(".lua") for line in text.splitlines() if line.startswith(USES)]
 	return "".join(body(other) for other in shared) + text
 
 

@@ -24,14 +24,21 @@ from dataclasses import dataclass, field
 
 from pymysql.converters import escape_string
 
-from btu.scheduler_daemon.sources import scheduled_job_types
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, Server
 from btu.scheduler_daemon.database import (
-	CALENDAR_TABLE, KNOWN_TABLES, READER_MARK, REQUEST_TABLE, SCHEDULE_TABLE, TASK_TABLE, DatabaseError, SiteDatabase,
+	CALENDAR_TABLE,
+	KNOWN_TABLES,
+	READER_MARK,
+	REQUEST_TABLE,
+	SCHEDULE_TABLE,
+	TASK_TABLE,
+	DatabaseError,
+	SiteDatabase,
 )
-from btu.scheduler_daemon.site_settings import SiteSettings, settings_sql, summaries_of
 from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.site_settings import SiteSettings, settings_sql, summaries_of
+from btu.scheduler_daemon.sources import scheduled_job_types
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -49,7 +56,9 @@ GRANTS_SQL = """
 SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
 UNION ALL SELECT 'database', TABLE_SCHEMA, NULL FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
 UNION ALL SELECT 'table', TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
-""".format(grantee="CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')")
+""".format(
+	grantee="CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ class ReaderLogin:
 	password: str
 
 	@classmethod
-	def of(cls, common_config: dict) -> "ReaderLogin | None":
+	def of(cls, common_config: dict) -> ReaderLogin | None:
 		user = common_config.get(READER_USER_KEY)
 		if not isinstance(user, str) or not user.strip():
 			return None
@@ -82,7 +91,7 @@ class Grants:
 	tables: frozenset[tuple[str, str]] = frozenset()
 
 	@classmethod
-	def of(cls, rows: list[dict]) -> "Grants":
+	def of(cls, rows: list[dict]) -> Grants:
 		return cls(
 			everything=any(row["level"] == "global" for row in rows),
 			databases=tuple(like_pattern(row["db"]) for row in rows if row["level"] == "database"),
@@ -126,7 +135,9 @@ class ServerReader:
 		self.selects: dict[str, tuple[tuple, str]] = {}  # site -> (its shape, its part of a batch: `select_of`)
 		self.lock = threading.Lock()
 
-	def batches(self, dbs: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> tuple[list[list[SiteDatabase]], list[SiteDatabase]]:
+	def batches(
+		self, dbs: list[SiteDatabase], scheduled_jobs: dict[str, bool]
+	) -> tuple[list[list[SiteDatabase]], list[SiteDatabase]]:
 		"""Split `dbs` into batches of one server the reader may read, and the sites read on their own logins."""
 		self.discover([db for db in dbs if db._tables is None and not db.postgres and db.server is not None])
 		by_server: dict[Server, list[SiteDatabase]] = {}
@@ -140,7 +151,14 @@ class ServerReader:
 		batches = []
 		for server, members in by_server.items():
 			grants = self.grants_on(server, members[0])
-			readable = [db for db in members if grants is not None and grants.may_read(db.site.db_params["database"], self.tables_of(db, scheduled_jobs.get(db.site.name, False)))]
+			readable = [
+				db
+				for db in members
+				if grants is not None
+				and grants.may_read(
+					db.site.db_params["database"], self.tables_of(db, scheduled_jobs.get(db.site.name, False))
+				)
+			]
 			alone += [db for db in members if db not in readable]
 			batches += [readable[start : start + BATCH_SITES] for start in range(0, len(readable), BATCH_SITES)]
 		return batches, alone
@@ -220,7 +238,9 @@ class ServerReader:
 		made = self.selects.get(db.site.name)
 		if made is None or made[0] != shape:
 			sql, params = settings_sql(db, checksum=True, scheduled_jobs=scheduled_jobs, qualified=True, cached=True)
-			text = sql.replace("SELECT ", "SELECT %s AS site, ", 1) % tuple(sql_text(value) for value in (db.site.name, *params))
+			text = sql.replace("SELECT ", "SELECT %s AS site, ", 1) % tuple(
+				sql_text(value) for value in (db.site.name, *params)
+			)
 			made = self.selects[db.site.name] = (shape, text)
 		return made[1]
 
@@ -231,7 +251,12 @@ class ServerReader:
 				return
 			self.refused.add(key)
 		log_event(
-			logger, logging.WARNING, "db_reader_refused", server=str(server), user=self.login.user, error=str(exc.__cause__ or exc),
+			logger,
+			logging.WARNING,
+			"db_reader_refused",
+			server=str(server),
+			user=self.login.user,
+			error=str(exc.__cause__ or exc),
 			effect="those sites are read on their own logins (slower, nothing lost); run btu-scheduler setup db-reader --apply",
 		)
 
@@ -250,4 +275,3 @@ def reader_for(common_config: dict, connections: Connections, current: ServerRea
 	if current is not None and current.login == login:
 		return current
 	return ServerReader(login, connections)
-

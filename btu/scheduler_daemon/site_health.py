@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.bench import Bench, BenchError, SiteMissing, Site, site_name_problem
+from btu.scheduler_daemon.bench import Bench, BenchError, Site, SiteMissing, site_name_problem
 from btu.scheduler_daemon.database import DatabaseBusy, DatabaseError
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
@@ -36,7 +36,9 @@ class SiteHealth:
 
 	def snapshot(self) -> Health:
 		# Copies taken without the reconciler's lock: a status must not wait for a reconcile.
-		return Health(paused=dict(self.paused), unreachable=frozenset(self.unreachable), unreadable=dict(self.unreadable))
+		return Health(
+			paused=dict(self.paused), unreachable=frozenset(self.unreachable), unreadable=dict(self.unreadable)
+		)
 
 	def readable(self, bench: Bench, names: list[str]) -> list[Site]:
 		"""Those of the sites `names` whose site_config.json reads; the others are noted as unreadable. A site whose
@@ -53,7 +55,11 @@ class SiteHealth:
 				refused = site_name_problem(name) is not None
 				if self.unreadable.get(name) != str(exc):
 					log_event(
-						logger, logging.ERROR, "site_refused" if refused else "site_unreadable", site=name, error=str(exc),
+						logger,
+						logging.ERROR,
+						"site_refused" if refused else "site_unreadable",
+						site=name,
+						error=str(exc),
 						effect="its schedules never fire" if refused else "firing continues from the Redis state",
 					)
 				self.unreadable[name] = str(exc)
@@ -70,11 +76,25 @@ class SiteHealth:
 		"""Note a failed read (logged once, counted each time); False when the site only waited too long for a
 		connection (DatabaseBusy): logged, not marked unreachable."""
 		if isinstance(exc, DatabaseBusy):
-			log_event(logger, logging.WARNING, "database_busy", site=site, error=str(exc), effect="read again at the next reconcile")
+			log_event(
+				logger,
+				logging.WARNING,
+				"database_busy",
+				site=site,
+				error=str(exc),
+				effect="read again at the next reconcile",
+			)
 			return False
 		self.metrics.database_error(site)
 		if site not in self.unreachable:
-			log_event(logger, logging.ERROR, "database_unreachable", site=site, error=str(exc), effect="firing continues from the Redis state")
+			log_event(
+				logger,
+				logging.ERROR,
+				"database_unreachable",
+				site=site,
+				error=str(exc),
+				effect="firing continues from the Redis state",
+			)
 		self.unreachable.add(site)
 		return True
 
@@ -88,7 +108,14 @@ class SiteHealth:
 		if held:
 			self.paused[site] = held
 			if held != was_held:
-				log_event(logger, logging.WARNING, "site_held", site=site, reason=held, effect="its schedules do not fire; their cursors are kept")
+				log_event(
+					logger,
+					logging.WARNING,
+					"site_held",
+					site=site,
+					reason=held,
+					effect="its schedules do not fire; their cursors are kept",
+				)
 			return True
 		if was_held:
 			log_event(logger, logging.INFO, "site_resumed", site=site, reason=f"no longer held ({was_held})")

@@ -13,12 +13,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from btu.shared.job_contract import FRAPPE_EXECUTOR
-from btu.scheduler_daemon.bench import Bench, Site
 from btu.scheduler_daemon import site_settings
+from btu.scheduler_daemon.bench import Bench, Site
 from btu.scheduler_daemon.database import DatabaseError, SiteDatabase
-from btu.scheduler_daemon.site_settings import SiteSettings
 from btu.scheduler_daemon.server_read import ServerReader
+from btu.scheduler_daemon.site_settings import SiteSettings
+from btu.shared.job_contract import FRAPPE_EXECUTOR
 
 # A full reconcile reads sites' settings with at most this many threads (fewer: db_max_connections per server).
 MAX_READ_THREADS = 32
@@ -64,13 +64,22 @@ def site_read_of(db: SiteDatabase, bench: Bench, executor: str, settings: SiteSe
 		f"|{on}|{interval}"
 	)
 	return SiteRead(
-		db=db, system_tz=settings.time_zone, held=held, context=context, scheduled_jobs=on, scheduler_interval=interval,
+		db=db,
+		system_tz=settings.time_zone,
+		held=held,
+		context=context,
+		scheduled_jobs=on,
+		scheduler_interval=interval,
 		summary=settings.summary(on) if settings.summaries is not None else None,
 	)
 
 
 def read_sites(
-	dbs: list[SiteDatabase], bench: Bench, executor: str, connections_per_server: int, reader: ServerReader | None = None,
+	dbs: list[SiteDatabase],
+	bench: Bench,
+	executor: str,
+	connections_per_server: int,
+	reader: ServerReader | None = None,
 	stopping: threading.Event | None = None,
 ) -> dict[str, SiteRead | None | DatabaseError]:
 	"""Each site's `read_site` with its checksum (None: not a BTU site; a DatabaseError: it did not answer): with the

@@ -40,7 +40,7 @@ class ReconcileLock:
 		self.waiting = 0  # edits waiting for the lock
 		self.taken = threading.Condition(threading.Lock())
 
-	def __enter__(self) -> "ReconcileLock":
+	def __enter__(self) -> ReconcileLock:
 		self.lock.acquire()
 		return self
 
@@ -85,13 +85,21 @@ class Diff:
 	touched: set[str]
 	removed: list[str] = field(default_factory=list)  # not enabled: taken out
 	changed: list[str] = field(default_factory=list)  # changed since this process compiled them, new, or invalid
-	in_state: set[str] = field(default_factory=set)  # the site's schedules in the state: the others' logged slots are read
+	in_state: set[str] = field(
+		default_factory=set
+	)  # the site's schedules in the state: the others' logged slots are read
 
 
 class SiteReconcile:
 	"""`Reconciler`'s reconcile of one site (a mixin: the reconciler's state is its own)."""
 
-	def reconcile_site(self: Reconciler, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None = None) -> bool:
+	def reconcile_site(
+		self: Reconciler,
+		site: Site,
+		read: SiteRead | None | DatabaseError,
+		has_invalid: bool,
+		ahead: SiteRows | None = None,
+	) -> bool:
 		"""Bring every schedule of one site in line with its table, from what `read_sites` read of it: compiled when its
 		row changed, removed when disabled or gone. True if it is a BTU site (or has state while its database does
 		not answer). `has_invalid`: the site has invalid rows listed, which are compiled again each time (a fix may not
@@ -123,7 +131,9 @@ class SiteReconcile:
 			with self.lock:
 				self.touched.pop(site.name, None)
 
-	def begin_site(self: Reconciler, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None) -> bool | Diff:
+	def begin_site(
+		self: Reconciler, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None
+	) -> bool | Diff:
 		"""`reconcile_site`'s first hold: done when nothing changed (most reconciles: one checksum instead of every row's
 		version); else the site's `Diff`, and the runs RPCs bring in line from now on are noted (`touched`)."""
 		if isinstance(read, DatabaseError):
@@ -139,7 +149,9 @@ class SiteReconcile:
 		if site.name in self.seen:
 			ahead = None  # an RPC compiled some of it since it was read ahead: read it again here
 		touched = self.touched[site.name] = set()
-		return Diff(site, read, summary, retry, ahead, ahead.versions if ahead is not None else None, self.resets, touched)
+		return Diff(
+			site, read, summary, retry, ahead, ahead.versions if ahead is not None else None, self.resets, touched
+		)
 
 	def diff_site(self: Reconciler, diff: Diff) -> bool:
 		"""`reconcile_site`'s second hold: the versions against what this process compiled; the site brought in line when
@@ -150,7 +162,8 @@ class SiteReconcile:
 		in_state = self.state.names(site.name)
 		removed = sorted((in_state | set(seen)) - set(diff.enabled) - touched)
 		changed = [
-			name for name, version in diff.enabled.items()
+			name
+			for name, version in diff.enabled.items()
 			if name not in touched and (seen.get(name) != (version, read.context) or name in diff.retry)
 		]
 		if diff.ahead is None and len(removed) + len(changed) > HOLD_CHUNK:
@@ -159,7 +172,13 @@ class SiteReconcile:
 		for name in removed:
 			self.remove(site.name, name, reason="disabled or deleted")
 		if diff.ahead is not None:
-			self.apply_rows(site, read, [row for row in diff.ahead.rows if row["name"] not in touched], diff.ahead.logged, diff.enabled)
+			self.apply_rows(
+				site,
+				read,
+				[row for row in diff.ahead.rows if row["name"] not in touched],
+				diff.ahead.logged,
+				diff.enabled,
+			)
 			self.wake()
 		else:
 			self.apply(site, read, changed, diff.enabled)
@@ -178,7 +197,11 @@ class SiteReconcile:
 					return True  # the summary is not kept: the next cycle diffs the site again
 				self.lock.let_edits_in()
 				with self.lock:
-					chunk = [(name, compile) for name, compile in work[start : start + HOLD_CHUNK] if name not in diff.touched]
+					chunk = [
+						(name, compile)
+						for name, compile in work[start : start + HOLD_CHUNK]
+						if name not in diff.touched
+					]
 					for name, compile in chunk:
 						if not compile:
 							self.remove(site.name, name, reason="disabled or deleted")

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from btu.shared.run_kind import RunKind
 from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.site_read import MAX_READ_THREADS, SiteRead
+from btu.shared.run_kind import RunKind
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.reconcile import Reconciler
@@ -46,7 +46,9 @@ class SiteRows:
 	logged: dict[str, str]  # schedule new to the state -> its newest logged slot
 
 
-def read_chunk(read: SiteRead, names: list[str], in_state: set[str], now: datetime) -> tuple[list[dict], dict[str, str]]:
+def read_chunk(
+	read: SiteRead, names: list[str], in_state: set[str], now: datetime
+) -> tuple[list[dict], dict[str, str]]:
 	"""The rows of the runs `names` (their key texts) as schedule rows, and the newest logged slot of each schedule not
 	`in_state` (a cold start resumes after it)."""
 	rows = sources.rows(read, names, now)
@@ -97,7 +99,12 @@ def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterat
 
 def cold(reconciler: Reconciler, site: Site, read) -> bool:
 	"""Whether the site is to be compiled whole (this process never compiled it) and is small enough to read ahead."""
-	return isinstance(read, SiteRead) and site.name not in reconciler.seen and read.summary is not None and read.summary[0] <= APPLY_CHUNK
+	return (
+		isinstance(read, SiteRead)
+		and site.name not in reconciler.seen
+		and read.summary is not None
+		and read.summary[0] <= APPLY_CHUNK
+	)
 
 
 def site_rows(reconciler: Reconciler, read: SiteRead) -> SiteRows:

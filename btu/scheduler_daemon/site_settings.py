@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.sources import scheduled_job_types
 from btu.scheduler_daemon.database import REQUEST_TABLE, VERSION_COLUMNS, SiteDatabase, _in
+from btu.scheduler_daemon.sources import scheduled_job_types
 
 # What `read` reads of tabSingles, as (alias, doctype, field).
 SETTINGS_SINGLES = (
@@ -33,11 +33,15 @@ class SiteSettings:
 	time_zone: str | None  # System Settings.time_zone; None when unset (Frappe's default zone applies)
 	btu_enabled: bool  # BTU Configuration.enabled; a site that never saved the configuration is enabled
 	fire_frappe_jobs: bool  # BTU Configuration.fire_frappe_jobs (off when never saved)
-	scheduler_enabled: bool  # System Settings.enable_scheduler, as Frappe's is_scheduler_disabled reads it (unset: disabled)
-	summaries: dict[str, tuple[int, str]] | None  # part -> (row count, checksum): x schedules, r run requests, j Scheduled Job Types
+	scheduler_enabled: (
+		bool  # System Settings.enable_scheduler, as Frappe's is_scheduler_disabled reads it (unset: disabled)
+	)
+	summaries: (
+		dict[str, tuple[int, str]] | None
+	)  # part -> (row count, checksum): x schedules, r run requests, j Scheduled Job Types
 
 	@classmethod
-	def of(cls, row: dict, summaries: dict | None) -> "SiteSettings":
+	def of(cls, row: dict, summaries: dict | None) -> SiteSettings:
 		enabled = row.get("btu_enabled")
 		return cls(
 			time_zone=row.get("time_zone") or None,
@@ -55,7 +59,11 @@ class SiteSettings:
 
 def summaries_of(row: dict) -> dict[str, tuple[int, str]]:
 	"""The (row count, checksum) of each part `SiteDatabase.settings_sql` read (a part the site lacks is NULL)."""
-	return {part: (int(row[f"{part}_n"]), str(row[f"{part}_checksum"])) for part in SUMMARY_PARTS if row.get(f"{part}_n") is not None}
+	return {
+		part: (int(row[f"{part}_n"]), str(row[f"{part}_checksum"]))
+		for part in SUMMARY_PARTS
+		if row.get(f"{part}_n") is not None
+	}
 
 
 def truthy_number(value) -> bool:
@@ -75,7 +83,10 @@ def read(db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool) -> SiteSetti
 	[row] = db.query(sql, params)
 	return SiteSettings.of(row, summaries_of(row) if checksum else None)
 
-def settings_sql(db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool, qualified: bool = False, cached: bool = False) -> tuple[str, tuple]:
+
+def settings_sql(
+	db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool, qualified: bool = False, cached: bool = False
+) -> tuple[str, tuple]:
 	"""`read`'s one-row query and its parameters: the singles, and with `checksum` each part's `<part>_n` and
 	`<part>_checksum` (SUMMARY_PARTS; NULL for a part the site lacks, so that `server_read` can join many sites' rows
 	in one UNION ALL). `qualified`: tables named with their database; `cached`: which tables the site has as last
@@ -92,12 +103,14 @@ def settings_sql(db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool, qual
 		made = db.settings_queries[key] = make_settings_sql(db, checksum, scheduled_jobs, qualified)
 	return made
 
+
 def make_settings_sql(db: SiteDatabase, checksum: bool, scheduled_jobs: bool, qualified: bool) -> tuple[str, tuple]:
 	has_table = lambda table: table in (db._tables or ())  # noqa: E731
 	q = db._quote
 	# One read of tabSingles for every value (a table read once is one table the server opens, not four).
 	picked = ", ".join(
-		f"MAX(CASE WHEN {q('doctype')} = %s AND {q('field')} = %s THEN {q('value')} END) AS {q(alias)}" for alias, _, _ in SETTINGS_SINGLES
+		f"MAX(CASE WHEN {q('doctype')} = %s AND {q('field')} = %s THEN {q('value')} END) AS {q(alias)}"
+		for alias, _, _ in SETTINGS_SINGLES
 	)
 	doctypes = tuple(dict.fromkeys(doctype for _, doctype, _ in SETTINGS_SINGLES))
 	singles = f"(SELECT {picked} FROM {db._table('tabSingles', qualified)} WHERE {q('doctype')} {_in(doctypes)}) g"
@@ -111,13 +124,16 @@ def make_settings_sql(db: SiteDatabase, checksum: bool, scheduled_jobs: bool, qu
 	if scheduled_jobs and has_table(scheduled_job_types.TABLE):
 		parts["j"] = (scheduled_job_types.summary_sql(db, qualified), ())
 	selected = ", ".join(
-		f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum" if part in parts else f"NULL AS {part}_n, NULL AS {part}_checksum"
+		f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum"
+		if part in parts
+		else f"NULL AS {part}_n, NULL AS {part}_checksum"
 		for part in SUMMARY_PARTS
 	)
 	sources = " CROSS JOIN ".join([singles, *(f"({sql}) {part}" for part, (sql, _) in parts.items())])
 	for _, extra in parts.values():
 		params += extra
 	return f"SELECT {values}, {selected} FROM {sources}", tuple(params)
+
 
 def checksum_columns(db: SiteDatabase, part: str) -> str:
 	"""`n` and `checksum` of a summary, computed by the database over the columns whose change `row_versions` reads:

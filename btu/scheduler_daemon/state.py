@@ -28,10 +28,10 @@ from functools import cached_property
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY
 from btu.scheduler_daemon.planner import DueEntry, FireItem
+from btu.shared import protocol
 
 RECENT_FIRES = 200
 # A schedule's state hash; "spec" and "job" only in a state written before they had their definition key.
@@ -92,13 +92,15 @@ class Prepared:
 	max_concurrent: int = 0
 
 	@classmethod
-	def parse(cls, member: str | bytes) -> "Prepared":
+	def parse(cls, member: str | bytes) -> Prepared:
 		"""The member's fields; ValueError for one that prepare.lua cannot have written."""
 		if isinstance(member, bytes):
 			member = member.decode("utf-8", "replace")
 		f = member.split("\t")
 		if len(f) not in (9, 11) or "|" not in f[4]:
-			raise ValueError(f"prepared member {member[:200]!r} is not nine or eleven tab-separated fields with a <site>|<schedule>")
+			raise ValueError(
+				f"prepared member {member[:200]!r} is not nine or eleven tab-separated fields with a <site>|<schedule>"
+			)
 		limit = (f[9], int(f[10])) if len(f) == 11 else ()
 		return cls(*f[:5], int(f[5]), int(f[6]), f[7] == "1", int(f[8]), *limit)
 
@@ -126,7 +128,7 @@ class Released:
 	reason: str = ""  # why it was quarantined or its push refused
 
 	@classmethod
-	def of(cls, member: bytes | str, outcome: bytes | str, lag_ms: int) -> "Released":
+	def of(cls, member: bytes | str, outcome: bytes | str, lag_ms: int) -> Released:
 		"""A fire as the release script names it: its outcome text is "<outcome>" or "<outcome>: <reason>"."""
 		outcome, _, reason = text(outcome).partition(": ")
 		return cls(member, outcome, lag_ms, reason)
@@ -137,12 +139,21 @@ class Released:
 
 	def record(self) -> dict:
 		entry = self.entry
-		return fire_record(entry.schedule, entry.slot_ms, entry.fire_at_ms + self.lag_ms, self.lag_ms, entry.job_id, self.outcome)
+		return fire_record(
+			entry.schedule, entry.slot_ms, entry.fire_at_ms + self.lag_ms, self.lag_ms, entry.job_id, self.outcome
+		)
 
 
 def fire_record(schedule: str, slot_ms: int, enqueued_ms: int, lag_ms: int, job_id: str, outcome: str) -> dict:
 	"""One entry of a site's recent fires (`protocol.recent_fires_key`)."""
-	return {"schedule": schedule, "slot_ms": slot_ms, "enqueued_ms": enqueued_ms, "lag_ms": lag_ms, "job_id": job_id, "outcome": outcome}
+	return {
+		"schedule": schedule,
+		"slot_ms": slot_ms,
+		"enqueued_ms": enqueued_ms,
+		"lag_ms": lag_ms,
+		"job_id": job_id,
+		"outcome": outcome,
+	}
 
 
 def prepare_args(lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> list:
@@ -199,11 +210,14 @@ class Due:
 	moved_aside: bool  # a set held a wrong value and was moved aside: the reconcile rebuilds it
 
 	@classmethod
-	def of(cls, raw: list) -> "Due":
+	def of(cls, raw: list) -> Due:
 		"""The due script's reply: now, next due, next prepared, moved aside, then (member, score) pairs."""
 		return cls(
 			now_us=int(raw[0]),
-			entries=[DueEntry(*protocol.parse_due_member(member), int(float(score))) for member, score in zip(raw[4::2], raw[5::2])],
+			entries=[
+				DueEntry(*protocol.parse_due_member(member), int(float(score)))
+				for member, score in zip(raw[4::2], raw[5::2])
+			],
 			next_due_ms=int(float(raw[1])) if raw[1] else None,
 			next_prepared_ms=int(float(raw[2])) if raw[2] else None,
 			moved_aside=bool(int(raw[3])),
@@ -224,7 +238,7 @@ class ItemResult:
 	error: str = ""
 
 	@classmethod
-	def of(cls, result) -> "ItemResult":
+	def of(cls, result) -> ItemResult:
 		if isinstance(result, list):
 			return cls(WRITTEN, [text(o) for o in result])
 		outcome, _, error = text(result).partition(": ")
@@ -240,7 +254,7 @@ class Preparation:
 	results: list[ItemResult] = field(default_factory=list)
 
 	@classmethod
-	def of(cls, raw: list) -> "Preparation":
+	def of(cls, raw: list) -> Preparation:
 		"""The prepare script's reply: "not_leader", or now then per item its jobs' outcomes or "<outcome>: <error>"."""
 		if raw and text(raw[0]) == "not_leader":
 			return cls(fenced=True)
@@ -256,7 +270,7 @@ class Release:
 	acks: Acks | None = None  # replicas holding every write up to this release (WAIT), None when none were waited for
 
 	@classmethod
-	def of(cls, raw: list, acks: Acks | None) -> "Release":
+	def of(cls, raw: list, acks: Acks | None) -> Release:
 		"""The release script's reply: "not_leader", or (member, outcome, lag) triples."""
 		if raw and text(raw[0]) == "not_leader":
 			return cls(fenced=True)
@@ -314,7 +328,9 @@ class State:
 		from the prepared set (audit.lua): (due entries put right, states moved aside to be rebuilt)."""
 		mended = moved = 0
 		for start in range(0, max(len(members), 1), AUDIT_CHUNK):
-			done = self._audit(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=members[start : start + AUDIT_CHUNK])
+			done = self._audit(
+				keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=members[start : start + AUDIT_CHUNK]
+			)
 			mended, moved = mended + int(done[0]), moved + int(done[1])
 		if mended or moved:
 			self.changes += 1
@@ -325,12 +341,14 @@ class State:
 		the keys moved. What a site's schedule set held is compiled again from the rows."""
 		expected = global_types()
 		for site in sites:
-			expected.update({
-				protocol.site_schedules_key(site): "set",
-				protocol.counters_key(site): "hash",
-				protocol.invalid_rows_key(site): "hash",
-				protocol.recent_fires_key(site): "list",
-			})
+			expected.update(
+				{
+					protocol.site_schedules_key(site): "set",
+					protocol.counters_key(site): "hash",
+					protocol.invalid_rows_key(site): "hash",
+					protocol.recent_fires_key(site): "list",
+				}
+			)
 		with self.redis.pipeline(transaction=False) as pipe:
 			for key in expected:
 				pipe.type(key)
@@ -363,7 +381,7 @@ class State:
 
 	# -- reconcile side ------------------------------------------------------------------
 
-	def upsert_many(self, site: str, upserts: list["CompiledSchedule"]) -> list[str]:
+	def upsert_many(self, site: str, upserts: list[CompiledSchedule]) -> list[str]:
 		"""Run the upsert script for each schedule, pipelined; returns each result."""
 		if not upserts:
 			return []
@@ -397,7 +415,9 @@ class State:
 		"""Take a schedule out of the state, withdrawing its prepared fires; True when it was there."""
 		keys = [*upsert_keys(site, name)]
 		self.changes += 1
-		return bool(self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client))
+		return bool(
+			self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client)
+		)
 
 	def names(self, site: str) -> set[str]:
 		key = protocol.site_schedules_key(site)
@@ -444,7 +464,12 @@ class State:
 		with self.redis.pipeline(transaction=True) as pipe:
 			pipe.srem(protocol.SITES_KEY, site)
 			self.changes += 1
-			pipe.delete(protocol.site_schedules_key(site), protocol.recent_fires_key(site), protocol.invalid_rows_key(site), protocol.counters_key(site))
+			pipe.delete(
+				protocol.site_schedules_key(site),
+				protocol.recent_fires_key(site),
+				protocol.invalid_rows_key(site),
+				protocol.counters_key(site),
+			)
 			pipe.execute()
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
@@ -527,7 +552,11 @@ class State:
 		planned. One that an upsert changed since keeps its entry (drop_due.lua); how many were dropped."""
 		if not schedules:
 			return 0
-		args = [value for site, schedule, fingerprint in schedules for value in (protocol.due_member(site, schedule), fingerprint)]
+		args = [
+			value
+			for site, schedule, fingerprint in schedules
+			for value in (protocol.due_member(site, schedule), fingerprint)
+		]
 		self.changes += 1
 		return int(self._drop_due(keys=[protocol.DUE_KEY], args=args))
 
@@ -535,7 +564,12 @@ class State:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
 		`stamp`: the jobs' created_at (rq's format)."""
 		self.changes += 1  # the schedules' next fires move on
-		return Preparation.of(self._prepare(keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY], args=prepare_args(lease_value, stamp, grace_ms, items)))
+		return Preparation.of(
+			self._prepare(
+				keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY],
+				args=prepare_args(lease_value, stamp, grace_ms, items),
+			)
+		)
 
 	def release(self, lease_value: str, batch_size: int, grace_ms: int) -> Release:
 		"""Release up to `batch_size` prepared fires whose moment has come.
@@ -543,7 +577,13 @@ class State:
 		A fire found more than `grace_ms` late (no leader was up at its moment) is returned to its schedule,
 		whose catch-up policy then decides, as for any missed slot.
 		"""
-		return Release.of(*self.durably(self._release, [protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY], [lease_value, batch_size, JOB_KEY_PREFIX, grace_ms]))
+		return Release.of(
+			*self.durably(
+				self._release,
+				[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY],
+				[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms],
+			)
+		)
 
 	def durably(self, script, keys: list, args: list) -> tuple:
 		"""Run a fire script, then WAIT on the same connection for `replicas_wanted` replicas to hold its writes
@@ -575,6 +615,7 @@ def global_types() -> dict[str, str]:
 		protocol.RESYNC_KEY: "set",
 		protocol.QUARANTINE_KEY: "hash",
 	}
+
 
 # Schedules removed per round trip when a site goes: each removal is one short script.
 PURGE_CHUNK = 100

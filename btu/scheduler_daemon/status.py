@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from btu.shared import protocol
-from btu.shared.run_kind import RunKey, RunKind
-from btu.shared.instants import from_ms, slot_text
-from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
 from btu.scheduler_daemon.bench import Bench, BenchError
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.state import Prepared, is_wrong_type, text as _text
+from btu.scheduler_daemon.state import Prepared, is_wrong_type
+from btu.scheduler_daemon.state import text as _text
+from btu.shared import protocol
+from btu.shared.instants import from_ms, slot_text
+from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
+from btu.shared.run_kind import RunKey, RunKind
 
 if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-scheduler status` does not need
 	from btu.scheduler_daemon.reconcile import Health, Reconciler
@@ -88,7 +89,12 @@ class SharedRedisWatch:
 				except (BenchError, TypeError, ValueError):
 					continue
 				databases.append(f"{params['socket'] or params['host']}:{params['port']}|{params['database']}")
-			self.identity = {"id": bench.bench_id, "path": str(bench.path), "namespace": protocol.NAMESPACE, "sites": site_sample(databases)}
+			self.identity = {
+				"id": bench.bench_id,
+				"path": str(bench.path),
+				"namespace": protocol.NAMESPACE,
+				"sites": site_sample(databases),
+			}
 		return self.identity
 
 	def check(self, redis_conn) -> None:
@@ -100,7 +106,12 @@ class SharedRedisWatch:
 		if sharing and sharing != self.sharing:
 			log_event(logger, logging.ERROR, "redis_shared", benches=len(sharing), error=sharing_message(sharing))
 		elif self.sharing and not sharing:
-			log_event(logger, logging.INFO, "redis_shared_ended", effect="only this bench's schedulers write under its key names")
+			log_event(
+				logger,
+				logging.INFO,
+				"redis_shared_ended",
+				effect="only this bench's schedulers write under its key names",
+			)
 		self.sharing = sharing
 
 
@@ -134,8 +145,18 @@ class FrappeJobAcks:
 
 
 def write_heartbeat(
-	redis_conn, process_id: str, *, role: str, started_at: datetime, leader_since, ttl_secs: float, redis: dict | None = None, metrics: dict | None = None,
-	databases: list[dict] | None = None, acks: Acks | None = None, bench: dict | None = None,
+	redis_conn,
+	process_id: str,
+	*,
+	role: str,
+	started_at: datetime,
+	leader_since,
+	ttl_secs: float,
+	redis: dict | None = None,
+	metrics: dict | None = None,
+	databases: list[dict] | None = None,
+	acks: Acks | None = None,
+	bench: dict | None = None,
 ) -> None:
 	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`);
 	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits);
@@ -185,7 +206,11 @@ def forget_process(redis_conn, process_id: str) -> None:
 def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
 	"""The status as JSON-ready data; a wrong value in the state is listed under "problems", never raised."""
 	reader = Reader(redis_conn)
-	return {**live_part(redis_conn, reader), "sites": sites_part(redis_conn, reader, recent, next_n, health), "problems": reader.problems}
+	return {
+		**live_part(redis_conn, reader),
+		"sites": sites_part(redis_conn, reader, recent, next_n, health),
+		"problems": reader.problems,
+	}
 
 
 def live_part(redis_conn, reader: Reader) -> dict:
@@ -279,11 +304,17 @@ def quarantine(redis_conn, reader: Reader) -> dict[str, dict]:
 	for what, value in entries.items():
 		record = reader.json(protocol.QUARANTINE_KEY, value, {})
 		if isinstance(record, dict):
-			out[_text(what)] = {"reason": record.get("reason"), "at": iso(record.get("at_ms")), "detail": record.get("detail")}
+			out[_text(what)] = {
+				"reason": record.get("reason"),
+				"at": iso(record.get("at_ms")),
+				"detail": record.get("detail"),
+			}
 	return out
 
 
-def soonest_fires(redis_conn, wanted: dict[str, int], reader: Reader | None = None) -> list[tuple[tuple[str, str], float]]:
+def soonest_fires(
+	redis_conn, wanted: dict[str, int], reader: Reader | None = None
+) -> list[tuple[tuple[str, str], float]]:
 	"""((site, schedule), fire ms) from the head of the prepared set (written, queued at their moment),
 	then of the due set, soonest first: a page at a time until every site has as many as `wanted`
 	says, and at most STATUS_SCAN of each set, so that neither a status nor an idle leader reads
@@ -291,7 +322,10 @@ def soonest_fires(redis_conn, wanted: dict[str, int], reader: Reader | None = No
 	reader = reader or Reader(redis_conn)
 	found: list[tuple[tuple[str, str], float]] = []
 	missing = {site: n for site, n in wanted.items() if n > 0}
-	for key, target in ((protocol.PREPARED_KEY, lambda m: Prepared.parse(m).target), (protocol.DUE_KEY, protocol.parse_due_member)):
+	for key, target in (
+		(protocol.PREPARED_KEY, lambda m: Prepared.parse(m).target),
+		(protocol.DUE_KEY, protocol.parse_due_member),
+	):
 		for start in range(0, STATUS_SCAN, STATUS_PAGE):
 			page = reader.read(key, lambda: redis_conn.zrange(key, start, start + STATUS_PAGE - 1, withscores=True), [])
 			for member, score in page:
@@ -352,7 +386,12 @@ class Publisher:
 		health = site_health(reconciler.health())
 		seen = (reconciler.state.changes, health)
 		reader = Reader(redis_conn)
-		if self.sites is None or seen != self.seen or self.overdue() or time.monotonic() >= self.read_at + REBUILD_SECONDS:
+		if (
+			self.sites is None
+			or seen != self.seen
+			or self.overdue()
+			or time.monotonic() >= self.read_at + REBUILD_SECONDS
+		):
 			self.sites = sites_part(redis_conn, reader, PUBLISHED_FIRES, PUBLISHED_FIRES, health)
 			self.problems, reader.problems = reader.problems, []
 			self.seen, self.read_at = seen, time.monotonic()

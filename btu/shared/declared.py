@@ -97,7 +97,9 @@ def target(path: str | None, installed_apps) -> Target:
 	return Target(path, parts[0], ".".join(parts[:-1]), parts[-1])
 
 
-def check_declared(target: Target, *, defined_in: str | None, decorated: bool, patterns, allow_any_app_function: bool) -> None:
+def check_declared(
+	target: Target, *, defined_in: str | None, decorated: bool, patterns, allow_any_app_function: bool
+) -> None:
 	"""Refuse `target` unless it is a function defined in its module and its app declares it.
 
 	`defined_in` is the module the function was defined in (None: not a

@@ -45,12 +45,16 @@ def parse_iso(text: str, field: str) -> datetime:
 	try:
 		return datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
 	except (AttributeError, ValueError):
-		raise InputError(field, text, _("not an ISO 8601 instant; expected e.g. {example}"), example=ISO_EXAMPLE) from None
+		raise InputError(
+			field, text, _("not an ISO 8601 instant; expected e.g. {example}"), example=ISO_EXAMPLE
+		) from None
 
 
 def parse_utc_iso(text: str, field: str) -> datetime:
 	"""The aware UTC datetime of ISO 8601 `text` with an offset ("Z", "+05:30"); InputError for a naive one."""
 	value = parse_iso(text, field)
 	if value.tzinfo is None:
-		raise InputError(field, text, _("has no UTC offset; add Z for UTC or +HH:MM, e.g. {example}"), example=ISO_EXAMPLE)
+		raise InputError(
+			field, text, _("has no UTC offset; add Z for UTC or +HH:MM, e.g. {example}"), example=ISO_EXAMPLE
+		)
 	return value.astimezone(timezone.utc)

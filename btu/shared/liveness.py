@@ -71,7 +71,10 @@ class Reader:
 
 def processes(redis_conn, reader: Reader | None = None) -> list[dict]:
 	reader = reader or Reader(redis_conn)
-	ids = [_text(i) for i in reader.read(protocol.PROCESSES_KEY, lambda: redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50), [])]
+	ids = [
+		_text(i)
+		for i in reader.read(protocol.PROCESSES_KEY, lambda: redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50), [])
+	]
 	if not ids:
 		return []
 	values = reader.many([(protocol.process_key(i), "get", ()) for i in ids], None)
@@ -87,7 +90,10 @@ def leader(redis_conn, reader: Reader | None = None) -> dict | None:
 		return None
 	epoch, _, holder = value.partition("|")
 	if not epoch.isdigit() or not holder:
-		reader.note(protocol.LEADER_KEY, f"{value!r:.200} is not a lease (<epoch>|<holder>); the next scheduler to start moves it aside")
+		reader.note(
+			protocol.LEADER_KEY,
+			f"{value!r:.200} is not a lease (<epoch>|<holder>); the next scheduler to start moves it aside",
+		)
 		return None
 	info = {"holder": holder, "epoch": int(epoch), "token": value, "lease_ms_left": pttl}
 	[process] = reader.many([(protocol.process_key(holder), "get", ())], None)
@@ -137,7 +143,10 @@ def benches_sharing(processes: list[dict]) -> list[dict]:
 			groups.append((bench, {str(process.get("host"))}))
 	if len(groups) < 2:
 		return []
-	found = [{"id": bench.get("id"), "path": bench.get("path"), "namespace": bench.get("namespace"), "hosts": sorted(hosts)} for bench, hosts in groups]
+	found = [
+		{"id": bench.get("id"), "path": bench.get("path"), "namespace": bench.get("namespace"), "hosts": sorted(hosts)}
+		for bench, hosts in groups
+	]
 	return sorted(found, key=lambda bench: (str(bench["path"]), str(bench["id"])))
 
 

@@ -145,7 +145,12 @@ def call(
 	except redis_errors.RedisError as exc:
 		if not is_denied(exc):
 			raise
-		return Reply("denied", denied_message(exc, redis_user(redis_conn), KEYS_GRANT), None, (time.perf_counter() - started) * 1000)
+		return Reply(
+			"denied",
+			denied_message(exc, redis_user(redis_conn), KEYS_GRANT),
+			None,
+			(time.perf_counter() - started) * 1000,
+		)
 	elapsed_ms = (time.perf_counter() - started) * 1000
 	if answer is None:
 		return Reply("unreachable", UNREACHABLE_MESSAGE, None, elapsed_ms)
@@ -167,7 +172,9 @@ ACL_FIX = "see btu-scheduler setup redis-acl"
 # NOPERM inside a Lua script is a plain ResponseError, and older redis-py name fewer classes.
 DENIED_MARKERS = ("NOPERM", "no permissions to", "The user executing the script can't", "WRONGPASS", "NOAUTH")
 AUTH_ERRORS = tuple(
-	getattr(redis_errors, name) for name in ("AuthenticationError", "AuthenticationWrongNumberOfArgsError") if hasattr(redis_errors, name)
+	getattr(redis_errors, name)
+	for name in ("AuthenticationError", "AuthenticationWrongNumberOfArgsError")
+	if hasattr(redis_errors, name)
 )
 
 
@@ -421,9 +428,24 @@ SEED_PREFIX = "btu:"
 NAMESPACE: str | None = None
 PREFIX = SEED_PREFIX
 _NAMED = (
-	"COMMANDS_KEY", "RESPONSE_KEY_PREFIX", "LEADER_KEY", "LEADER_EPOCH_KEY", "WAKE_CHANNEL", "HANDOFF_CHANNEL", "STATUS_KEY",
-	"PROCESSES_KEY", "PROCESS_KEY_PREFIX", "DUE_KEY", "PREPARED_KEY", "SITES_KEY", "QUARANTINE_KEY", "QUARANTINED_PREFIX",
-	"RESYNC_KEY", "GENERATION_KEY", "TASK_OUTCOMES_KEY_PREFIX", "FRAPPE_JOBS_ACK_PREFIX",
+	"COMMANDS_KEY",
+	"RESPONSE_KEY_PREFIX",
+	"LEADER_KEY",
+	"LEADER_EPOCH_KEY",
+	"WAKE_CHANNEL",
+	"HANDOFF_CHANNEL",
+	"STATUS_KEY",
+	"PROCESSES_KEY",
+	"PROCESS_KEY_PREFIX",
+	"DUE_KEY",
+	"PREPARED_KEY",
+	"SITES_KEY",
+	"QUARANTINE_KEY",
+	"QUARANTINED_PREFIX",
+	"RESYNC_KEY",
+	"GENERATION_KEY",
+	"TASK_OUTCOMES_KEY_PREFIX",
+	"FRAPPE_JOBS_ACK_PREFIX",
 )
 _SUFFIXES = {name: globals()[name].removeprefix(SEED_PREFIX) for name in _NAMED}
 _TEMPLATE_SUFFIXES = {name: template.removeprefix(SEED_PREFIX) for name, template in SITE_KEY_TEMPLATES.items()}

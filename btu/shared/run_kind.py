@@ -49,7 +49,7 @@ class RunKey(NamedTuple):
 			for kind in RunKind:
 				qualifier = _QUALIFIERS[kind]
 				if qualifier and text.startswith(qualifier):
-					return cls(kind, text[len(qualifier):])
+					return cls(kind, text[len(qualifier) :])
 		return cls(RunKind.SCHEDULE, text)
 
 	@classmethod

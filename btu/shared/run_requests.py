@@ -143,4 +143,3 @@ def as_schedule_row(request: dict) -> dict:
 		# Not held back by the task's concurrency limit (like Run Now): a held-back request would never run.
 		"task_max_concurrent_runs": 0,
 	}
-

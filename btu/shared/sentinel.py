@@ -23,7 +23,15 @@ from btu.shared.task_args import json_type
 ENABLED = "redis_queue_sentinel_enabled"
 SENTINELS = "redis_queue_sentinels"
 SERVICE = "redis_queue_master_service"
-KEYS = (ENABLED, SENTINELS, SERVICE, "redis_queue_sentinel_username", "redis_queue_sentinel_password", "redis_queue_master_username", "redis_queue_master_password")
+KEYS = (
+	ENABLED,
+	SENTINELS,
+	SERVICE,
+	"redis_queue_sentinel_username",
+	"redis_queue_sentinel_password",
+	"redis_queue_master_username",
+	"redis_queue_master_password",
+)
 
 
 class SentinelConfigError(ValueError):
@@ -40,18 +48,22 @@ class SentinelSettings:
 	master_password: str | None = None
 
 	@classmethod
-	def from_config(cls, conf: dict, path: Path | str) -> "SentinelSettings | None":
+	def from_config(cls, conf: dict, path: Path | str) -> SentinelSettings | None:
 		"""The settings when `redis_queue_sentinel_enabled` is on, else None; refuses values Frappe would fail on."""
 		if not conf.get(ENABLED):
 			return None
 		nodes = conf.get(SENTINELS)
 		example = '["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"]'
 		if not isinstance(nodes, list) or not nodes:
-			raise SentinelConfigError(f"{path}: {SENTINELS} must be a list of \"host:port\" such as {example}, found {json_type(nodes)}; fix the file or turn {ENABLED} off")
+			raise SentinelConfigError(
+				f'{path}: {SENTINELS} must be a list of "host:port" such as {example}, found {json_type(nodes)}; fix the file or turn {ENABLED} off'
+			)
 		sentinels = tuple(parse_node(node, path) for node in nodes)
 		service = conf.get(SERVICE)
 		if not isinstance(service, str) or not service.strip():
-			raise SentinelConfigError(f"{path}: {SERVICE} must name the master's service as the sentinels know it (sentinel monitor NAME ...), found {service!r}; fix the file")
+			raise SentinelConfigError(
+				f"{path}: {SERVICE} must name the master's service as the sentinels know it (sentinel monitor NAME ...), found {service!r}; fix the file"
+			)
 		text = {key: optional_text(conf, key, path) for key in KEYS[3:]}
 		return cls(
 			sentinels, service, text["redis_queue_sentinel_username"], text["redis_queue_sentinel_password"],
@@ -65,7 +77,11 @@ class SentinelSettings:
 	def sentinel(self, **options):
 		from redis.sentinel import Sentinel
 
-		sentinel_kwargs = {key: value for key, value in (("username", self.sentinel_username), ("password", self.sentinel_password)) if value}
+		sentinel_kwargs = {
+			key: value
+			for key, value in (("username", self.sentinel_username), ("password", self.sentinel_password))
+			if value
+		}
 		for option in ("socket_timeout", "socket_connect_timeout"):
 			if options.get(option) is not None:
 				sentinel_kwargs[option] = options[option]
@@ -82,7 +98,9 @@ class SentinelSettings:
 			"username": self.master_username if self.master_username is not None else credentials.get("username"),
 			"password": self.master_password if self.master_password is not None else credentials.get("password"),
 		}
-		return self.sentinel(**options).master_for(self.service, **{k: v for k, v in {**master, **options}.items() if v is not None})
+		return self.sentinel(**options).master_for(
+			self.service, **{k: v for k, v in {**master, **options}.items() if v is not None}
+		)
 
 
 def parse_node(node, path) -> tuple[str, int]:
@@ -92,7 +110,9 @@ def parse_node(node, path) -> tuple[str, int]:
 		host = host.removeprefix("[").removesuffix("]")
 		if host and port.isdigit() and 0 < int(port) < 65536:
 			return host, int(port)
-	raise SentinelConfigError(f"{path}: {SENTINELS} entry {node!r} is not \"host:port\" (port 1-65535), e.g. \"10.0.0.1:26379\"; fix the file")
+	raise SentinelConfigError(
+		f'{path}: {SENTINELS} entry {node!r} is not "host:port" (port 1-65535), e.g. "10.0.0.1:26379"; fix the file'
+	)
 
 
 def optional_text(conf: dict, key: str, path) -> str | None:
@@ -102,7 +122,6 @@ def optional_text(conf: dict, key: str, path) -> str | None:
 	if not isinstance(value, str):
 		raise SentinelConfigError(f"{path}: {key} must be text, found {json_type(value)}; fix the file")
 	return value
-
 
 
 def pubsub_client(client):

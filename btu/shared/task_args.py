@@ -26,7 +26,9 @@ def parse_arguments(text: str | None, field: str = "arguments") -> dict:
 		value = json.loads(text)
 	except ValueError as exc:  # a JSONDecodeError, or a UnicodeDecodeError for bytes
 		# The parser's own words, in English as Python writes them.
-		where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+		where = (
+			f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+		)
 		raise ArgumentsError(
 			field,
 			text,
@@ -55,6 +57,11 @@ def json_type(value) -> str:
 	"""What a JSON value is, in JSON's words with an article: "null", "a boolean", "an array", ..."""
 	if value is None:
 		return "null"
-	return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array", dict: "an object"}.get(
-		type(value), type(value).__name__
-	)
+	return {
+		bool: "a boolean",
+		int: "a number",
+		float: "a number",
+		str: "a string",
+		list: "an array",
+		dict: "an object",
+	}.get(type(value), type(value).__name__)

@@ -12,10 +12,10 @@ import pymysql
 import pytest
 
 import btu
+from btu.scheduler_daemon import bench as bench_module
 from devbench.bench import DEMO_APP_SOURCE, DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
 from devbench.data import SiteData, SiteDataError
 from devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
-from btu.scheduler_daemon import bench as bench_module
 from tests.support.slack import patient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,13 +24,21 @@ REPO = Path(__file__).resolve().parents[2]
 def connect(site, **kwargs):
 	params = site.db_params
 	return pymysql.connect(
-		host=params["host"], port=params["port"], user=params["user"], password=params["password"], database=params["database"], **kwargs
+		host=params["host"],
+		port=params["port"],
+		user=params["user"],
+		password=params["password"],
+		database=params["database"],
+		**kwargs,
 	)
 
 
 def root_connect(db_settings):
 	return pymysql.connect(
-		host=db_settings["db_host"], port=db_settings["db_port"], user=db_settings["db_root_user"], password=db_settings["db_root_password"]
+		host=db_settings["db_host"],
+		port=db_settings["db_port"],
+		user=db_settings["db_root_user"],
+		password=db_settings["db_root_password"],
 	)
 
 
@@ -65,7 +73,9 @@ def test_bench_is_found_and_read_like_a_real_bench(make_bench, redis_url):
 	assert (bench.path / "apps" / "btu" / "btu" / "hooks.py").samefile(Path(btu.__file__).parent / "hooks.py")
 	assert (bench.path / "apps" / "tests" / "tests" / "engine" / "tasks.py").is_file()
 	# The demo's tasks are declared by the dev bench's own app, not by btu.
-	assert (bench.path / "apps" / "btu_demo" / "btu_demo" / "hooks.py").samefile(DEMO_APP_SOURCE / "btu_demo" / "hooks.py")
+	assert (bench.path / "apps" / "btu_demo" / "btu_demo" / "hooks.py").samefile(
+		DEMO_APP_SOURCE / "btu_demo" / "hooks.py"
+	)
 	for path in ("btu_demo.demo_tasks.say_hello", "btu_demo.demo_tasks.add"):
 		loaded.app_files.check(path)
 	names = set()
@@ -90,7 +100,9 @@ def test_two_benches_never_share_a_database(make_bench):
 def test_tables_come_from_the_doctype_json(make_bench):
 	site = make_bench().site("site1.localhost")
 	schemas = load_doctypes()
-	expected = sorted(["tabSingles", "tabSeries", "tabScheduled Job Type"] + [s.table for s in schemas.values() if not s.issingle])
+	expected = sorted(
+		["tabSingles", "tabSeries", "tabScheduled Job Type"] + [s.table for s in schemas.values() if not s.issingle]
+	)
 	assert tables(site) == expected
 	assert "tabBTU Configuration" not in expected  # a Single
 	for schema in schemas.values():
@@ -99,7 +111,11 @@ def test_tables_come_from_the_doctype_json(make_bench):
 		cols = columns(site, schema.table)
 		value_fields = [df["fieldname"] for df in schema.fields if df["fieldtype"] not in NO_VALUE_FIELDS]
 		standard = ["name", "creation", "modified", "modified_by", "owner", "docstatus", "idx"]
-		tail = ["parent", "parentfield", "parenttype"] if schema.istable else ["_user_tags", "_comments", "_assign", "_liked_by"]
+		tail = (
+			["parent", "parentfield", "parenttype"]
+			if schema.istable
+			else ["_user_tags", "_comments", "_assign", "_liked_by"]
+		)
 		assert list(cols) == standard + value_fields + tail, schema.name
 		for df in schema.fields:
 			if df["fieldtype"] in NO_VALUE_FIELDS:
@@ -145,8 +161,16 @@ def test_column_types_are_frappe_v15s(make_bench):
 	recipient = columns(site, "tabBTU Email Recipient")
 	assert recipient["parenttype"][0] == "varchar(140)"
 	assert "_user_tags" not in recipient
-	assert column_type("Time") == "time(6)" and column_type("Date") == "date" and column_type("Duration") == "decimal(21,9)"
-	assert column_type("Currency") == "decimal(21,9)" and column_type("Long Text") == "longtext" and column_type("JSON") == "json"
+	assert (
+		column_type("Time") == "time(6)"
+		and column_type("Date") == "date"
+		and column_type("Duration") == "decimal(21,9)"
+	)
+	assert (
+		column_type("Currency") == "decimal(21,9)"
+		and column_type("Long Text") == "longtext"
+		and column_type("JSON") == "json"
+	)
 	assert column_type("Int", length=20) == "bigint(20)" and column_type("Data", length=255) == "varchar(255)"
 	assert column_type("Section Break") is None and column_type("Table") is None
 
@@ -215,7 +239,9 @@ def test_create_again_adds_missing_columns_and_indexes(make_bench, db_settings, 
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `task`")
 		cur.execute("ALTER TABLE `tabBTU Task Log` DROP INDEX `status_date_time_started_index`")
 	create_dev_bench(bench.path, ("site1.localhost",), redis_url=redis_url, **db_settings)
-	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"], "apps listed before stay"
+	assert (bench.path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"], (
+		"apps listed before stay"
+	)
 	assert columns(site, "tabBTU Task")["max_task_duration"] == ("int(11)", "NO", "600")
 	with connect(site) as conn, conn.cursor() as cur:
 		cur.execute("SHOW INDEX FROM `tabBTU Task Log` WHERE Column_name='task'")
@@ -230,7 +256,9 @@ def test_create_again_adds_missing_columns_and_indexes(make_bench, db_settings, 
 def test_drop_removes_databases_users_and_directory(make_bench, db_settings):
 	bench = make_bench("a.localhost", "b.localhost")
 	names = [site.config["db_name"] for site in bench.sites()]
-	drop_dev_bench(bench.path, db_root_user=db_settings["db_root_user"], db_root_password=db_settings["db_root_password"])
+	drop_dev_bench(
+		bench.path, db_root_user=db_settings["db_root_user"], db_root_password=db_settings["db_root_password"]
+	)
 	assert not bench.path.exists()
 	with root_connect(db_settings) as conn, conn.cursor() as cur:
 		for name in names:
@@ -272,10 +300,19 @@ def test_site_data_rows_as_frappe_writes_them(make_bench):
 		assert (task, second, schedule) == ("BTU-00001", "BTU-00002", "TS-000001")
 		row = data.get("BTU Task Schedule", schedule)
 		# Defaults of the DocType, fetch_from, standard columns.
-		assert (row["enabled"], row["paused"], row["catch_up_policy"], row["catch_up_window"]) == (1, 0, "fire_once", 86400)
+		assert (row["enabled"], row["paused"], row["catch_up_policy"], row["catch_up_window"]) == (
+			1,
+			0,
+			"fire_once",
+			86400,
+		)
 		assert row["task_description"] == "Nightly"
 		assert row["owner"] == row["modified_by"] == "Administrator" and row["docstatus"] == 0
-		new_york_now = datetime.now(timezone.utc).astimezone(__import__("zoneinfo").ZoneInfo("America/New_York")).replace(tzinfo=None)
+		new_york_now = (
+			datetime.now(timezone.utc)
+			.astimezone(__import__("zoneinfo").ZoneInfo("America/New_York"))
+			.replace(tzinfo=None)
+		)
 		assert abs(row["creation"] - new_york_now) < timedelta(minutes=1)
 		assert json.loads(data.get("BTU Task", task)["arguments"]) == {"who": "world"}
 		assert data.get("BTU Task", task)["queue_name"] == "default"
@@ -308,7 +345,9 @@ def test_scheduler_style_read_of_site_data(make_bench):
 		names = [data.insert_schedule(task, run_frequency="Interval", every=5, every_unit="Seconds") for _ in range(3)]
 	site = bench_module.Bench.load(bench.path).site("site1.localhost")
 	with connect(site, cursorclass=pymysql.cursors.DictCursor) as conn, conn.cursor() as cur:
-		cur.execute("SELECT name, task, every, every_unit, enabled FROM `tabBTU Task Schedule` WHERE enabled=1 ORDER BY name")
+		cur.execute(
+			"SELECT name, task, every, every_unit, enabled FROM `tabBTU Task Schedule` WHERE enabled=1 ORDER BY name"
+		)
 		rows = cur.fetchall()
 	assert [r["name"] for r in rows] == names
 	assert all((r["task"], r["every"], r["every_unit"]) == (task, 5, "Seconds") for r in rows)
@@ -316,13 +355,32 @@ def test_scheduler_style_read_of_site_data(make_bench):
 
 def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	path = tmp_path / "cli-bench"
-	root = ["--db-host", db_settings["db_host"], "--db-port", str(db_settings["db_port"]), "--db-root-user", db_settings["db_root_user"]]
+	root = [
+		"--db-host",
+		db_settings["db_host"],
+		"--db-port",
+		str(db_settings["db_port"]),
+		"--db-root-user",
+		db_settings["db_root_user"],
+	]
 	if db_settings["db_root_password"]:
 		root += ["--db-root-password", db_settings["db_root_password"]]
 	cli = [sys.executable, "-m", "devbench", "bench", str(path)]
 	made = subprocess.run(
-		[*cli, "--site", "x.localhost", "--site", "y.localhost", "--redis-url", redis_url, "--time-zone", "Asia/Kolkata",
-		 "--app", f"tests={REPO}", *root],
+		[
+			*cli,
+			"--site",
+			"x.localhost",
+			"--site",
+			"y.localhost",
+			"--redis-url",
+			redis_url,
+			"--time-zone",
+			"Asia/Kolkata",
+			"--app",
+			f"tests={REPO}",
+			*root,
+		],
 		capture_output=True,
 		text=True,
 		timeout=120,
@@ -337,10 +395,14 @@ def test_cli_makes_and_drops_a_dev_bench(tmp_path, db_settings, redis_url):
 	assert (path / "sites" / "apps.txt").read_text().split() == ["frappe", "btu", "btu_demo", "tests"]
 	bench.app_files.check("tests.engine.tasks.record")
 
-	bad_app = subprocess.run([*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO)
+	bad_app = subprocess.run(
+		[*cli, "--app", "tests", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO
+	)
 	assert bad_app.returncode == 2 and "app 'tests' from" in bad_app.stderr and "--app myapp=" in bad_app.stderr
 
-	bad_zone = subprocess.run([*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO)
+	bad_zone = subprocess.run(
+		[*cli, "--time-zone", "Mars/Olympus", *root], capture_output=True, text=True, timeout=patient(60), cwd=REPO
+	)
 	assert bad_zone.returncode == 2 and "Mars/Olympus" in bad_zone.stderr
 
 	dropped = subprocess.run([*cli, "--drop", *root[4:]], capture_output=True, text=True, timeout=patient(60), cwd=REPO)

@@ -58,7 +58,9 @@ def reported_since(moment: datetime) -> list[tuple[str, str]]:
 		stored = json.loads(FIGURES_FILE.read_text()) if FIGURES_FILE.exists() else {}
 	except ValueError:
 		return []
-	return sorted((title, entry["text"]) for title, entry in stored.items() if datetime.fromisoformat(entry["at"]) >= moment)
+	return sorted(
+		(title, entry["text"]) for title, entry in stored.items() if datetime.fromisoformat(entry["at"]) >= moment
+	)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -102,10 +104,14 @@ def heartbeating_pids(r) -> set[int]:
 	return {int(text(member).split(":")[1]) for member in r.zrange(protocol.PROCESSES_KEY, 0, -1)}
 
 
-def wait_until_serving(r, processes: "Processes", timeout: float = 30) -> None:
+def wait_until_serving(r, processes: Processes, timeout: float = 30) -> None:
 	"""Every running scheduler has written its first heartbeat, so it handles SIGTERM (a process still
 	importing dies of it instead)."""
-	wait_until(lambda: {s.pid for s in processes.running()} <= heartbeating_pids(r), timeout, f"every scheduler's first heartbeat\n{processes.logs()}")
+	wait_until(
+		lambda: {s.pid for s in processes.running()} <= heartbeating_pids(r),
+		timeout,
+		f"every scheduler's first heartbeat\n{processes.logs()}",
+	)
 
 
 # -- processes ------------------------------------------------------------------------
@@ -121,7 +127,9 @@ class SchedulerProcess:
 			"--executor", executor, "--log-level", "INFO", *flags,
 		]  # fmt: skip
 		with open(log_path, "ab") as log:
-			self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=child_env())
+			self.process = subprocess.Popen(
+				self.command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=child_env()
+			)
 
 	@property
 	def pid(self) -> int:
@@ -171,7 +179,9 @@ class Processes:
 		self.schedulers.append(process)
 		return process
 
-	def worker(self, redis_url: str, *queues: str, burst: bool = False, extra: list[str] | None = None, restart: bool = False) -> subprocess.Popen:
+	def worker(
+		self, redis_url: str, *queues: str, burst: bool = False, extra: list[str] | None = None, restart: bool = False
+	) -> subprocess.Popen:
 		"""`restart`: started again whenever it exits (tests.support.keep_running), as supervisor does."""
 		rq_script = Path(sys.executable).parent / "rq"
 		command = [str(rq_script)] if rq_script.exists() else [sys.executable, "-m", "rq.cli"]
@@ -188,7 +198,9 @@ class Processes:
 	def sentinel_worker(self, sentinels: list[tuple[str, int]], service: str, *queues: str) -> subprocess.Popen:
 		"""An `rq worker` that finds its Redis through Sentinel, as Frappe's workers do (rq's SENTINEL setting)."""
 		name = f"rq_sentinel_{len(self.workers) + 1}"
-		(self.log_dir / f"{name}.py").write_text(f"SENTINEL = {{'INSTANCES': {sentinels!r}, 'MASTER_NAME': {service!r}, 'SOCKET_TIMEOUT': 5}}\n")
+		(self.log_dir / f"{name}.py").write_text(
+			f"SENTINEL = {{'INSTANCES': {sentinels!r}, 'MASTER_NAME': {service!r}, 'SOCKET_TIMEOUT': 5}}\n"
+		)
 		return self.worker("", *queues, extra=["--config", name, "--path", str(self.log_dir)], restart=True)
 
 	def running(self) -> list[SchedulerProcess]:
@@ -278,18 +290,30 @@ def parse_job_id(job_id: str) -> tuple[str, int]:
 	return schedule, round(slot.timestamp() * 1000)
 
 
-def released_job_hash(shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
+def released_job_hash(
+	shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime
+) -> dict:
 	"""A fire's whole job hash once released, from its JobShape, as the prepare and release scripts write it."""
 	description, data = shape.fire_fields(schedule, slot, fire_at)
 	return {
-		**shape.fields, "created_at": jobs.rq_time(created_at), "enqueued_at": jobs.rq_time(enqueued_at),
-		"status": JobStatus.QUEUED.value, "description": description, "data": data,
+		**shape.fields,
+		"created_at": jobs.rq_time(created_at),
+		"enqueued_at": jobs.rq_time(enqueued_at),
+		"status": JobStatus.QUEUED.value,
+		"description": description,
+		"data": data,
 	}
 
 
-def rq_job_hash(shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime) -> dict:
+def rq_job_hash(
+	shape: jobs.JobShape, schedule: str, slot: datetime, fire_at: datetime, created_at: datetime, enqueued_at: datetime
+) -> dict:
 	"""The same hash made the slow way: rq's own to_dict() of a whole rq Job."""
-	job = shape.rq_job(shape.kwargs(schedule, slot, fire_at), jobs.job_id(shape.site, schedule, slot), shape.description(schedule, slot))
+	job = shape.rq_job(
+		shape.kwargs(schedule, slot, fire_at),
+		jobs.job_id(shape.site, schedule, slot),
+		shape.description(schedule, slot),
+	)
 	job.created_at = created_at.astimezone(timezone.utc)
 	job.enqueued_at = enqueued_at.astimezone(timezone.utc)
 	return job.to_dict()

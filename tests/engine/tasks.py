@@ -44,9 +44,9 @@ def run_once(database: dict) -> None:
 	`btu_test_deliveries` of the site's database (never in the Redis a failover test kills), with whether it ran."""
 	import pymysql
 
+	from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
 	from btu.scheduler_daemon.jobs import parse_job_id
 	from btu.shared.instants import format_utc_iso
-	from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
 
 	job = get_current_job()
 	_, schedule, slot = parse_job_id(job.id)
@@ -66,7 +66,9 @@ def run_once(database: dict) -> None:
 					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) values (%s, now(6), now(6), %s, %s, 'Succeeded')",
 					(f"{schedule}|{slot_utc}", schedule, slot_utc),
 				)
-		enqueued = job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=timezone.utc)  # rq 1.x: naive UTC
+		enqueued = (
+			job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=timezone.utc)
+		)  # rq 1.x: naive UTC
 		sql(
 			"insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, enqueued, started) values (%s, %s, %s, %s, %s, %s)",
 			(job.id, schedule, slot_utc, ran, enqueued.timestamp(), time.time()),

@@ -14,7 +14,17 @@ import pytest
 
 from btu.shared import protocol
 from tests.engine.helpers import (
-	ONE_SECOND, counters, definition, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_for_leader, wait_until,
+	ONE_SECOND,
+	counters,
+	definition,
+	queue_ids,
+	queue_key,
+	recent_fires,
+	status_json,
+	stop_worker,
+	text,
+	wait_for_leader,
+	wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, sleep_until_ms
 
@@ -25,7 +35,9 @@ SLOW = 1.5
 
 def slow_task(data, runs_key: str, limit: int) -> str:
 	return data.insert_task(
-		function_string="tests.engine.tasks.record_slowly", arguments={"key": runs_key, "seconds": SLOW}, desc_short="slow",
+		function_string="tests.engine.tasks.record_slowly",
+		arguments={"key": runs_key, "seconds": SLOW},
+		desc_short="slow",
 		max_concurrent_runs=limit,
 	)
 
@@ -64,8 +76,12 @@ def test_limit_one_across_two_schedules_never_runs_two_at_once(engine_bench, pro
 	assert status_json(bench.path)["sites"][site]["counters"]["skipped_concurrency"] == len(skipped)
 	logged = [line for line in scheduler.log().splitlines() if " skipped_concurrency " in line]
 	assert len(logged) == len(skipped)
-	assert all(f"site={site}" in line and f"task={task}" in line and "limit=1" in line and "slot=" in line for line in logged)
-	assert any(f"schedule={names[0]}" in line for line in logged) and any(f"schedule={names[1]}" in line for line in logged)
+	assert all(
+		f"site={site}" in line and f"task={task}" in line and "limit=1" in line and "slot=" in line for line in logged
+	)
+	assert any(f"schedule={names[0]}" in line for line in logged) and any(
+		f"schedule={names[1]}" in line for line in logged
+	)
 
 
 def test_limit_holds_across_a_leader_failover(engine_bench, processes, r, redis_url):
@@ -84,7 +100,12 @@ def test_limit_holds_across_a_leader_failover(engine_bench, processes, r, redis_
 	first.kill()
 	killed_ms = time.time() * 1000
 	wait_for_leader(r, processes, other_than=first.pid)
-	wait_until(lambda: sum(run["started"] * 1000 > killed_ms for run in runs(r, runs_key)) >= 2, 60, "two runs after the failover", interval=0.2)
+	wait_until(
+		lambda: sum(run["started"] * 1000 > killed_ms for run in runs(r, runs_key)) >= 2,
+		60,
+		"two runs after the failover",
+		interval=0.2,
+	)
 	for scheduler in processes.running():
 		assert scheduler.stop() == 0
 	for worker in workers:
@@ -96,15 +117,24 @@ def test_limit_holds_across_a_leader_failover(engine_bench, processes, r, redis_
 def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_bench, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	limited = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="two", max_concurrent_runs=2)
-	free = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="free")
+	limited = data.insert_task(
+		function_string="tests.engine.tasks.record",
+		arguments={"key": "test:runs"},
+		desc_short="two",
+		max_concurrent_runs=2,
+	)
+	free = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="free"
+	)
 	instant = next_instant()
 	names = [once_at(data, limited, instant) for _ in range(3)]
 	others = [once_at(data, free, instant) for _ in range(2)]
 	scheduler = leader(bench)
 	assert len(prepare_due(scheduler)) == 5
 	members = {m.decode().split("\t")[0]: m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)}
-	assert sorted(len(m.split("\t")) for m in members.values()) == [9, 9, 11, 11, 11], "only a limited task's members carry it"
+	assert sorted(len(m.split("\t")) for m in members.values()) == [9, 9, 11, 11, 11], (
+		"only a limited task's members carry it"
+	)
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
@@ -112,7 +142,9 @@ def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_be
 	assert [outcomes[name] for name in others] == ["enqueued", "enqueued"]
 	assert len(queue_ids(r, queue_key(bench))) == 4
 	running = {text(m) for m in r.smembers(protocol.task_running_key(site, limited))}
-	assert running == {f["job_id"] for f in recent_fires(r, site) if f["schedule"] in names and f["outcome"] == "enqueued"}
+	assert running == {
+		f["job_id"] for f in recent_fires(r, site) if f["schedule"] in names and f["outcome"] == "enqueued"
+	}
 	assert r.ttl(protocol.task_running_key(site, limited)) > 6 * 24 * 3600
 	assert not r.exists(protocol.task_running_key(site, free)), "a task without a limit keeps no running set"
 	assert counters(r, site)["skipped_concurrency"] == 1
@@ -134,7 +166,12 @@ def fire_once(scheduler, data, task: str) -> str:
 def test_finished_or_gone_jobs_stop_counting(engine_bench, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="one", max_concurrent_runs=1)
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record",
+		arguments={"key": "test:runs"},
+		desc_short="one",
+		max_concurrent_runs=1,
+	)
 	key = protocol.task_running_key(site, task)
 	scheduler = leader(bench)
 	for status in ("finished", "failed", None):
@@ -154,7 +191,12 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 	bench, data = engine_bench()
 	site = data.site.name
 	wrong, garbage, oversized = (
-		data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short=f"t{i}", max_concurrent_runs=1)
+		data.insert_task(
+			function_string="tests.engine.tasks.record",
+			arguments={"key": "test:runs"},
+			desc_short=f"t{i}",
+			max_concurrent_runs=1,
+		)
 		for i in range(3)
 	)
 	r.set(protocol.task_running_key(site, wrong), "not a set")
@@ -170,9 +212,13 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
 	assert [outcomes[names[task]] for task in (wrong, garbage, oversized)] == ["enqueued"] * 3
 	for task in (wrong, garbage, oversized):
-		assert r.smembers(protocol.task_running_key(site, task)) == {f["job_id"].encode() for f in recent_fires(r, site) if f["schedule"] == names[task]}
+		assert r.smembers(protocol.task_running_key(site, task)) == {
+			f["job_id"].encode() for f in recent_fires(r, site) if f["schedule"] == names[task]
+		}
 	quarantine = {text(k): json.loads(v) for k, v in r.hgetall(protocol.QUARANTINE_KEY).items()}
-	assert "not a set" not in json.dumps(quarantine) and quarantine[protocol.task_running_key(site, wrong)]["reason"].startswith("WRONGTYPE")
+	assert "not a set" not in json.dumps(quarantine) and quarantine[protocol.task_running_key(site, wrong)][
+		"reason"
+	].startswith("WRONGTYPE")
 	assert "1001 job ids" in quarantine[protocol.task_running_key(site, oversized)]["reason"]
 	assert r.type(protocol.QUARANTINED_PREFIX + protocol.task_running_key(site, wrong)) == b"string"
 	assert r.get("rq:job:a-string-not-a-hash") == b"x", "a job key of another type is not BTU's to move"
@@ -181,7 +227,9 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 def test_members_prepared_by_the_version_before_limits_still_release(engine_bench, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="old")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="old"
+	)
 	instant = next_instant()
 	old, bad = once_at(data, task, instant), once_at(data, task, instant)
 	scheduler = leader(bench)
@@ -198,14 +246,23 @@ def test_members_prepared_by_the_version_before_limits_still_release(engine_benc
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
 	assert outcomes == {old: "enqueued"}
 	assert r.zcard(protocol.PREPARED_KEY) == 0
-	[reason] = [json.loads(v)["reason"] for k, v in r.hgetall(protocol.QUARANTINE_KEY).items() if text(k).startswith(protocol.PREPARED_KEY)]
+	[reason] = [
+		json.loads(v)["reason"]
+		for k, v in r.hgetall(protocol.QUARANTINE_KEY).items()
+		if text(k).startswith(protocol.PREPARED_KEY)
+	]
 	assert "a task and a limit of 1 or more" in reason
 
 
 def test_the_limit_reaches_the_state_and_follows_edits_of_the_task(engine_bench, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="edited", max_concurrent_runs=3)
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record",
+		arguments={"key": "test:runs"},
+		desc_short="edited",
+		max_concurrent_runs=3,
+	)
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 	scheduler = leader(bench)
 

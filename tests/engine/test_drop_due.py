@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from btu.shared import protocol
 from btu.scheduler_daemon.state import State
+from btu.shared import protocol
 
 SITE = "site1.localhost"
 
 
 def due_entry(r, schedule: str, fingerprint: str | None, score: int = 1_000) -> None:
 	if fingerprint is not None:
-		r.hset(protocol.schedule_key(SITE, schedule), mapping={"fingerprint": fingerprint, "cursor": str(score), "fire_at": str(score)})
+		r.hset(
+			protocol.schedule_key(SITE, schedule),
+			mapping={"fingerprint": fingerprint, "cursor": str(score), "fire_at": str(score)},
+		)
 	r.zadd(protocol.DUE_KEY, {protocol.due_member(SITE, schedule): score})
 
 

@@ -7,7 +7,17 @@ import time
 import pytest
 
 from btu.shared import protocol
-from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, report, slots_by_schedule, state_names, wait_for_leader, wait_until
+from tests.engine.helpers import (
+	ONE_SECOND,
+	queue_ids,
+	queue_key,
+	recent_fires,
+	report,
+	slots_by_schedule,
+	state_names,
+	wait_for_leader,
+	wait_until,
+)
 
 # A 300 s refresh and a 30 s lease (renewed every 10 s): only the RPC command and its wake can explain a quick effect.
 FLAGS = ("--full-refresh-interval-secs", "300", "--lease-ttl-secs", "30")
@@ -17,7 +27,9 @@ FLAGS = ("--full-refresh-interval-secs", "300", "--lease-ttl-secs", "30")
 def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 0 1 1 *")
 	member = protocol.due_member(site, name)
 	if taker == "leader":
@@ -36,10 +48,20 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 	sent = time.time()
 	reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=site)
 	assert reply.ok, reply.message
-	wait_until(lambda: (r.zscore(protocol.DUE_KEY, member) or yearly_fire_at) < yearly_fire_at, 5, "the new cron in the state", 0.002)
+	wait_until(
+		lambda: (r.zscore(protocol.DUE_KEY, member) or yearly_fire_at) < yearly_fire_at,
+		5,
+		"the new cron in the state",
+		0.002,
+	)
 	applied = time.time()
 	applied_ms = (applied - sent) * 1000
-	fire = wait_until(lambda: next((f for f in recent_fires(r, site) if f["schedule"] == name), None), 5, "a fire of the new cron", 0.005)
+	fire = wait_until(
+		lambda: next((f for f in recent_fires(r, site) if f["schedule"] == name), None),
+		5,
+		"a fire of the new cron",
+		0.005,
+	)
 	assert fire["slot_ms"] <= applied * 1000 + 1000 + 5, "the first slot after the edit fired"
 	assert fire["lag_ms"] < 1000, "the leader woke for the new slot instead of sleeping until its renewal"
 
@@ -47,10 +69,19 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 	sent_cancel = time.time()
 	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
 	assert reply.ok, reply.message
-	wait_until(lambda: name not in state_names(r, site) and r.zscore(protocol.DUE_KEY, member) is None, 5, "the schedule left the state", 0.002)
+	wait_until(
+		lambda: name not in state_names(r, site) and r.zscore(protocol.DUE_KEY, member) is None,
+		5,
+		"the schedule left the state",
+		0.002,
+	)
 	cancelled_ms = (time.time() - sent_cancel) * 1000
 	time.sleep(2.5)
-	late = [slot for slot in slots_by_schedule(queue_ids(r, queue_key(bench))).get(name, []) if slot > sent_cancel * 1000 + 1000]
+	late = [
+		slot
+		for slot in slots_by_schedule(queue_ids(r, queue_key(bench))).get(name, [])
+		if slot > sent_cancel * 1000 + 1000
+	]
 	assert late == [], "a cancelled schedule fired"
 	assert leader.alive()
 	if taker == "standby":
@@ -66,10 +97,18 @@ def test_a_forged_cancel_does_not_silence_an_enabled_schedule(engine_bench, proc
 	"""cancel_task_schedule re-reads the row: enabled keeps firing, disabled or deleted leaves the state."""
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
-	kept, disabled, deleted = (data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND) for _ in range(3))
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	kept, disabled, deleted = (
+		data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND) for _ in range(3)
+	)
 	processes.scheduler(bench.path, *FLAGS)
-	wait_until(lambda: {kept, disabled, deleted} <= set(slots_by_schedule(queue_ids(r, queue_key(bench)))), 30, "all three fire")
+	wait_until(
+		lambda: {kept, disabled, deleted} <= set(slots_by_schedule(queue_ids(r, queue_key(bench)))),
+		30,
+		"all three fire",
+	)
 
 	data.update_schedule(disabled, enabled=0)
 	data.delete_schedule(deleted)
@@ -78,13 +117,22 @@ def test_a_forged_cancel_does_not_silence_an_enabled_schedule(engine_bench, proc
 		if name == deleted and not reply.ok:
 			# The staggered reconcile took the deleted row out of the state before its cancel came: the cancel then names
 			# a schedule neither the table nor the state has, and is refused as such.
-			assert "has no BTU Task Schedule of that name" in reply.message and deleted not in state_names(r, site), reply.message
+			assert "has no BTU Task Schedule of that name" in reply.message and deleted not in state_names(r, site), (
+				reply.message
+			)
 			continue
 		assert reply.ok, reply.message
 	sent_ms = time.time() * 1000
-	wait_until(lambda: not {disabled, deleted} & state_names(r, site), 5, "the disabled and the deleted schedule left the state", 0.01)
+	wait_until(
+		lambda: not {disabled, deleted} & state_names(r, site),
+		5,
+		"the disabled and the deleted schedule left the state",
+		0.01,
+	)
 	time.sleep(2.5)
 	fired = slots_by_schedule(queue_ids(r, queue_key(bench)))
 	assert kept in state_names(r, site)
-	assert [slot for slot in fired[kept] if slot > sent_ms + 1000], "the enabled schedule stopped firing after a forged cancel"
+	assert [slot for slot in fired[kept] if slot > sent_ms + 1000], (
+		"the enabled schedule stopped firing after a forged cancel"
+	)
 	assert not [slot for name in (disabled, deleted) for slot in fired[name] if slot > sent_ms + 1000]

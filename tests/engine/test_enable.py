@@ -17,15 +17,24 @@ from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_sche
 
 def log_run(data, task: str, schedule: str, slot: datetime) -> None:
 	"""A Task Log as the task runner writes one for `schedule`'s `slot`."""
-	data.insert("BTU Task Log", task=task, schedule=schedule, status="Succeeded", slot_utc=slot.strftime("%Y-%m-%dT%H:%M:%SZ"))
+	data.insert(
+		"BTU Task Log", task=task, schedule=schedule, status="Succeeded", slot_utc=slot.strftime("%Y-%m-%dT%H:%M:%SZ")
+	)
 
 
 @pytest.mark.parametrize("seen_disabled", [True, False], ids=["scheduler-saw-it-off", "enabled-while-scheduler-down"])
 def test_enabled_again_starts_at_its_next_slot(seen_disabled, engine_bench, processes, r):
 	bench, data = engine_bench()
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	name = data.insert_schedule(
-		task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100, catch_up_window=3600,
+		task,
+		run_frequency="Cron Style",
+		cron_string=ONE_SECOND,
+		catch_up_policy="fire_all",
+		catch_up_max=100,
+		catch_up_window=3600,
 	)
 	key = queue_key(bench)
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
@@ -35,7 +44,11 @@ def test_enabled_again_starts_at_its_next_slot(seen_disabled, engine_bench, proc
 		scheduler.signal(signal.SIGKILL)
 		scheduler.process.wait()
 		r.flushall()  # the scheduler's state from before is gone: only the database knows
-	wait_until(lambda: seen_disabled is False or not r.hexists(f"btu:site:{data.site.name}:schedule:{name}", "cursor"), 10, "off")
+	wait_until(
+		lambda: seen_disabled is False or not r.hexists(f"btu:site:{data.site.name}:schedule:{name}", "cursor"),
+		10,
+		"off",
+	)
 	# The last run the Logs know of was 20 s ago; the schedule was off since.
 	log_run(data, task, name, datetime.now(timezone.utc) - timedelta(seconds=20))
 	before = set(queue_ids(r, key))

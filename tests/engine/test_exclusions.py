@@ -9,11 +9,11 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from btu.shared import protocol
-from btu.shared.instants import slot_text
 from btu.scheduler_daemon.connections import Connections
 from btu.scheduler_daemon.database import SiteDatabase, connect
 from btu.scheduler_daemon.state import Prepared
+from btu.shared import protocol
+from btu.shared.instants import slot_text
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_prepare_release import leader, prepare_due, release
 
@@ -21,7 +21,9 @@ from tests.engine.test_prepare_release import leader, prepare_due, release
 @pytest.fixture
 def site(engine_bench):
 	bench, data = engine_bench()
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	return bench, data, task
 
 
@@ -60,7 +62,9 @@ def test_a_prepared_skipped_slot_is_withdrawn_and_never_fires(site, r, caplog):
 	[changed] = [record.btu_fields for record in caplog.records if record.getMessage() == "schedule_changed"]
 	following = datetime.fromisoformat(changed["slot"].replace("Z", "+00:00")).timestamp() * 1000
 	assert changed["schedule"] == name and following > prepared and following != ahead, (changed, prepared, ahead)
-	assert not [record for record in caplog.records if record.getMessage() == "skipped_by_request"], "not a skip the plan passed"
+	assert not [record for record in caplog.records if record.getMessage() == "skipped_by_request"], (
+		"not a skip the plan passed"
+	)
 	caplog.clear()
 
 	with caplog.at_level(logging.INFO, logger="btu.scheduler"):
@@ -73,8 +77,12 @@ def test_a_prepared_skipped_slot_is_withdrawn_and_never_fires(site, r, caplog):
 	assert [s for s in fired if s > ahead], "the slots after the skipped ones fire"
 	passed = [record.btu_fields for record in caplog.records if record.getMessage() == "skipped_by_request"]
 	slot = slot_text(datetime.fromtimestamp(ahead / 1000, timezone.utc))
-	assert passed == [{"site": data.site.name, "schedule": name, "slot": slot}], "one line when the planner passes a skipped slot"
-	counted = scheduler.metrics.registry.get_sample_value("btu_fires_skipped_total", {"site": data.site.name, "reason": "requested"})
+	assert passed == [{"site": data.site.name, "schedule": name, "slot": slot}], (
+		"one line when the planner passes a skipped slot"
+	)
+	counted = scheduler.metrics.registry.get_sample_value(
+		"btu_fires_skipped_total", {"site": data.site.name, "reason": "requested"}
+	)
 	assert counted == 1, "counted once, as btu_fires_skipped_total{reason=requested}"
 
 
@@ -82,15 +90,28 @@ def test_calendar_exclusion_holds_and_an_edit_of_the_calendar_takes_effect(site,
 	bench, data, task = site
 	today = datetime.now(timezone.utc).date()
 	calendar = data.insert(
-		"BTU Calendar", calendar_name="Closed", dates=[{"date": today}, {"date": today + timedelta(days=1)}, {"date": today}],
+		"BTU Calendar",
+		calendar_name="Closed",
+		dates=[{"date": today}, {"date": today + timedelta(days=1)}, {"date": today}],
 	)
-	closed = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC", calendar=calendar)
+	closed = data.insert_schedule(
+		task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC", calendar=calendar
+	)
 	moved = data.insert_schedule(
-		task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC", calendar=calendar, calendar_policy="Move to next working day",
+		task,
+		run_frequency="Cron Style",
+		cron_string=ONE_SECOND,
+		time_zone="UTC",
+		calendar=calendar,
+		calendar_policy="Move to next working day",
 	)
 	open_ = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC")
 	processes.scheduler(bench.path, "--full-refresh-interval-secs", "300")
-	wait_until(lambda: len(slots_by_schedule(queue_ids(r, queue_key(bench))).get(open_, [])) >= 3, 30, "the open schedule fires")
+	wait_until(
+		lambda: len(slots_by_schedule(queue_ids(r, queue_key(bench))).get(open_, [])) >= 3,
+		30,
+		"the open schedule fires",
+	)
 	fired = slots_by_schedule(queue_ids(r, queue_key(bench)))
 	assert closed not in fired and moved not in fired, "no fire on an excluded day, under either policy"
 
@@ -100,14 +121,25 @@ def test_calendar_exclusion_holds_and_an_edit_of_the_calendar_takes_effect(site,
 	data.update("BTU Calendar", calendar, description="open again")
 	for name in (closed, moved):
 		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=data.site.name).ok
-	wait_until(lambda: closed in slots_by_schedule(queue_ids(r, queue_key(bench))), 10, "the schedule fires once the calendar is edited")
+	wait_until(
+		lambda: closed in slots_by_schedule(queue_ids(r, queue_key(bench))),
+		10,
+		"the schedule fires once the calendar is edited",
+	)
 
 
 def test_sql_reads_calendar_dates_and_holidays_when_the_table_exists(site):
 	bench, data, task = site
 	calendar = data.insert(
-		"BTU Calendar", calendar_name="Plant", holiday_list="HL-2026",
-		dates=[{"date": date(2026, 12, 25)}, {"date": date(2026, 12, 25)}, {"date": date(2019, 1, 1)}, {"date": date(2026, 12, 31)}],
+		"BTU Calendar",
+		calendar_name="Plant",
+		holiday_list="HL-2026",
+		dates=[
+			{"date": date(2026, 12, 25)},
+			{"date": date(2026, 12, 25)},
+			{"date": date(2019, 1, 1)},
+			{"date": date(2026, 12, 31)},
+		],
 	)
 	db = SiteDatabase(bench.site(data.site.name), Connections(connect))
 	low, high = date(2025, 1, 1), date(2031, 12, 31)
@@ -115,9 +147,13 @@ def test_sql_reads_calendar_dates_and_holidays_when_the_table_exists(site):
 	assert db.calendar_dates([calendar, "nope"], low, high) == {calendar: {date(2026, 12, 25), date(2026, 12, 31)}}
 	with data.conn.cursor() as cur:
 		cur.execute("CREATE TABLE `tabHoliday` (name varchar(140) primary key, parent varchar(140), holiday_date date)")
-		cur.execute("INSERT INTO `tabHoliday` VALUES ('h1', 'HL-2026', '2026-05-01'), ('h2', 'HL-other', '2026-06-01'), ('h3', 'HL-2026', '2040-01-01')")
+		cur.execute(
+			"INSERT INTO `tabHoliday` VALUES ('h1', 'HL-2026', '2026-05-01'), ('h2', 'HL-other', '2026-06-01'), ('h3', 'HL-2026', '2040-01-01')"
+		)
 	try:
-		assert db.calendar_dates([calendar], low, high) == {calendar: {date(2026, 5, 1), date(2026, 12, 25), date(2026, 12, 31)}}
+		assert db.calendar_dates([calendar], low, high) == {
+			calendar: {date(2026, 5, 1), date(2026, 12, 25), date(2026, 12, 31)}
+		}
 	finally:
 		with data.conn.cursor() as cur:
 			cur.execute("DROP TABLE `tabHoliday`")
@@ -133,7 +169,10 @@ def test_hostile_rows_make_an_invalid_schedule_not_a_crash(site, r):
 			(garbage,),
 		)
 	many = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC")
-	rows = [(f"m{i}", many, (datetime(2030, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=i)).isoformat()) for i in range(10_000)]
+	rows = [
+		(f"m{i}", many, (datetime(2030, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=i)).isoformat())
+		for i in range(10_000)
+	]
 	with data.conn.cursor() as cur:
 		cur.executemany(
 			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) VALUES (%s, %s, 'BTU Task Schedule', 'skipped_slots', 1, %s)",

@@ -21,7 +21,17 @@ import pytest
 
 from btu.shared import liveness, protocol
 from tests.engine.helpers import (
-	ONE_SECOND, counters, duplicates, gaps, percentile, queue_ids, queue_key, report, slots_by_schedule, wait_for_leader, wait_until,
+	ONE_SECOND,
+	counters,
+	duplicates,
+	gaps,
+	percentile,
+	queue_ids,
+	queue_key,
+	report,
+	slots_by_schedule,
+	wait_for_leader,
+	wait_until,
 	wait_until_serving,
 )  # fmt: skip
 from tests.support.slack import patient
@@ -37,9 +47,13 @@ def newest_fire_ms(r, site: str) -> int:
 
 
 def every_second_schedules(data, count: int) -> list[str]:
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	return [
-		data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
+		data.insert_schedule(
+			task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100
+		)
 		for _ in range(count)
 	]
 
@@ -65,7 +79,9 @@ def test_leader_killed_every_few_seconds_loses_and_duplicates_nothing(count, eng
 	flags = ("--lease-ttl-secs", CHAOS_LEASE_TTL)
 	for _ in range(count):
 		processes.scheduler(bench.path, *flags)
-	wait_until(lambda: len(slots_by_schedule(queue_ids(r, queue_key(bench)))) == SCHEDULES, 30, "every schedule fired once")
+	wait_until(
+		lambda: len(slots_by_schedule(queue_ids(r, queue_key(bench)))) == SCHEDULES, 30, "every schedule fired once"
+	)
 	seed = int(os.environ.get("BTU_CHAOS_SEED", time.time_ns() % 100000))
 	rng = random.Random(seed)
 	failovers: list[float] = []
@@ -76,7 +92,9 @@ def test_leader_killed_every_few_seconds_loses_and_duplicates_nothing(count, eng
 		leader.kill()
 		dead_ms = time.time() * 1000
 		processes.scheduler(bench.path, *flags)
-		first = wait_until(lambda: (lambda ms: ms if ms > dead_ms else None)(newest_fire_ms(r, site)), 30, "a new leader fired", 0.002)
+		first = wait_until(
+			lambda: (lambda ms: ms if ms > dead_ms else None)(newest_fire_ms(r, site)), 30, "a new leader fired", 0.002
+		)
 		failovers.append(first - dead_ms)
 		assert len(processes.running()) == count
 	wait_until_serving(r, processes)
@@ -110,7 +128,12 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 	first.signal(signal.SIGTERM)
 	wait_for_leader(r, processes, timeout=35, other_than=first.pid)
 	took_over_ms = (time.time() - sent) * 1000
-	fired_ms = wait_until(lambda: (lambda ms: ms if ms > sent * 1000 + took_over_ms else None)(newest_fire_ms(r, site)), 10, "a fire by the new leader", 0.002)
+	fired_ms = wait_until(
+		lambda: (lambda ms: ms if ms > sent * 1000 + took_over_ms else None)(newest_fire_ms(r, site)),
+		10,
+		"a fire by the new leader",
+		0.002,
+	)
 	assert first.process.wait(patient(10)) == 0
 	time.sleep(2)
 	for scheduler in processes.running():

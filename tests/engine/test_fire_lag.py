@@ -22,7 +22,9 @@ def test_every_second_for_a_minute_each_job_run_by_rq_worker(engine_bench, proce
 	bench, data = engine_bench()
 	site = data.site.name
 	runs_key = "test:runs"
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": runs_key}, desc_short="record a run")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": runs_key}, desc_short="record a run"
+	)
 	schedule = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	queue = bench.queue_name("default")
 	worker = processes.worker(redis_url, queue)

@@ -23,10 +23,16 @@ def test_job_hash_is_frappe_v15_enqueue(engine_bench, processes, r):
 	config["workers"] = {"btu_custom": {"timeout": 900}}
 	common.write_text(json.dumps(config, indent=1))
 	bench = type(bench).load(bench.path)
-	timed = data.insert_task(function_string="tests.engine.tasks.record", arguments={"a": 1}, max_task_duration=123, desc_short="timed")
-	untimed = data.insert_task(function_string="tests.engine.tasks.record_slowly", max_task_duration=0, desc_short="untimed")
+	timed = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"a": 1}, max_task_duration=123, desc_short="timed"
+	)
+	untimed = data.insert_task(
+		function_string="tests.engine.tasks.record_slowly", max_task_duration=0, desc_short="untimed"
+	)
 	on_default = data.insert_schedule(timed, run_frequency="Cron Style", cron_string=ONE_SECOND)
-	on_custom = data.insert_schedule(untimed, run_frequency="Cron Style", cron_string=ONE_SECOND, queue_name="btu_custom")
+	on_custom = data.insert_schedule(
+		untimed, run_frequency="Cron Style", cron_string=ONE_SECOND, queue_name="btu_custom"
+	)
 	processes.scheduler(bench.path, executor="frappe")
 
 	cases = ((on_default, timed, "default", 123), (on_custom, untimed, "btu_custom", 900))

@@ -13,11 +13,11 @@ import json
 import pytest
 import redis
 
-from devbench.data import SiteData
 from btu.scheduler_daemon.bench import frappe_bench_id
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.shared import protocol
+from devbench.data import SiteData
 from tests.engine.helpers import wait_for_leader, wait_until
 from tests.engine.test_scheduled_jobs import frappe_leader, insert_job_type
 from tests.support.ports import claim_port
@@ -86,7 +86,9 @@ def test_the_leader_acknowledges_each_site_it_fires_in_one_round_trip_and_a_stan
 	assert r.ttl(key) > 2
 
 
-def test_the_ack_names_the_bench_so_a_same_named_site_of_another_bench_is_not_acknowledged(switched_on, engine_bench, r):
+def test_the_ack_names_the_bench_so_a_same_named_site_of_another_bench_is_not_acknowledged(
+	switched_on, engine_bench, r
+):
 	bench, _ = switched_on("shop.localhost")
 	other, _ = engine_bench("shop.localhost")
 	beat(frappe_leader(bench))
@@ -214,6 +216,8 @@ def test_a_redis_refusal_of_an_ack_write_fails_the_heartbeat_like_any_other(swit
 def test_the_bench_id_is_the_one_frappe_computes_in_the_site(tmp_path, monkeypatch, common, own, expected):
 	monkeypatch.delenv("FRAPPE_BENCH_ROOT", raising=False)
 	path = tmp_path / "bench"
-	assert frappe_bench_id({**common, **own}, path) == (str(path.resolve()).strip("/").replace("/", "-") if expected is None else expected)
+	assert frappe_bench_id({**common, **own}, path) == (
+		str(path.resolve()).strip("/").replace("/", "-") if expected is None else expected
+	)
 	monkeypatch.setenv("FRAPPE_BENCH_ROOT", "/srv/bench")
 	assert frappe_bench_id({}, path) == "srv-bench"

@@ -37,6 +37,8 @@ def test_runner_takes_exactly_the_contract_kwargs():
 def test_scheduler_sends_every_required_kwarg_and_no_other():
 	names, required = runner_parameters()
 	slot = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
-	sent = job_contract.runner_kwargs("TASK-0001", RunKey(RunKind.SCHEDULE, "TS-000042"), slot, slot + timedelta(milliseconds=1500))
+	sent = job_contract.runner_kwargs(
+		"TASK-0001", RunKey(RunKind.SCHEDULE, "TS-000042"), slot, slot + timedelta(milliseconds=1500)
+	)
 	assert set(names[:required]) <= set(sent) <= set(names)
 	assert sent["slot"] == "2026-03-29T01:30:00Z" and sent["fire_at"] == "2026-03-29T01:30:01.500Z"

@@ -19,17 +19,38 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rq.job import Job
 
-from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.shared import protocol
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until
 
 pytestmark = pytest.mark.versions
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LAST_MS = (datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc) - EPOCH) // timedelta(milliseconds=1)
-LOOK_ALIKE_SITES = ["x.y.localhost", "x-y.localhost", "x_y.localhost", "x y.localhost", "x%y.localhost", "x_2Ey.localhost"]
-LOOK_ALIKE_SCHEDULES = ["TS:1", "TS|1", "TS 1", "TS.1", "TS-1", "TS_1", "TS%1", "TS%3A1", "TS_3A1", "TS/1", "TS||1", "TS::1", "TSé1"]
+LOOK_ALIKE_SITES = [
+	"x.y.localhost",
+	"x-y.localhost",
+	"x_y.localhost",
+	"x y.localhost",
+	"x%y.localhost",
+	"x_2Ey.localhost",
+]
+LOOK_ALIKE_SCHEDULES = [
+	"TS:1",
+	"TS|1",
+	"TS 1",
+	"TS.1",
+	"TS-1",
+	"TS_1",
+	"TS%1",
+	"TS%3A1",
+	"TS_3A1",
+	"TS/1",
+	"TS||1",
+	"TS::1",
+	"TSé1",
+]
 PUNCTUATION = string.ascii_letters[:6] + string.digits[:3] + string.punctuation + " é中😀"
 # Printable as str.isprintable means it (schedule names with control characters are invalid rows).
 NOT_PRINTABLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")
@@ -37,7 +58,11 @@ NOT_PRINTABLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")
 # Site names: no "|" or ":" (bench.py refuses those sites) and no "/" (a directory name).
 sites = st.one_of(
 	st.text(st.sampled_from(PUNCTUATION.replace("|", "").replace(":", "").replace("/", "")), min_size=1, max_size=40),
-	st.text(st.characters(exclude_categories=NOT_PRINTABLE, include_characters=" ", exclude_characters="|:/"), min_size=1, max_size=60),
+	st.text(
+		st.characters(exclude_categories=NOT_PRINTABLE, include_characters=" ", exclude_characters="|:/"),
+		min_size=1,
+		max_size=60,
+	),
 )
 schedules = st.one_of(
 	st.text(st.sampled_from(PUNCTUATION), min_size=1, max_size=40),
@@ -116,10 +141,22 @@ def test_form_is_frappes_where_the_installed_rq_takes_it():
 @pytest.mark.parametrize(
 	"identifier",
 	[
-		"", "site1.localhost", "rq-job-1234", "btu", "--btu--", "::btu||", "s::btu|TS|20260329T013000",
-		"s::btu|TS|20260329T013000.000Z", "s||btu|TS%3a1|20260329T013000Z", "s||btu|TS%1|20260329T013000Z",
-		"s--btu-TS_2d1-20260329T013000Z", "s--btu-TS_41-20260329T013000Z", "s--btu-TS_FF-20260329T013000Z",
-		"s--btu-TS-1-20260329T013000Z", "s--btu-TS-20260329T013000_2E000Z", "s::btu|TS|20261329T013000Z",
+		"",
+		"site1.localhost",
+		"rq-job-1234",
+		"btu",
+		"--btu--",
+		"::btu||",
+		"s::btu|TS|20260329T013000",
+		"s::btu|TS|20260329T013000.000Z",
+		"s||btu|TS%3a1|20260329T013000Z",
+		"s||btu|TS%1|20260329T013000Z",
+		"s--btu-TS_2d1-20260329T013000Z",
+		"s--btu-TS_41-20260329T013000Z",
+		"s--btu-TS_FF-20260329T013000Z",
+		"s--btu-TS-1-20260329T013000Z",
+		"s--btu-TS-20260329T013000_2E000Z",
+		"s::btu|TS|20261329T013000Z",
 	],
 )
 def test_parse_refuses_what_job_id_never_writes(identifier):
@@ -143,7 +180,11 @@ def test_look_alike_sites_and_schedules_all_fire(engine_bench, processes, r):
 	def fired() -> Counter:
 		return Counter(jobs.parse_job_id(identifier)[:2] for identifier in queue_ids(r, key))
 
-	wait_until(lambda: len(fired()) == len(sites) * len(names) and min(fired().values()) >= 2, 30, f"every schedule fires\n{scheduler.tail()}")
+	wait_until(
+		lambda: len(fired()) == len(sites) * len(names) and min(fired().values()) >= 2,
+		30,
+		f"every schedule fires\n{scheduler.tail()}",
+	)
 	outcomes = Counter(fire["outcome"] for site in sites for fire in recent_fires(r, site))
 	assert outcomes["duplicate"] == 0 and " duplicate " not in scheduler.log(), outcomes
 	assert set(fired()) == set(product(sites, names))

@@ -16,10 +16,17 @@ pytestmark = pytest.mark.versions
 
 SLOT = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 TEMPLATES = {
-	"frappe": JobTemplate(executor="frappe", queue="bench-x:long", timeout=123, task="TASK-0001", description="Nightly invoices"),
+	"frappe": JobTemplate(
+		executor="frappe", queue="bench-x:long", timeout=123, task="TASK-0001", description="Nightly invoices"
+	),
 	"rq": JobTemplate(
-		executor="rq", queue="bench-x:default", timeout=0, task="TASK-0002", description="hello",
-		function="tests.engine.tasks.record", kwargs={"name": "Zoë", "n": [1, 2]},
+		executor="rq",
+		queue="bench-x:default",
+		timeout=0,
+		task="TASK-0002",
+		description="hello",
+		function="tests.engine.tasks.record",
+		kwargs={"name": "Zoë", "n": [1, 2]},
 	),
 }
 
@@ -42,11 +49,16 @@ def test_mapping_equals_rq_to_dict(r, executor, jitter_ms):
 def test_rq_reads_the_written_hash(r):
 	shape = JobShape(r, TEMPLATES["frappe"], "site1.localhost")
 	identifier = job_id("site1.localhost", "TS-000042", SLOT)
-	r.hset(f"rq:job:{identifier}", mapping=released_job_hash(shape, "TS-000042", SLOT, SLOT, SLOT, SLOT + timedelta(milliseconds=2)))
+	r.hset(
+		f"rq:job:{identifier}",
+		mapping=released_job_hash(shape, "TS-000042", SLOT, SLOT, SLOT, SLOT + timedelta(milliseconds=2)),
+	)
 	job = Job.fetch(identifier, connection=r)
 	assert job.func_name == "frappe.utils.background_jobs.execute_job"
 	assert job.kwargs["kwargs"] == {
-		"task": "TASK-0001", "schedule": "TS-000042", "slot": "2026-03-29T01:30:00Z",
+		"task": "TASK-0001",
+		"schedule": "TS-000042",
+		"slot": "2026-03-29T01:30:00Z",
 		"fire_at": "2026-03-29T01:30:00Z",
 	}
 	assert job.timeout == 123 and job.origin == "bench-x:long" and job.get_status() == "queued"
@@ -59,4 +71,6 @@ def test_the_stored_template_leaves_out_defaults_and_reads_back_alike(executor):
 	template = TEMPLATES[executor]
 	stored = template.stored()
 	assert JobTemplate.from_dict(json.loads(json.dumps(stored))) == template
-	assert "result_ttl" not in stored and "max_concurrent" not in stored and ("function" in stored) == (executor == "rq")
+	assert (
+		"result_ttl" not in stored and "max_concurrent" not in stored and ("function" in stored) == (executor == "rq")
+	)

@@ -22,7 +22,17 @@ from btu.scheduler_daemon.metrics import OTHER, Metrics, MetricsServer, StateCol
 from btu.scheduler_daemon.state import Released
 from btu.shared import protocol
 from tests.engine.helpers import (
-	ONE_SECOND, cli, duplicates, gaps, lease, queue_ids, queue_key, slots_by_schedule, status_json, wait_for_leader, wait_until,
+	ONE_SECOND,
+	cli,
+	duplicates,
+	gaps,
+	lease,
+	queue_ids,
+	queue_key,
+	slots_by_schedule,
+	status_json,
+	wait_for_leader,
+	wait_until,
 )  # fmt: skip
 from tests.support.slack import patient
 from tests.support.tcp_proxy import TcpProxy
@@ -84,11 +94,27 @@ def fires_on_queue(ids: list[str], schedule: str | None = None) -> int:
 def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
-	fire_all = [data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100) for _ in range(4)]
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	fire_all = [
+		data.insert_schedule(
+			task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100
+		)
+		for _ in range(4)
+	]
 	skipper = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="skip")
 	named = (fire_all[0], skipper)
-	flags = ("--metrics-port", "0", "--lease-ttl-secs", "2", "--misfire-grace-secs", "0.5", "--metrics-schedules", ",".join(named))
+	flags = (
+		"--metrics-port",
+		"0",
+		"--lease-ttl-secs",
+		"2",
+		"--misfire-grace-secs",
+		"0.5",
+		"--metrics-schedules",
+		",".join(named),
+	)
 	first = processes.scheduler(bench.path, *flags)
 	wait_for_leader(r, processes)
 	second = processes.scheduler(bench.path, *flags)
@@ -98,7 +124,10 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 
 	# Some RPC traffic, made-up request types among it: they count as "other", never as series of their own.
 	for n in range(30):
-		r.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": f"made_up_{n}", "request_content": None, "response_key": None, "site": site}))
+		r.lpush(
+			protocol.COMMANDS_KEY,
+			json.dumps({"request_type": f"made_up_{n}", "request_content": None, "response_key": None, "site": site}),
+		)
 	reply = protocol.call(r, protocol.PING, None, site=site)
 	assert reply.ok, reply.message
 
@@ -106,13 +135,21 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	epoch_before, _ = lease(r)
 	assert leader.value("btu_scheduler_leader") == 1 and standby.value("btu_scheduler_leader") == 0
 	assert leader.value("btu_scheduler_lease_epoch") == epoch_before == standby.value("btu_scheduler_lease_epoch")
-	assert leader.value("btu_fires_total") == len(ids) == leader.value("btu_fires_total", site=site, queue=bench.queue_name("default"))
+	assert (
+		leader.value("btu_fires_total")
+		== len(ids)
+		== leader.value("btu_fires_total", site=site, queue=bench.queue_name("default"))
+	)
 	assert leader.value("btu_fire_lag_seconds_count") == len(ids), "one lag observation per fire"
 	assert leader.value("btu_fire_lag_seconds_bucket", le="+Inf") == len(ids)
-	assert leader.value("btu_fire_lag_seconds_bucket", le="0.25") == len(ids), "a fire on time is queued within milliseconds"
+	assert leader.value("btu_fire_lag_seconds_bucket", le="0.25") == len(ids), (
+		"a fire on time is queued within milliseconds"
+	)
 	assert standby.value("btu_fires_total") == 0 and standby.value("btu_fire_lag_seconds_count") == 0
 	assert leader.value("btu_schedule_fires_total", schedule=fire_all[0]) == fires_on_queue(ids, fire_all[0])
-	assert leader.label_values("btu_schedule_fires_total", "schedule") == set(named), "only the schedules named get labels of their own"
+	assert leader.label_values("btu_schedule_fires_total", "schedule") == set(named), (
+		"only the schedules named get labels of their own"
+	)
 	for scraped, process in ((leader, first), (standby, second)):  # the shared state, read from Redis by either
 		assert scraped.value("btu_state_readable") == 1
 		assert scraped.value("btu_schedules", site=site) == 5
@@ -123,7 +160,10 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	rpc = [s for s in (*leader.samples, *standby.samples) if s.name == "btu_rpc_commands_total"]
 	assert {s.labels["request_type"] for s in rpc} <= {*protocol.REQUEST_TYPES, OTHER}
 	assert sum(s.value for s in rpc if s.labels["request_type"] == OTHER and s.labels["outcome"] == "rejected") == 30
-	assert sum(s.value for s in rpc if s.labels["request_type"] == protocol.PING and s.labels["outcome"] == "accepted") == 1
+	assert (
+		sum(s.value for s in rpc if s.labels["request_type"] == protocol.PING and s.labels["outcome"] == "accepted")
+		== 1
+	)
 
 	# The leader is killed between two fires: what it exported is what it had queued. It is frozen
 	# (SIGSTOP) right after the scrape, so no fire can land between the scrape and the kill.
@@ -152,8 +192,12 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 		assert gaps(slots[name]) == [], f"{name}: fire_all lost a slot"
 	missed = sum((b - a) // 1000 - 1 for a, b in gaps(slots[skipper]))
 	assert missed > 0, "the failover took longer than the misfire grace: the skip policy must have skipped"
-	assert after.value("btu_schedule_skipped_total", schedule=skipper) == missed, "each skipped slot counted once, for its schedule"
-	assert after.value("btu_fires_skipped_total", site=site) == missed, "no other schedule skips: fire_all keeps every slot"
+	assert after.value("btu_schedule_skipped_total", schedule=skipper) == missed, (
+		"each skipped slot counted once, for its schedule"
+	)
+	assert after.value("btu_fires_skipped_total", site=site) == missed, (
+		"no other schedule skips: fire_all keeps every slot"
+	)
 	assert after.value("btu_schedule_fires_total", schedule=skipper) == len(slots[skipper]) - skipper_exported
 
 	# `status` prints the same figures, from the heartbeats.
@@ -169,7 +213,9 @@ def heartbeat_fires(bench, pid: int) -> int:
 	return 0
 
 
-def released(site: str, schedule: str, lag_ms: int, outcome: str = "enqueued", queue: str = "rq:queue:b:default") -> Released:
+def released(
+	site: str, schedule: str, lag_ms: int, outcome: str = "enqueued", queue: str = "rq:queue:b:default"
+) -> Released:
 	"""A release result as release.lua reports it: the prepared member (prepare.lua's nine fields), outcome, lag."""
 	member = "\t".join(["job", queue, "state", "counters", f"{site}|{schedule}", "1000", "1000", "0", "900"])
 	return Released(member, outcome, lag_ms)
@@ -191,7 +237,9 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	r.set(protocol.site_schedules_key("bad.localhost"), "a string where a set belongs")
 	r.set(protocol.PREPARED_KEY, "a string where a sorted set belongs")
 	metrics = Metrics("p", "rq")
-	metrics.registry.register(StateCollector(redis.Redis.from_url(redis_url), lambda: ["good.localhost", "bad.localhost"]))
+	metrics.registry.register(
+		StateCollector(redis.Redis.from_url(redis_url), lambda: ["good.localhost", "bad.localhost"])
+	)
 	scraped, _ = served(metrics)
 	assert scraped.value("btu_state_readable") == 1
 	assert scraped.value("btu_schedules", site="good.localhost") == 2
@@ -202,7 +250,11 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	from tests.support.ports import claim_port
 
 	down = Metrics("p", "rq")
-	down.registry.register(StateCollector(redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5), lambda: ["good.localhost"]))
+	down.registry.register(
+		StateCollector(
+			redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5), lambda: ["good.localhost"]
+		)
+	)
 	scraped, _ = served(down)
 	assert scraped.value("btu_state_readable") == 0
 	assert scraped.value("btu_scheduler_leader") == 0 and scraped.value("process_resident_memory_bytes") > 0
@@ -218,7 +270,10 @@ def test_a_port_in_use_is_refused_in_one_line(engine_bench):
 	assert done.returncode == 2, done.stderr
 	assert "Traceback" not in done.stderr
 	[line] = [line for line in done.stderr.splitlines() if line.startswith("btu-scheduler run:")]
-	assert f"metrics_port {port} (from flag --metrics-port) on metrics_address 127.0.0.1 (from default) cannot be bound" in line
+	assert (
+		f"metrics_port {port} (from flag --metrics-port) on metrics_address 127.0.0.1 (from default) cannot be bound"
+		in line
+	)
 
 
 def test_an_endpoint_with_a_token_answers_only_its_bearer_and_names_only_its_benchs_sites(engine_bench, processes, r):
@@ -227,9 +282,15 @@ def test_an_endpoint_with_a_token_answers_only_its_bearer_and_names_only_its_ben
 	import urllib.error
 
 	bench, data = engine_bench()
-	data.insert_schedule(data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), run_frequency="Cron Style", cron_string="0 0 1 1 *")
+	data.insert_schedule(
+		data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}),
+		run_frequency="Cron Style",
+		cron_string="0 0 1 1 *",
+	)
 	token = "s3cret-token-of-this-bench"
-	scheduler = processes.scheduler(bench.path, "--metrics-port", "0", "--metrics-address", "0.0.0.0", "--metrics-bearer-token", token)
+	scheduler = processes.scheduler(
+		bench.path, "--metrics-port", "0", "--metrics-address", "0.0.0.0", "--metrics-bearer-token", token
+	)
 	found = wait_until(lambda: LISTENING.search(scheduler.log()), 20, f"metrics_listening logged\n{scheduler.tail()}")
 	url = f"http://127.0.0.1:{found.group(2)}/metrics"
 
@@ -246,7 +307,11 @@ def test_an_endpoint_with_a_token_answers_only_its_bearer_and_names_only_its_ben
 	assert status({"Authorization": f"Bearer {token}x"}) == 401
 	assert status({"Authorization": f"Basic {token}"}) == 401
 	assert status({"Authorization": f"Bearer {token}"}) == 200
-	wait_until(lambda: data.site.name in authorized_scrape(url, token).label_values("btu_schedules", "site") or None, 20, "this bench's site scraped")
+	wait_until(
+		lambda: data.site.name in authorized_scrape(url, token).label_values("btu_schedules", "site") or None,
+		20,
+		"this bench's site scraped",
+	)
 	# Listed as another bench's scheduler lists its sites (this one drops them from the set at its next full reconcile).
 	r.sadd(protocol.SITES_KEY, "neighbour.localhost")
 	r.sadd(protocol.site_schedules_key("neighbour.localhost"), "TS-9")
@@ -284,8 +349,12 @@ def test_only_loopback_is_served_without_a_token_unless_allowed():
 
 def test_the_summary_status_prints_is_what_a_scrape_reads():
 	metrics = Metrics("p", "rq", schedules=["TS-9"])
-	metrics.released([released("s1", "TS-1", 0.7) for _ in range(100)] + [released("s2", "TS-9", 3000, queue="rq:queue:b:long")])
-	metrics.released([released("s1", "TS-1", 5, outcome="skipped_overlap"), released("s1", "TS-1", 20_000, outcome="returned")])
+	metrics.released(
+		[released("s1", "TS-1", 0.7) for _ in range(100)] + [released("s2", "TS-9", 3000, queue="rq:queue:b:long")]
+	)
+	metrics.released(
+		[released("s1", "TS-1", 5, outcome="skipped_overlap"), released("s1", "TS-1", 20_000, outcome="returned")]
+	)
 	metrics.released([Released(b"\xff not a member", "quarantined", 0, "not nine fields")])
 	metrics.redis_error("outage")
 	metrics.rpc_command({"a": "dict"}, "rejected")
@@ -293,7 +362,9 @@ def test_the_summary_status_prints_is_what_a_scrape_reads():
 	summary = metrics.summary()
 	assert summary["fires"] == scraped.value("btu_fires_total") == 101
 	assert scraped.value("btu_fires_total", site="s2", queue="b:long") == 1
-	assert summary["skipped"] == {"overlap": 1} and summary["returned"] == 1 == scraped.value("btu_fires_returned_total")
+	assert summary["skipped"] == {"overlap": 1} and summary["returned"] == 1 == scraped.value(
+		"btu_fires_returned_total"
+	)
 	assert scraped.value("btu_quarantined_total", what="prepared_fire") == 1
 	assert summary["redis_errors"] == 1 and summary["rpc_commands"] == 1
 	assert scraped.value("btu_rpc_commands_total", request_type=OTHER, outcome="rejected") == 1
@@ -315,15 +386,26 @@ def test_quantiles_follow_histogram_quantile():
 def test_label_values_are_bounded():
 	metrics = Metrics("p", "rq")
 	metrics.released([released(f"site{n}", "TS-1", 1) for n in range(500)])
-	sites = {s.labels["site"] for family in metrics.registry.collect() for s in family.samples if s.name == "btu_fires_total"}
+	sites = {
+		s.labels["site"] for family in metrics.registry.collect() for s in family.samples if s.name == "btu_fires_total"
+	}
 	assert len(sites) == 201 and OTHER in sites
-	assert sum(s.value for family in metrics.registry.collect() for s in family.samples if s.name == "btu_fires_total") == 500
+	assert (
+		sum(s.value for family in metrics.registry.collect() for s in family.samples if s.name == "btu_fires_total")
+		== 500
+	)
 
 
-def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss(engine_bench, processes, r, redis_server):
+def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss(
+	engine_bench, processes, r, redis_server
+):
 	bench, data = engine_bench()
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
-	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	data.insert_schedule(
+		task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100
+	)
 	proxy = TcpProxy("127.0.0.1", redis_server.port)
 	proxy.up()
 	flags = ("--metrics-port", "0", "--lease-ttl-secs", "2")
@@ -335,7 +417,9 @@ def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss
 	try:
 		proxy.down()
 		# Its lease runs out 2 s after its last renewal: from then on it says so, though no renewal has failed yet.
-		wait_until(lambda: scrape(ports[cut_off.pid]).value("btu_scheduler_leader") == 0, 5, "the cut-off leader reads 0")
+		wait_until(
+			lambda: scrape(ports[cut_off.pid]).value("btu_scheduler_leader") == 0, 5, "the cut-off leader reads 0"
+		)
 		wait_for_leader(r, processes, other_than=cut_off.pid)
 		wait_until(lambda: scrape(ports[other.pid]).value("btu_scheduler_leader") == 1, 5, "the new leader reads 1")
 		alone = scrape(ports[cut_off.pid])
@@ -343,7 +427,11 @@ def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss
 		assert alone.value("btu_leader_losses_total") == 0, "nothing told it yet: only its lease's clock"
 	finally:
 		proxy.up()
-	wait_until(lambda: scrape(ports[cut_off.pid]).value("btu_leader_losses_total") == 1, 20, "back, it finds the lease gone and counts one loss")
+	wait_until(
+		lambda: scrape(ports[cut_off.pid]).value("btu_leader_losses_total") == 1,
+		20,
+		"back, it finds the lease gone and counts one loss",
+	)
 	back, leader = scrape(ports[cut_off.pid]), scrape(ports[other.pid])
 	assert back.value("btu_scheduler_leader") == 0 and leader.value("btu_scheduler_leader") == 1
 	assert back.value("btu_scheduler_lease_epoch") <= leader.value("btu_scheduler_lease_epoch")
@@ -367,7 +455,10 @@ def test_every_value_moved_aside_is_counted_once(r):
 		metrics.quarantine(what)
 	metrics.quarantine("anything else")
 	scraped, _ = served(metrics)
-	assert scraped.value("btu_quarantined_total", what="schedule_state") == 1 and scraped.value("btu_quarantined_total", what="key") == 3
+	assert (
+		scraped.value("btu_quarantined_total", what="schedule_state") == 1
+		and scraped.value("btu_quarantined_total", what="key") == 3
+	)
 
 
 def test_the_endpoint_caps_concurrent_scrapes_and_drops_idle_clients(monkeypatch):

@@ -12,7 +12,15 @@ import time
 import pytest
 
 from tests.engine.helpers import (
-	ONE_SECOND, counters, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, status_json, wait_until,
+	ONE_SECOND,
+	counters,
+	duplicates,
+	gaps,
+	queue_ids,
+	queue_key,
+	slots_by_schedule,
+	status_json,
+	wait_until,
 )  # fmt: skip
 from tests.engine.test_failover import every_second_schedules
 from tests.support.redis_server import RedisServer
@@ -74,11 +82,18 @@ def test_redis_rebuilt_state_shows_in_status(engine_bench, processes):
 		site = data.site.name
 		names = every_second_schedules(data, 2)
 		processes.scheduler(bench.path)
-		wait_until(lambda: status_json(bench.path)["sites"].get(site, {}).get("schedules") == 2, 30, "status lists the schedules")
+		wait_until(
+			lambda: status_json(bench.path)["sites"].get(site, {}).get("schedules") == 2,
+			30,
+			"status lists the schedules",
+		)
 		server.restart(wipe=True, down_for=2)
 		summary = wait_until(
-			lambda: (lambda s: s if s["sites"].get(site, {}).get("schedules") == len(names) and s["leader"] else None)(status_json(bench.path)),
-			30, "status lists the rebuilt schedules",
+			lambda: (lambda s: s if s["sites"].get(site, {}).get("schedules") == len(names) and s["leader"] else None)(
+				status_json(bench.path)
+			),
+			30,
+			"status lists the rebuilt schedules",
 		)
 		assert {f["schedule"] for f in summary["sites"][site]["next_fires"]} == set(names)
 	finally:
@@ -90,8 +105,12 @@ def test_database_unreachable_firing_goes_on_and_reconcile_resumes(engine_bench,
 	bench, data = engine_bench()
 	site = data.site.name
 	key = queue_key(bench)
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
-	steady = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	steady = data.insert_schedule(
+		task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100
+	)
 	proxy = TcpProxy(db_settings["db_host"], db_settings["db_port"])
 	proxy.up()
 	try:
@@ -113,7 +132,9 @@ def test_database_unreachable_firing_goes_on_and_reconcile_resumes(engine_bench,
 		assert late not in slots_by_schedule(queue_ids(r, key))
 		proxy.up()
 		up_ms = time.time() * 1000
-		wait_until(lambda: late in slots_by_schedule(queue_ids(r, key)), 20, "the schedule added during the outage fires")
+		wait_until(
+			lambda: late in slots_by_schedule(queue_ids(r, key)), 20, "the schedule added during the outage fires"
+		)
 		wait_until(lambda: " database_restored " in scheduler.log(), 10, "the recovery is logged")
 		assert min(slots_by_schedule(queue_ids(r, key))[late]) > up_ms - 1000
 		time.sleep(1.5)

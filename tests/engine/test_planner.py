@@ -18,7 +18,9 @@ pytestmark = pytest.mark.versions
 SITE = "site1.localhost"
 TEN = datetime(2026, 3, 29, 10, 0, tzinfo=timezone.utc)
 GRACE, AHEAD = timedelta(seconds=10), timedelta(seconds=2)
-TEMPLATE = JobTemplate(executor="frappe", queue="bench-x:default", timeout=300, task="TASK-0001", description="invoices")
+TEMPLATE = JobTemplate(
+	executor="frappe", queue="bench-x:default", timeout=300, task="TASK-0001", description="invoices"
+)
 EVERY_MINUTE = ScheduleSpec(name="TS-1", zone_name="UTC", kind="cron", cron="* * * * *")
 
 
@@ -90,7 +92,15 @@ def test_wrong_values_in_a_state_are_named_and_cost_only_that_schedule():
 		("good", good),
 	)
 	reasons = {bad.schedule: bad.reason for bad in result.corrupt}
-	assert set(reasons) == {"text-cursor", "text-runs", "huge-cursor", "junk-spec", "spec-of-another-shape", "junk-job", "wrong-type"}
+	assert set(reasons) == {
+		"text-cursor",
+		"text-runs",
+		"huge-cursor",
+		"junk-spec",
+		"spec-of-another-shape",
+		"junk-job",
+		"wrong-type",
+	}
 	assert "cursor 'abc'" in reasons["text-cursor"] and "runs 'many'" in reasons["text-runs"]
 	assert "out of range" in reasons["huge-cursor"]
 	assert reasons["junk-spec"].startswith("spec or job is not what the reconcile writes")

@@ -8,7 +8,17 @@ import time
 import pytest
 
 from btu.shared import protocol
-from tests.engine.helpers import ONE_SECOND, counters, queue_ids, queue_key, recent_fires, status_json, stop_worker, text, wait_until
+from tests.engine.helpers import (
+	ONE_SECOND,
+	counters,
+	queue_ids,
+	queue_key,
+	recent_fires,
+	status_json,
+	stop_worker,
+	text,
+	wait_until,
+)
 
 pytestmark = pytest.mark.versions
 
@@ -18,7 +28,9 @@ GRACE = "0.5"
 def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	every_second = {"run_frequency": "Cron Style", "cron_string": ONE_SECOND}
 	once = data.insert_schedule(task, catch_up_policy="fire_once", **every_second)
 	skip = data.insert_schedule(task, catch_up_policy="skip", **every_second)
@@ -44,7 +56,9 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 		mine = sorted((f for f in fires if f["schedule"] == name), key=lambda f: f["slot_ms"])
 		assert {f["outcome"] for f in mine} == {"enqueued"}
 		fired = [f["slot_ms"] for f in mine]
-		assert fired == list(range(fired[0], fired[0] + 1000 * len(fired), 1000)), f"{name}: fires after the catch-up are consecutive"
+		assert fired == list(range(fired[0], fired[0] + 1000 * len(fired), 1000)), (
+			f"{name}: fires after the catch-up are consecutive"
+		)
 		unfired = (fired[0] - last[name]) // 1000 - 1
 		skipped = int(r.hget(protocol.schedule_key(site, name), "skipped_missed") or 0)
 		assert skipped == unfired, f"{name}: the {unfired} slots neither fired nor counted as skipped"
@@ -58,7 +72,9 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 			assert lags[0] >= 450 and lags[1] <= 550, "fire_once: one missed slot (the latest) fires, then on-time ones"
 		else:
 			assert unfired >= 2, "fire_all: ~5 slots were missed and only 3 may fire"
-			assert [mine[i]["enqueued_ms"] for i in range(3)] == [catch_up] * 3, "fire_all: the capped catch-up fires at once"
+			assert [mine[i]["enqueued_ms"] for i in range(3)] == [catch_up] * 3, (
+				"fire_all: the capped catch-up fires at once"
+			)
 			assert lags[2] >= 450 and lags[3] <= 550, "fire_all: the latest catch_up_max (3) missed slots fire"
 	assert counters(r, site).get("skipped_missed", 0) >= 8
 
@@ -72,7 +88,9 @@ def test_overlap_skip_while_the_previous_run_is_queued_or_started(engine_bench, 
 	site = data.site.name
 	runs_key = "test:slow-runs"
 	task = data.insert_task(
-		function_string="tests.engine.tasks.record_slowly", arguments={"key": runs_key, "seconds": 2.5}, desc_short="slow"
+		function_string="tests.engine.tasks.record_slowly",
+		arguments={"key": runs_key, "seconds": 2.5},
+		desc_short="slow",
 	)
 	slow = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
 	scheduler = processes.scheduler(bench.path)

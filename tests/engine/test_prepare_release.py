@@ -48,7 +48,9 @@ def sleep_until_ms(moment_ms: float) -> None:
 
 
 def once_at(data, task: str, moment: float, **fields) -> str:
-	return data.insert_schedule(task, run_frequency="Once", run_at=datetime.fromtimestamp(moment, timezone.utc), **fields)
+	return data.insert_schedule(
+		task, run_frequency="Once", run_at=datetime.fromtimestamp(moment, timezone.utc), **fields
+	)
 
 
 def next_instant() -> float:
@@ -59,7 +61,9 @@ def next_instant() -> float:
 @pytest.fixture
 def site(engine_bench):
 	bench, data = engine_bench()
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	return bench, data, task
 
 
@@ -102,8 +106,12 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	template = JobTemplate.from_dict(json.loads(definition(r, data.site.name, name)[1]))
 	slot = datetime.fromtimestamp(instant, timezone.utc)
 	reference = rq_job_hash(
-		JobShape(r, template, data.site.name), name, slot, slot,
-		job.created_at.replace(tzinfo=timezone.utc), job.enqueued_at.replace(tzinfo=timezone.utc),
+		JobShape(r, template, data.site.name),
+		name,
+		slot,
+		slot,
+		job.created_at.replace(tzinfo=timezone.utc),
+		job.enqueued_at.replace(tzinfo=timezone.utc),
 	)
 	assert zlib.decompress(stored.pop("data")) == zlib.decompress(reference.pop("data"))
 	assert {k: v.decode() for k, v in stored.items()} == {k: str(getattr(v, "value", v)) for k, v in reference.items()}
@@ -127,10 +135,14 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	scheduler.reconciler.sync_schedules(data.site.name, [edited])
 
 	members = [m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)]
-	assert [parse_job_id(m.split("\t")[0])[0] for m in members] == [kept], "only the untouched schedule's fire stays prepared"
+	assert [parse_job_id(m.split("\t")[0])[0] for m in members] == [kept], (
+		"only the untouched schedule's fire stays prepared"
+	)
 	assert len(r.keys("rq:job:*")) == 1, "a withdrawn fire leaves no job behind"
 	assert state(r, data.site.name, paused, "runs") == "0", "a withdrawn fire is not counted as a run"
-	assert state(r, data.site.name, edited, "fire_at") == str(int((instant + 3600) * 1000)), "the edit took effect before the prepared fire"
+	assert state(r, data.site.name, edited, "fire_at") == str(int((instant + 3600) * 1000)), (
+		"the edit took effect before the prepared fire"
+	)
 
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)

@@ -22,13 +22,21 @@ def test_rows_are_read_only_a_few_sites_ahead_of_the_compile(make_bench, r, monk
 	reconciler = Reconciler(bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None)
 	read = []
 	original = site_rows.site_rows
-	monkeypatch.setattr(site_rows, "site_rows", lambda rec, site_read: read.append(site_read.db.site.name) or original(rec, site_read))
+	monkeypatch.setattr(
+		site_rows, "site_rows", lambda rec, site_read: read.append(site_read.db.site.name) or original(rec, site_read)
+	)
 	sites = [reconciler.bench.site(name) for name in SITES]
-	reads = read_sites([reconciler.database(site) for site in sites], reconciler.bench, "frappe", reconciler.connections.limit)
+	reads = read_sites(
+		[reconciler.database(site) for site in sites], reconciler.bench, "frappe", reconciler.connections.limit
+	)
 	ahead = site_rows.read_ahead(reconciler, sites, reads)
 	first_site, first_rows = next(ahead)
 	time.sleep(1)  # every read the window allows is done by now
 	threads = reconciler.connections.limit - 1
 	assert first_site.name == SITES[0] and first_rows is not None and first_rows.versions
-	assert len(read) == threads * site_rows.AHEAD_PER_THREAD + 1, f"read {len(read)} sites ahead of the first compile: {read}"
-	assert [site.name for site, rows in ahead if rows is not None] == list(SITES[1:]), "every site still comes, in order"
+	assert len(read) == threads * site_rows.AHEAD_PER_THREAD + 1, (
+		f"read {len(read)} sites ahead of the first compile: {read}"
+	)
+	assert [site.name for site, rows in ahead if rows is not None] == list(SITES[1:]), (
+		"every site still comes, in order"
+	)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.shared import protocol
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
+from btu.shared import protocol
 from tests.engine.helpers import definition
 
 

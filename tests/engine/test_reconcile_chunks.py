@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from devbench.data import SiteData
 from btu.scheduler_daemon import site_reconcile
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
+from devbench.data import SiteData
 from tests.engine.helpers import wait_until
 from tests.support.slack import patient
 
@@ -30,7 +30,10 @@ def state_of(r, sites) -> dict:
 	out = {}
 	for site in sites:
 		for name in sorted(n.decode() for n in r.smembers(protocol.site_schedules_key(site))):
-			out[(site, name)] = (r.get(protocol.definition_key(site, name)), r.zscore(protocol.DUE_KEY, protocol.due_member(site, name)))
+			out[(site, name)] = (
+				r.get(protocol.definition_key(site, name)),
+				r.zscore(protocol.DUE_KEY, protocol.due_member(site, name)),
+			)
 	return out
 
 
@@ -57,7 +60,9 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	with SiteData(bench, BIG) as data:
 		data.update("BTU Task", task, desc_short="big, edited")
 
-	events: list[tuple] = []  # in the order they happened: ("chunk", n) at the end of a hold, ("edit", what) when its RPC returned
+	events: list[
+		tuple
+	] = []  # in the order they happened: ("chunk", n) at the end of a hold, ("edit", what) when its RPC returned
 	record = threading.Lock()
 	first_chunk = threading.Event()
 	compiled_first: list[str] = []
@@ -129,10 +134,14 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	assert all(at < second for at in landed.values()), f"an edit waited for more than the chunk under way: {events}"
 
 	# Each edit in effect, and none undone by the chunks compiled after it from rows they read.
-	assert not r.sismember(protocol.site_schedules_key(BIG), disabled), "the disabled schedule came back with a later chunk"
+	assert not r.sismember(protocol.site_schedules_key(BIG), disabled), (
+		"the disabled schedule came back with a later chunk"
+	)
 	assert r.zscore(protocol.DUE_KEY, protocol.due_member(BIG, disabled)) is None
 	assert b'"30 5 * * *"' in r.get(protocol.definition_key(BIG, recronned))
-	assert r.sismember(protocol.site_schedules_key(BIG), added) and r.sismember(protocol.site_schedules_key(OTHER), other_added)
+	assert r.sismember(protocol.site_schedules_key(BIG), added) and r.sismember(
+		protocol.site_schedules_key(OTHER), other_added
+	)
 	for site in (BIG, OTHER):
 		assert {n.decode() for n in r.smembers(protocol.site_schedules_key(site))} == enabled_rows(bench, site)
 
@@ -143,7 +152,6 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	# And this process's next pass finds every row as it compiled it.
 	reconciler.full()
 	assert state_of(r, (BIG, OTHER)) == held
-
 
 
 def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not_undone(make_bench, r, monkeypatch):
@@ -181,8 +189,12 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 	monkeypatch.setattr(reconciler, "row_versions", row_versions)
 	reconciler.full()
 	assert landed == [names[0], off]
-	assert not r.sismember(protocol.site_schedules_key(BIG), names[0]), "the disabled schedule came back from the older versions"
-	assert r.sismember(protocol.site_schedules_key(BIG), off), "the enabled schedule was taken out by the older versions"
+	assert not r.sismember(protocol.site_schedules_key(BIG), names[0]), (
+		"the disabled schedule came back from the older versions"
+	)
+	assert r.sismember(protocol.site_schedules_key(BIG), off), (
+		"the enabled schedule was taken out by the older versions"
+	)
 	assert b'"30 8 * * *"' in r.get(protocol.definition_key(BIG, off))
 	assert {n.decode() for n in r.smembers(protocol.site_schedules_key(BIG))} == enabled_rows(bench, BIG)
 	held = state_of(r, (BIG,))

@@ -47,25 +47,33 @@ def test_a_scheduler_restarted_over_an_older_btus_state_fires_each_run_once(site
 	assert old_names <= state_names(r, site_name)
 	due = older.state.due(older.config.batch_size, older.firing.ahead_ms)
 	assert {f"run-request:{prepared}", f"run-request:{compiled}"} <= {entry.schedule for entry in due.entries}
-	assert not older.firing.prepare(replace(due, entries=[e for e in due.entries if e.schedule == f"run-request:{prepared}"])).fenced
+	assert not older.firing.prepare(
+		replace(due, entries=[e for e in due.entries if e.schedule == f"run-request:{prepared}"])
+	).fenced
 	written = {name: (definition(r, site_name, name), state(r, site_name, name, "cursor")) for name in old_names}
 	older.lease.release()
 	monkeypatch.undo()
 
 	# This code, started over that state: every state is its own as it stands; only the unprepared request is prepared.
 	scheduler = frappe_leader(bench)
-	assert {name: (definition(r, site_name, name), state(r, site_name, name, "cursor")) for name in old_names} == written
+	assert {
+		name: (definition(r, site_name, name), state(r, site_name, name, "cursor")) for name in old_names
+	} == written
 	assert [entry.schedule for entry in prepare_due(scheduler)] == [f"run-request:{compiled}"]
 	sleep_until_ms(moment * 1000)
 	assert release(scheduler) and release(scheduler)
 	slot = at(moment)
 	ids = {name: jobs.job_id(site_name, f"run-request:{name}", slot) for name in (prepared, compiled)}
-	assert sorted(queue_ids(r, queue_key(bench))) == sorted(ids.values()), "each request queued once, under its old job id"
+	assert sorted(queue_ids(r, queue_key(bench))) == sorted(ids.values()), (
+		"each request queued once, under its old job id"
+	)
 	sent = {name: Job.fetch(ids[name], connection=r).kwargs["kwargs"] for name in ids}
 	assert "kind" not in sent[prepared] and sent[compiled]["kind"] == RunKind.RUN_REQUEST.value
 	for name, kwargs in sent.items():
 		assert kwargs["schedule"] == f"run-request:{name}"
-		assert run_of(kwargs["schedule"], kwargs.get("kind")) == RunKey(RunKind.RUN_REQUEST, name), "the runner runs the request"
+		assert run_of(kwargs["schedule"], kwargs.get("kind")) == RunKey(RunKind.RUN_REQUEST, name), (
+			"the runner runs the request"
+		)
 
 	# Nothing more on a later pass.
 	scheduler.reconciler.full()

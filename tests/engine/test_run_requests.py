@@ -19,7 +19,16 @@ from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso
 from btu.shared.run_kind import RunKey, RunKind
 from tests.engine.helpers import (
-	cli, queue_ids, queue_key, recent_fires, state_names, status_json, stop_worker, text, wait_for_leader, wait_until,
+	cli,
+	queue_ids,
+	queue_key,
+	recent_fires,
+	state_names,
+	status_json,
+	stop_worker,
+	text,
+	wait_for_leader,
+	wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, prepare_due, release, sleep_until_ms
 
@@ -37,8 +46,14 @@ def insert_request(data, task: str, run_at: datetime, *, status: str = rr.PENDIN
 	"""A request row as the Frappe side writes it; its name, as `run_requests.request_name` derives one."""
 	name = fields.pop("name", None) or rr.request_name("test", task, run_at.isoformat(), time.time_ns())
 	data.insert(
-		REQUEST, name=name, task=task, status=status, origin=fields.pop("origin", rr.RETRY), attempt=fields.pop("attempt", 1),
-		run_at_utc=format_utc_iso(run_at, milliseconds=bool(run_at.microsecond)), **fields,
+		REQUEST,
+		name=name,
+		task=task,
+		status=status,
+		origin=fields.pop("origin", rr.RETRY),
+		attempt=fields.pop("attempt", 1),
+		run_at_utc=format_utc_iso(run_at, milliseconds=bool(run_at.microsecond)),
+		**fields,
 	)
 	return name
 
@@ -51,7 +66,9 @@ def at(moment: float) -> datetime:
 def recording(engine_bench):
 	"""A dev bench with one site and a Task that records its runs in Redis under test:runs."""
 	bench, data = engine_bench()
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	return bench, data, task
 
 
@@ -117,7 +134,9 @@ def test_waiting_cancelled_and_done_requests_never_fire(recording, r):
 	bench, data, task = recording
 	site = data.site.name
 	moment = next_instant()
-	names = {status: insert_request(data, task, at(moment), status=status) for status in (rr.WAITING, rr.CANCELLED, rr.DONE)}
+	names = {
+		status: insert_request(data, task, at(moment), status=status) for status in (rr.WAITING, rr.CANCELLED, rr.DONE)
+	}
 	scheduler = leader(bench)
 	assert not state_names(r, site) & {request_key(name) for name in names.values()}
 	assert prepare_due(scheduler) == []
@@ -141,7 +160,9 @@ def test_hostile_rows_are_invalid_not_fatal(recording, r):
 	orphan = insert_request(data, task, at(moment))
 	data.update(REQUEST, orphan, task="no such task")
 	# A schedule row named like a request's state (only SQL can write one: the Desk refuses the name).
-	look_alike = data.insert_schedule(task, name=request_key(good), run_frequency="Cron Style", cron_string="* * * * * *")
+	look_alike = data.insert_schedule(
+		task, name=request_key(good), run_frequency="Cron Style", cron_string="* * * * * *"
+	)
 	scheduler = leader(bench)
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
 	assert "run_at" in invalid[request_key(garbage)]
@@ -160,11 +181,26 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	site = data.site.name
 	moment = next_instant() - 0.75  # 1.25 to 2.25 s away: inside the 2 s prepare window whatever the fraction now
 	name = insert_request(
-		data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="tests.engine.tasks.record",
-		kwargs='{"key": "test:enqueued"}', queue="short", timeout=7,
+		data,
+		"",
+		at(moment),
+		name=rr.enqueue_request_name(),
+		origin=rr.ENQUEUE,
+		method="tests.engine.tasks.record",
+		kwargs='{"key": "test:enqueued"}',
+		queue="short",
+		timeout=7,
 	)
 	# Undeclared, or no function at all: refused as a row, never fired.
-	hostile = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="os.system", kwargs='{"command": "true"}')
+	hostile = insert_request(
+		data,
+		"",
+		at(moment),
+		name=rr.enqueue_request_name(),
+		origin=rr.ENQUEUE,
+		method="os.system",
+		kwargs='{"command": "true"}',
+	)
 	empty = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="")
 	scheduler = leader(bench)
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
@@ -187,7 +223,9 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench, processes, r, redis_url):
 	bench, data = engine_bench()
 	runs_key = "test:request-runs"
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": runs_key}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": runs_key}, desc_short="record"
+	)
 	# A command the killed leader had ACKed but not carried out is picked up by the next full reconcile (the protocol ACKs
 	# before it executes): every 10 s here, so the test also covers a request whose RPC was lost with its leader.
 	scheduler_flags = ("--lease-ttl-secs", "2", "--full-refresh-interval-secs", "10")
@@ -210,4 +248,6 @@ def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench
 	stop_worker(worker)
 	ran = [text(x) for x in r.lrange(runs_key, 0, -1)]
 	assert len(ran) == 40 and len(set(ran)) == 40, "each request ran exactly once"
-	assert sorted(parse_job_id(job)[1] for job in ran) == sorted(request_key(name) for name in names), "each run is its own request's"
+	assert sorted(parse_job_id(job)[1] for job in ran) == sorted(request_key(name) for name in names), (
+		"each run is its own request's"
+	)

@@ -16,9 +16,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from rq.job import Job
 
+from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
-from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.jobs import parse_job_id
 from btu.shared import scheduled_jobs as fj
 from btu.shared.job_contract import TASK_RUNNER
@@ -37,7 +37,16 @@ def job_key(name: str) -> str:
 	return RunKey(RunKind.FRAPPE_JOB, name).format()
 
 
-def insert_job_type(data, name: str, *, frequency: str = "Cron", cron_format: str | None = None, method: str | None = None, last_execution=None, stopped: int = 0) -> str:  # noqa: E501
+def insert_job_type(
+	data,
+	name: str,
+	*,
+	frequency: str = "Cron",
+	cron_format: str | None = None,
+	method: str | None = None,
+	last_execution=None,
+	stopped: int = 0,
+) -> str:  # noqa: E501
 	"""A Scheduled Job Type row as Frappe's sync_jobs writes it (naive datetimes in the site's zone, UTC here),
 	created a month ago and last run now unless `last_execution` says otherwise."""
 	now = datetime.now(UTC).replace(tzinfo=None)
@@ -46,14 +55,25 @@ def insert_job_type(data, name: str, *, frequency: str = "Cron", cron_format: st
 		cur.execute(
 			f"INSERT INTO `{TABLE}` (name, creation, modified, method, frequency, cron_format, stopped, last_execution, create_log) "
 			"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 1)",
-			(name, now - timedelta(days=30), now, method or f"app.tasks.{name}", frequency, cron_format, stopped, last_execution or None),
+			(
+				name,
+				now - timedelta(days=30),
+				now,
+				method or f"app.tasks.{name}",
+				frequency,
+				cron_format,
+				stopped,
+				last_execution or None,
+			),
 		)
 	return job_key(name)
 
 
 def update_job_type(data, name: str, **fields) -> None:
 	with data.conn.cursor() as cur:
-		cur.execute(f"UPDATE `{TABLE}` SET {', '.join(f'`{k}`=%s' for k in fields)} WHERE name=%s", (*fields.values(), name))
+		cur.execute(
+			f"UPDATE `{TABLE}` SET {', '.join(f'`{k}`=%s' for k in fields)} WHERE name=%s", (*fields.values(), name)
+		)
 
 
 def clear_of_boundary(period_secs: int, before: float = 3.0, after: float = 11.0) -> None:
@@ -69,7 +89,16 @@ def clear_of_boundary(period_secs: int, before: float = 3.0, after: float = 11.0
 
 def frappe_leader(bench) -> Scheduler:
 	# lease_ttl_secs: as test_prepare_release.leader, held without renewals.
-	scheduler = Scheduler(Config(bench=str(bench.path), executor="frappe", prepare_ahead_secs=2.0, misfire_grace_secs=10.0, lease_ttl_secs=60.0), bench.path)
+	scheduler = Scheduler(
+		Config(
+			bench=str(bench.path),
+			executor="frappe",
+			prepare_ahead_secs=2.0,
+			misfire_grace_secs=10.0,
+			lease_ttl_secs=60.0,
+		),
+		bench.path,
+	)
 	assert scheduler.lease.acquire()
 	scheduler.reconciler.full()
 	return scheduler
@@ -108,7 +137,10 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	cursors = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "cursor") or 0) for name in taken}
 	next_minute = (now.replace(second=0, microsecond=0) + timedelta(minutes=1)).timestamp() * 1000
 	assert cursors[job_key("every_minute")] == next_minute
-	assert cursors[job_key("daily_long")] == (now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp() * 1000
+	assert (
+		cursors[job_key("daily_long")]
+		== (now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp() * 1000
+	)
 	assert datetime.fromtimestamp(cursors[job_key("all")] / 1000, UTC).minute % 4 == 0
 	# Fired at the slot, except a Long frequency's: up to 600 s after it, as Frappe delays those.
 	fire_at = {name: int(r.hget(f"btu:site:{data.site.name}:schedule:{name}", "fire_at")) for name in taken}

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.shared import protocol
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
+from btu.shared import protocol
 
 pytestmark = pytest.mark.versions
 

@@ -9,9 +9,9 @@ import time
 import pymysql
 import pytest
 
+from btu.scheduler_daemon.bench import Bench
 from btu.shared import protocol
 from devbench import bench as devbench
-from btu.scheduler_daemon.bench import Bench
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, recent_fires, state_names, status_json, text, wait_until
 
@@ -35,8 +35,12 @@ def wait_firing(r, site: str, since_ms: float, timeout: float = 20) -> None:
 def test_bad_rows_are_reported_and_the_good_one_fires(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
-	bad_json_task = data.insert_task(function_string="tests.engine.tasks.record", arguments="{key: 1", desc_short="bad json")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	bad_json_task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments="{key: 1", desc_short="bad json"
+	)
 	cron = {"run_frequency": "Cron Style", "cron_string": ONE_SECOND}
 	bad = {
 		data.insert_schedule(task, run_frequency="Cron Style", cron_string="61 * * * *"): "61",
@@ -64,7 +68,9 @@ def test_bad_rows_are_reported_and_the_good_one_fires(engine_bench, processes, r
 def test_paused_and_disabled_sites_stop_firing_and_resume(engine_bench, processes, r):
 	bench, data = engine_bench()
 	site = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	config_path = bench.path / "sites" / site / "site_config.json"
 	original = config_path.read_text()
@@ -98,7 +104,9 @@ def test_paused_and_disabled_sites_stop_firing_and_resume(engine_bench, processe
 def test_sites_added_and_removed_while_running(engine_bench, processes, r, db_settings, redis_url):
 	bench, data = engine_bench()
 	first = data.site.name
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	scheduler = processes.scheduler(bench.path, *REFRESH)
 	wait_firing(r, first, 0, 30)

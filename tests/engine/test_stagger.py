@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from devbench.bench import create_dev_bench
-from devbench.data import SiteData
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.reconcile import MIN_TICK_SECS, Cycle, Reconciler
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
+from devbench.bench import create_dev_bench
+from devbench.data import SiteData
 
 SITES = tuple(f"s{i}.localhost" for i in range(1, 7))
 
@@ -20,13 +20,17 @@ def test_a_cycle_reads_every_site_once_in_slices_a_tick_apart():
 	while cycle.rotation:
 		names, tick = cycle.next_slice(60)
 		slices.append(names)
-	assert tick == MIN_TICK_SECS and len(slices) * tick <= 60 and max(map(len, slices)) == 84, "1,000 sites over a minute: 84 every 5 s"
+	assert tick == MIN_TICK_SECS and len(slices) * tick <= 60 and max(map(len, slices)) == 84, (
+		"1,000 sites over a minute: 84 every 5 s"
+	)
 	assert sorted(name for names in slices for name in names) == sorted(cycle.sites)
 
 
 def test_an_interval_shorter_than_a_tick_reads_every_site_each_interval():
 	cycle = Cycle([f"s{i}.localhost" for i in range(6)])
-	assert cycle.next_slice(1) == ([f"s{i}.localhost" for i in range(6)], 1), "full_refresh_interval_secs 1: the whole bench each second"
+	assert cycle.next_slice(1) == ([f"s{i}.localhost" for i in range(6)], 1), (
+		"full_refresh_interval_secs 1: the whole bench each second"
+	)
 
 
 def test_a_small_bench_reads_one_site_a_tick():
@@ -38,7 +42,9 @@ def test_a_small_bench_reads_one_site_a_tick():
 def test_a_thousand_sites_at_the_default_pace_are_read_four_a_tick():
 	cycle = Cycle([f"site{i}" for i in range(1000)])
 	names, tick = cycle.next_slice(Config().refresh_interval(len(cycle.sites)))
-	assert (len(names), tick) == (17, MIN_TICK_SECS), "each of 1,000 sites read every 5 minutes by default: 17 every 5 s, not 84"
+	assert (len(names), tick) == (17, MIN_TICK_SECS), (
+		"each of 1,000 sites read every 5 minutes by default: 17 every 5 s, not 84"
+	)
 
 
 def reconciler(bench, r) -> Reconciler:
@@ -75,4 +81,3 @@ def test_a_site_made_during_a_cycle_keeps_the_state_an_rpc_gave_it(make_bench, r
 	reconcile.stagger(60)  # the cycle ends
 	assert r.sismember(protocol.site_schedules_key("new.localhost"), name), "dropped as no longer a BTU site"
 	assert b"new.localhost" in r.smembers(protocol.SITES_KEY)
-

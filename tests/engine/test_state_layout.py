@@ -30,7 +30,9 @@ def test_the_state_hash_stays_compact_with_long_documents(engine_bench, r):
 	assert "0 3 * * *" in spec and "x" * 120 in job, "the definition holds the spec and the job template"
 	key = protocol.schedule_key(site, name)
 	assert not r.hexists(key, "spec") and not r.hexists(key, "job")
-	assert text(r.object("encoding", key)) in COMPACT_ENCODINGS, "a value over hash-max-listpack-value made it a hash table"
+	assert text(r.object("encoding", key)) in COMPACT_ENCODINGS, (
+		"a value over hash-max-listpack-value made it a hash table"
+	)
 	[state] = reconciler.state.read([DueEntry(site, name, 0)])
 	assert (state["spec"], state["job"]) == (spec, job) and state["cursor"]
 
@@ -42,7 +44,9 @@ def test_a_state_from_before_the_definition_key_reads_and_is_moved_by_its_next_u
 	r.delete(protocol.definition_key(site, name))
 	r.hset(key, mapping={"spec": spec, "job": job})  # as upsert.lua wrote it before
 	[state] = reconciler.state.read([DueEntry(site, name, 0)])
-	assert (state["spec"], state["job"]) == (spec, job), "the firing loop reads the old layout until the reconcile comes"
+	assert (state["spec"], state["job"]) == (spec, job), (
+		"the firing loop reads the old layout until the reconcile comes"
+	)
 	reconciler.seen.clear()  # this process compiles the site again, as a new scheduler process does
 	reconciler.full()
 	assert definition(r, site, name) == (spec, job) and not r.hexists(key, "spec") and not r.hexists(key, "job")

@@ -7,17 +7,26 @@ from __future__ import annotations
 import json
 import time
 
-from btu.shared import protocol
 from btu.scheduler_daemon import status
+from btu.shared import protocol
 from tests.engine.test_stagger import SITES, add_schedule, reconciler
 
 
 def prepared_member(site: str, schedule: str, fire_ms: int) -> str:
 	"""A prepared-set member in prepare.lua's layout (state.Prepared)."""
-	return "\t".join([
-		f"{site}::btu|{schedule}|x", "rq:queue:default", protocol.schedule_key(site, schedule), protocol.counters_key(site),
-		protocol.due_member(site, schedule), str(fire_ms), str(fire_ms), "0", str(fire_ms - 1000),
-	])
+	return "\t".join(
+		[
+			f"{site}::btu|{schedule}|x",
+			"rq:queue:default",
+			protocol.schedule_key(site, schedule),
+			protocol.counters_key(site),
+			protocol.due_member(site, schedule),
+			str(fire_ms),
+			str(fire_ms),
+			"0",
+			str(fire_ms - 1000),
+		]
+	)
 
 
 def add_schedules(r, site: str, fires: dict[str, float]) -> None:
@@ -41,8 +50,12 @@ def test_next_fires_per_site_from_the_heads_of_both_sets(r):
 	pages = int(r.info("commandstats")["cmdstat_zrange"]["calls"])
 
 	sites = built["sites"]
-	assert [fire["schedule"] for fire in sites["a.localhost"]["next_fires"]] == ["TS-900000"] + [f"TS-{n:06d}" for n in range(9)]
-	assert [fire["schedule"] for fire in sites["b.localhost"]["next_fires"]] == ["TS-overdue"] + [f"TS-{n:06d}" for n in range(4)]
+	assert [fire["schedule"] for fire in sites["a.localhost"]["next_fires"]] == ["TS-900000"] + [
+		f"TS-{n:06d}" for n in range(9)
+	]
+	assert [fire["schedule"] for fire in sites["b.localhost"]["next_fires"]] == ["TS-overdue"] + [
+		f"TS-{n:06d}" for n in range(4)
+	]
 	assert sites["b.localhost"]["oldest_overdue_ms"] >= 5000 and sites["a.localhost"]["oldest_overdue_ms"] is None
 	assert sites["c.localhost"]["next_fires"] == [] and sites["c.localhost"]["schedules"] == 0
 	# One page of the prepared set; due pages until b's last fire (entry 1,505), not STATUS_SCAN's worth.
@@ -57,6 +70,7 @@ def test_an_idle_status_reads_one_page_of_each_set(r):
 	built = status.build(r, next_n=10)
 	assert len(built["sites"]["a.localhost"]["next_fires"]) == 10
 	assert int(r.info("commandstats")["cmdstat_zrange"]["calls"]) == 2  # the (empty) prepared set, then one page of due
+
 
 def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(make_bench, r, monkeypatch):
 	bench = make_bench(*SITES[:2])
@@ -75,7 +89,9 @@ def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(
 	r.sadd(protocol.site_schedules_key(SITES[0]), "TS-elsewhere")
 	time.sleep(0.002)
 	unchanged = published()
-	assert unchanged["sites"] == before["sites"] and unchanged["updated_at"] > before["updated_at"], "the time moves, the sites are the last read"
+	assert unchanged["sites"] == before["sites"] and unchanged["updated_at"] > before["updated_at"], (
+		"the time moves, the sites are the last read"
+	)
 	# ...until this process's state changes,
 	second = add_schedule(bench, SITES[0])
 	reconcile.sync_schedules(SITES[0], [second])

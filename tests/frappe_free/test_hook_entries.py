@@ -35,7 +35,10 @@ def check_entries(app, entries) -> list:
 
 def test_each_entry_is_checked_on_its_own():
 	"""A bad entry is refused with its reason and its name when usable; the entries around it are kept."""
-	good, bad = check_each("myapp", [BASE, {**BASE, "name": "second", "cron": "nope"}, {"name": "", "cron": "x"}, {**BASE, "name": "third"}, BASE])
+	good, bad = check_each(
+		"myapp",
+		[BASE, {**BASE, "name": "second", "cron": "nope"}, {"name": "", "cron": "x"}, {**BASE, "name": "third"}, BASE],
+	)
 	assert [item.key for item in good] == ["nightly", "third"]
 	assert [(r.app, r.key) for r in bad] == [("myapp", "second"), ("myapp", None), ("myapp", "nightly")]
 	assert "entry 'second', key 'cron'" in bad[0].reason and "two entries use this name" in bad[2].reason
@@ -50,7 +53,20 @@ def refused(entries, app="myapp") -> str:
 
 
 def test_a_cron_entry_maps_onto_the_task_and_the_schedule():
-	[item] = check_entries("myapp", [{**BASE, "arguments": {"b": 1, "a": [2]}, "queue": "long", "timeout": 900, "max_attempts": 3, "time_zone": "Europe/Paris", "overlap_policy": "skip"}])
+	[item] = check_entries(
+		"myapp",
+		[
+			{
+				**BASE,
+				"arguments": {"b": 1, "a": [2]},
+				"queue": "long",
+				"timeout": 900,
+				"max_attempts": 3,
+				"time_zone": "Europe/Paris",
+				"overlap_policy": "skip",
+			}
+		],
+	)
 	assert (item.app, item.key) == ("myapp", "nightly")
 	assert item.task["function_string"] == "myapp.tasks.nightly"
 	assert item.task["arguments"] == '{"a": [2], "b": 1}'
@@ -62,13 +78,35 @@ def test_a_cron_entry_maps_onto_the_task_and_the_schedule():
 
 
 def test_a_helper_frequency_gets_the_cron_the_schedule_form_writes():
-	[item] = check_entries("myapp", [{"name": "w", "function": "myapp.t.f", "frequency": "Weekly", "day_of_week": "Friday", "hour": 18, "minute": 5}])
-	assert (item.schedule["run_frequency"], item.schedule["cron_string"], item.schedule["hour"]) == ("Weekly", "5 18 * * 5", 18)
+	[item] = check_entries(
+		"myapp",
+		[
+			{
+				"name": "w",
+				"function": "myapp.t.f",
+				"frequency": "Weekly",
+				"day_of_week": "Friday",
+				"hour": 18,
+				"minute": 5,
+			}
+		],
+	)
+	assert (item.schedule["run_frequency"], item.schedule["cron_string"], item.schedule["hour"]) == (
+		"Weekly",
+		"5 18 * * 5",
+		18,
+	)
 
 
 def test_an_interval_and_the_site_zone():
-	[item] = check_entries("myapp", [{"name": "i", "function": "myapp.t.f", "every": 5, "every_unit": "Minutes", "time_zone": "site zone"}])
-	assert (item.schedule["run_frequency"], item.schedule["every"], item.schedule["every_unit"]) == ("Interval", 5, "Minutes")
+	[item] = check_entries(
+		"myapp", [{"name": "i", "function": "myapp.t.f", "every": 5, "every_unit": "Minutes", "time_zone": "site zone"}]
+	)
+	assert (item.schedule["run_frequency"], item.schedule["every"], item.schedule["every_unit"]) == (
+		"Interval",
+		5,
+		"Minutes",
+	)
 	assert item.time_zone == "" and item.schedule["time_zone"] is None
 
 
@@ -89,8 +127,22 @@ def test_none_is_a_key_left_out():
 		({**BASE, "every_unit": "Hours"}, "every_unit", "applies only with every"),
 		({**BASE, "hour": 3}, "hour", "applies only with frequency"),
 		({"name": "nightly", "function": "myapp.t.f", "frequency": "Fortnightly"}, "frequency", "is not one of Hourly"),
-		({"name": "nightly", "function": "myapp.t.f", "frequency": "Yearly", "month": "February", "day_of_month": 30}, "day_of_month", "February has no day 30"),
-		({"name": "nightly", "function": "myapp.t.f", "every": 3, "every_unit": "Weeks"}, "every_unit", "must be one of Seconds"),
+		(
+			{
+				"name": "nightly",
+				"function": "myapp.t.f",
+				"frequency": "Yearly",
+				"month": "February",
+				"day_of_month": 30,
+			},
+			"day_of_month",
+			"February has no day 30",
+		),
+		(
+			{"name": "nightly", "function": "myapp.t.f", "every": 3, "every_unit": "Weeks"},
+			"every_unit",
+			"must be one of Seconds",
+		),
 		({**BASE, "timeout": "600"}, "timeout", "is not a whole number"),
 		({**BASE, "max_attempts": True}, "max_attempts", "is not a whole number"),
 		({**BASE, "queue": 5}, "queue", "is not text"),
@@ -128,7 +180,9 @@ def test_only_the_apps_own_functions(function):
 
 
 def test_another_apps_function_is_named_as_such():
-	assert "is not a function of app myapp: an app's btu_schedules names only its own functions" in refused([{**BASE, "function": "frappe.utils.now"}])
+	assert "is not a function of app myapp: an app's btu_schedules names only its own functions" in refused(
+		[{**BASE, "function": "frappe.utils.now"}]
+	)
 
 
 @pytest.mark.parametrize("name", [None, "", "a b", "x" * 101, 5, "../etc"])
@@ -177,7 +231,11 @@ def test_every_hook_key_maps_onto_an_app_field():
 
 def test_btus_own_maintenance_hook_checks():
 	"""BTU's hooks.py declares its maintenance jobs as btu_schedules, each function declared runnable by btu_tasks."""
-	hooks = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(HOOKS.read_text()).body if isinstance(node, ast.Assign) and node.targets[0].id in (HOOK, "btu_tasks", "scheduler_events")}
+	hooks = {
+		node.targets[0].id: ast.literal_eval(node.value)
+		for node in ast.parse(HOOKS.read_text()).body
+		if isinstance(node, ast.Assign) and node.targets[0].id in (HOOK, "btu_tasks", "scheduler_events")
+	}
 	items = check_entries("btu", hooks[HOOK])
 	functions = {item.task["function_string"] for item in items}
 	assert functions == {
@@ -186,4 +244,6 @@ def test_btus_own_maintenance_hook_checks():
 		"btu.btu_core.runs.lost_runs.mark_lost_runs_timed_out",
 	}
 	assert functions <= set(hooks["btu_tasks"])
-	assert hooks["scheduler_events"] == {"cron": {"* * * * *": ["btu.btu_core.alerts.watchdog.check"]}}, "only the watchdog stays on Frappe's scheduler"
+	assert hooks["scheduler_events"] == {"cron": {"* * * * *": ["btu.btu_core.alerts.watchdog.check"]}}, (
+		"only the watchdog stays on Frappe's scheduler"
+	)

@@ -62,7 +62,10 @@ def deliver(db_settings, database: str, schedule: str, slot: str, outcomes: list
 		if sql(LOG_FOR_SLOT_SQL, (schedule, slot, 1)):
 			outcomes.append("refused")
 		else:
-			sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status) values (%s, %s, %s, 'Started')", (uuid.uuid4().hex, schedule, slot))
+			sql(
+				"insert into `tabBTU Task Log` (name, schedule, slot_utc, status) values (%s, %s, %s, 'Started')",
+				(uuid.uuid4().hex, schedule, slot),
+			)
 			outcomes.append("ran")
 	conn.close()
 
@@ -71,7 +74,8 @@ def test_twenty_concurrent_deliveries_of_one_slot_run_once(db_settings, database
 	outcomes: list[str] = []
 	start = threading.Barrier(20)
 	threads = [
-		threading.Thread(target=deliver, args=(db_settings, database, "TS-1", "2026-11-24T00:00:01Z", outcomes, start)) for _ in range(20)
+		threading.Thread(target=deliver, args=(db_settings, database, "TS-1", "2026-11-24T00:00:01Z", outcomes, start))
+		for _ in range(20)
 	]
 	for thread in threads:
 		thread.start()
@@ -127,10 +131,16 @@ def test_each_attempt_of_a_slot_is_its_own_run(db_settings, database):
 	conn = connect(db_settings, database)
 	sql = sql_of(conn)
 	slot = "2026-11-24T00:00:01Z"
-	sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('old', 'TS-1', %s, 'Failed', 0)", (slot,))
+	sql(
+		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('old', 'TS-1', %s, 'Failed', 0)",
+		(slot,),
+	)
 	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 1))[0][0] == "old"
 	assert not sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))
-	sql("insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('retry', 'TS-1', %s, 'Started', 2)", (slot,))
+	sql(
+		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('retry', 'TS-1', %s, 'Started', 2)",
+		(slot,),
+	)
 	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))[0][0] == "retry"
 	assert not sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 3))
 	# The first attempt keeps the key earlier versions took; later attempts have their own.

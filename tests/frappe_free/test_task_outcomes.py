@@ -58,7 +58,9 @@ def series(samples, name):
 def expected_buckets(histogram, observations):
 	"""Cumulative buckets as Prometheus defines them: how many observations are <= each bound."""
 	clamped = [max(0.0, o) for o in observations]
-	return {le: sum(1 for o in clamped if o <= bound) for bound, le in zip(histogram.bounds, histogram.les)} | {"+Inf": len(clamped)}
+	return {le: sum(1 for o in clamped if o <= bound) for bound, le in zip(histogram.bounds, histogram.les)} | {
+		"+Inf": len(clamped)
+	}
 
 
 def test_counts_sums_and_buckets_are_exact(r, site):
@@ -70,8 +72,14 @@ def test_counts_sums_and_buckets_are_exact(r, site):
 	for i in range(600):
 		task = tasks[i % 3]
 		status = rng.choice(["Succeeded", "Failed", "Timed Out", "Skipped"])
-		duration = None if status == "Skipped" else (edges[i % len(edges)] if i < 200 else round(rng.uniform(0, 4000), 6))
-		lag = None if status == "Skipped" or i % 5 == 0 else round(rng.choice([rng.uniform(0, 0.02), rng.uniform(0, 400), 0.001]), 6)
+		duration = (
+			None if status == "Skipped" else (edges[i % len(edges)] if i < 200 else round(rng.uniform(0, 4000), 6))
+		)
+		lag = (
+			None
+			if status == "Skipped" or i % 5 == 0
+			else round(rng.choice([rng.uniform(0, 0.02), rng.uniform(0, 400), 0.001]), 6)
+		)
 		add(r, site, task, status, duration, lag, now=NOW + i)
 		label = task_outcomes.STATUSES[status]
 		runs[(task, label)] = runs.get((task, label), 0) + 1
@@ -86,12 +94,22 @@ def test_counts_sums_and_buckets_are_exact(r, site):
 	assert {(dict(l)["task"], dict(l)["status"]): v for l, v in series(samples, "btu_task_runs_total").items()} == runs
 	for task in tasks:
 		for histogram, observed in ((DURATION, durations[task]), (START_LAG, lags[task])):
-			got = {dict(l)["le"]: v for l, v in series(samples, f"{histogram.metric}_bucket").items() if dict(l)["task"] == task}
+			got = {
+				dict(l)["le"]: v
+				for l, v in series(samples, f"{histogram.metric}_bucket").items()
+				if dict(l)["task"] == task
+			}
 			assert got == expected_buckets(histogram, observed), (histogram.metric, task)
 			assert value(samples, f"{histogram.metric}_count", site=site, task=task) == len(observed)
-			assert value(samples, f"{histogram.metric}_sum", site=site, task=task) == sum(round(o * 1e6) for o in observed) / 1e6
+			assert (
+				value(samples, f"{histogram.metric}_sum", site=site, task=task)
+				== sum(round(o * 1e6) for o in observed) / 1e6
+			)
 	# The last run of each (task, status) finished at NOW + its index.
-	assert {(dict(l)["task"], dict(l)["status"]): v for l, v in series(samples, "btu_task_last_finished_timestamp_seconds").items()} == last
+	assert {
+		(dict(l)["task"], dict(l)["status"]): v
+		for l, v in series(samples, "btu_task_last_finished_timestamp_seconds").items()
+	} == last
 	assert value(samples, "btu_task_outcomes_unreadable_fields", site=site) == 0
 	assert value(samples, "btu_task_outcomes_up", site=site) == 1
 
@@ -140,7 +158,11 @@ def test_hostile_task_names_round_trip_as_labels(r, site):
 			add(r, site, task, "Succeeded", 0.2, 0.003)
 	add(r, site, "ok", "Failed")
 	body, samples = scrape(r, site)
-	runs = {dict(l)["task"]: v for l, v in series(samples, "btu_task_runs_total").items() if dict(l)["status"] == "succeeded"}
+	runs = {
+		dict(l)["task"]: v
+		for l, v in series(samples, "btu_task_runs_total").items()
+		if dict(l)["status"] == "succeeded"
+	}
 	assert runs == {task: i + 1 for i, task in enumerate(HOSTILE)}
 	for i, task in enumerate(HOSTILE):
 		assert value(samples, "btu_task_duration_seconds_count", site=site, task=task) == i + 1
@@ -163,10 +185,15 @@ def test_statuses_outside_the_known_set_are_clamped_to_other(r, site):
 	for status in ["Started", "Cancelled", "succeeded", "weird\nstatus", *(f"junk-{i}" for i in range(300))]:
 		add(r, site, "BTU-1", status, 0.1)
 	# Fields written by another hand with statuses this code never writes.
-	r.hset(protocol.task_outcomes_key(site), mapping={field_name("runs", "BTU-1", "exploded"): 7, field_name("last", "BTU-1", "nope"): NOW + 50})
+	r.hset(
+		protocol.task_outcomes_key(site),
+		mapping={field_name("runs", "BTU-1", "exploded"): 7, field_name("last", "BTU-1", "nope"): NOW + 50},
+	)
 	_, samples = scrape(r, site)
 	assert series(samples, "btu_task_runs_total") == {(("site", site), ("status", "other"), ("task", "BTU-1")): 304 + 7}
-	assert value(samples, "btu_task_last_finished_timestamp_seconds", site=site, task="BTU-1", status="other") == NOW + 50
+	assert (
+		value(samples, "btu_task_last_finished_timestamp_seconds", site=site, task="BTU-1", status="other") == NOW + 50
+	)
 	# Bounded in Redis too: 304 odd statuses made runs and last once ("other"), the histogram 3, the hand 2.
 	assert r.hlen(protocol.task_outcomes_key(site)) == 2 + 3 + 2
 
@@ -282,7 +309,11 @@ def test_a_key_of_another_type_or_redis_down_is_up_zero_and_logged(r, site, capl
 	registry = CollectorRegistry()
 	registry.register(TaskOutcomes(refuse, site))
 	with caplog.at_level(logging.WARNING, logger="btu"):
-		samples = {s.name: s.value for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+		samples = {
+			s.name: s.value
+			for f in text_string_to_metric_families(generate_latest(registry).decode())
+			for s in f.samples
+		}
 	assert samples["btu_task_outcomes_up"] == 0
 	assert "s3cret" not in caplog.text and "***" in caplog.text
 
@@ -301,7 +332,9 @@ def test_recording_needs_only_the_grants_btu_gives_the_bench_user(redis_server, 
 		_, samples = scrape(client, site)
 		assert value(samples, "btu_task_runs_total", site=site, task="BTU-1", status="failed") == 1
 		assert value(samples, "btu_task_outcomes_up", site=site) == 1
-		assert task_outcomes.forget(client, site, "BTU-1") == 8  # runs, last, and of both histograms a count, a sum, a bucket
+		assert (
+			task_outcomes.forget(client, site, "BTU-1") == 8
+		)  # runs, last, and of both histograms a count, a sum, a bucket
 		assert client.hlen(protocol.task_outcomes_key(site)) == 0
 		client.close()
 	finally:

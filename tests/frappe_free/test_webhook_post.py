@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.btu_core.alerts import webhook_post
 from btu.btu_core.alerts.webhook_post import DeliveryFailed, WebhookRefused
+from btu.btu_core.tests.webhook_servers import dribbling_server
 
 LOCAL = ["127.0.0.1"]  # the test servers listen on loopback: allowed as btu_webhook_allowed_hosts would allow them
 
@@ -73,7 +73,10 @@ def test_an_internal_address_is_refused_after_resolving_and_never_connected(host
 
 def test_every_address_a_name_resolves_to_is_checked(monkeypatch):
 	"""A name with one public and one internal address is refused: the connection could take either."""
-	answers = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)), (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))]
+	answers = [
+		(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)),
+		(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80)),
+	]
 	monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answers)
 	with pytest.raises(WebhookRefused, match="resolves to 127.0.0.1, a loopback address"):
 		webhook_post.post("http://rebind.example.com/", b"{}", secret="s", timeout_secs=2)
@@ -91,19 +94,41 @@ def test_the_post_connects_to_the_address_checked_not_to_a_second_lookup(monkeyp
 		return real("127.0.0.1", *args, **kwargs)
 
 	monkeypatch.setattr(socket, "getaddrinfo", once)
-	assert webhook_post.post(f"http://hooks.internal:{receiver.server_port}/h", b"{}", secret="s", allowed_hosts=["hooks.internal"], timeout_secs=5) == 204
+	assert (
+		webhook_post.post(
+			f"http://hooks.internal:{receiver.server_port}/h",
+			b"{}",
+			secret="s",
+			allowed_hosts=["hooks.internal"],
+			timeout_secs=5,
+		)
+		== 204
+	)
 	assert lookups == ["hooks.internal"]
 	assert receiver.received[0][0]["Host"] == f"hooks.internal:{receiver.server_port}"
 
 
 def test_a_public_address_passes_and_a_listed_internal_host_is_allowed():
-	assert webhook_post.internal_kind("93.184.216.34") is None and webhook_post.internal_kind("2606:2800:220:1::1") is None
+	assert (
+		webhook_post.internal_kind("93.184.216.34") is None and webhook_post.internal_kind("2606:2800:220:1::1") is None
+	)
 	assert webhook_post.internal_kind("169.254.169.254").startswith("link-local")
 	where = webhook_post.target("http://127.0.0.1:9/")
 	assert webhook_post.addresses(where, [" 127.0.0.1 "], time.monotonic() + 2) == [(socket.AF_INET, ("127.0.0.1", 9))]
 
 
-@pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1:25/", "not a url", "http://", "javascript:alert(1)", "http://user:pw@h.example.com/", "http://h.example.com:99999/"])
+@pytest.mark.parametrize(
+	"url",
+	[
+		"file:///etc/passwd",
+		"gopher://127.0.0.1:25/",
+		"not a url",
+		"http://",
+		"javascript:alert(1)",
+		"http://user:pw@h.example.com/",
+		"http://h.example.com:99999/",
+	],
+)
 def test_a_url_that_is_not_plain_http_is_refused(url):
 	with pytest.raises(WebhookRefused):
 		webhook_post.target(url)
@@ -111,7 +136,13 @@ def test_a_url_that_is_not_plain_http_is_refused(url):
 
 def test_each_post_is_signed_with_the_rules_secret_as_frappe_signs(receiver):
 	body = b'{"event": "opened", "incident": "INC-1"}'
-	status = webhook_post.post(f"http://127.0.0.1:{receiver.server_port}/hook?x=1", body, secret="rule-secret", allowed_hosts=LOCAL, timeout_secs=5)
+	status = webhook_post.post(
+		f"http://127.0.0.1:{receiver.server_port}/hook?x=1",
+		body,
+		secret="rule-secret",
+		allowed_hosts=LOCAL,
+		timeout_secs=5,
+	)
 	assert status == 204
 	[(headers, received)] = receiver.received
 	assert received == body

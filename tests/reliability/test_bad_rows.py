@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable
 
 import pytest
 
@@ -20,7 +20,16 @@ from btu.shared import protocol
 from devbench import bench as devbench
 from devbench.data import SiteData
 from tests.conftest import APPS
-from tests.engine.helpers import ONE_SECOND, SchedulerProcess, duplicates, gaps, slots_by_schedule, status_json, text, wait_until
+from tests.engine.helpers import (
+	ONE_SECOND,
+	SchedulerProcess,
+	duplicates,
+	gaps,
+	slots_by_schedule,
+	status_json,
+	text,
+	wait_until,
+)
 from tests.reliability.helpers import site_job_ids
 
 BAD_SITE = "site1.localhost"  # every bad row, and one good schedule
@@ -42,7 +51,7 @@ class Case:
 	id: str
 	schedule: dict
 	words: tuple[str, ...]
-	fix: Callable[["BadRowsRun"], dict] = lambda run: dict(EVERY_SECOND)
+	fix: Callable[[BadRowsRun], dict] = lambda run: dict(EVERY_SECOND)
 	task: dict | None = None  # the row gets a task of its own, with these columns
 	fix_task: dict | None = None  # the fix is to the task, not the schedule
 	zero_start_time: bool = False  # start_time made '0000-00-00' by a non-strict SQL session
@@ -57,103 +66,169 @@ CASES = [
 	Case("cron-quartz-L", {"cron_string": "0 0 L * *"}, ("day-of-month 'l' is not supported", "use numbers, names")),
 	Case("cron-french-days", {"cron_string": "0 9 * * lun-ven"}, ("day-of-week 'lun'", "sun, mon, tue")),
 	Case("cron-step-0", {"cron_string": "*/0 * * * *"}, ("minute step '/0'", "1 or more")),
-	Case("cron-february-30", {"cron_string": "0 0 30 2 *"}, ("day-of-month 30 never occurs in February", "pick a day that exists")),
 	Case(
-		"cron-31st-of-30-day-months", {"cron_string": "0 0 31 4,6,9,11 *"},
+		"cron-february-30",
+		{"cron_string": "0 0 30 2 *"},
+		("day-of-month 30 never occurs in February", "pick a day that exists"),
+	),
+	Case(
+		"cron-31st-of-30-day-months",
+		{"cron_string": "0 0 31 4,6,9,11 *"},
 		("day-of-month 31 never occurs in April, June, September, November",),
 	),
 	Case(
-		"unknown-time-zone", {"time_zone": "Europe/Londn"}, ("time_zone 'Europe/Londn'", "not a known IANA time zone", "Europe/London"),
+		"unknown-time-zone",
+		{"time_zone": "Europe/Londn"},
+		("time_zone 'Europe/Londn'", "not a known IANA time zone", "Europe/London"),
 		fix=lambda run: {"time_zone": "Europe/London"},
 	),
 	Case(
-		"offset-out-of-range", {"time_zone": "+25:00"}, ("time_zone '+25:00'", "-23:59..+23:59"),
+		"offset-out-of-range",
+		{"time_zone": "+25:00"},
+		("time_zone '+25:00'", "-23:59..+23:59"),
 		fix=lambda run: {"time_zone": "+05:30"},
 	),
-	Case("unknown-run-frequency", {"run_frequency": "Fortnightly"}, ("run_frequency 'Fortnightly'", "Cron Style, Interval, Once")),
-	Case("run-frequency-null", {"run_frequency": None}, ("run_frequency ''", "is empty", "set it to one of Hourly, Daily")),
+	Case(
+		"unknown-run-frequency",
+		{"run_frequency": "Fortnightly"},
+		("run_frequency 'Fortnightly'", "Cron Style, Interval, Once"),
+	),
+	Case(
+		"run-frequency-null",
+		{"run_frequency": None},
+		("run_frequency ''", "is empty", "set it to one of Hourly, Daily"),
+	),
 	Case("hourly-minute-75", {"run_frequency": "Hourly", "minute": 75}, ("minute '75'", "outside 0-59")),
 	Case("daily-hour-24", {"run_frequency": "Daily", "hour": 24}, ("hour '24'", "outside 0-23")),
-	Case("weekly-funday", {"run_frequency": "Weekly", "day_of_week": "Funday"}, ("day_of_week 'Funday'", "Monday, Tuesday")),
+	Case(
+		"weekly-funday",
+		{"run_frequency": "Weekly", "day_of_week": "Funday"},
+		("day_of_week 'Funday'", "Monday, Tuesday"),
+	),
 	Case("monthly-day-32", {"run_frequency": "Monthly", "day_of_month": 32}, ("day_of_month '32'", "outside 1-31")),
 	Case(
-		"yearly-february-30", {"run_frequency": "Yearly", "month": "February", "day_of_month": 30},
+		"yearly-february-30",
+		{"run_frequency": "Yearly", "month": "February", "day_of_month": 30},
 		("day_of_month '30'", "February has no day 30", "from 1 to 29"),
 	),
 	Case("yearly-smarch", {"run_frequency": "Yearly", "month": "Smarch"}, ("month 'Smarch'", "January to December")),
 	Case(
-		"interval-0", {"run_frequency": "Interval", "every": 0, "every_unit": "Seconds"}, ("every '0'", "1 or more"),
+		"interval-0",
+		{"run_frequency": "Interval", "every": 0, "every_unit": "Seconds"},
+		("every '0'", "1 or more"),
 		fix=lambda run: {"every": 1},
 	),
 	Case(
-		"interval-negative", {"run_frequency": "Interval", "every": -5, "every_unit": "Seconds"}, ("every '-5'", "1 or more"),
+		"interval-negative",
+		{"run_frequency": "Interval", "every": -5, "every_unit": "Seconds"},
+		("every '-5'", "1 or more"),
 		fix=lambda run: {"every": 1},
 	),
 	Case(
-		"interval-weeks", {"run_frequency": "Interval", "every": 1, "every_unit": "Weeks"},
-		("every_unit 'Weeks'", "Seconds, Minutes, Hours, Days"), fix=lambda run: {"every_unit": "Seconds"},
+		"interval-weeks",
+		{"run_frequency": "Interval", "every": 1, "every_unit": "Weeks"},
+		("every_unit 'Weeks'", "Seconds, Minutes, Hours, Days"),
+		fix=lambda run: {"every_unit": "Seconds"},
 	),
 	Case(
-		"once-without-run-at", {"run_frequency": "Once"}, ("run_at", "is required for a Once schedule", "date and time"),
+		"once-without-run-at",
+		{"run_frequency": "Once"},
+		("run_at", "is required for a Once schedule", "date and time"),
 		fix=lambda run: {"run_at": utc_now() + timedelta(seconds=3)},
 	),
 	Case(
-		"end-before-start", {"start_time": utc_now() - timedelta(days=1), "end_time": utc_now() - timedelta(days=2)},
-		("end_time", "is before start_time", "move it later or clear it"), fix=lambda run: {"end_time": None},
+		"end-before-start",
+		{"start_time": utc_now() - timedelta(days=1), "end_time": utc_now() - timedelta(days=2)},
+		("end_time", "is before start_time", "move it later or clear it"),
+		fix=lambda run: {"end_time": None},
 	),
 	Case(
-		"zero-date-start", {}, ("start_time '0000-00-00 00:00:00", "is not a date and time", "YYYY-MM-DD HH:MM:SS"),
-		fix=lambda run: {"start_time": None}, zero_start_time=True,
+		"zero-date-start",
+		{},
+		("start_time '0000-00-00 00:00:00", "is not a date and time", "YYYY-MM-DD HH:MM:SS"),
+		fix=lambda run: {"start_time": None},
+		zero_start_time=True,
 	),
 	Case(
-		"catch-up-policy-always", {"catch_up_policy": "always"}, ("catch_up_policy 'always'", "fire_once, skip, fire_all"),
+		"catch-up-policy-always",
+		{"catch_up_policy": "always"},
+		("catch_up_policy 'always'", "fire_once, skip, fire_all"),
 		fix=lambda run: {"catch_up_policy": "fire_all"},
 	),
 	Case(
-		"overlap-policy-queue", {"overlap_policy": "queue"}, ("overlap_policy 'queue'", "allow, skip"),
+		"overlap-policy-queue",
+		{"overlap_policy": "queue"},
+		("overlap_policy 'queue'", "allow, skip"),
 		fix=lambda run: {"overlap_policy": "skip"},
 	),
 	Case(
-		"catch-up-max-over-the-cap", {"catch_up_policy": "fire_all", "catch_up_max": 604_801},
-		("catch_up_max '604801'", "must be from 0 to 10000", "lower it, or use fire_once"), fix=lambda run: {"catch_up_max": 100},
+		"catch-up-max-over-the-cap",
+		{"catch_up_policy": "fire_all", "catch_up_max": 604_801},
+		("catch_up_max '604801'", "must be from 0 to 10000", "lower it, or use fire_once"),
+		fix=lambda run: {"catch_up_max": 100},
 	),
 	Case("run-limit-negative", {"run_limit": -1}, ("run_limit '-1'", "0 or more"), fix=lambda run: {"run_limit": 0}),
 	Case("jitter-negative", {"jitter_secs": -3}, ("jitter_secs '-3'", "0 or more"), fix=lambda run: {"jitter_secs": 0}),
 	Case(
-		"catch-up-window-negative", {"catch_up_window": -1}, ("catch_up_window '-1'", "0 or more"),
+		"catch-up-window-negative",
+		{"catch_up_window": -1},
+		("catch_up_window '-1'", "0 or more"),
 		fix=lambda run: {"catch_up_window": 3600},
 	),
 	Case(
-		"missing-task", {"task": "BTU-99999"}, ("task 'BTU-99999'", "no BTU Task has that name", "pick an existing task"),
+		"missing-task",
+		{"task": "BTU-99999"},
+		("task 'BTU-99999'", "no BTU Task has that name", "pick an existing task"),
 		fix=lambda run: {"task": run.good_task},
 	),
 	Case(
-		"task-arguments-not-json", {}, ("arguments is not valid JSON", "line 1, column 2", '{"company": "ACME"'),
-		task={"arguments": "{key: 1"}, fix_task={"arguments": '{"key": "test:runs"}'},
+		"task-arguments-not-json",
+		{},
+		("arguments is not valid JSON", "line 1, column 2", '{"company": "ACME"'),
+		task={"arguments": "{key: 1"},
+		fix_task={"arguments": '{"key": "test:runs"}'},
 	),
 	Case(
-		"task-function-empty", {}, ("function_string is empty", "dotted path of a function"),
-		task={"function_string": ""}, fix_task={"function_string": RECORD},
+		"task-function-empty",
+		{},
+		("function_string is empty", "dotted path of a function"),
+		task={"function_string": ""},
+		fix_task={"function_string": RECORD},
 	),
 	Case(
-		"task-unknown-queue", {}, ("queue_name 'nosuch'", "short, default, long", "task BTU-"),
-		task={"queue_name": "nosuch"}, fix_task={"queue_name": "default"},
+		"task-unknown-queue",
+		{},
+		("queue_name 'nosuch'", "short, default, long", "task BTU-"),
+		task={"queue_name": "nosuch"},
+		fix_task={"queue_name": "default"},
 	),
 	Case(
-		"argument-overrides-array", {"argument_overrides": "[1, 2]"}, ("argument_overrides must be a JSON object of keyword arguments, not an array", "wrap it"),
+		"argument-overrides-array",
+		{"argument_overrides": "[1, 2]"},
+		("argument_overrides must be a JSON object of keyword arguments, not an array", "wrap it"),
 		fix=lambda run: {"argument_overrides": '{"key": "test:runs"}'},
 	),
 	Case(
-		"argument-overrides-not-json", {"argument_overrides": "{oops"}, ("argument_overrides is not valid JSON", "line 1, column 2"),
+		"argument-overrides-not-json",
+		{"argument_overrides": "{oops"},
+		("argument_overrides is not valid JSON", "line 1, column 2"),
 		fix=lambda run: {"argument_overrides": None},
 	),
 	Case(
-		"unknown-queue", {"queue_name": "nosuch"},
-		("queue_name 'nosuch'", "not a queue of this bench", "short, default, long", "workers key of common_site_config.json"),
+		"unknown-queue",
+		{"queue_name": "nosuch"},
+		(
+			"queue_name 'nosuch'",
+			"not a queue of this bench",
+			"short, default, long",
+			"workers key of common_site_config.json",
+		),
 		fix=lambda run: {"queue_name": "short"},
 	),
 	Case(
-		"fixed-by-bare-update", {"cron_string": "0 9 * * 8"}, ("cron_string '0 9 * * 8'", "day-of-week 8 is outside 0-7"),
+		"fixed-by-bare-update",
+		{"cron_string": "0 9 * * 8"},
+		("cron_string '0 9 * * 8'", "day-of-week 8 is outside 0-7"),
 		touch_modified=False,
 	),
 ]
@@ -178,13 +253,20 @@ class BadRowsRun:
 
 	def insert(self) -> None:
 		with SiteData(self.bench, BAD_SITE) as data:
-			self.good_task = data.insert_task(function_string=RECORD, arguments={"key": "test:runs"}, desc_short="record")
+			self.good_task = data.insert_task(
+				function_string=RECORD, arguments={"key": "test:runs"}, desc_short="record"
+			)
 			self.good[BAD_SITE] = data.insert_schedule(self.good_task, **EVERY_SECOND)
 			for case in CASES:
 				task = self.good_task
 				if case.task is not None:
 					task = self.tasks[case.id] = data.insert_task(
-						**{"function_string": RECORD, "arguments": {"key": "test:runs"}, "desc_short": case.id, **case.task}
+						**{
+							"function_string": RECORD,
+							"arguments": {"key": "test:runs"},
+							"desc_short": case.id,
+							**case.task,
+						}
 					)
 				columns = {**EVERY_SECOND, **case.schedule}
 				task = columns.pop("task", task)
@@ -202,7 +284,11 @@ class BadRowsRun:
 			self.good[OVERFLOW_SITE] = data.insert_schedule(task, **EVERY_SECOND)
 			# The largest Int the column holds, in days: its second slot is in year 5,881,630.
 			self.overflow = data.insert_schedule(
-				task, run_frequency="Interval", every=2147483647, every_unit="Days", start_time=utc_now() - timedelta(days=1)
+				task,
+				run_frequency="Interval",
+				every=2147483647,
+				every_unit="Days",
+				start_time=utc_now() - timedelta(days=1),
 			)
 
 	def wait(self, predicate, timeout: float, what: str):
@@ -260,7 +346,9 @@ class BadRowsRun:
 				else:
 					with data.conn.cursor() as cur:
 						assignments = ", ".join(f"`{column}`=%s" for column in columns)
-						cur.execute(f"UPDATE `tabBTU Task Schedule` SET {assignments} WHERE name=%s", (*columns.values(), name))
+						cur.execute(
+							f"UPDATE `tabBTU Task Schedule` SET {assignments} WHERE name=%s", (*columns.values(), name)
+						)
 		expected = {self.names[case.id] for case in CASES}
 		self.wait(lambda: expected <= set(self.fired()), 20, "every fixed row fires")
 		return set(self.fired())
@@ -292,7 +380,9 @@ def run(redis_server, db_settings, tmp_path_factory):
 		if state.scheduler is not None:
 			state.scheduler.stop()
 		client.close()
-		devbench.drop_dev_bench(path, db_root_user=db_settings["db_root_user"], db_root_password=db_settings["db_root_password"])
+		devbench.drop_dev_bench(
+			path, db_root_user=db_settings["db_root_user"], db_root_password=db_settings["db_root_password"]
+		)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
@@ -318,7 +408,9 @@ def test_unknown_system_time_zone_holds_only_the_schedules_that_rely_on_it(run):
 	run.reported()
 	run.wait(lambda: run.zone_less in run.invalid(ZONE_SITE), 10, "the zone-less schedule is listed")
 	assert "Mars/Base" in run.invalid(ZONE_SITE)[run.zone_less]
-	run.wait(lambda: len(run.fired(ZONE_SITE).get(run.good[ZONE_SITE], [])) >= 2, 10, "the schedule with its own zone fires")
+	run.wait(
+		lambda: len(run.fired(ZONE_SITE).get(run.good[ZONE_SITE], [])) >= 2, 10, "the schedule with its own zone fires"
+	)
 
 
 def test_unknown_system_time_zone_is_named_as_the_sites(run):
@@ -339,7 +431,6 @@ def test_fixed_row_fires(run, case):
 	name = run.names[case.id]
 	assert name in fired, f"{case.id}: {name} did not fire after its fix"
 	assert name not in run.invalid(BAD_SITE), "still listed as invalid after the fix"
-
 
 
 def test_valid_schedules_kept_firing_throughout(run):

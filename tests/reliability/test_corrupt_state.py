@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 
@@ -57,7 +57,13 @@ def forged_member(r, site: str, victim: str) -> str:
 
 def look_alike_member(site: str, victim: str) -> str:
 	"""A member naming the victim's own keys whose numbers Lua's tonumber reads and Python's int refuses."""
-	fields = ["look-alike", "rq:queue:x", protocol.schedule_key(site, victim), protocol.counters_key(site), protocol.due_member(site, victim)]
+	fields = [
+		"look-alike",
+		"rq:queue:x",
+		protocol.schedule_key(site, victim),
+		protocol.counters_key(site),
+		protocol.due_member(site, victim),
+	]
 	return "\t".join([*fields, "1e3", "0x10", "0", " 5"])
 
 
@@ -71,52 +77,81 @@ CASES = {
 	"fire_at is text": Case(lambda r, s, v: r.hset(STATE(s, v), "fire_at", "soon")),  # the next prepare writes it anew
 	"runs is text": Case(lambda r, s, v: r.hset(STATE(s, v), "runs", "many"), STATE),
 	"spec is not JSON": Case(lambda r, s, v: r.set(DEFINITION(s, v), "{not json\n" + definition(r, s, v)[1]), STATE),
-	"job is not a template": Case(lambda r, s, v: r.set(DEFINITION(s, v), definition(r, s, v)[0] + "\n" + json.dumps({"queue": 1})), STATE),
+	"job is not a template": Case(
+		lambda r, s, v: r.set(DEFINITION(s, v), definition(r, s, v)[0] + "\n" + json.dumps({"queue": 1})), STATE
+	),
 	"definition is a hash": Case(lambda r, s, v: replace(r, DEFINITION(s, v), ("hset", "spec", "{}")), STATE),
 	"due entry far in the future": Case(lambda r, s, v: r.zadd(protocol.DUE_KEY, {protocol.due_member(s, v): 10**15})),
 	"due entry gone": Case(lambda r, s, v: r.zrem(protocol.DUE_KEY, protocol.due_member(s, v))),
 	"counter holds text": Case(
-		lambda r, s, v: r.hset(protocol.counters_key(s), "enqueued", "lots"), lambda s, v: f"{protocol.counters_key(s)} enqueued",
+		lambda r, s, v: r.hset(protocol.counters_key(s), "enqueued", "lots"),
+		lambda s, v: f"{protocol.counters_key(s)} enqueued",
 	),
-	"counters are a string": Case(lambda r, s, v: replace(r, protocol.counters_key(s)), lambda s, v: protocol.counters_key(s)),
+	"counters are a string": Case(
+		lambda r, s, v: replace(r, protocol.counters_key(s)), lambda s, v: protocol.counters_key(s)
+	),
 	"junk prepared member due now": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"junk": now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"junk": now_ms(r)}),
+		lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"junk prepared member far ahead": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"a\tb\tc": now_ms(r) + 10**9}), lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"a\tb\tc": now_ms(r) + 10**9}),
+		lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"forged prepared member naming another schedule's keys": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {forged_member(r, s, v): now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {forged_member(r, s, v): now_ms(r)}),
+		lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"prepared member with numbers Lua and Python read apart": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {look_alike_member(s, v): now_ms(r)}), lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {look_alike_member(s, v): now_ms(r)}),
+		lambda s, v: f"{protocol.PREPARED_KEY} member",
 	),
 	"due set is a string": Case(lambda r, s, v: replace(r, protocol.DUE_KEY), lambda s, v: protocol.DUE_KEY),
 	"prepared set is a hash": Case(
-		lambda r, s, v: replace(r, protocol.PREPARED_KEY, ("hset", "a", "b")), lambda s, v: protocol.PREPARED_KEY, deletes_fires=True,
+		lambda r, s, v: replace(r, protocol.PREPARED_KEY, ("hset", "a", "b")),
+		lambda s, v: protocol.PREPARED_KEY,
+		deletes_fires=True,
 	),
 	"prepared index is a string": Case(lambda r, s, v: replace(r, protocol.prepared_index_key(s, v))),
-	"site's schedule set is a string": Case(lambda r, s, v: replace(r, protocol.site_schedules_key(s)), lambda s, v: protocol.site_schedules_key(s)),
+	"site's schedule set is a string": Case(
+		lambda r, s, v: replace(r, protocol.site_schedules_key(s)), lambda s, v: protocol.site_schedules_key(s)
+	),
 	"recent fires are a hash": Case(
-		lambda r, s, v: replace(r, protocol.recent_fires_key(s), ("hset", "a", "b")), lambda s, v: protocol.recent_fires_key(s),
+		lambda r, s, v: replace(r, protocol.recent_fires_key(s), ("hset", "a", "b")),
+		lambda s, v: protocol.recent_fires_key(s),
 	),
 	"invalid rows are a list": Case(
-		lambda r, s, v: replace(r, protocol.invalid_rows_key(s), ("rpush", "a")), lambda s, v: protocol.invalid_rows_key(s),
+		lambda r, s, v: replace(r, protocol.invalid_rows_key(s), ("rpush", "a")),
+		lambda s, v: protocol.invalid_rows_key(s),
 	),
 	"sites set is a string": Case(lambda r, s, v: replace(r, protocol.SITES_KEY), lambda s, v: protocol.SITES_KEY),
-	"lease is junk without expiry": Case(lambda r, s, v: r.set(protocol.LEADER_KEY, "junk"), lambda s, v: protocol.LEADER_KEY),
-	"lease is a hash": Case(lambda r, s, v: replace(r, protocol.LEADER_KEY, ("hset", "a", "b")), lambda s, v: protocol.LEADER_KEY),
+	"lease is junk without expiry": Case(
+		lambda r, s, v: r.set(protocol.LEADER_KEY, "junk"), lambda s, v: protocol.LEADER_KEY
+	),
+	"lease is a hash": Case(
+		lambda r, s, v: replace(r, protocol.LEADER_KEY, ("hset", "a", "b")), lambda s, v: protocol.LEADER_KEY
+	),
 	"lease lives for a year": Case(
-		lambda r, s, v: r.set(protocol.LEADER_KEY, "999|nobody:1:x", px=365 * 86400 * 1000), lambda s, v: protocol.LEADER_KEY,
+		lambda r, s, v: r.set(protocol.LEADER_KEY, "999|nobody:1:x", px=365 * 86400 * 1000),
+		lambda s, v: protocol.LEADER_KEY,
 	),
-	"epoch is text": Case(lambda r, s, v: r.set(protocol.LEADER_EPOCH_KEY, "abc"), lambda s, v: protocol.LEADER_EPOCH_KEY),
-	"generation is a hash": Case(lambda r, s, v: replace(r, protocol.GENERATION_KEY, ("hset", "a", "b")), lambda s, v: protocol.GENERATION_KEY),
+	"epoch is text": Case(
+		lambda r, s, v: r.set(protocol.LEADER_EPOCH_KEY, "abc"), lambda s, v: protocol.LEADER_EPOCH_KEY
+	),
+	"generation is a hash": Case(
+		lambda r, s, v: replace(r, protocol.GENERATION_KEY, ("hset", "a", "b")), lambda s, v: protocol.GENERATION_KEY
+	),
 	"processes are a string": Case(lambda r, s, v: replace(r, protocol.PROCESSES_KEY)),
-	"command list is a string": Case(lambda r, s, v: replace(r, protocol.COMMANDS_KEY), lambda s, v: protocol.COMMANDS_KEY),
-	"quarantine record is a string": Case(
-		lambda r, s, v: (replace(r, protocol.QUARANTINE_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE,
+	"command list is a string": Case(
+		lambda r, s, v: replace(r, protocol.COMMANDS_KEY), lambda s, v: protocol.COMMANDS_KEY
 	),
-	"resync set is a string": Case(lambda r, s, v: (replace(r, protocol.RESYNC_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE),
+	"quarantine record is a string": Case(
+		lambda r, s, v: (replace(r, protocol.QUARANTINE_KEY), r.hset(STATE(s, v), "cursor", "abc")),
+		STATE,
+	),
+	"resync set is a string": Case(
+		lambda r, s, v: (replace(r, protocol.RESYNC_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE
+	),
 }
 
 
@@ -136,16 +171,24 @@ def status(bench) -> dict:
 def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 	case = CASES[name]
 	bench, data = engine_bench(*SITES)
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	schedule = dict(run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
 	healthy = {S1: [data.insert_schedule(task, **schedule) for _ in range(2)]}
 	victim = data.insert_schedule(task, **schedule)
 	with SiteData(bench, SITES[1]) as other:
-		other_task = other.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+		other_task = other.insert_task(
+			function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+		)
 		healthy[SITES[1]] = [other.insert_schedule(other_task, **schedule) for _ in range(2)]
 
 	first = processes.scheduler(bench.path, *FLAGS)
-	wait_until(lambda: all(len(fires(r, bench, site).get(n, [])) >= 2 for site, names in healthy.items() for n in names), 30, "healthy fires")
+	wait_until(
+		lambda: all(len(fires(r, bench, site).get(n, [])) >= 2 for site, names in healthy.items() for n in names),
+		30,
+		"healthy fires",
+	)
 	case.inject(r, S1, victim)
 	injected_ms = now_ms(r)
 	# Mended while running, not only by a restart: the audit runs every 5 full reconciles (5 s here).
@@ -160,14 +203,23 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 	second = processes.scheduler(bench.path, *FLAGS)
 	restarted_ms = now_ms(r)
 	wait_until(
-		lambda: all(max(fires(r, bench, site).get(n, [0])) > restarted_ms + 3000 for site, names in healthy.items() for n in names),
-		40, "healthy fires after the restart",
+		lambda: all(
+			max(fires(r, bench, site).get(n, [0])) > restarted_ms + 3000
+			for site, names in healthy.items()
+			for n in names
+		),
+		40,
+		"healthy fires after the restart",
 	)
 	wait_until(lambda: max(fires(r, bench, S1).get(victim, [0])) > restarted_ms + 3000, 30, "the victim fires again")
 	assert second.alive(), f"the second scheduler exited on: {name}\n{second.tail()}"
 	if case.quarantined:
 		expected = case.quarantined(S1, victim)
-		wait_until(lambda: any(what.startswith(expected) for what in status(bench)["quarantine"]), 15, f"status lists {expected!r} as moved aside")
+		wait_until(
+			lambda: any(what.startswith(expected) for what in status(bench)["quarantine"]),
+			15,
+			f"status lists {expected!r} as moved aside",
+		)
 	ping = cli(bench.path, "ping", "--site", S1)
 	assert ping.returncode == 0, f"ping: {ping.stdout} {ping.stderr}"
 	assert second.stop() == 0, f"the second scheduler did not stop on SIGTERM:\n{second.tail(120)}"
@@ -179,7 +231,9 @@ def test_wrong_value_costs_no_fire(name, engine_bench, processes, r):
 			missing = gaps(slots[schedule_name])
 			if case.deletes_fires:
 				# Deleting the prepared set deletes the fires prepared in it (up to prepare_ahead_secs).
-				assert all(b - a <= 3000 and a >= injected_ms - 3000 for a, b in missing), f"{site} {schedule_name}: gaps {missing}"
+				assert all(b - a <= 3000 and a >= injected_ms - 3000 for a, b in missing), (
+					f"{site} {schedule_name}: gaps {missing}"
+				)
 			else:
 				assert missing == [], f"{site} {schedule_name}: slots missing {missing}"
 	assert not r.exists("rq:queue:x"), "a forged member's id was pushed on the queue it named"
@@ -192,7 +246,9 @@ def test_a_wrong_resync_set_does_not_lose_the_schedule_moved_aside(engine_bench,
 	from tests.engine.test_prepare_release import leader, prepare_due
 
 	bench, data = engine_bench(S1)
-	task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
 	victim = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	scheduler = leader(bench)
 	replace(r, protocol.RESYNC_KEY, ("set", "a string"))

@@ -24,9 +24,9 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.bench import Bench
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, report, wait_until, wait_while_progressing
 from tests.support.sentinel import SERVICE, SentinelTopology
 from tests.support.slack import patient
@@ -68,9 +68,17 @@ def sentinel_bench(engine_bench, topology) -> tuple[Bench, dict[str, dict]]:
 		with SiteData(bench, site) as site_data:
 			with site_data.conn.cursor() as cur:
 				cur.execute(DELIVERIES_DDL)
-			task = site_data.insert_task(function_string="tests.engine.tasks.run_once", arguments={"database": params}, desc_short="run once")
+			task = site_data.insert_task(
+				function_string="tests.engine.tasks.run_once", arguments={"database": params}, desc_short="run once"
+			)
 			for _ in range(SCHEDULES_PER_SITE):
-				site_data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, catch_up_policy="fire_all", catch_up_max=100)
+				site_data.insert_schedule(
+					task,
+					run_frequency="Cron Style",
+					cron_string=ONE_SECOND,
+					catch_up_policy="fire_all",
+					catch_up_max=100,
+				)
 	return bench, databases
 
 
@@ -94,7 +102,9 @@ def fired_past(database: dict, moment: float) -> bool:
 	return len(newest) == SCHEDULES_PER_SITE and all(seconds > moment for seconds in newest.values())
 
 
-def dequeued_as_the_master_died(topology: SentinelTopology, queue: str, site: str, schedule: str, slot_ms: int, killed_at: float) -> bool:
+def dequeued_as_the_master_died(
+	topology: SentinelTopology, queue: str, site: str, schedule: str, slot_ms: int, killed_at: float
+) -> bool:
 	"""A slot BTU fired and the promoted master holds, whose job a worker took off the queue as the old master
 	died: rq then drops it (rq 2 fails it from its intermediate list; rq 1 forgets it), never to run. Such a
 	slot is rq's loss at the kill, not BTU's; one BTU lost has no job on the new master, or falls after the kill."""
@@ -131,7 +141,11 @@ def late_fire_evidence(processes, runs: list[tuple[int, float, float]], after: f
 	slot_text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(slot))
 	lines = [f"slot {slot_text} enqueued {enqueued - slot:.3f} s after it"]
 	for scheduler in processes.schedulers:
-		said = [line for line in scheduler.log().splitlines() if f"slot={slot_text}" in line or " leader_" in line or " lease" in line]
+		said = [
+			line
+			for line in scheduler.log().splitlines()
+			if f"slot={slot_text}" in line or " leader_" in line or " lease" in line
+		]
 		lines += [f"--- {scheduler.log_path.name}", *said[-20:]]
 	return "\n".join(lines)
 
@@ -151,7 +165,9 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 	for _ in range(2):
 		processes.scheduler(bench.path, "--lease-ttl-secs", "2")
 		processes.sentinel_worker(topology.sentinel_addresses(), SERVICE, queue)
-	wait_until(lambda: all(len(deliveries(db)) >= 3 * SCHEDULES_PER_SITE for db in databases.values()), 30, "both sites ran")
+	wait_until(
+		lambda: all(len(deliveries(db)) >= 3 * SCHEDULES_PER_SITE for db in databases.values()), 30, "both sites ran"
+	)
 
 	if case == "lagging":
 		topology.cut_replica_link()
@@ -160,6 +176,7 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 	old = topology.kill_master()
 	promotion_secs = topology.wait_for_promotion(old)
 	promoted_at = killed_at + promotion_secs
+
 	def delivered() -> int:
 		return sum(len(deliveries(db)) for db in databases.values())
 
@@ -167,13 +184,27 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 	# (a delivery started late may be an old slot of the backlog, so starts alone do not say it). The workers
 	# run the slots in order, so on a loaded machine these waits last as long as the backlog takes to drain:
 	# they end when the workers stop making progress, not at a fixed time.
-	wait_while_progressing(lambda: all(fired_past(db, promoted_at + RECOVERY_SECS + 1) for db in databases.values()), delivered, 30, "firing went on")
+	wait_while_progressing(
+		lambda: all(fired_past(db, promoted_at + RECOVERY_SECS + 1) for db in databases.values()),
+		delivered,
+		30,
+		"firing went on",
+	)
 	for scheduler in processes.running():
 		scheduler.stop()
 	wait_while_progressing(lambda: queue_empty(topology, queue), delivered, 30, "the workers ran what was queued")
-	wait_until(lambda: unchanged_for(delivered, 2), 30, "the workers finished the jobs they held when the queue emptied")
+	wait_until(
+		lambda: unchanged_for(delivered, 2), 30, "the workers finished the jobs they held when the queue emptied"
+	)
 
-	figures = {"refused": 0, "first_after_kill": [], "max_lag": 0.0, "late_lag": [], "late_start": [], "dequeued_and_dropped": 0}
+	figures = {
+		"refused": 0,
+		"first_after_kill": [],
+		"max_lag": 0.0,
+		"late_lag": [],
+		"late_start": [],
+		"dequeued_and_dropped": 0,
+	}
 	for site, database in databases.items():
 		rows = deliveries(database)
 		ran = [(schedule, slot) for schedule, slot, did_run, _, _ in rows if did_run]
@@ -185,14 +216,22 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 		assert len(by_schedule) == SCHEDULES_PER_SITE
 		for schedule, slots in by_schedule.items():
 			missing = [slot for a, b in gaps(slots) for slot in range(a + 1000, b, 1000)]
-			taken = [slot for slot in missing if dequeued_as_the_master_died(topology, queue, site, schedule, slot, killed_at)]
+			taken = [
+				slot
+				for slot in missing
+				if dequeued_as_the_master_died(topology, queue, site, schedule, slot, killed_at)
+			]
 			figures["dequeued_and_dropped"] += len(taken)
-			assert missing == taken, f"{site} {schedule}: slots lost {sorted(set(missing) - set(taken))} (of {missing} missing)"
+			assert missing == taken, (
+				f"{site} {schedule}: slots lost {sorted(set(missing) - set(taken))} (of {missing} missing)"
+			)
 			assert max(slots) / 1000 > promoted_at + RECOVERY_SECS, f"{site} {schedule}: stopped firing"
 		runs = [(slot_seconds(slot), started, enqueued) for _, slot, did_run, started, enqueued in rows if did_run]
 		figures["first_after_kill"].append(min(started for _, started, _ in runs if started > promoted_at) - killed_at)
 		figures["max_lag"] = max(figures["max_lag"], max(enqueued - slot for slot, _, enqueued in runs))
-		late = [(enqueued - slot, started - slot) for slot, started, enqueued in runs if slot > promoted_at + RECOVERY_SECS]
+		late = [
+			(enqueued - slot, started - slot) for slot, started, enqueued in runs if slot > promoted_at + RECOVERY_SECS
+		]
 		assert late and max(fire for fire, _ in late) < patient(NORMAL_LAG_SECS), (
 			f"{site}: fire lag {max(late)[0]:.2f} s after recovery\n{late_fire_evidence(processes, runs, promoted_at + RECOVERY_SECS)}"
 		)

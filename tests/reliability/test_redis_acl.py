@@ -28,7 +28,11 @@ PASSWORD = "s3cret-" + uuid.uuid4().hex[:8]
 
 def frappe_rules(bench_id: str) -> dict:
 	"""`frappe.utils.redis_queue.RedisQueue.get_new_user_settings`: what `bench create-rq-users` grants."""
-	return {"reset_keys": True, "keys": ["rq:[^q]*", "rq:queues", f"rq:queue:{bench_id}:*"], "commands": ["+@all", "-@admin"]}
+	return {
+		"reset_keys": True,
+		"keys": ["rq:[^q]*", "rq:queues", f"rq:queue:{bench_id}:*"],
+		"commands": ["+@all", "-@admin"],
+	}
 
 
 @pytest.fixture
@@ -43,11 +47,15 @@ def acl_bench(engine_bench, r):
 		if frappe:
 			r.acl_setuser(user, enabled=True, passwords=f"+{PASSWORD}", **frappe_rules(bench.bench_id))
 		else:
-			r.acl_setuser(user, enabled=True, passwords=f"+{PASSWORD}", reset_keys=True, reset_channels=True, commands=["-@all"])
+			r.acl_setuser(
+				user, enabled=True, passwords=f"+{PASSWORD}", reset_keys=True, reset_channels=True, commands=["-@all"]
+			)
 		if extra:
 			r.execute_command("ACL", "SETUSER", user, *extra)
 		path = bench.path / "sites" / "common_site_config.json"
-		path.write_text(json.dumps({**json.loads(path.read_text()), "use_rq_auth": 1, "rq_username": user, "rq_password": PASSWORD}))
+		path.write_text(
+			json.dumps({**json.loads(path.read_text()), "use_rq_auth": 1, "rq_username": user, "rq_password": PASSWORD})
+		)
 		task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"})
 		data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 		return bench, data, user
@@ -113,7 +121,9 @@ def test_status_ping_resync_refused_in_one_line(acl_bench):
 		done = cli(bench.path, command)
 		assert done.returncode == 2, (command, done.stdout, done.stderr)
 		line = one_line(done.stderr)
-		assert line.startswith(f"btu-scheduler {command}: permission denied by Redis: user {user!r} lacks the grant ~btu:* ("), line
+		assert line.startswith(
+			f"btu-scheduler {command}: permission denied by Redis: user {user!r} lacks the grant ~btu:* ("
+		), line
 		assert PASSWORD not in done.stdout
 
 
@@ -122,13 +132,19 @@ def test_printed_grants_let_it_fire_end_to_end(acl_bench, processes, r, redis_ur
 	"""With Frappe's user plus the printed line (or the printed line alone), a schedule fires and a worker runs it;
 	RPC ping, status and resync work; so does the release of a Task with a concurrency limit (its running set)."""
 	bench, data, user = acl_bench(frappe=frappe)
-	limited = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:limited-runs"}, max_concurrent_runs=1)
+	limited = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:limited-runs"}, max_concurrent_runs=1
+	)
 	data.insert_schedule(limited, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	r.execute_command("ACL", "SETUSER", user, *printed_grants(bench, user))
 	r.execute_command("ACL", "LOG", "RESET")  # the log is the server's: earlier tests' refusals are in it
 	scheduler = processes.scheduler(bench.path)
 	processes.worker(redis_url, bench.queue_name("default"))  # the worker is Frappe's business: the admin user
-	wait_until(lambda: r.llen("test:runs") >= 2 and r.llen("test:limited-runs") >= 2, 30, f"two fires of each run by the worker\n{scheduler.tail()}")
+	wait_until(
+		lambda: r.llen("test:runs") >= 2 and r.llen("test:limited-runs") >= 2,
+		30,
+		f"two fires of each run by the worker\n{scheduler.tail()}",
+	)
 	assert r.exists(protocol.task_running_key(data.site.name, limited))
 	for command in ("ping", "status", "resync"):
 		done = cli(bench.path, command)
@@ -153,7 +169,9 @@ def test_apply_grants_and_says_what_it_did(acl_bench, r, redis_url):
 	assert cli(bench.path, "status").returncode == 1, "status is no longer refused (exit 1: no leader)"
 	nobody = cli(bench.path, "setup", "redis-acl", "--apply", "--admin-url", redis_url, "--user", "nobody-here")
 	assert nobody.returncode == 2 and "has no ACL user 'nobody-here'" in nobody.stderr
-	refused = cli(bench.path, "setup", "redis-acl", "--apply", "--admin-url", redis_url.replace("://", f"://{user}:{PASSWORD}@"))
+	refused = cli(
+		bench.path, "setup", "redis-acl", "--apply", "--admin-url", redis_url.replace("://", f"://{user}:{PASSWORD}@")
+	)
 	assert refused.returncode == 2 and "may run ACL SETUSER" in refused.stderr
 	assert PASSWORD not in refused.stdout + refused.stderr
 
@@ -169,7 +187,9 @@ def test_grants_revoked_while_running(acl_bench, processes, r):
 	r.acl_setuser(user, enabled=True, **frappe_rules(bench.bench_id))  # ~btu:* gone
 	wait_until(lambda: " redis_permission_denied " in scheduler.log(), 15, f"the refusal is logged\n{scheduler.tail()}")
 	# The RPC listener learns of it when its BRPOP, blocked for up to 5 s before the revoke, next asks.
-	wait_until(lambda: " rpc_redis_lost " in scheduler.log(), 15, f"the listener's refusal is logged\n{scheduler.tail()}")
+	wait_until(
+		lambda: " rpc_redis_lost " in scheduler.log(), 15, f"the listener's refusal is logged\n{scheduler.tail()}"
+	)
 	time.sleep(4)  # several retries and full refreshes
 	assert scheduler.alive(), scheduler.tail()
 	log = scheduler.log()
@@ -180,7 +200,9 @@ def test_grants_revoked_while_running(acl_bench, processes, r):
 	assert log.count(" rpc_redis_lost ") == 1 and "Traceback" not in log
 	before = len(queue_ids(r, queue_key(bench)))
 	r.execute_command("ACL", "SETUSER", user, *grants)
-	wait_until(lambda: " redis_permission_restored " in scheduler.log(), 15, f"the recovery is logged\n{scheduler.tail()}")
+	wait_until(
+		lambda: " redis_permission_restored " in scheduler.log(), 15, f"the recovery is logged\n{scheduler.tail()}"
+	)
 	wait_until(lambda: len(queue_ids(r, queue_key(bench))) > before, 15, "fires again")
 	assert scheduler.alive() and PASSWORD not in scheduler.log()
 

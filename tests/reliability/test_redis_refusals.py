@@ -71,7 +71,11 @@ def test_out_of_memory_neither_kills_nor_loses(server, engine_bench, processes):
 	client.delete(*[f"junk:{i}" for i in range(junk)])
 	client.config_set("maxmemory", 0)
 	freed_ms = time.time() * 1000
-	wait_until(lambda: all(max(s) > freed_ms + 2000 for s in slots_by_schedule(queue_ids(client, key)).values()), 30, "fires after")
+	wait_until(
+		lambda: all(max(s) > freed_ms + 2000 for s in slots_by_schedule(queue_ids(client, key)).values()),
+		30,
+		"fires after",
+	)
 	assert scheduler.stop() == 0
 	ids = queue_ids(client, key)
 	assert duplicates(ids) == []

@@ -46,14 +46,27 @@ def master_port(client) -> int:
 
 
 def test_sentinel_and_master_passwords_reach_the_master_not_redis_queue(make_bench, topology):
-	bench = bench_with(make_bench, topology, redis_queue_sentinel_password=SENTINEL_PASSWORD, redis_queue_master_password=MASTER_PASSWORD)
+	bench = bench_with(
+		make_bench,
+		topology,
+		redis_queue_sentinel_password=SENTINEL_PASSWORD,
+		redis_queue_master_password=MASTER_PASSWORD,
+	)
 	assert master_port(bench.redis()) == topology.master()[1]
-	assert bench.sentinel.describe() == f"sentinel service 'btutest' via {', '.join(f'127.0.0.1:{p}' for p in topology.sentinel_ports)}"
+	assert (
+		bench.sentinel.describe()
+		== f"sentinel service 'btutest' via {', '.join(f'127.0.0.1:{p}' for p in topology.sentinel_ports)}"
+	)
 
 
 def test_the_master_password_defaults_to_the_bench_queue_credentials(make_bench, topology):
 	bench = bench_with(
-		make_bench, topology, redis_queue_sentinel_password=SENTINEL_PASSWORD, use_rq_auth=1, rq_username="default", rq_password=MASTER_PASSWORD
+		make_bench,
+		topology,
+		redis_queue_sentinel_password=SENTINEL_PASSWORD,
+		use_rq_auth=1,
+		rq_username="default",
+		rq_password=MASTER_PASSWORD,
 	)
 	assert master_port(bench.redis()) == topology.master()[1]
 
@@ -73,7 +86,12 @@ def test_a_wrong_password_is_refused_not_routed_elsewhere(make_bench, topology, 
 
 
 def test_btu_redis_url_wins_over_sentinel(make_bench, topology):
-	bench = bench_with(make_bench, topology, redis_queue_sentinel_password=SENTINEL_PASSWORD, redis_queue_master_password=MASTER_PASSWORD)
+	bench = bench_with(
+		make_bench,
+		topology,
+		redis_queue_sentinel_password=SENTINEL_PASSWORD,
+		redis_queue_master_password=MASTER_PASSWORD,
+	)
 	url = f"redis://:{MASTER_PASSWORD}@127.0.0.1:{topology.ports['b']}/0"
 	client = bench.redis(url)
 	assert client.connection_pool.connection_kwargs["port"] == topology.ports["b"]
@@ -81,7 +99,16 @@ def test_btu_redis_url_wins_over_sentinel(make_bench, topology):
 
 
 def test_status_says_which_master_it_read(make_bench, topology):
-	bench = bench_with(make_bench, topology, redis_queue_sentinel_password=SENTINEL_PASSWORD, redis_queue_master_password=MASTER_PASSWORD)
+	bench = bench_with(
+		make_bench,
+		topology,
+		redis_queue_sentinel_password=SENTINEL_PASSWORD,
+		redis_queue_master_password=MASTER_PASSWORD,
+	)
 	result = cli(bench.path, "status", "--json")
-	assert f"127.0.0.1:{topology.master()[1]}/0 (sentinel service btutest)" == json.loads(result.stdout)["redis"], result.stderr
-	assert SENTINEL_PASSWORD not in result.stdout + result.stderr and MASTER_PASSWORD not in result.stdout + result.stderr
+	assert f"127.0.0.1:{topology.master()[1]}/0 (sentinel service btutest)" == json.loads(result.stdout)["redis"], (
+		result.stderr
+	)
+	assert (
+		SENTINEL_PASSWORD not in result.stdout + result.stderr and MASTER_PASSWORD not in result.stdout + result.stderr
+	)

@@ -29,8 +29,16 @@ def undeclared(marker) -> dict[str, tuple[str, dict, str]]:
 		"subprocess": ("subprocess.getoutput", {"cmd": f"touch {marker}"}, "'subprocess' is not an installed app"),
 		"builtins-exec": ("builtins.exec", {"source": f"open('{marker}', 'w')"}, "'builtins' is not an installed app"),
 		"look-alike-app": ("btu_evil.tasks.run", {}, "'btu_evil' is not an installed app"),
-		"imported-name": ("tests.engine.tasks.get_current_job", {}, "is defined in rq and only imported into tests.engine.tasks"),
-		"undeclared": ("tests.engine.tasks.record_undeclared", {"key": UNDECLARED_KEY}, "is not declared runnable by BTU"),
+		"imported-name": (
+			"tests.engine.tasks.get_current_job",
+			{},
+			"is defined in rq and only imported into tests.engine.tasks",
+		),
+		"undeclared": (
+			"tests.engine.tasks.record_undeclared",
+			{"key": UNDECLARED_KEY},
+			"is not declared runnable by BTU",
+		),
 	}
 
 
@@ -44,11 +52,15 @@ def jobs_of(r, names) -> list[str]:
 	return [job for job in ids if "btu" in job and parse_job_id(job)[0] in names]
 
 
-def test_undeclared_functions_never_reach_a_queue_and_the_escape_hatch_opens_only_installed_apps(engine_bench, processes, r, tmp_path):
+def test_undeclared_functions_never_reach_a_queue_and_the_escape_hatch_opens_only_installed_apps(
+	engine_bench, processes, r, tmp_path
+):
 	bench, data = engine_bench()
 	site = data.site.name
 	marker = tmp_path / "ran"
-	good = data.insert_schedule(data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), **EVERY_SECOND)
+	good = data.insert_schedule(
+		data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), **EVERY_SECOND
+	)
 	cases = undeclared(marker)
 	names = {}
 	for case, (function, arguments, _) in cases.items():
@@ -72,7 +84,11 @@ def test_undeclared_functions_never_reach_a_queue_and_the_escape_hatch_opens_onl
 	# The escape hatch (shell access only: common_site_config.json) opens undeclared functions of installed apps.
 	common = bench.sites_path / "common_site_config.json"
 	common.write_text(json.dumps({**json.loads(common.read_text()), "btu_allow_any_app_function": 1}))
-	wait_until(lambda: r.llen(UNDECLARED_KEY) >= 1, 30, f"the undeclared function of an installed app runs with the escape hatch\n{scheduler.tail()}")
+	wait_until(
+		lambda: r.llen(UNDECLARED_KEY) >= 1,
+		30,
+		f"the undeclared function of an installed app runs with the escape hatch\n{scheduler.tail()}",
+	)
 	reasons = invalid(r, site)
 	assert names["undeclared"] not in reasons
 	for case in ("os-system", "subprocess", "builtins-exec", "look-alike-app", "imported-name"):
@@ -86,9 +102,16 @@ def test_the_frappe_executor_never_fires_an_undeclared_function_either(engine_be
 	# a site upgraded from the original BTU (which ran any callable) sees why each such schedule does not run.
 	bench, data = engine_bench()
 	site = data.site.name
-	good = data.insert_schedule(data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), **EVERY_SECOND)
+	good = data.insert_schedule(
+		data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}), **EVERY_SECOND
+	)
 	cases = undeclared(tmp_path / "ran")
-	names = {case: data.insert_schedule(data.insert_task(function_string=function, arguments=arguments, desc_short=case), **EVERY_SECOND) for case, (function, arguments, _) in cases.items()}
+	names = {
+		case: data.insert_schedule(
+			data.insert_task(function_string=function, arguments=arguments, desc_short=case), **EVERY_SECOND
+		)
+		for case, (function, arguments, _) in cases.items()
+	}
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1", executor="frappe")
 	wait_until(lambda: jobs_of(r, {good}), 30, f"the declared function's schedule fires\n{scheduler.tail()}")
 	wait_until(lambda: set(names.values()) <= set(invalid(r, site)), 10, "every undeclared function is an invalid row")
@@ -102,7 +125,11 @@ def test_the_frappe_executor_never_fires_an_undeclared_function_either(engine_be
 	# an installed app fires, nothing outside one does.
 	config = bench.sites_path / site / "site_config.json"
 	config.write_text(json.dumps({**json.loads(config.read_text()), "btu_allow_any_app_function": 1}))
-	wait_until(lambda: jobs_of(r, {names["undeclared"]}), 30, f"the site's escape hatch lets the undeclared function fire\n{scheduler.tail()}")
+	wait_until(
+		lambda: jobs_of(r, {names["undeclared"]}),
+		30,
+		f"the site's escape hatch lets the undeclared function fire\n{scheduler.tail()}",
+	)
 	reasons = invalid(r, site)
 	assert [case for case in cases if names[case] not in reasons] == ["undeclared"]
 	assert jobs_of(r, {names[case] for case in cases if case != "undeclared"}) == []

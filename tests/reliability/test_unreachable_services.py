@@ -90,7 +90,9 @@ def test_database_unreachable_at_start(engine_bench, processes, r, db_settings):
 		assert " database_restored site=site2.localhost" in scheduler.log()
 		assert min(slots_by_schedule(site_job_ids(r, bench, "site2.localhost"))[late]) > up_ms - 1000
 		site1_slots = slots_by_schedule(site_job_ids(r, bench, "site1.localhost"))
-		assert all(b - a == 1000 for slots in site1_slots.values() for a, b in zip(sorted(slots), sorted(slots)[1:])), "site1 missed slots"
+		assert all(b - a == 1000 for slots in site1_slots.values() for a, b in zip(sorted(slots), sorted(slots)[1:])), (
+			"site1 missed slots"
+		)
 		assert scheduler.alive()
 	finally:
 		proxy.down()

@@ -21,7 +21,9 @@ def start_listener(redis_server, r):
 	started: list[RunningListener] = []
 
 	def start(dispatcher=None, name: str = "listener", client=None, **options) -> RunningListener:
-		running = RunningListener(client or redis_server.client(), dispatcher or RecordingDispatcher(), name=name, **options)
+		running = RunningListener(
+			client or redis_server.client(), dispatcher or RecordingDispatcher(), name=name, **options
+		)
 		started.append(running)
 		return running
 

@@ -43,14 +43,18 @@ class RecordingDispatcher:
 				return self.default_site
 			if len(SITES) == 1:
 				return next(iter(SITES))
-			raise CommandRejected(f"no site given and the bench has several ({', '.join(sorted(SITES))}): add \"site\"")
+			raise CommandRejected(f'no site given and the bench has several ({", ".join(sorted(SITES))}): add "site"')
 		if site not in SITES:
 			raise CommandRejected(f"site {site!r} is not a site of this bench; known: {', '.join(sorted(SITES))}")
 		return site
 
 	def check_targets(self, site: str, request_type: str, names: list[str]) -> dict[str, str]:
 		self.checks += 1
-		return {name: f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}" for name in names if name not in SITES[site]}
+		return {
+			name: f"{request_type}: {name!r} is not a BTU Task Schedule of site {site}"
+			for name in names
+			if name not in SITES[site]
+		}
 
 	def execute(self, site: str, names: list[str]) -> None:
 		"""One record per schedule name; `calls` counts the calls."""
@@ -60,7 +64,14 @@ class RecordingDispatcher:
 			time.sleep(self.delay)
 		finished = time.perf_counter()
 		records = [
-			{"site": site, "name": name, "thread": threading.current_thread().name, "started": started, "finished": finished, "observed": observed}
+			{
+				"site": site,
+				"name": name,
+				"thread": threading.current_thread().name,
+				"started": started,
+				"finished": finished,
+				"observed": observed,
+			}
 			for name in names
 		]
 		with self.lock:
@@ -117,9 +128,17 @@ def settle(r, dispatcher: RecordingDispatcher, timeout: float = 30) -> None:
 	before = dispatcher.settled()
 	timeout = patient(timeout)
 	key = protocol.new_response_key()
-	r.lpush(protocol.COMMANDS_KEY, json.dumps(protocol.make_command(
-		protocol.CANCEL_TASK_SCHEDULE, SETTLE_SCHEDULE, site=SETTLE_SITE, response_key=key,
-	)))
+	r.lpush(
+		protocol.COMMANDS_KEY,
+		json.dumps(
+			protocol.make_command(
+				protocol.CANCEL_TASK_SCHEDULE,
+				SETTLE_SCHEDULE,
+				site=SETTLE_SITE,
+				response_key=key,
+			)
+		),
+	)
 	answer = r.blpop([key], timeout=timeout)
 	assert answer is not None and json.loads(answer[1])["status"] == "ok", "no ACK for the settle marker"
 	deadline = time.monotonic() + timeout
@@ -131,7 +150,8 @@ def settle(r, dispatcher: RecordingDispatcher, timeout: float = 30) -> None:
 def foreign_keys(r) -> list[bytes]:
 	"""Keys outside the response keys and the command list."""
 	return sorted(
-		key for key in r.keys("*")
+		key
+		for key in r.keys("*")
 		if not key.startswith(protocol.RESPONSE_KEY_PREFIX.encode()) and key != protocol.COMMANDS_KEY.encode()
 	)
 
@@ -139,7 +159,7 @@ def foreign_keys(r) -> list[bytes]:
 class Monitor:
 	"""Redis MONITOR on a raw socket: every command the server executes, with its client's address."""
 
-	LINE = re.compile(r'^\+(?P<time>[\d.]+) \[\d+ (?P<addr>[^\]]+)\] (?P<args>.*)$')
+	LINE = re.compile(r"^\+(?P<time>[\d.]+) \[\d+ (?P<addr>[^\]]+)\] (?P<args>.*)$")
 	ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 	def __init__(self, host: str, port: int):
@@ -156,7 +176,7 @@ class Monitor:
 		while not self.done.is_set():
 			try:
 				chunk = self.sock.recv(65536)
-			except socket.timeout:
+			except TimeoutError:
 				continue
 			if not chunk:
 				return

@@ -29,21 +29,90 @@ def message(**fields) -> bytes:
 
 # (case id, payload builder(key) -> bytes, request_type echoed in the error, words the reason must hold)
 REPLIED = [
-	("oversized", lambda k: message(request_type="ping", request_content="x" * 70_000, response_key=k), "ping", ["65536"]),
-	("missing request_type", lambda k: message(request_content=None, response_key=k), None, ["request_type is missing", "ping"]),
+	(
+		"oversized",
+		lambda k: message(request_type="ping", request_content="x" * 70_000, response_key=k),
+		"ping",
+		["65536"],
+	),
+	(
+		"missing request_type",
+		lambda k: message(request_content=None, response_key=k),
+		None,
+		["request_type is missing", "ping"],
+	),
 	("null request_type", lambda k: message(request_type=None, response_key=k), None, ["request_type is missing"]),
-	("unknown request_type", lambda k: message(request_type="reload", request_content=None, response_key=k), None, ["'reload'", "unknown", "cancel_task_schedule"]),
+	(
+		"unknown request_type",
+		lambda k: message(request_type="reload", request_content=None, response_key=k),
+		None,
+		["'reload'", "unknown", "cancel_task_schedule"],
+	),
 	("numeric request_type", lambda k: message(request_type=1, response_key=k), None, ["1", "unknown"]),
-	("content not a string", lambda k: message(request_type="cancel_task_schedule", request_content=3, response_key=k), "cancel_task_schedule", ["request_content", "string", "number"]),
-	("content missing", lambda k: message(request_type="create_task_schedule", response_key=k), "create_task_schedule", ["request_content", "string", "null"]),
-	("content empty", lambda k: message(request_type="create_task_schedule", request_content=" ", response_key=k), "create_task_schedule", ["must not be empty"]),
-	("content too long", lambda k: message(request_type="cancel_task_schedule", request_content="T" * 141, response_key=k), "cancel_task_schedule", ["141", "140"]),
-	("content with control characters", lambda k: message(request_type="cancel_task_schedule", request_content="TS-1\n", response_key=k), "cancel_task_schedule", ["control characters"]),
-	("ping content not a string", lambda k: message(request_type="ping", request_content=[1], response_key=k), "ping", ["ping", "null", "array"]),
-	("site not a string", lambda k: message(request_type="cancel_task_schedule", request_content="TS-000001", site=7, response_key=k), "cancel_task_schedule", ["site", "string"]),
-	("unknown site", lambda k: message(request_type="cancel_task_schedule", request_content="TS-000001", site="nosuch.localhost", response_key=k), "cancel_task_schedule", ["'nosuch.localhost'", "not a site"]),
-	("unknown schedule", lambda k: message(request_type="cancel_task_schedule", request_content="TS-999999", response_key=k), "cancel_task_schedule", ["'TS-999999'", "site1.localhost"]),
-	("schedule of another site", lambda k: message(request_type="create_task_schedule", request_content="TS-000002", site="site2.localhost", response_key=k), "create_task_schedule", ["'TS-000002'", "site2.localhost"]),
+	(
+		"content not a string",
+		lambda k: message(request_type="cancel_task_schedule", request_content=3, response_key=k),
+		"cancel_task_schedule",
+		["request_content", "string", "number"],
+	),
+	(
+		"content missing",
+		lambda k: message(request_type="create_task_schedule", response_key=k),
+		"create_task_schedule",
+		["request_content", "string", "null"],
+	),
+	(
+		"content empty",
+		lambda k: message(request_type="create_task_schedule", request_content=" ", response_key=k),
+		"create_task_schedule",
+		["must not be empty"],
+	),
+	(
+		"content too long",
+		lambda k: message(request_type="cancel_task_schedule", request_content="T" * 141, response_key=k),
+		"cancel_task_schedule",
+		["141", "140"],
+	),
+	(
+		"content with control characters",
+		lambda k: message(request_type="cancel_task_schedule", request_content="TS-1\n", response_key=k),
+		"cancel_task_schedule",
+		["control characters"],
+	),
+	(
+		"ping content not a string",
+		lambda k: message(request_type="ping", request_content=[1], response_key=k),
+		"ping",
+		["ping", "null", "array"],
+	),
+	(
+		"site not a string",
+		lambda k: message(request_type="cancel_task_schedule", request_content="TS-000001", site=7, response_key=k),
+		"cancel_task_schedule",
+		["site", "string"],
+	),
+	(
+		"unknown site",
+		lambda k: message(
+			request_type="cancel_task_schedule", request_content="TS-000001", site="nosuch.localhost", response_key=k
+		),
+		"cancel_task_schedule",
+		["'nosuch.localhost'", "not a site"],
+	),
+	(
+		"unknown schedule",
+		lambda k: message(request_type="cancel_task_schedule", request_content="TS-999999", response_key=k),
+		"cancel_task_schedule",
+		["'TS-999999'", "site1.localhost"],
+	),
+	(
+		"schedule of another site",
+		lambda k: message(
+			request_type="create_task_schedule", request_content="TS-000002", site="site2.localhost", response_key=k
+		),
+		"create_task_schedule",
+		["'TS-000002'", "site2.localhost"],
+	),
 ]
 
 UNANSWERABLE = [
@@ -58,11 +127,17 @@ UNANSWERABLE = [
 	("null response_key", message(request_type="ping", request_content=None, response_key=None)),
 	("numeric response_key", message(request_type="ping", request_content=None, response_key=5)),
 	("response_key outside the prefix", message(request_type="ping", request_content=None, response_key="victim:key")),
-	("response_key is the command list", message(request_type="ping", request_content=None, response_key=protocol.COMMANDS_KEY)),
+	(
+		"response_key is the command list",
+		message(request_type="ping", request_content=None, response_key=protocol.COMMANDS_KEY),
+	),
 	("response_key is a state key", message(request_type="ping", request_content=None, response_key="btu:due")),
 	("response_key is only the prefix", message(request_type="ping", request_content=None, response_key=PREFIX)),
 	("response_key too long", message(request_type="ping", request_content=None, response_key=PREFIX + "a" * 300)),
-	("response_key with a prefix-like start", message(request_type="ping", request_content=None, response_key="btu:scheduler:rpcx:1")),
+	(
+		"response_key with a prefix-like start",
+		message(request_type="ping", request_content=None, response_key="btu:scheduler:rpcx:1"),
+	),
 	("oversized beyond parsing", b'{"response_key": "btu:scheduler:rpc:big", "x": "' + b"x" * 2_000_000 + b'"}'),
 ]
 
@@ -117,7 +192,10 @@ def test_reply_key_holding_another_type_costs_one_command_only(listener, r, capl
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
 	key = response_key()
 	r.set(key, "a string, not a list")
-	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000005", response_key=key))
+	r.lpush(
+		protocol.COMMANDS_KEY,
+		message(request_type="cancel_task_schedule", request_content="TS-000005", response_key=key),
+	)
 	settle(r, listener.dispatcher)
 	assert r.get(key) == b"a string, not a list"
 	assert [record.getMessage() for record in caplog.records].count("rpc_ack_failed") == 1
@@ -132,7 +210,9 @@ def test_a_lone_surrogate_response_key_costs_no_other_reply(listener, r, caplog)
 	bad_key = PREFIX + "\ud800"
 	with r.pipeline(transaction=False) as pipe:
 		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": bad_key}))
-		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": response_key() + "\udfff"}))
+		pipe.lpush(
+			protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": response_key() + "\udfff"})
+		)
 		good_key = response_key()
 		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": good_key}))
 		pipe.execute()
@@ -152,7 +232,10 @@ def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, ca
 
 	start_listener(Broken())
 	key = response_key()
-	r.lpush(protocol.COMMANDS_KEY, message(request_type="cancel_task_schedule", request_content="TS-000001", response_key=key))
+	r.lpush(
+		protocol.COMMANDS_KEY,
+		message(request_type="cancel_task_schedule", request_content="TS-000001", response_key=key),
+	)
 	reply = json.loads(r.blpop([key], timeout=patient(5))[1])
 	assert reply["status"] == "error" and "database down" in reply["message"] and "try again" in reply["message"]
 	assert raw_ping(r)["status"] == "ok"
@@ -178,7 +261,12 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	# settle() returns once the marker is recorded, which is just before its own failure is logged.
 	wait_until(lambda: len(failures()) >= 4, 5, "the marker's failure logged")
 	failures = failures()
-	assert [record.btu_fields["schedules"] for record in failures] == ["TS-000001", "TS-000002", "TS-000003", "TS-SETTLE"]
+	assert [record.btu_fields["schedules"] for record in failures] == [
+		"TS-000001",
+		"TS-000002",
+		"TS-000003",
+		"TS-SETTLE",
+	]
 	assert [record.btu_fields["site"] for record in failures][:3] == ["site1.localhost"] * 3
 	assert running.thread.is_alive()
 
@@ -208,7 +296,8 @@ def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answe
 		assert answer is not None and json.loads(answer[1])["status"] == "error"
 	assert len(rejected_lines(caplog)) == 20
 	wait_until(
-		lambda: [record for record in caplog.records if record.getMessage() == "rpc_rejected_suppressed"], 10,
+		lambda: [record for record in caplog.records if record.getMessage() == "rpc_rejected_suppressed"],
+		10,
 		"the count of the rejections not logged, once the window is over",
 	)
 	[summary] = [record for record in caplog.records if record.getMessage() == "rpc_rejected_suppressed"]

@@ -30,8 +30,12 @@ def cli(tmp_path):
 
 	def run(*argv: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
 		return subprocess.run(
-			[*command, *argv], capture_output=True, text=True, timeout=patient(60),
-			env={**base_env, **(env or {})}, cwd=cwd or tmp_path,
+			[*command, *argv],
+			capture_output=True,
+			text=True,
+			timeout=patient(60),
+			env={**base_env, **(env or {})},
+			cwd=cwd or tmp_path,
 		)
 
 	return run
@@ -98,7 +102,11 @@ def test_config_prints_each_key_with_its_source(cli, tmp_path):
 	config_file = tmp_path / "btu.toml"
 	config_file.write_text('log_level = "debug"\nbatch_size = 250\nmetrics_bearer_token = "tok-hidden"\n')
 	result = cli(
-		"config", "--config", str(config_file), "--lease-ttl-secs", "3",
+		"config",
+		"--config",
+		str(config_file),
+		"--lease-ttl-secs",
+		"3",
 		env={"BTU_SCHEDULER_REDIS_URL": "redis://default:s3cret@10.0.0.5:11311/0", "BTU_SCHEDULER_BATCH_SIZE": "50"},
 	)
 	assert result.returncode == 0, result.stderr
@@ -106,13 +114,34 @@ def test_config_prints_each_key_with_its_source(cli, tmp_path):
 	assert "s3cret" not in out and "tok-hidden" not in out
 	rows = {line.split()[0]: line for line in out.splitlines() if not line.startswith("#")}
 	assert rows.keys() == {
-		"disable_redis_rpc", "full_refresh_interval_secs", "full_refresh_secs_per_site", "lease_ttl_secs", "misfire_grace_secs", "prepare_ahead_secs",
-		"db_max_connections", "db_idle_secs", "batch_size", "release_batch_size", "replica_acks", "replica_ack_timeout_ms", "log_level", "log_format", "executor", "redis_url",
-		"metrics_address", "metrics_schedules", "metrics_bearer_token", "metrics_allow_unauthenticated",
+		"disable_redis_rpc",
+		"full_refresh_interval_secs",
+		"full_refresh_secs_per_site",
+		"lease_ttl_secs",
+		"misfire_grace_secs",
+		"prepare_ahead_secs",
+		"db_max_connections",
+		"db_idle_secs",
+		"batch_size",
+		"release_batch_size",
+		"replica_acks",
+		"replica_ack_timeout_ms",
+		"log_level",
+		"log_format",
+		"executor",
+		"redis_url",
+		"metrics_address",
+		"metrics_schedules",
+		"metrics_bearer_token",
+		"metrics_allow_unauthenticated",
 	}
-	assert re.fullmatch(r'redis_url = "redis://default:\*\*\*@10\.0\.0\.5:11311/0"\s+# env BTU_SCHEDULER_REDIS_URL', rows["redis_url"])
+	assert re.fullmatch(
+		r'redis_url = "redis://default:\*\*\*@10\.0\.0\.5:11311/0"\s+# env BTU_SCHEDULER_REDIS_URL', rows["redis_url"]
+	)
 	assert re.fullmatch(r"batch_size = 50\s+# env BTU_SCHEDULER_BATCH_SIZE", rows["batch_size"])
-	assert re.fullmatch(rf'metrics_bearer_token = "\*\*\*"\s+# file {re.escape(str(config_file))}', rows["metrics_bearer_token"])
+	assert re.fullmatch(
+		rf'metrics_bearer_token = "\*\*\*"\s+# file {re.escape(str(config_file))}', rows["metrics_bearer_token"]
+	)
 	assert re.fullmatch(rf'log_level = "DEBUG"\s+# file {re.escape(str(config_file))}', rows["log_level"])
 	assert re.fullmatch(r"lease_ttl_secs = 3.0\s+# flag --lease-ttl-secs", rows["lease_ttl_secs"])
 	assert re.fullmatch(r"executor = \"frappe\"\s+# default", rows["executor"])

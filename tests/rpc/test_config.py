@@ -29,10 +29,14 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_refresh_interval_grows_with_sites_unless_set(tmp_path):
 	no_file = ("--config", str(tmp_path / "missing.toml"))
 	assert Config().refresh_interval(100) == 60, "a bench of up to 200 sites: each site read once a minute"
-	assert Config().refresh_interval(1000) == 300, "1,000 sites by default: each read every 5 minutes (0.3 s a site), edits come by RPC"
+	assert Config().refresh_interval(1000) == 300, (
+		"1,000 sites by default: each read every 5 minutes (0.3 s a site), edits come by RPC"
+	)
 	assert load_config(parse(*no_file, "--full-refresh-secs-per-site", "0"), environ={}).refresh_interval(1000) == 60
 	set_interval = load_config(parse(*no_file, "--full-refresh-interval-secs", "1"), environ={})
-	assert set_interval.refresh_interval(1000) == 1, "an interval the operator set is kept, whatever the number of sites"
+	assert set_interval.refresh_interval(1000) == 1, (
+		"an interval the operator set is kept, whatever the number of sites"
+	)
 	from_env = load_config(parse(*no_file), environ={"BTU_SCHEDULER_FULL_REFRESH_INTERVAL_SECS": "90"})
 	assert from_env.refresh_interval(1000) == 90
 
@@ -49,13 +53,34 @@ def toml(tmp_path):
 
 def test_defaults_with_no_file(tmp_path):
 	config = load_config(parse("--config", str(tmp_path / "missing.toml")), environ={})
-	assert config.values() == Config().values() == {
-		"disable_redis_rpc": False, "full_refresh_interval_secs": 60, "full_refresh_secs_per_site": 0.3, "lease_ttl_secs": 5.0, "misfire_grace_secs": 10.0,
-		"prepare_ahead_secs": 2.0, "db_max_connections": 4, "db_idle_secs": 60.0, "batch_size": 500, "release_batch_size": 10000, "replica_acks": 1, "replica_ack_timeout_ms": 500, "log_level": "INFO", "log_format": "text",
-		"executor": "frappe", "redis_url": None, "bench": None,
-		"metrics_port": None, "metrics_address": "127.0.0.1", "metrics_schedules": (), "metrics_bearer_token": None,
-		"metrics_allow_unauthenticated": False,
-	}
+	assert (
+		config.values()
+		== Config().values()
+		== {
+			"disable_redis_rpc": False,
+			"full_refresh_interval_secs": 60,
+			"full_refresh_secs_per_site": 0.3,
+			"lease_ttl_secs": 5.0,
+			"misfire_grace_secs": 10.0,
+			"prepare_ahead_secs": 2.0,
+			"db_max_connections": 4,
+			"db_idle_secs": 60.0,
+			"batch_size": 500,
+			"release_batch_size": 10000,
+			"replica_acks": 1,
+			"replica_ack_timeout_ms": 500,
+			"log_level": "INFO",
+			"log_format": "text",
+			"executor": "frappe",
+			"redis_url": None,
+			"bench": None,
+			"metrics_port": None,
+			"metrics_address": "127.0.0.1",
+			"metrics_schedules": (),
+			"metrics_bearer_token": None,
+			"metrics_allow_unauthenticated": False,
+		}
+	)
 	assert set(config.sources.values()) == {"default"}
 	assert config.config_file_found is False
 	assert dataclasses.is_dataclass(config)
@@ -87,14 +112,28 @@ def test_precedence_flag_over_env_over_file_over_default(toml):
 
 def test_every_key_has_env_and_flag(tmp_path):
 	values = {
-		"disable_redis_rpc": ("true", True), "full_refresh_interval_secs": ("30", 30), "full_refresh_secs_per_site": ("0", 0.0), "lease_ttl_secs": ("1.5", 1.5),
-		"misfire_grace_secs": ("0", 0.0), "prepare_ahead_secs": ("0.5", 0.5), "db_max_connections": ("1", 1), "db_idle_secs": ("2.5", 2.5),
+		"disable_redis_rpc": ("true", True),
+		"full_refresh_interval_secs": ("30", 30),
+		"full_refresh_secs_per_site": ("0", 0.0),
+		"lease_ttl_secs": ("1.5", 1.5),
+		"misfire_grace_secs": ("0", 0.0),
+		"prepare_ahead_secs": ("0.5", 0.5),
+		"db_max_connections": ("1", 1),
+		"db_idle_secs": ("2.5", 2.5),
 		"batch_size": ("10", 10),
-		"release_batch_size": ("2000", 2000), "replica_acks": ("0", 0), "replica_ack_timeout_ms": ("50", 50),
-		"log_level": ("debug", "DEBUG"), "log_format": ("JSON", "json"), "executor": ("rq", "rq"), "redis_url": ("redis://h:1/2", "redis://h:1/2"),
-		"bench": (str(tmp_path), str(tmp_path)), "metrics_port": ("9464", 9464), "metrics_address": ("::1", "::1"),
+		"release_batch_size": ("2000", 2000),
+		"replica_acks": ("0", 0),
+		"replica_ack_timeout_ms": ("50", 50),
+		"log_level": ("debug", "DEBUG"),
+		"log_format": ("JSON", "json"),
+		"executor": ("rq", "rq"),
+		"redis_url": ("redis://h:1/2", "redis://h:1/2"),
+		"bench": (str(tmp_path), str(tmp_path)),
+		"metrics_port": ("9464", 9464),
+		"metrics_address": ("::1", "::1"),
 		"metrics_schedules": ("TS-000001, TS-000002,,TS-000001", ("TS-000001", "TS-000002")),
-		"metrics_bearer_token": ("t0ken", "t0ken"), "metrics_allow_unauthenticated": ("yes", True),
+		"metrics_bearer_token": ("t0ken", "t0ken"),
+		"metrics_allow_unauthenticated": ("yes", True),
 	}
 	assert set(values) == {setting.key for setting in SETTINGS}
 	missing = ["--config", str(tmp_path / "none.toml")]
@@ -126,7 +165,9 @@ def test_unknown_key_in_file_is_refused(toml):
 
 
 def test_unknown_environment_key_is_refused(tmp_path):
-	with pytest.raises(ConfigError, match=r"unknown configuration key 'BATCHSIZE' \(from env BTU_SCHEDULER_BATCHSIZE\)"):
+	with pytest.raises(
+		ConfigError, match=r"unknown configuration key 'BATCHSIZE' \(from env BTU_SCHEDULER_BATCHSIZE\)"
+	):
 		load_config(parse("--config", str(tmp_path / "x.toml")), environ={"BTU_SCHEDULER_BATCHSIZE": "5"})
 
 
@@ -152,11 +193,17 @@ def test_unknown_environment_key_is_refused(tmp_path):
 		("metrics_port = -1", ["metrics_port = -1", "out of range"]),
 		('metrics_port = "9100"', ["metrics_port = '9100'", "a str is not an integer"]),
 		('metrics_address = "999.1.1.1"', ["metrics_address = '999.1.1.1'", "neither an IP address nor a host name"]),
-		('metrics_address = "http://0.0.0.0"', ["neither an IP address nor a host name", "such as 127.0.0.1, 0.0.0.0 or ::1"]),
+		(
+			'metrics_address = "http://0.0.0.0"',
+			["neither an IP address nor a host name", "such as 127.0.0.1, 0.0.0.0 or ::1"],
+		),
 		('metrics_address = ""', ["metrics_address = ''", "empty"]),
 		("metrics_schedules = [1, 2]", ["metrics_schedules = [1, 2]", "not a list of strings"]),
 		('metrics_schedules = ["TS-1\\nx"]', ["is not a schedule name", "printable"]),
-		("metrics_schedules = [" + ", ".join(f'"TS-{n}"' for n in range(101)) + "]", ["101 names", "up to 100 schedule names"]),
+		(
+			"metrics_schedules = [" + ", ".join(f'"TS-{n}"' for n in range(101)) + "]",
+			["101 names", "up to 100 schedule names"],
+		),
 	],
 )
 def test_bad_value_in_file_names_key_value_source_and_allowed(toml, text, words):
@@ -173,11 +220,24 @@ def test_bad_value_in_file_names_key_value_source_and_allowed(toml, text, words)
 @pytest.mark.parametrize(
 	"env, flag, words",
 	[
-		(("BTU_SCHEDULER_BATCH_SIZE", "lots"), None, ["batch_size = 'lots'", "env BTU_SCHEDULER_BATCH_SIZE", "not an integer"]),
+		(
+			("BTU_SCHEDULER_BATCH_SIZE", "lots"),
+			None,
+			["batch_size = 'lots'", "env BTU_SCHEDULER_BATCH_SIZE", "not an integer"],
+		),
 		(("BTU_SCHEDULER_DISABLE_REDIS_RPC", "maybe"), None, ["disable_redis_rpc = 'maybe'", "true or false"]),
 		(("BTU_SCHEDULER_LEASE_TTL_SECS", "inf"), None, ["lease_ttl_secs = 'inf'", "finite"]),
 		(None, ("--log-format", "yaml"), ["log_format = 'yaml'", "flag --log-format", "one of text, json"]),
-		(None, ("--full-refresh-interval-secs", "0"), ["full_refresh_interval_secs = '0'", "flag --full-refresh-interval-secs", "out of range", "from 1 to 86400"]),
+		(
+			None,
+			("--full-refresh-interval-secs", "0"),
+			[
+				"full_refresh_interval_secs = '0'",
+				"flag --full-refresh-interval-secs",
+				"out of range",
+				"from 1 to 86400",
+			],
+		),
 		(None, ("--redis-url", "127.0.0.1:6379"), ["redis_url = '127.0.0.1:6379'", "redis://"]),
 	],
 )

@@ -139,7 +139,11 @@ def test_listener_writes_lpush_then_expire_60_and_nothing_else(redis_server, r, 
 	# RPOP with a count takes commands already waiting after a BRPOP (a burst is ACKed in batches).
 	assert {args[0].upper() for args in seen} <= {"BRPOP", "RPOP", "MULTI", "LPUSH", "EXPIRE", "EXEC"}, seen
 	assert all(args[1] == "btu:scheduler:commands" for args in seen if args[0].upper() in ("BRPOP", "RPOP"))
-	writes = [args[:2] + args[3:] if args[0].upper() == "EXPIRE" else args[:2] for args in seen if args[0].upper() in ("LPUSH", "EXPIRE")]
+	writes = [
+		args[:2] + args[3:] if args[0].upper() == "EXPIRE" else args[:2]
+		for args in seen
+		if args[0].upper() in ("LPUSH", "EXPIRE")
+	]
 	assert writes == [["LPUSH", key], ["EXPIRE", key], ["LPUSH", bad_key], ["EXPIRE", bad_key]]
 	assert [args[2] for args in seen if args[0].upper() == "EXPIRE"] == ["60", "60"]
 	assert running.thread.is_alive()

@@ -30,10 +30,18 @@ names = st.sampled_from(sorted(SITES["site1.localhost"])[:50] + ["TS-900000", "T
 response_keys = st.one_of(
 	st.builds(lambda: protocol.new_response_key()),
 	st.text(max_size=60).map(lambda text: protocol.RESPONSE_KEY_PREFIX + text),
-	st.sampled_from([
-		protocol.COMMANDS_KEY, protocol.RESPONSE_KEY_PREFIX, "btu:due", "btu:scheduler:leader", "victim:key",
-		"btu:scheduler:rpc", "BTU:SCHEDULER:RPC:x", protocol.RESPONSE_KEY_PREFIX + "x" * 300,
-	]),
+	st.sampled_from(
+		[
+			protocol.COMMANDS_KEY,
+			protocol.RESPONSE_KEY_PREFIX,
+			"btu:due",
+			"btu:scheduler:leader",
+			"victim:key",
+			"btu:scheduler:rpc",
+			"BTU:SCHEDULER:RPC:x",
+			protocol.RESPONSE_KEY_PREFIX + "x" * 300,
+		]
+	),
 	st.text(max_size=60),
 	json_values,
 )
@@ -74,13 +82,27 @@ def huge(draw) -> bytes:
 payloads = st.one_of(
 	st.binary(max_size=300),
 	json_values.map(lambda value: json.dumps(value).encode()),
-	near_valid(), near_valid(), near_valid(),
+	near_valid(),
+	near_valid(),
+	near_valid(),
 	st.integers(0, 9).flatmap(lambda n: huge() if n == 0 else near_valid()),
 )
 # A lone surrogate ("\\ud800" in the JSON) is valid JSON but no valid Redis key or UTF-8 text.
 REPLACEMENTS = [
-	None, 0, -1, 1.5, True, "", [], {}, "x" * 200, "TS-000001", "btu:due", protocol.RESPONSE_KEY_PREFIX,
-	protocol.RESPONSE_KEY_PREFIX + "\ud800", "TS-\udfff",
+	None,
+	0,
+	-1,
+	1.5,
+	True,
+	"",
+	[],
+	{},
+	"x" * 200,
+	"TS-000001",
+	"btu:due",
+	protocol.RESPONSE_KEY_PREFIX,
+	protocol.RESPONSE_KEY_PREFIX + "\ud800",
+	"TS-\udfff",
 ]
 
 
@@ -89,7 +111,7 @@ def mutate(rnd, payload: bytes) -> bytes:
 	how = rnd.randrange(6)
 	if how == 0 and payload:
 		at = rnd.randrange(len(payload))
-		return payload[:at] + bytes([rnd.randrange(256)]) + payload[at + 1:]
+		return payload[:at] + bytes([rnd.randrange(256)]) + payload[at + 1 :]
 	if how == 1:
 		return payload[: rnd.randrange(len(payload) + 1)]
 	if how == 2:
@@ -122,7 +144,9 @@ def test_random_payloads_never_hurt_the_listener(listener, r, caplog):
 	sent = 0
 
 	@settings(
-		max_examples=EXAMPLES, deadline=None, database=None,
+		max_examples=EXAMPLES,
+		deadline=None,
+		database=None,
 		suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 	)
 	@given(batches())

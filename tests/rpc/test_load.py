@@ -70,7 +70,9 @@ def test_a_flood_naming_one_schedule_costs_one_check_and_one_execution_per_batch
 	with r.pipeline(transaction=False) as pipe:
 		for n in range(5000):
 			site, name = ("site2.localhost", "TS-900000") if n % 50 == 0 else (None, "TS-000001")
-			command = protocol.make_command((protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 2], name, site=site)
+			command = protocol.make_command(
+				(protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 2], name, site=site
+			)
 			sent.append(command["response_key"])
 			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
 		pipe.execute()
@@ -95,4 +97,7 @@ def test_each_site_is_executed_at_the_place_of_its_last_command(listener, r):
 		protocol.make_command(protocol.CANCEL_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
 	]
 	listener.listener.handle([json.dumps(command).encode() for command in commands])
-	assert listener.dispatcher.calls == [("site1.localhost", ["TS-000002"]), ("site2.localhost", ["TS-000001", "TS-900000"])]
+	assert listener.dispatcher.calls == [
+		("site1.localhost", ["TS-000002"]),
+		("site2.localhost", ["TS-000001", "TS-900000"]),
+	]

@@ -30,7 +30,15 @@ def stream():
 
 def test_text_line(stream):
 	configure("INFO", "text", stream=stream)
-	log_event(logging.getLogger("btu.test"), logging.INFO, "fire", site="s1", schedule="TS-000001", slot="2026-11-22T02:33:01Z", lag_ms=1.2)
+	log_event(
+		logging.getLogger("btu.test"),
+		logging.INFO,
+		"fire",
+		site="s1",
+		schedule="TS-000001",
+		slot="2026-11-22T02:33:01Z",
+		lag_ms=1.2,
+	)
 	line = stream.getvalue()
 	assert line.endswith("\n") and line.count("\n") == 1
 	match = TEXT_LINE.match(line.rstrip("\n"))
@@ -40,7 +48,9 @@ def test_text_line(stream):
 
 def test_text_quotes_values_that_would_break_the_line(stream):
 	configure("DEBUG", "text", stream=stream)
-	log_event("btu.test", "warning", "rpc_rejected", reason='not JSON: "x"', content="a\nb", empty="", none=None, flag=True)
+	log_event(
+		"btu.test", "warning", "rpc_rejected", reason='not JSON: "x"', content="a\nb", empty="", none=None, flag=True
+	)
 	line = stream.getvalue()
 	assert line.count("\n") == 1
 	rest = TEXT_LINE.match(line.rstrip("\n"))["rest"]

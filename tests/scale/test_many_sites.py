@@ -13,9 +13,9 @@ import time
 import pymysql
 import pytest
 
-from devbench.data import SiteData
 from btu.scheduler_daemon import jobs
 from btu.shared import protocol
+from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until
 from tests.scale.test_connections import held
 
@@ -46,7 +46,9 @@ def test_every_site_fires_within_the_bound_and_others_still_connect(mariadb, eng
 	bench, _ = engine_bench(*sites, db_port=server.port)
 	for site in sites:
 		with SiteData(bench, site) as data:
-			task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+			task = data.insert_task(
+				function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+			)
 			data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 
 	peak, stop = [0], threading.Event()
@@ -88,18 +90,39 @@ def test_an_edit_lands_while_a_full_reconcile_is_stuck_on_another_site(engine_be
 		task = stuck.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
 		stuck.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
-	wait_until(lambda: r.scard(protocol.site_schedules_key("stuck.localhost")) == 1, 30, "the first site's schedule in the state")
+	wait_until(
+		lambda: r.scard(protocol.site_schedules_key("stuck.localhost")) == 1,
+		30,
+		"the first site's schedule in the state",
+	)
 
 	# A write lock on the first site's schedule table: the next full reconcile's read of that site waits on it.
 	config = bench.site("stuck.localhost").db_params
-	locker = pymysql.connect(host=db_settings["db_host"], port=db_settings["db_port"], user=config["user"], password=config["password"], database=config["database"])
+	locker = pymysql.connect(
+		host=db_settings["db_host"],
+		port=db_settings["db_port"],
+		user=config["user"],
+		password=config["password"],
+		database=config["database"],
+	)
 	try:
 		with locker.cursor() as cur:
 			cur.execute("LOCK TABLES `tabBTU Task Schedule` WRITE, `tabBTU Task` WRITE, `tabBTU Calendar` WRITE")
 
 		def reconcile_waiting() -> bool:
-			with pymysql.connect(host=db_settings["db_host"], port=db_settings["db_port"], user="root", password=db_settings["db_root_password"]) as root, root.cursor() as cur:
-				cur.execute("SELECT COUNT(*) FROM information_schema.processlist WHERE user = %s AND state LIKE 'Waiting for table%%'", (config["user"],))
+			with (
+				pymysql.connect(
+					host=db_settings["db_host"],
+					port=db_settings["db_port"],
+					user="root",
+					password=db_settings["db_root_password"],
+				) as root,
+				root.cursor() as cur,
+			):
+				cur.execute(
+					"SELECT COUNT(*) FROM information_schema.processlist WHERE user = %s AND state LIKE 'Waiting for table%%'",
+					(config["user"],),
+				)
 				return cur.fetchone()[0] > 0
 
 		wait_until(reconcile_waiting, 30, "a full reconcile waiting on the locked table")
@@ -108,7 +131,9 @@ def test_an_edit_lands_while_a_full_reconcile_is_stuck_on_another_site(engine_be
 			name = edited.insert_schedule(other_task, run_frequency="Cron Style", cron_string="0 4 * * *")
 		reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site="edited.localhost")
 		assert reply.ok, reply.message
-		wait_until(lambda: r.sismember(protocol.site_schedules_key("edited.localhost"), name), 10, "the edit in the state")
+		wait_until(
+			lambda: r.sismember(protocol.site_schedules_key("edited.localhost"), name), 10, "the edit in the state"
+		)
 		assert reconcile_waiting(), "the full reconcile was to be still waiting: the edit did not wait for it"
 	finally:
 		locker.close()

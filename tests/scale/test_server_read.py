@@ -13,11 +13,11 @@ import time
 import pymysql
 import pytest
 
-from devbench.bench import create_dev_bench
-from devbench.data import SiteData
 from btu.scheduler_daemon import db_reader
 from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY, Grants, like_pattern
 from btu.shared import protocol
+from devbench.bench import create_dev_bench
+from devbench.data import SiteData
 from tests.conftest import APPS
 from tests.engine.helpers import ONE_SECOND, cli, queue_key, wait_until
 from tests.scale.test_many_sites import sites_fired
@@ -34,7 +34,9 @@ def selects_by_user(server) -> dict[str, int]:
 
 def schedule_every_second(bench, site: str) -> str:
 	with SiteData(bench, site) as data:
-		task = data.insert_task(function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record")
+		task = data.insert_task(
+			function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+		)
 		return data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 
 
@@ -44,7 +46,9 @@ def grant_reader(bench) -> None:
 
 
 @pytest.mark.slow
-def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(mariadb, engine_bench, processes, r, db_settings):
+def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(
+	mariadb, engine_bench, processes, r, db_settings
+):
 	server = mariadb(userstat=1)
 	sites = [f"s{i:02d}.localhost" for i in range(SITE_COUNT)]
 	bench, _ = engine_bench(*sites, db_port=server.port)
@@ -67,10 +71,18 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(mari
 
 	# A row written by SQL alone (no RPC) is seen through the reader's checksums.
 	added = schedule_every_second(bench, sites[3])
-	wait_until(lambda: r.sismember(protocol.site_schedules_key(sites[3]), added), 15, "the new row in the state through the reader's read")
+	wait_until(
+		lambda: r.sismember(protocol.site_schedules_key(sites[3]), added),
+		15,
+		"the new row in the state through the reader's read",
+	)
 
 	# A site made after the grants: the reader may not read it, so its own login does, and it fires.
-	create_dev_bench(bench.path, [*sites, "late.localhost"], **{**db_settings, "db_port": server.port, "bench_id": bench.bench_id, "apps": APPS})
+	create_dev_bench(
+		bench.path,
+		[*sites, "late.localhost"],
+		**{**db_settings, "db_port": server.port, "bench_id": bench.bench_id, "apps": APPS},
+	)
 	schedule_every_second(bench, "late.localhost")
 	wait_until(lambda: "late.localhost" in sites_fired(r, bench), 30, "the site made after the grants fires")
 
@@ -82,7 +94,9 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(mari
 	wait_until(lambda: " db_reader_refused " in scheduler.log(), 30, "the refused batch logged")
 	# A row of the revoked site written by SQL alone: read on the site's own login now, it is compiled and fires.
 	moved = schedule_every_second(bench, sites[5])
-	wait_until(lambda: r.sismember(protocol.site_schedules_key(sites[5]), moved), 30, "the revoked site's new row in the state")
+	wait_until(
+		lambda: r.sismember(protocol.site_schedules_key(sites[5]), moved), 30, "the revoked site's new row in the state"
+	)
 	r.delete(queue_key(bench))
 	wait_until(lambda: sites_fired(r, bench) >= {*sites, "late.localhost"}, 30, "every site fires after the revoke")
 	assert scheduler.stop(timeout=30) == 0
@@ -96,7 +110,9 @@ def test_the_reader_may_read_only_the_btu_tables(mariadb, engine_bench):
 	grant_reader(bench)
 	config = json.loads((bench.path / "sites" / "common_site_config.json").read_text())
 	database = bench.site("a.localhost").db_params["database"]
-	reader = pymysql.connect(host="127.0.0.1", port=server.port, user=config[READER_USER_KEY], password=config[READER_PASSWORD_KEY])
+	reader = pymysql.connect(
+		host="127.0.0.1", port=server.port, user=config[READER_USER_KEY], password=config[READER_PASSWORD_KEY]
+	)
 	with reader, reader.cursor() as cur:
 		cur.execute(f"SELECT COUNT(*) FROM `{database}`.`tabBTU Task Schedule`")
 		for table in ("__Auth", "tabUser", "tabBTU Task Log"):

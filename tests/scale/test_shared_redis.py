@@ -13,9 +13,9 @@ import signal
 import pytest
 import redis
 
-from devbench.data import SiteData
 from btu.scheduler_daemon import jobs, redis_acl
 from btu.shared import protocol
+from devbench.data import SiteData
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, wait_until
 from tests.engine.test_failover import every_second_schedules
 
@@ -62,7 +62,10 @@ def own_slots(r, bench, namespace: str) -> dict[str, list[int]]:
 
 @pytest.mark.slow
 def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engine_bench, processes, r, default_names):
-	benches = {"bench-a": bench_with_schedules(engine_bench, "bench-a"), "bench-b": bench_with_schedules(engine_bench, "bench-b")}
+	benches = {
+		"bench-a": bench_with_schedules(engine_bench, "bench-a"),
+		"bench-b": bench_with_schedules(engine_bench, "bench-b"),
+	}
 	running = {ns: processes.scheduler(bench.path, *FLAGS) for ns, (bench, _) in benches.items()}
 
 	def fired(ns: str, at_least: int) -> bool:
@@ -75,7 +78,11 @@ def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engin
 		running[ns].signal(signal.SIGKILL)
 		running[ns].process.wait()
 		running[ns] = processes.scheduler(bench.path, *FLAGS)
-		wait_until(lambda: len(queue_ids(r, queue_key(bench))) >= before + 3 * len(benches[ns][1]), 30, f"{ns} firing after its restart")
+		wait_until(
+			lambda: len(queue_ids(r, queue_key(bench))) >= before + 3 * len(benches[ns][1]),
+			30,
+			f"{ns} firing after its restart",
+		)
 	for ns in benches:
 		assert running[ns].stop() == 0
 	for ns, (bench, names) in benches.items():
@@ -85,9 +92,13 @@ def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engin
 		assert sorted(slots) == sorted(names), f"{ns} fired another bench's schedules, or not all of its own"
 		for name in names:
 			assert gaps(slots[name]) == [], f"{ns} {name}: slots missing across the leader kill"
-		assert r.scard(protocol.site_schedules_key(SITE)) == len(names), f"{ns}: its site's state holds another bench's schedules"
+		assert r.scard(protocol.site_schedules_key(SITE)) == len(names), (
+			f"{ns}: its site's state holds another bench's schedules"
+		)
 	protocol.use_namespace(None)
-	assert not r.exists(protocol.LEADER_KEY) and not r.exists(protocol.site_schedules_key(SITE)), "a seed-000 key was written"
+	assert not r.exists(protocol.LEADER_KEY) and not r.exists(protocol.site_schedules_key(SITE)), (
+		"a seed-000 key was written"
+	)
 
 
 @pytest.mark.slow
@@ -101,7 +112,11 @@ def test_a_redis_shared_without_namespaces_is_reported_and_the_report_ends_with_
 
 	shared = wait_until(lambda: reported(one), 60, "status reporting the shared Redis")
 	assert sorted(b["path"] for b in shared) == sorted([str(one.path), str(two.path)])
-	wait_until(lambda: " redis_shared " in first.log() and " redis_shared " in second.log(), 60, "each scheduler logging the sharing")
+	wait_until(
+		lambda: " redis_shared " in first.log() and " redis_shared " in second.log(),
+		60,
+		"each scheduler logging the sharing",
+	)
 	assert first.log().count(" redis_shared ") == 1, "logged once, not at every check"
 
 	assert second.stop() == 0

@@ -14,7 +14,10 @@ pytestmark = pytest.mark.versions
 
 def run(*args: str) -> subprocess.CompletedProcess:
 	return subprocess.run(
-		[sys.executable, "-m", "btu.scheduler_daemon", "next", *args], capture_output=True, text=True, timeout=patient(60)
+		[sys.executable, "-m", "btu.scheduler_daemon", "next", *args],
+		capture_output=True,
+		text=True,
+		timeout=patient(60),
 	)
 
 

@@ -19,9 +19,19 @@ from btu.shared.schedule import ScheduleSpec
 pytestmark = pytest.mark.versions
 
 ZONES = (
-	"America/New_York", "Europe/London", "Europe/Dublin", "Europe/Berlin", "Australia/Sydney",
-	"Australia/Lord_Howe", "Pacific/Chatham", "America/St_Johns", "America/Santiago",
-	"America/Havana", "Asia/Kolkata", "UTC", "Pacific/Apia",
+	"America/New_York",
+	"Europe/London",
+	"Europe/Dublin",
+	"Europe/Berlin",
+	"Australia/Sydney",
+	"Australia/Lord_Howe",
+	"Pacific/Chatham",
+	"America/St_Johns",
+	"America/Santiago",
+	"America/Havana",
+	"Asia/Kolkata",
+	"UTC",
+	"Pacific/Apia",
 )
 ALL = set(range(60))
 # expression -> (minutes, hours, days of week with Sunday = 0 or None for any)
@@ -67,7 +77,9 @@ def windows() -> list[tuple[str, int]]:
 		found = transitions(zone)
 		if zone in ("Asia/Kolkata", "UTC"):
 			assert found == []
-			found = [int(datetime(y, m, 8, tzinfo=timezone.utc).timestamp()) for y in (2025, 2026, 2027) for m in (3, 11)]
+			found = [
+				int(datetime(y, m, 8, tzinfo=timezone.utc).timestamp()) for y in (2025, 2026, 2027) for m in (3, 11)
+			]
 		else:
 			assert len(found) == 6, (zone, found)  # two changes a year
 		cases += [(zone, hour) for hour in found]
@@ -143,7 +155,10 @@ def test_matrix_covers_every_required_zone_and_gap_kind():
 	assert len(zones) >= 12
 	lord_howe = transitions("Australia/Lord_Howe")
 	tz = ZoneInfo("Australia/Lord_Howe")
-	shifts = {(datetime.fromtimestamp(h + 3600, tz).utcoffset() - datetime.fromtimestamp(h - 3600, tz).utcoffset()) for h in lord_howe}
+	shifts = {
+		(datetime.fromtimestamp(h + 3600, tz).utcoffset() - datetime.fromtimestamp(h - 3600, tz).utcoffset())
+		for h in lord_howe
+	}
 	assert shifts == {timedelta(minutes=30), timedelta(minutes=-30)}
 
 
@@ -164,6 +179,14 @@ def test_new_york_examples_from_the_issue():
 	fall = quarter.preview(12, datetime(2025, 11, 2, 0, 50, tzinfo=ny))
 	assert {b - a for a, b in zip(fall, fall[1:])} == {timedelta(minutes=15)}
 	assert [f.astimezone(ny).strftime("%H:%M%z") for f in fall[:10]] == [
-		"01:00-0400", "01:15-0400", "01:30-0400", "01:45-0400",
-		"01:00-0500", "01:15-0500", "01:30-0500", "01:45-0500", "02:00-0500", "02:15-0500",
+		"01:00-0400",
+		"01:15-0400",
+		"01:30-0400",
+		"01:45-0400",
+		"01:00-0500",
+		"01:15-0500",
+		"01:30-0500",
+		"01:45-0500",
+		"02:00-0500",
+		"02:15-0500",
 	]

@@ -69,11 +69,13 @@ def test_garbage_skip_text_names_the_field(bad):
 
 
 def test_too_many_skips_are_refused():
-	slots = ["2027-01-01T00:00:00Z"] * 5 + [(at(2027, 1, 1) + timedelta(days=i)).isoformat() for i in range(MAX_SKIPPED + 1)]
+	slots = ["2027-01-01T00:00:00Z"] * 5 + [
+		(at(2027, 1, 1) + timedelta(days=i)).isoformat() for i in range(MAX_SKIPPED + 1)
+	]
 	with pytest.raises(ScheduleError) as caught:
 		spec(skipped_slots=slots)
 	assert str(MAX_SKIPPED) in str(caught.value)
-	assert len(spec(skipped_slots=slots[: MAX_SKIPPED]).skipped) == MAX_SKIPPED - 5  # the first six are one instant
+	assert len(spec(skipped_slots=slots[:MAX_SKIPPED]).skipped) == MAX_SKIPPED - 5  # the first six are one instant
 
 
 def test_calendar_skip_drops_excluded_local_dates():
@@ -90,7 +92,13 @@ def test_excluded_dates_are_local_to_the_schedule_zone():
 
 
 def test_move_goes_to_the_same_wall_time_on_the_next_working_day_and_merges():
-	weekly = spec(run_frequency="Weekly", day_of_week="Sunday", calendar="C", calendar_policy=MOVE, excluded_dates=["2026-12-06", "2026-12-07"])
+	weekly = spec(
+		run_frequency="Weekly",
+		day_of_week="Sunday",
+		calendar="C",
+		calendar_policy=MOVE,
+		excluded_dates=["2026-12-06", "2026-12-07"],
+	)
 	assert fires(weekly, 2, at(2026, 12, 1)) == [at(2026, 12, 8, 8), at(2026, 12, 13, 8)]
 	marked = weekly.preview_marked(2, at(2026, 12, 1))
 	assert [(m["at"], m["mark"], m["moved_from"]) for m in marked] == [
@@ -111,9 +119,21 @@ def test_move_into_a_spring_forward_gap_fires_at_the_transition_once():
 
 def test_move_over_a_fall_back_keeps_the_regular_second_pass():
 	# Paris 2026-10-25: 03:00 -> 02:00 (01:00 UTC). "30 * * * *" is real-time: 02:30 fires in both passes.
-	s = spec(run_frequency="Cron Style", cron_string="30 2 * * *", calendar="C", calendar_policy=MOVE, excluded_dates=["2026-10-24"])
+	s = spec(
+		run_frequency="Cron Style",
+		cron_string="30 2 * * *",
+		calendar="C",
+		calendar_policy=MOVE,
+		excluded_dates=["2026-10-24"],
+	)
 	assert fires(s, 2, at(2026, 10, 23, 12)) == [at(2026, 10, 25, 0, 30), at(2026, 10, 26, 1, 30)]
-	real = spec(run_frequency="Cron Style", cron_string="30 * * * *", calendar="C", calendar_policy=MOVE, excluded_dates=["2026-10-24"])
+	real = spec(
+		run_frequency="Cron Style",
+		cron_string="30 * * * *",
+		calendar="C",
+		calendar_policy=MOVE,
+		excluded_dates=["2026-10-24"],
+	)
 	sunday = [f for f in fires(real, 40, at(2026, 10, 24, 12)) if at(2026, 10, 24, 23) <= f < at(2026, 10, 25, 2)]
 	assert sunday == [at(2026, 10, 24, 23, 30), at(2026, 10, 25, 0, 30), at(2026, 10, 25, 1, 30)]
 
@@ -125,7 +145,13 @@ def test_calendar_skip_on_a_dst_day():
 
 
 def test_planner_never_fires_an_excluded_slot_in_a_catch_up():
-	s = spec(calendar="C", excluded_dates=["2026-12-05"], catch_up_policy="fire_all", catch_up_window=7 * 86400, catch_up_max=10)
+	s = spec(
+		calendar="C",
+		excluded_dates=["2026-12-05"],
+		catch_up_policy="fire_all",
+		catch_up_window=7 * 86400,
+		catch_up_max=10,
+	)
 	plan = s.plan(at(2026, 12, 4, 8), at(2026, 12, 7, 12))
 	assert plan.fire == [at(2026, 12, 4, 8), at(2026, 12, 6, 8), at(2026, 12, 7, 8)]
 	assert plan.next_cursor == at(2026, 12, 8, 8)
@@ -133,9 +159,18 @@ def test_planner_never_fires_an_excluded_slot_in_a_catch_up():
 
 def test_interval_with_exclusions_counts_by_enumeration():
 	s = ScheduleSpec.from_row(
-		{"name": "TS-i", "time_zone": "UTC", "run_frequency": "Interval", "every": 1, "every_unit": "Hours",
-		 "start_time": "2026-12-01 00:00:00", "calendar": "C", "excluded_dates": ["2026-12-02"], "catch_up_policy": "skip",
-		 "catch_up_window": 10 * 86400},
+		{
+			"name": "TS-i",
+			"time_zone": "UTC",
+			"run_frequency": "Interval",
+			"every": 1,
+			"every_unit": "Hours",
+			"start_time": "2026-12-01 00:00:00",
+			"calendar": "C",
+			"excluded_dates": ["2026-12-02"],
+			"catch_up_policy": "skip",
+			"catch_up_window": 10 * 86400,
+		},
 		system_time_zone=None,
 	)
 	plan = s.plan(at(2026, 12, 1), at(2026, 12, 3, 0, 0, 5))
@@ -143,7 +178,9 @@ def test_interval_with_exclusions_counts_by_enumeration():
 
 
 def test_jitter_stays_below_the_gap_to_the_next_remaining_slot():
-	s = spec(run_frequency="Cron Style", cron_string="* * * * *", jitter_secs=3600, skipped_slots=["2026-12-05T08:01:00Z"])
+	s = spec(
+		run_frequency="Cron Style", cron_string="* * * * *", jitter_secs=3600, skipped_slots=["2026-12-05T08:01:00Z"]
+	)
 	assert s.jitter_of(int(at(2026, 12, 5, 8).timestamp())) < 120
 
 
@@ -184,7 +221,12 @@ def test_bad_calendar_policy_and_stored_calendar():
 def test_preview_marks_skipped_and_excluded():
 	s = spec(calendar="C", excluded_dates=["2026-12-06"], skipped_slots=["2026-12-05T08:00:00Z"])
 	marks = [(m["at"], m["mark"]) for m in s.preview_marked(2, at(2026, 12, 4))]
-	assert marks == [(at(2026, 12, 4, 8), ""), (at(2026, 12, 5, 8), "skipped"), (at(2026, 12, 6, 8), "excluded"), (at(2026, 12, 7, 8), "")]
+	assert marks == [
+		(at(2026, 12, 4, 8), ""),
+		(at(2026, 12, 5, 8), "skipped"),
+		(at(2026, 12, 6, 8), "excluded"),
+		(at(2026, 12, 7, 8), ""),
+	]
 
 
 # -- properties against a brute-force reference -------------------------------------------------
@@ -194,7 +236,9 @@ EXPRESSIONS = ("0 9 * * *", "30 2 * * *", "*/20 * * * *", "0 0 * * 0", "15 1,3 *
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def reference(expr: str, zone: str, excluded: set[date], move: bool, skipped: set[int], low: int, high: int) -> list[int]:
+def reference(
+	expr: str, zone: str, excluded: set[date], move: bool, skipped: set[int], low: int, high: int
+) -> list[int]:
 	"""The slots in [low, high): every base slot from well before low, classified by its local date."""
 	base = ScheduleSpec(name="ref", zone_name=zone, kind="cron", cron=expr)
 	tz, clock = parse_zone(zone), clock_for(parse_zone(zone))
@@ -215,8 +259,12 @@ def reference(expr: str, zone: str, excluded: set[date], move: bool, skipped: se
 
 @SETTINGS
 @given(
-	st.sampled_from(EXPRESSIONS), st.sampled_from(ZONES), st.booleans(),
-	st.lists(st.integers(0, 40), max_size=15), st.lists(st.integers(0, 200), max_size=4), st.integers(0, 365),
+	st.sampled_from(EXPRESSIONS),
+	st.sampled_from(ZONES),
+	st.booleans(),
+	st.lists(st.integers(0, 40), max_size=15),
+	st.lists(st.integers(0, 200), max_size=4),
+	st.integers(0, 365),
 )
 def test_property_matches_the_reference(expr, zone, move, day_offsets, skip_picks, start_day):
 	origin = date(2026, 1, 1) + timedelta(days=start_day)
@@ -226,8 +274,13 @@ def test_property_matches_the_reference(expr, zone, move, day_offsets, skip_pick
 	plain = reference(expr, zone, excluded, move, set(), low, high)
 	skipped = {plain[i] for i in skip_picks if i < len(plain)}
 	s = ScheduleSpec(
-		name="p", zone_name=zone, kind="cron", cron=expr, calendar_policy="move" if move else "skip",
-		excluded_dates=[d.isoformat() for d in excluded], skipped=sorted(skipped),
+		name="p",
+		zone_name=zone,
+		kind="cron",
+		cron=expr,
+		calendar_policy="move" if move else "skip",
+		excluded_dates=[d.isoformat() for d in excluded],
+		skipped=sorted(skipped),
 	)
 	got, slot = [], s.first(low)
 	while slot is not None and slot < high:

@@ -15,7 +15,13 @@ T0 = datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc)
 
 
 def spec(**row) -> ScheduleSpec:
-	base = {"name": "TS-1", "creation": "2026-11-01 00:00:00", "time_zone": "UTC", "run_frequency": "Cron Style", "cron_string": "*/10 * * * *"}
+	base = {
+		"name": "TS-1",
+		"creation": "2026-11-01 00:00:00",
+		"time_zone": "UTC",
+		"run_frequency": "Cron Style",
+		"cron_string": "*/10 * * * *",
+	}
 	return ScheduleSpec.from_row({**base, **row}, system_time_zone="UTC")
 
 
@@ -26,7 +32,9 @@ def test_slots_past_their_deadline_after_since():
 
 
 def test_grace_reaching_the_slot_exactly_counts_it():
-	assert overdue_slots(spec(), since=T0, now=T0 + timedelta(minutes=15), grace_secs=300) == [T0 + timedelta(minutes=10)]
+	assert overdue_slots(spec(), since=T0, now=T0 + timedelta(minutes=15), grace_secs=300) == [
+		T0 + timedelta(minutes=10)
+	]
 
 
 def test_jitter_moves_the_deadline():

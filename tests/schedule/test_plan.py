@@ -41,7 +41,9 @@ def test_grace_covers_a_late_leader():
 	assert spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 10)).fire == [at(2025, 1, 1, 12)]
 	late = spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 11))
 	assert late.fire == [] and late.skipped == 1
-	assert spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 30), grace=timedelta(seconds=60)).fire == [at(2025, 1, 1, 12)]
+	assert spec.plan(at(2025, 1, 1, 12), at(2025, 1, 1, 12, 0, 30), grace=timedelta(seconds=60)).fire == [
+		at(2025, 1, 1, 12)
+	]
 
 
 @pytest.mark.parametrize(
@@ -70,7 +72,14 @@ def test_slot_exactly_window_old_is_not_expired():
 
 
 def test_on_time_slots_fire_even_with_skip_and_they_come_after_catch_up():
-	spec = ScheduleSpec(name="s", zone_name="UTC", kind="interval", every=2, origin=int(at(2025, 1, 1).timestamp()), catch_up_policy="fire_once")
+	spec = ScheduleSpec(
+		name="s",
+		zone_name="UTC",
+		kind="interval",
+		every=2,
+		origin=int(at(2025, 1, 1).timestamp()),
+		catch_up_policy="fire_once",
+	)
 	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 0, 1))
 	assert plan.fire[0] == at(2025, 1, 1, 0, 0, 48)  # latest missed
 	assert plan.fire[1:] == [at(2025, 1, 1, 0, 0, s) for s in range(50, 60, 2)] + [at(2025, 1, 1, 0, 1)]
@@ -78,7 +87,15 @@ def test_on_time_slots_fire_even_with_skip_and_they_come_after_catch_up():
 
 
 def test_huge_interval_backlog_is_counted_exactly_without_walking():
-	spec = ScheduleSpec(name="s", zone_name="UTC", kind="interval", every=1, origin=int(at(2020, 1, 1).timestamp()), catch_up_policy="fire_all", catch_up_max=2)
+	spec = ScheduleSpec(
+		name="s",
+		zone_name="UTC",
+		kind="interval",
+		every=1,
+		origin=int(at(2020, 1, 1).timestamp()),
+		catch_up_policy="fire_all",
+		catch_up_max=2,
+	)
 	plan = spec.plan(at(2020, 1, 1), at(2025, 1, 1))
 	day = 86400
 	total = int((at(2025, 1, 1) - at(2020, 1, 1)).total_seconds()) + 1
@@ -100,7 +117,11 @@ def test_huge_cron_backlog_stops_counting_and_says_so():
 def test_cron_backlog_below_budget_is_exact():
 	spec = ScheduleSpec(name="s", zone_name="UTC", kind="cron", cron="* * * * *", catch_up_policy="skip")
 	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 4, 0, 0, 1))
-	assert (plan.expired, plan.skipped, plan.count_truncated) == (2 * 1440 + 1, 1440 - 1, False)  # Jan 1 00:00 .. Jan 3 00:00 expired
+	assert (plan.expired, plan.skipped, plan.count_truncated) == (
+		2 * 1440 + 1,
+		1440 - 1,
+		False,
+	)  # Jan 1 00:00 .. Jan 3 00:00 expired
 	assert plan.fire == [at(2025, 1, 4)]
 
 
@@ -134,19 +155,28 @@ def test_once_fires_once_then_finishes():
 
 @pytest.mark.parametrize(
 	"run_at",
-	["2025-01-01T12:00:00.250Z", "2025-01-01T13:00:00.250+01:00", datetime(2025, 1, 1, 12, 0, 0, 250999, UTC), datetime(2025, 1, 1, 12, 0, 0, 250000)],
+	[
+		"2025-01-01T12:00:00.250Z",
+		"2025-01-01T13:00:00.250+01:00",
+		datetime(2025, 1, 1, 12, 0, 0, 250999, UTC),
+		datetime(2025, 1, 1, 12, 0, 0, 250000),
+	],
 	ids=["utc-text", "offset-text", "aware", "naive-in-zone"],
 )
 def test_once_within_a_second_fires_at_its_millisecond(run_at):
 	"""enqueue_at's moment: the slot is the whole second, the fire 250 ms into it; the fraction survives the stored spec."""
-	spec = ScheduleSpec.from_row({"name": "TS-ms", "run_frequency": "Once", "run_at": run_at, "time_zone": "UTC"}, system_time_zone="UTC")
+	spec = ScheduleSpec.from_row(
+		{"name": "TS-ms", "run_frequency": "Once", "run_at": run_at, "time_zone": "UTC"}, system_time_zone="UTC"
+	)
 	assert (spec.at, spec.at_ms) == (int(at(2025, 1, 1, 12).timestamp()), 250)
 	slot = at(2025, 1, 1, 12)
 	assert spec.fire_time(slot) == slot + timedelta(milliseconds=250)
 	assert ScheduleSpec.from_dict(spec.to_dict()).fire_time(slot) == slot + timedelta(milliseconds=250)
 	assert spec.describe() == "Once, at 2025-01-01 12:00:00.250 (UTC)"
 	assert spec.plan(at(2025, 1, 1), at(2025, 1, 1, 11, 59, 59, 900000)).fire == []
-	plan = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 12, 0, 0, 100000))  # due within its second: prepared, released at .250
+	plan = spec.plan(
+		at(2025, 1, 1), at(2025, 1, 1, 12, 0, 0, 100000)
+	)  # due within its second: prepared, released at .250
 	assert plan.fire == [slot] and plan.finished
 
 
@@ -177,7 +207,9 @@ def test_jitter_delays_due_time_deterministically():
 		assert early.fire == [] and early.next_cursor == slot
 	assert spec.plan(slot, fire).fire == [slot]
 	other = ScheduleSpec(name="TS-k", zone_name="UTC", kind="cron", cron="0 * * * *", jitter_secs=600)
-	assert [other.fire_time(at(2025, 1, 1, h)) for h in range(24)] != [spec.fire_time(at(2025, 1, 1, h)) for h in range(24)]
+	assert [other.fire_time(at(2025, 1, 1, h)) for h in range(24)] != [
+		spec.fire_time(at(2025, 1, 1, h)) for h in range(24)
+	]
 
 
 def test_jitter_never_reaches_the_next_slot():
@@ -189,12 +221,21 @@ def test_jitter_never_reaches_the_next_slot():
 
 @pytest.mark.parametrize("catch_up_max", [MAX_CATCH_UP + 1, 604_801, 2**31 - 1])
 def test_catch_up_max_over_the_cap_is_refused_naming_the_limit(catch_up_max):
-	row = {"name": "TS-cap", "run_frequency": "Cron Style", "cron_string": "* * * * * *", "catch_up_policy": "fire_all", "catch_up_max": catch_up_max}
+	row = {
+		"name": "TS-cap",
+		"run_frequency": "Cron Style",
+		"cron_string": "* * * * * *",
+		"catch_up_policy": "fire_all",
+		"catch_up_max": catch_up_max,
+	}
 	with pytest.raises(ScheduleError) as info:
 		ScheduleSpec.from_row(row, system_time_zone="UTC")
 	assert info.value.field == "catch_up_max"
 	assert f"must be from 0 to {MAX_CATCH_UP}" in str(info.value) and "use fire_once" in str(info.value)
-	stored = {**ScheduleSpec.from_row({**row, "catch_up_max": 1}, system_time_zone="UTC").to_dict(), "catch_up_max": catch_up_max}
+	stored = {
+		**ScheduleSpec.from_row({**row, "catch_up_max": 1}, system_time_zone="UTC").to_dict(),
+		"catch_up_max": catch_up_max,
+	}
 	with pytest.raises(ScheduleError):
 		ScheduleSpec.from_dict(stored)  # a spec kept in Redis by an older version is refused the same way
 
@@ -205,7 +246,13 @@ def test_a_weeks_outage_fires_the_cap_in_bounded_steps(kind):
 	origin = int(at(2025, 1, 1).timestamp())
 	shape = {"cron": {"cron": "* * * * * *"}, "interval": {"every": 1, "origin": origin}}[kind]
 	spec = ScheduleSpec(
-		name="s", zone_name="UTC", kind=kind, catch_up_policy="fire_all", catch_up_max=MAX_CATCH_UP, catch_up_window=8 * 86400, **shape
+		name="s",
+		zone_name="UTC",
+		kind=kind,
+		catch_up_policy="fire_all",
+		catch_up_max=MAX_CATCH_UP,
+		catch_up_window=8 * 86400,
+		**shape,
 	)
 	now = at(2025, 1, 8)
 	cursor, fired, skipped, steps = at(2025, 1, 1), [], 0, 0
@@ -226,7 +273,15 @@ def test_a_weeks_outage_fires_the_cap_in_bounded_steps(kind):
 
 
 def test_run_limit_beyond_a_step_finishes_in_the_step_that_reaches_it():
-	spec = ScheduleSpec(name="s", zone_name="UTC", kind="cron", cron="* * * * * *", catch_up_policy="fire_all", catch_up_max=5000, run_limit=1500)
+	spec = ScheduleSpec(
+		name="s",
+		zone_name="UTC",
+		kind="cron",
+		cron="* * * * * *",
+		catch_up_policy="fire_all",
+		catch_up_max=5000,
+		run_limit=1500,
+	)
 	first = spec.plan(at(2025, 1, 1), at(2025, 1, 1, 2))
 	assert len(first.fire) == MAX_FIRES_PER_PLAN and not first.finished
 	second = spec.plan(first.next_cursor, at(2025, 1, 1, 2), runs=MAX_FIRES_PER_PLAN)
@@ -238,8 +293,13 @@ def test_fire_all_keeps_every_missed_slot_when_the_count_budget_runs_out_inside_
 	# Expired slots use most of the count budget; the missed ones after them (fewer than catch_up_max)
 	# are found by looking back: every one of them must fire, none reported skipped.
 	spec = ScheduleSpec(
-		name="TS-plan", zone_name="UTC", kind="cron", cron="* * * * * *", catch_up_policy="fire_all",
-		catch_up_max=MAX_CATCH_UP, catch_up_window=7000,
+		name="TS-plan",
+		zone_name="UTC",
+		kind="cron",
+		cron="* * * * * *",
+		catch_up_policy="fire_all",
+		catch_up_max=MAX_CATCH_UP,
+		catch_up_window=7000,
 	)
 	now = at(2025, 1, 1, 12)
 	plan = spec.plan(now - timedelta(seconds=15000), now)

@@ -14,9 +14,19 @@ from btu.shared.schedule.spec import STORED_DEFAULTS
 pytestmark = pytest.mark.versions
 
 ZONES = (
-	"America/New_York", "Europe/London", "Europe/Dublin", "Australia/Sydney", "Australia/Lord_Howe",
-	"Pacific/Chatham", "America/St_Johns", "America/Santiago", "America/Havana", "Asia/Kolkata",
-	"UTC", "+05:30", "-08:00",
+	"America/New_York",
+	"Europe/London",
+	"Europe/Dublin",
+	"Australia/Sydney",
+	"Australia/Lord_Howe",
+	"Pacific/Chatham",
+	"America/St_Johns",
+	"America/Santiago",
+	"America/Havana",
+	"Asia/Kolkata",
+	"UTC",
+	"+05:30",
+	"-08:00",
 )
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -24,7 +34,9 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 @st.composite
 def field(draw, low: int, high: int, star_ok: bool = True, value_high: int | None = None):
 	"""(text, values, starts_with_star) for one cron field; explicit values stay <= value_high."""
-	kind = draw(st.sampled_from(("star", "step", "one", "range", "list", "range_step") if star_ok else ("one", "range", "list")))
+	kind = draw(
+		st.sampled_from(("star", "step", "one", "range", "list", "range_step") if star_ok else ("one", "range", "list"))
+	)
 	if kind == "star":
 		return "*", set(range(low, high + 1)), True
 	if kind == "step":
@@ -115,15 +127,34 @@ def test_round_trip_and_fingerprint(expr, zone_name, start):
 
 @SETTINGS
 @given(
-	kind=st.sampled_from(["cron", "interval", "once"]), zone_name=st.sampled_from(ZONES), start=st.none() | instants,
-	run_limit=st.sampled_from([0, 3]), jitter=st.sampled_from([0, 30]), catch_up=st.sampled_from(["fire_once", "skip", "fire_all"]),
-	window=st.sampled_from([86400, 600]), overlap=st.sampled_from(["allow", "skip"]),
+	kind=st.sampled_from(["cron", "interval", "once"]),
+	zone_name=st.sampled_from(ZONES),
+	start=st.none() | instants,
+	run_limit=st.sampled_from([0, 3]),
+	jitter=st.sampled_from([0, 30]),
+	catch_up=st.sampled_from(["fire_once", "skip", "fire_all"]),
+	window=st.sampled_from([86400, 600]),
+	overlap=st.sampled_from(["allow", "skip"]),
 )
-def test_the_stored_form_leaves_out_defaults_and_reads_back_alike(kind, zone_name, start, run_limit, jitter, catch_up, window, overlap):
-	what = {"cron": {"cron": "*/5 * * * *"}, "interval": {"every": 90, "origin": 1_700_000_000}, "once": {"at": 1_900_000_000}}[kind]
+def test_the_stored_form_leaves_out_defaults_and_reads_back_alike(
+	kind, zone_name, start, run_limit, jitter, catch_up, window, overlap
+):
+	what = {
+		"cron": {"cron": "*/5 * * * *"},
+		"interval": {"every": 90, "origin": 1_700_000_000},
+		"once": {"at": 1_900_000_000},
+	}[kind]
 	spec = ScheduleSpec(
-		name="st", zone_name=zone_name, kind=kind, start=start, run_limit=run_limit, jitter_secs=jitter, catch_up_policy=catch_up,
-		catch_up_window=window, overlap_policy=overlap, **what,
+		name="st",
+		zone_name=zone_name,
+		kind=kind,
+		start=start,
+		run_limit=run_limit,
+		jitter_secs=jitter,
+		catch_up_policy=catch_up,
+		catch_up_window=window,
+		overlap_policy=overlap,
+		**what,
 	)
 	stored = spec.stored()
 	copy = ScheduleSpec.from_dict(stored)
@@ -149,7 +180,13 @@ def test_intervals_keep_their_anchor(origin, every, after, zone_name):
 
 
 @SETTINGS
-@given(expr=expressions(), zone_name=st.sampled_from(ZONES), start=instants, jitter=st.integers(1, 7200), name=st.text(max_size=12))
+@given(
+	expr=expressions(),
+	zone_name=st.sampled_from(ZONES),
+	start=instants,
+	jitter=st.integers(1, 7200),
+	name=st.text(max_size=12),
+)
 def test_jitter_is_deterministic_bounded_and_keeps_order(expr, zone_name, start, jitter, name):
 	spec = ScheduleSpec(name=name, zone_name=zone_name, kind="cron", cron=expr[0], jitter_secs=jitter)
 	twin = ScheduleSpec.from_dict(spec.to_dict())

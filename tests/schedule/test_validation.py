@@ -31,15 +31,33 @@ def cron_error(text: str) -> ScheduleError:
 		("0 0 * 13 *", "cron_string '0 0 * 13 *': month 13 is outside 1-12"),
 		("0 0 * * 8", "cron_string '0 0 * * 8': day-of-week 8 is outside 0-7"),
 		("60 0 0 * * *", "cron_string '60 0 0 * * *': second 60 is outside 0-59"),
-		("* * * *", "cron_string '* * * *': has 4 fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)"),
+		(
+			"* * * *",
+			"cron_string '* * * *': has 4 fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)",
+		),
 		("*/0 * * * *", "cron_string '*/0 * * * *': minute step '/0' must be a whole number of 1 or more"),
 		("*/x * * * *", "cron_string '*/x * * * *': minute step '/x' must be a whole number of 1 or more"),
-		("0 0 * * funday", "cron_string '0 0 * * funday': day-of-week 'funday' is neither a number 0-7 nor a name (sun, mon, tue, wed, thu, fri, sat)"),
-		("0 0 * foo *", "cron_string '0 0 * foo *': month 'foo' is neither a number 1-12 nor a name (jan, feb, mar, apr, may, jun, jul, aug, sep, oct, nov, dec)"),
-		("5-1 * * * *", "cron_string '5-1 * * * *': minute range 5-1 runs backwards; write it as low-high, or as two ranges"),
+		(
+			"0 0 * * funday",
+			"cron_string '0 0 * * funday': day-of-week 'funday' is neither a number 0-7 nor a name (sun, mon, tue, wed, thu, fri, sat)",
+		),
+		(
+			"0 0 * foo *",
+			"cron_string '0 0 * foo *': month 'foo' is neither a number 1-12 nor a name (jan, feb, mar, apr, may, jun, jul, aug, sep, oct, nov, dec)",
+		),
+		(
+			"5-1 * * * *",
+			"cron_string '5-1 * * * *': minute range 5-1 runs backwards; write it as low-high, or as two ranges",
+		),
 		("0 0 30 2 *", "cron_string '0 0 30 2 *': day-of-month 30 never occurs in February; pick a day that exists"),
-		("@fortnightly", "cron_string '@fortnightly': unknown macro @fortnightly; use one of @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually"),
-		("0 0 L * *", "cron_string '0 0 L * *': day-of-month 'l' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps"),
+		(
+			"@fortnightly",
+			"cron_string '@fortnightly': unknown macro @fortnightly; use one of @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually",
+		),
+		(
+			"0 0 L * *",
+			"cron_string '0 0 L * *': day-of-month 'l' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps",
+		),
 		("1,,2 * * * *", "cron_string '1,,2 * * * *': minute '1,,2' has an empty list item; remove the extra comma"),
 	],
 )
@@ -50,8 +68,13 @@ def test_cron_messages(text, message):
 @pytest.mark.parametrize(
 	"text, expanded",
 	[
-		("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"), ("@weekly", "0 0 * * 0"),
-		("@monthly", "0 0 1 * *"), ("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *"),
+		("@hourly", "0 * * * *"),
+		("@daily", "0 0 * * *"),
+		("@midnight", "0 0 * * *"),
+		("@weekly", "0 0 * * 0"),
+		("@monthly", "0 0 1 * *"),
+		("@yearly", "0 0 1 1 *"),
+		("@annually", "0 0 1 1 *"),
 	],
 )
 def test_macros_equal_their_expansion(text, expanded):
@@ -82,7 +105,13 @@ def test_both_croniter_versions_agree_on_what_we_expand():
 	assert expr.months == (1, 7) and expr.dows == frozenset({1, 2, 3, 4, 5})
 	# croniter 7 expands a-a as every value; both versions must see one value.
 	single = ScheduleSpec(name="x", zone_name="UTC", kind="cron", cron="1-1 5-5/3 3-3 2-2 4-4")._expr
-	assert (single.minutes, single.hours, single.doms, single.months, single.dows) == ((1,), (5,), (3,), (2,), frozenset({4}))
+	assert (single.minutes, single.hours, single.doms, single.months, single.dows) == (
+		(1,),
+		(5,),
+		(3,),
+		(2,),
+		frozenset({4}),
+	)
 	assert ScheduleSpec(name="x", zone_name="UTC", kind="cron", cron="0 23/5 * * 6/2")._expr.hours == (23,)
 
 
@@ -107,7 +136,9 @@ def test_every_helper_combination_the_form_allows_is_valid():
 
 	for name, length in zip(MONTH_NAMES, MONTH_DAYS):
 		for day in range(1, length + 1):
-			ScheduleSpec(name="y", zone_name="UTC", kind="cron", cron=frequency_to_cron("Yearly", 59, 23, None, day, name))
+			ScheduleSpec(
+				name="y", zone_name="UTC", kind="cron", cron=frequency_to_cron("Yearly", 59, 23, None, day, name)
+			)
 	for day in range(1, 32):
 		ScheduleSpec(name="m", zone_name="UTC", kind="cron", cron=frequency_to_cron("Monthly", 0, 0, None, day))
 	for weekday in WEEKDAYS:
@@ -128,10 +159,16 @@ def test_monthly_31_skips_short_months():
 		(("Daily", 61, 0), "minute '61': minute 61 is outside 0-59"),
 		(("Daily", 0, 24), "hour '24': hour 24 is outside 0-23"),
 		(("Daily", "x", 0), "minute 'x': must be a whole number"),
-		(("Weekly", 0, 0, "Funday"), "day_of_week 'Funday': must be one of Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday"),
+		(
+			("Weekly", 0, 0, "Funday"),
+			"day_of_week 'Funday': must be one of Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday",
+		),
 		(("Yearly", 0, 0, None, 1, "Smarch"), "month 'Smarch': must be a month name, January to December"),
 		(("Monthly", 0, 0, None, 32), "day_of_month '32': day of month 32 is outside 1-31"),
-		(("Cron Style",), "run_frequency 'Cron Style': has no cron form; expected one of Hourly, Daily, Weekly, Monthly, Yearly"),
+		(
+			("Cron Style",),
+			"run_frequency 'Cron Style': has no cron form; expected one of Hourly, Daily, Weekly, Monthly, Yearly",
+		),
 	],
 )
 def test_frequency_messages(args, message):
@@ -161,12 +198,22 @@ def test_from_row_defaults_and_zone_fallbacks():
 	assert (spec.catch_up_policy, spec.catch_up_window.total_seconds(), spec.catch_up_max) == ("fire_once", 86400, 10)
 	assert (spec.overlap_policy, spec.run_limit, spec.jitter_secs) == ("allow", 0, 0)
 	daily = {"name": "TS-1", "run_frequency": "Daily"}
-	assert ScheduleSpec.from_row({**daily, "time_zone": ""}, system_time_zone="Europe/Paris").zone_name == "Europe/Paris"
-	assert ScheduleSpec.from_row({**daily, "time_zone": "+05:30"}, system_time_zone="Europe/Paris").zone_name == "+05:30"
+	assert (
+		ScheduleSpec.from_row({**daily, "time_zone": ""}, system_time_zone="Europe/Paris").zone_name == "Europe/Paris"
+	)
+	assert (
+		ScheduleSpec.from_row({**daily, "time_zone": "+05:30"}, system_time_zone="Europe/Paris").zone_name == "+05:30"
+	)
 
 
 def test_from_row_interval_anchors():
-	row = {"name": "TS-i", "run_frequency": "Interval", "every": 2, "every_unit": "Hours", "creation": "2025-01-01 10:00:00.5"}
+	row = {
+		"name": "TS-i",
+		"run_frequency": "Interval",
+		"every": 2,
+		"every_unit": "Hours",
+		"creation": "2025-01-01 10:00:00.5",
+	}
 	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
 	first = spec.next_slot(datetime(2024, 1, 1, tzinfo=timezone.utc))
 	assert first == datetime(2025, 1, 1, 6, 30, tzinfo=timezone.utc)  # creation (Kolkata) + 2 h
@@ -183,7 +230,10 @@ def test_from_row_interval_anchors():
 		({"run_frequency": "Cron Style"}, "cron_string"),
 		({"run_frequency": "Interval"}, "every"),
 		({"run_frequency": "Interval", "every": 0}, "every"),
-		({"run_frequency": "Interval", "every": 5, "every_unit": "Weeks", "start_time": "2025-01-01 00:00:00"}, "every_unit"),
+		(
+			{"run_frequency": "Interval", "every": 5, "every_unit": "Weeks", "start_time": "2025-01-01 00:00:00"},
+			"every_unit",
+		),
 		({"run_frequency": "Interval", "every": 5}, "start_time"),
 		({"run_frequency": "Once"}, "run_at"),
 		({"run_frequency": "Once", "run_at": "tomorrow"}, "run_at"),
@@ -218,7 +268,9 @@ def test_describe():
 
 	assert describe("0 9 * * 1-5") == "At 09:00 AM, Monday through Friday (America/New_York)"
 	assert describe("*/10 * * * * *", "UTC") == "Every 10 seconds (UTC)"
-	once = ScheduleSpec.from_row({"run_frequency": "Once", "run_at": "2025-07-04 12:00:00", "time_zone": "+05:30"}, system_time_zone=None)
+	once = ScheduleSpec.from_row(
+		{"run_frequency": "Once", "run_at": "2025-07-04 12:00:00", "time_zone": "+05:30"}, system_time_zone=None
+	)
 	assert once.describe() == "Once, at 2025-07-04 12:00:00 (+05:30)"
 
 
@@ -228,21 +280,39 @@ def test_describe_does_not_follow_the_process_locale(locale_name):
 	Python 3.11 and "C" (24-hour) on 3.13+. BTU's text is the same under every locale and Python."""
 	code = "from btu.shared.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
 	env = {key: value for key, value in os.environ.items() if not key.startswith("LC_") and key != "LANG"}
-	result = subprocess.run([sys.executable, "-c", code], env={**env, "LC_ALL": locale_name}, capture_output=True, text=True, timeout=patient(60))
+	result = subprocess.run(
+		[sys.executable, "-c", code],
+		env={**env, "LC_ALL": locale_name},
+		capture_output=True,
+		text=True,
+		timeout=patient(60),
+	)
 	assert result.returncode == 0, result.stderr
 	assert result.stdout.strip() == "At 02:30 PM, Monday through Friday (UTC)"
 
 
 def test_fingerprint_changes_with_every_semantic_field():
-	base = ScheduleSpec.from_row({"name": "TS-f", "run_frequency": "Cron Style", "cron_string": "0 9 * * *"}, system_time_zone="UTC")
+	base = ScheduleSpec.from_row(
+		{"name": "TS-f", "run_frequency": "Cron Style", "cron_string": "0 9 * * *"}, system_time_zone="UTC"
+	)
 	prints = {base.fingerprint}
 	for change in (
-		{"cron_string": "0 10 * * *"}, {"time_zone": "Europe/Rome"}, {"jitter_secs": 5}, {"run_limit": 3},
-		{"catch_up_policy": "skip"}, {"catch_up_window": 60}, {"catch_up_max": 2}, {"overlap_policy": "skip"},
-		{"start_time": "2025-01-01 00:00:00"}, {"end_time": "2030-01-01 00:00:00"}, {"name": "TS-g"},
+		{"cron_string": "0 10 * * *"},
+		{"time_zone": "Europe/Rome"},
+		{"jitter_secs": 5},
+		{"run_limit": 3},
+		{"catch_up_policy": "skip"},
+		{"catch_up_window": 60},
+		{"catch_up_max": 2},
+		{"overlap_policy": "skip"},
+		{"start_time": "2025-01-01 00:00:00"},
+		{"end_time": "2030-01-01 00:00:00"},
+		{"name": "TS-g"},
 	):
 		row = {"name": "TS-f", "run_frequency": "Cron Style", "cron_string": "0 9 * * *", **change}
 		prints.add(ScheduleSpec.from_row(row, system_time_zone="UTC").fingerprint)
 	assert len(prints) == 12
-	again = ScheduleSpec.from_row({"name": "TS-f", "run_frequency": "Cron Style", "cron_string": "0 9 * * *"}, system_time_zone="UTC")
+	again = ScheduleSpec.from_row(
+		{"name": "TS-f", "run_frequency": "Cron Style", "cron_string": "0 9 * * *"}, system_time_zone="UTC"
+	)
 	assert again.fingerprint == base.fingerprint

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from devbench.bench import BTU_SOURCE, DEMO_APP_SOURCE
 from btu.scheduler_daemon.app_files import AppFiles
 from btu.shared.declared import NotRunnable
+from devbench.bench import BTU_SOURCE, DEMO_APP_SOURCE
 
 pytestmark = pytest.mark.versions
 
-TASKS = '''
+TASKS = """
 import os
 import btu
 from subprocess import getoutput
@@ -63,7 +63,7 @@ def popen():
 
 class Job:
 	pass
-'''
+"""
 
 
 def write(path: Path, text: str) -> None:
@@ -80,7 +80,10 @@ def bench(tmp_path):
 	(tmp_path / "apps" / "btu_demo").symlink_to(DEMO_APP_SOURCE)
 	package = tmp_path / "apps" / "myapp" / "myapp"
 	write(package / "__init__.py", "")
-	write(package / "hooks.py", 'app_name = "myapp"\nbtu_tasks = ["myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_*", "myapp.tasks.getoutput", "myapp.tasks.system", "myapp.tasks.Job"]\n')
+	write(
+		package / "hooks.py",
+		'app_name = "myapp"\nbtu_tasks = ["myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_*", "myapp.tasks.getoutput", "myapp.tasks.system", "myapp.tasks.Job"]\n',
+	)
 	write(package / "tasks.py", TASKS)
 	write(package / "helpers.py", "def cleanup():\n\tpass\n")
 	write(package / "reports" / "__init__.py", "def monthly():\n\tpass\n")
@@ -151,11 +154,17 @@ def test_the_escape_hatch_allows_any_function_defined_in_an_installed_app_only(b
 
 def test_hooks_that_are_not_a_literal_list_are_named_and_decorators_still_count(bench):
 	hooks = bench / "apps" / "myapp" / "myapp" / "hooks.py"
-	for text in ('btu_tasks = [f"myapp.tasks.{n}" for n in ("plain",)]\n', 'btu_tasks = ["myapp.tasks.plain"]\nbtu_tasks += []\n', "btu_tasks = 42\n"):
+	for text in (
+		'btu_tasks = [f"myapp.tasks.{n}" for n in ("plain",)]\n',
+		'btu_tasks = ["myapp.tasks.plain"]\nbtu_tasks += []\n',
+		"btu_tasks = 42\n",
+	):
 		hooks.write_text(text)
 		files = AppFiles(bench, False)
 		message = refusal(files, "myapp.tasks.plain")
-		assert f"btu_tasks in {hooks}" in message and ("literal list of strings" in message or "not a string" in message)
+		assert f"btu_tasks in {hooks}" in message and (
+			"literal list of strings" in message or "not a string" in message
+		)
 		files.check("myapp.tasks.decorated")
 
 
@@ -176,7 +185,10 @@ def test_a_module_that_does_not_parse_is_named(bench):
 
 
 def test_reading_imports_no_app_code(bench):
-	write(bench / "apps" / "myapp" / "myapp" / "loud.py", "raise SystemExit('imported!')\n\n@runnable\ndef run():\n\tpass\n")
+	write(
+		bench / "apps" / "myapp" / "myapp" / "loud.py",
+		"raise SystemExit('imported!')\n\n@runnable\ndef run():\n\tpass\n",
+	)
 	AppFiles(bench, False).check("myapp.loud.run")
 	assert "myapp" not in sys.modules and "myapp.loud" not in sys.modules
 

@@ -56,14 +56,19 @@ def test_a_malformed_or_look_alike_path_is_refused(path):
 
 
 def test_a_path_splits_into_app_module_and_name():
-	assert target(" myapp.tasks.nightly.run ", APPS) == Target("myapp.tasks.nightly.run", "myapp", "myapp.tasks.nightly", "run")
+	assert target(" myapp.tasks.nightly.run ", APPS) == Target(
+		"myapp.tasks.nightly.run", "myapp", "myapp.tasks.nightly", "run"
+	)
 
 
 def test_an_imported_function_is_refused_even_where_a_glob_matches_its_name():
 	# myapp/tasks.py did `from subprocess import getoutput`: myapp.tasks.getoutput is subprocess's.
 	with pytest.raises(NotRunnable) as caught:
 		check_declared(
-			target("myapp.tasks.getoutput", APPS), **facts(subprocess.getoutput), patterns=["myapp.tasks.*", "*"], allow_any_app_function=True
+			target("myapp.tasks.getoutput", APPS),
+			**facts(subprocess.getoutput),
+			patterns=["myapp.tasks.*", "*"],
+			allow_any_app_function=True,
 		)
 	assert "is defined in subprocess and only imported into myapp.tasks" in str(caught.value)
 
@@ -71,7 +76,9 @@ def test_an_imported_function_is_refused_even_where_a_glob_matches_its_name():
 def test_a_builtin_or_class_is_not_a_function():
 	for thing in (os.system, eval, subprocess.Popen):
 		with pytest.raises(NotRunnable) as caught:
-			check_declared(target("myapp.tasks.thing", APPS), **facts(thing), patterns=["*"], allow_any_app_function=True)
+			check_declared(
+				target("myapp.tasks.thing", APPS), **facts(thing), patterns=["*"], allow_any_app_function=True
+			)
 		assert "is not a function defined with def in myapp.tasks" in str(caught.value)
 
 
@@ -87,23 +94,46 @@ def test_an_undeclared_function_is_refused_with_how_to_declare_it():
 	assert "@runnable (from btu import runnable) above def send_reminders in myapp/tasks.py" in message
 
 
-@pytest.mark.parametrize("patterns", [["myapp.tasks.send_reminders"], ["myapp.tasks.*"], ["myapp.*"], "myapp.tasks.send_*", [" myapp.tasks.send_reminders "]])
+@pytest.mark.parametrize(
+	"patterns",
+	[
+		["myapp.tasks.send_reminders"],
+		["myapp.tasks.*"],
+		["myapp.*"],
+		"myapp.tasks.send_*",
+		[" myapp.tasks.send_reminders "],
+	],
+)
 def test_a_hook_pattern_declares(patterns):
 	check_declared(
-		target("myapp.tasks.send_reminders", APPS), defined_in="myapp.tasks", decorated=False, patterns=patterns, allow_any_app_function=False
+		target("myapp.tasks.send_reminders", APPS),
+		defined_in="myapp.tasks",
+		decorated=False,
+		patterns=patterns,
+		allow_any_app_function=False,
 	)
 
 
 def test_patterns_are_case_sensitive():
 	with pytest.raises(NotRunnable):
 		check_declared(
-			target("myapp.tasks.Run", APPS), defined_in="myapp.tasks", decorated=False, patterns=["myapp.tasks.run"], allow_any_app_function=False
+			target("myapp.tasks.Run", APPS),
+			defined_in="myapp.tasks",
+			decorated=False,
+			patterns=["myapp.tasks.run"],
+			allow_any_app_function=False,
 		)
 
 
 def test_a_pattern_that_is_not_a_string_is_named():
 	with pytest.raises(NotRunnable) as caught:
-		check_declared(target("myapp.tasks.run", APPS), defined_in="myapp.tasks", decorated=False, patterns=[42], allow_any_app_function=False)
+		check_declared(
+			target("myapp.tasks.run", APPS),
+			defined_in="myapp.tasks",
+			decorated=False,
+			patterns=[42],
+			allow_any_app_function=False,
+		)
 	assert "function_string 'myapp.tasks.run': btu_tasks in myapp/hooks.py holds 42, not a string" in str(caught.value)
 
 
@@ -113,7 +143,13 @@ def test_the_decorator_declares_and_returns_the_function_itself():
 
 	assert runnable(nightly) is nightly and nightly() == "ran"
 	assert facts(nightly)["decorated"]
-	check_declared(target("myapp.tasks.nightly", APPS), defined_in="myapp.tasks", decorated=True, patterns=[], allow_any_app_function=False)
+	check_declared(
+		target("myapp.tasks.nightly", APPS),
+		defined_in="myapp.tasks",
+		decorated=True,
+		patterns=[],
+		allow_any_app_function=False,
+	)
 
 
 @pytest.mark.parametrize("thing", [os.system, subprocess.Popen, print, 42])
@@ -123,11 +159,23 @@ def test_the_decorator_takes_only_functions(thing):
 
 
 def test_the_escape_hatch_lifts_only_the_declaration():
-	check_declared(target("myapp.tasks.run", APPS), defined_in="myapp.tasks", decorated=False, patterns=[], allow_any_app_function=True)
+	check_declared(
+		target("myapp.tasks.run", APPS),
+		defined_in="myapp.tasks",
+		decorated=False,
+		patterns=[],
+		allow_any_app_function=True,
+	)
 	with pytest.raises(NotRunnable):
 		target("os.system", APPS)
 	with pytest.raises(NotRunnable, match="only imported"):
-		check_declared(target("myapp.tasks.system", APPS), defined_in="os", decorated=False, patterns=[], allow_any_app_function=True)
+		check_declared(
+			target("myapp.tasks.system", APPS),
+			defined_in="os",
+			decorated=False,
+			patterns=[],
+			allow_any_app_function=True,
+		)
 
 
 @pytest.mark.parametrize(

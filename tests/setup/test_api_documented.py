@@ -21,7 +21,11 @@ def is_whitelist(decorator: ast.expr) -> bool:
 
 def whitelisted() -> list[str]:
 	tree = ast.parse(API.read_text(), str(API))
-	return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and any(map(is_whitelist, node.decorator_list))]
+	return [
+		node.name
+		for node in tree.body
+		if isinstance(node, ast.FunctionDef) and any(map(is_whitelist, node.decorator_list))
+	]
 
 
 def test_every_whitelisted_api_method_is_in_the_readme():
@@ -29,4 +33,6 @@ def test_every_whitelisted_api_method_is_in_the_readme():
 	assert "run_once_at" in names and len(names) > 10, f"the parse found {names}"
 	readme = (ROOT / "README.md").read_text()
 	missing = [name for name in names if f"`{MODULE}.{name}`" not in readme]
-	assert not missing, f"README.md does not name {', '.join(f'{MODULE}.{name}' for name in missing)}: add each to its whitelisted API table"
+	assert not missing, (
+		f"README.md does not name {', '.join(f'{MODULE}.{name}' for name in missing)}: add each to its whitelisted API table"
+	)

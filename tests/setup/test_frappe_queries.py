@@ -39,7 +39,9 @@ def sql_in_reads(source: str, where: str) -> list[str]:
 		arguments = [k.value for k in call.keywords if k.arg in keywords]
 		if len(call.args) > position:
 			arguments.append(call.args[position])
-		found += [f"{where}:{call.lineno}: {text!r}" for argument in arguments for text in strings(argument) if "(" in text]
+		found += [
+			f"{where}:{call.lineno}: {text!r}" for argument in arguments for text in strings(argument) if "(" in text
+		]
 	return found
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from btu.btu_core.insights import task_outcomes
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.planner import FireItem, Plan, Unplanned
 from btu.scheduler_daemon.state import FAILED, WRITTEN, ItemResult, Released
-from btu.btu_core.insights import task_outcomes
 from btu.shared import protocol
 from tests.engine.test_metrics import released
 
@@ -42,7 +42,8 @@ UNITS = {"s", "ops", "opm", "percentunit", "bytes", "short", "none"}
 NOT_ON_THE_DASHBOARD: dict[str, str] = {}
 
 # PromQL's aggregations and functions (Prometheus 2.x and 3.x).
-FUNCTIONS = frozenset("""
+FUNCTIONS = frozenset(
+	"""
 	sum min max avg group stddev stdvar count count_values bottomk topk quantile limitk limit_ratio
 	abs absent absent_over_time ceil changes clamp clamp_max clamp_min day_of_month day_of_week day_of_year
 	days_in_month delta deriv exp floor histogram_avg histogram_count histogram_fraction histogram_quantile
@@ -52,7 +53,8 @@ FUNCTIONS = frozenset("""
 	min_over_time max_over_time sum_over_time count_over_time quantile_over_time stddev_over_time
 	stdvar_over_time last_over_time present_over_time mad_over_time acos acosh asin asinh atan atanh cos cosh
 	sin sinh tan tanh deg rad pi
-""".split())
+""".split()
+)
 # Followed by a parenthesised list of label names.
 LABEL_CLAUSES = frozenset(["by", "without", "on", "ignoring", "group_left", "group_right"])
 KEYWORDS = frozenset(["offset", "bool", "and", "or", "unless", "atan2", "inf", "nan"])
@@ -130,7 +132,9 @@ class Query:
 				continue
 			(_, label), (_, op), (kind, quoted) = self.tokens[i : i + 3]
 			if op not in ("=", "!=", "=~", "!~") or kind != "string":
-				raise ValueError(f"{self.expr!r}: {label}{op}{quoted} is no label matcher (label, =, !=, =~ or !~, a quoted value)")
+				raise ValueError(
+					f"{self.expr!r}: {label}{op}{quoted} is no label matcher (label, =, !=, =~ or !~, a quoted value)"
+				)
 			value = quoted[1:-1]
 			self.matchers.append((metric, label, op, value))
 			if label == "__name__" and op in ("=", "=~"):
@@ -144,7 +148,7 @@ def tokenize(expr: str) -> list[tuple[str, str]]:
 	while at < len(expr):
 		found = TOKEN.match(expr, at)
 		if not found:
-			raise ValueError(f"{expr!r}: cannot read PromQL at {expr[at:at + 20]!r}")
+			raise ValueError(f"{expr!r}: cannot read PromQL at {expr[at : at + 20]!r}")
 		if found.lastgroup != "space":
 			tokens.append((found.lastgroup, found.group()))
 		at = found.end()
@@ -187,7 +191,13 @@ def queries(dashboard: dict) -> list[tuple[str, str, str]]:
 	found = []
 	for panel in all_panels(dashboard):
 		for target in panel.get("targets", ()):
-			found.append((f"panel {panel['title']!r} {target.get('refId')}", target.get("expr", ""), target.get("legendFormat", "")))
+			found.append(
+				(
+					f"panel {panel['title']!r} {target.get('refId')}",
+					target.get("expr", ""),
+					target.get("legendFormat", ""),
+				)
+			)
 	for variable in dashboard["templating"]["list"]:
 		if variable["type"] == "query":
 			selector = LABEL_VALUES.match(variable["query"])
@@ -215,7 +225,13 @@ def panel_problems(panel: dict) -> list[str]:
 	if not isinstance(panel.get("id"), int) or not panel.get("type") or not panel.get("title"):
 		problems.append(f"{where}: needs an integer id, a type and a title")
 	pos = panel.get("gridPos") or {}
-	if not all(isinstance(pos.get(k), int) for k in "hwxy") or pos["w"] < 1 or pos["h"] < 1 or pos["x"] < 0 or pos["x"] + pos["w"] > 24:
+	if (
+		not all(isinstance(pos.get(k), int) for k in "hwxy")
+		or pos["w"] < 1
+		or pos["h"] < 1
+		or pos["x"] < 0
+		or pos["x"] + pos["w"] > 24
+	):
 		problems.append(f"{where}: gridPos {pos} must be whole h, w, x, y within Grafana's 24 columns")
 	if panel.get("type") == "row":
 		return problems
@@ -288,7 +304,9 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	# A site of this bench: a scrape reads the state of the bench's own sites only.
 	(tmp_path / "sites" / SITE).mkdir()
 	(tmp_path / "sites" / SITE / "site_config.json").write_text("{}")
-	scheduler = Scheduler(Config(redis_url=redis_url, bench=str(tmp_path), metrics_schedules=(NAMED_SCHEDULE,)), tmp_path)
+	scheduler = Scheduler(
+		Config(redis_url=redis_url, bench=str(tmp_path), metrics_schedules=(NAMED_SCHEDULE,)), tmp_path
+	)
 	r.sadd(protocol.SITES_KEY, SITE)
 	r.sadd(protocol.site_schedules_key(SITE), NAMED_SCHEDULE)
 	r.hset(protocol.invalid_rows_key(SITE), "TS-2", "a bad cron")
@@ -298,7 +316,10 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	metrics.renewed(True)
 	metrics.renewed(False)
 	outcomes = ("enqueued", "skipped_overlap", "skipped_concurrency", "returned", "push_refused")
-	metrics.released([released(SITE, NAMED_SCHEDULE, 3, outcome) for outcome in outcomes] + [Released(b"not a member", "quarantined", 0)])
+	metrics.released(
+		[released(SITE, NAMED_SCHEDULE, 3, outcome) for outcome in outcomes]
+		+ [Released(b"not a member", "quarantined", 0)]
+	)
 	metrics.planned(Plan(failed=[Unplanned(SITE, "TS-2", "its spec raised")]))
 	item = FireItem(SITE, NAMED_SCHEDULE, "", "", "", False, skipped=1, expired=1, jobs=[], skipped_by_request=[0])
 	metrics.prepared([item, item], [ItemResult(WRITTEN, ["duplicate"]), ItemResult(FAILED, [])])
@@ -338,7 +359,9 @@ def families(tmp_path, redis_url, r):
 	found = exported(scheduler_registry(tmp_path, redis_url, r), frappe_registry(r))
 	gc.collect()  # the scheduler's clients (its objects refer to each other): closed now, not in a later test
 	empty = sorted(name for name, samples in found.items() if not samples)
-	assert not empty, f"{empty}: exported with no sample here; make scheduler_registry/frappe_registry produce one, so its names and labels are checked"
+	assert not empty, (
+		f"{empty}: exported with no sample here; make scheduler_registry/frappe_registry produce one, so its names and labels are checked"
+	)
 	return found
 
 
@@ -407,14 +430,24 @@ def test_every_metric_btu_exports_has_a_panel(families):
 def desk_finished() -> set[str]:
 	"""The statuses the Desk's failure rate divides by (btu.btu_core.insights.run_stats.FINISHED, read from the source: it imports frappe)."""
 	tree = ast.parse((DASHBOARD.parents[2] / "btu" / "btu_core" / "insights" / "run_stats.py").read_text())
-	found = next(node.value for node in tree.body if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["FINISHED"])
+	found = next(
+		node.value
+		for node in tree.body
+		if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["FINISHED"]
+	)
 	return set(ast.literal_eval(found))
 
 
 def runs_statuses(expr: str) -> set[str]:
 	"""The statuses the one status matcher of btu_task_runs_total in `expr` selects."""
-	matchers = [(op, value) for metric, label, op, value in Query(expr).matchers if metric == "btu_task_runs_total" and label == "status"]
-	assert len(matchers) == 1 and matchers[0][0] == "=~", f"{expr!r}: one status=~ matcher on btu_task_runs_total, got {matchers}"
+	matchers = [
+		(op, value)
+		for metric, label, op, value in Query(expr).matchers
+		if metric == "btu_task_runs_total" and label == "status"
+	]
+	assert len(matchers) == 1 and matchers[0][0] == "=~", (
+		f"{expr!r}: one status=~ matcher on btu_task_runs_total, got {matchers}"
+	)
 	return set(alternatives(matchers[0][1], expr))
 
 
@@ -455,7 +488,7 @@ def test_a_broken_layout_datasource_or_variable_is_caught():
 	breaks = {
 		"overlaps": lambda d: d["panels"][2]["gridPos"].update(x=d["panels"][1]["gridPos"]["x"]),
 		"datasource must be": lambda d: d["panels"][1].update(datasource={"type": "prometheus", "uid": "prom-1"}),
-		"$nosuch is used": lambda d: d["panels"][1]["targets"][0].update(expr="btu_fires_total{site=~\"$nosuch\"}"),
+		"$nosuch is used": lambda d: d["panels"][1]["targets"][0].update(expr='btu_fires_total{site=~"$nosuch"}'),
 		"refIds": lambda d: d["panels"][1].update(targets=d["panels"][1]["targets"] * 2),
 		"used twice": lambda d: d["panels"][2].update(id=d["panels"][1]["id"]),
 		"24 columns": lambda d: d["panels"][1]["gridPos"].update(x=20, w=8),
@@ -470,17 +503,19 @@ def test_a_broken_layout_datasource_or_variable_is_caught():
 def test_the_promql_reader_finds_names_not_strings_functions_or_keywords():
 	query = Query(
 		'histogram_quantile(0.99, sum by (site, le) (rate(btu_fire_lag_seconds_bucket{site=~"$site", queue!="x"}[$__rate_interval])))'
-		' / on (instance) group_left () max without (job) (up offset 5m) > bool 1'
+		" / on (instance) group_left () max without (job) (up offset 5m) > bool 1"
 		' or label_replace(vector(1), "dst", "btu_not_a_metric", "src", "(.*)")'
 		' or changes(max(btu_scheduler_lease_epoch)[1h:1m]) or {__name__=~"btu_a|btu_b"}'
 	)
 	assert query.metrics == {"btu_fire_lag_seconds_bucket", "up", "btu_scheduler_lease_epoch", "btu_a", "btu_b"}
 	assert query.clause_labels == {"site", "le", "instance", "job"}
 	assert {m[:3] for m in query.matchers} == {
-		("btu_fire_lag_seconds_bucket", "site", "=~"), ("btu_fire_lag_seconds_bucket", "queue", "!="), (None, "__name__", "=~"),
+		("btu_fire_lag_seconds_bucket", "site", "=~"),
+		("btu_fire_lag_seconds_bucket", "queue", "!="),
+		(None, "__name__", "=~"),
 	}
 	assert query.functions == {"histogram_quantile", "sum", "rate", "max", "label_replace", "vector", "changes"}
-	for bad in ('rate(x[5m] + y', 'x{site=~$site}', 'x[5m offset]', 'x ; y', '{__name__=~"btu_.*"}'):
+	for bad in ("rate(x[5m] + y", "x{site=~$site}", "x[5m offset]", "x ; y", '{__name__=~"btu_.*"}'):
 		with pytest.raises((ValueError, IndexError)):
 			Query(bad)
 
@@ -495,20 +530,34 @@ def test_grafana_schema_knows_every_key():
 		from grafana_foundation_sdk.cog.encoder import JSONEncoder
 		from grafana_foundation_sdk.models.dashboard import Dashboard
 	except ImportError:
-		pytest.fail("grafana-foundation-sdk is missing: scripts/venv installs it (pip install 'grafana-foundation-sdk==1769699379!11.6.0')")
+		pytest.fail(
+			"grafana-foundation-sdk is missing: scripts/venv installs it (pip install 'grafana-foundation-sdk==1769699379!11.6.0')"
+		)
 	plugins.register_default_plugins()
 	dashboard = load()
 	again = json.loads(json.dumps(Dashboard.from_json(dashboard), cls=JSONEncoder))
-	lost = [path for path in dropped(dashboard, again, "") if not re.fullmatch(r"templating\.list\[\d+\]\.definition", path)]
+	lost = [
+		path for path in dropped(dashboard, again, "") if not re.fullmatch(r"templating\.list\[\d+\]\.definition", path)
+	]
 	assert not lost, f"keys Grafana's schema does not know: {lost}"
-	assert dropped({"panels": [{"type": "timeseries", "gridpos": {}}]}, {"panels": [{"type": "timeseries"}]}, "") == ["panels[0].gridpos"]
+	assert dropped({"panels": [{"type": "timeseries", "gridpos": {}}]}, {"panels": [{"type": "timeseries"}]}, "") == [
+		"panels[0].gridpos"
+	]
 
 
 def dropped(before, after, path: str) -> list[str]:
 	"""Paths of `before` that `after` lost or changed. The one key the SDK's schema lacks, a query variable's
 	`definition` (the text Grafana's variable list shows), is the caller's to allow."""
 	if isinstance(before, dict) and isinstance(after, dict):
-		return [p for key, value in before.items() for p in (dropped(value, after[key], f"{path}.{key}".lstrip(".")) if key in after else [f"{path}.{key}".lstrip(".")])]
+		return [
+			p
+			for key, value in before.items()
+			for p in (
+				dropped(value, after[key], f"{path}.{key}".lstrip("."))
+				if key in after
+				else [f"{path}.{key}".lstrip(".")]
+			)
+		]
 	if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
 		return [p for n, (a, b) in enumerate(zip(before, after)) for p in dropped(a, b, f"{path}[{n}]")]
 	return [] if before == after else [path]

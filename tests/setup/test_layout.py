@@ -70,7 +70,9 @@ def test_package_imports_stay_inside_its_boundary(package):
 def test_no_module_of_btu_imports_the_dev_tooling():
 	# Every file of the package, its tests, hooks.py and commands.py included: the product's import graph ends in btu.
 	# Source files, not the folder: a checkout from before the move keeps an untracked __pycache__ there.
-	assert not list((BTU / "devbench").rglob("*.py")), "the dev bench lives at the repository's root, outside the product"
+	assert not list((BTU / "devbench").rglob("*.py")), (
+		"the dev bench lives at the repository's root, outside the product"
+	)
 	found = forbidden_imports(sorted(BTU.rglob("*.py")), DEV_TOOLING)
 	assert not found, "\n".join(found)
 
@@ -97,11 +99,15 @@ def test_production_hooks_declare_nothing_of_the_dev_tooling():
 	named = [text for text in strings if any(text == name or text.startswith(name + ".") for name in DEV_TOOLING)]
 	assert not named, f"btu/hooks.py names the dev tooling: {named}"
 	# Every btu_tasks entry is a module of the product that exists: no stale glob declares a moved-out module.
-	(tasks,) = [node.value for node in tree.body if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "btu_tasks"]
+	(tasks,) = [
+		node.value for node in tree.body if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "btu_tasks"
+	]
 	for entry in ast.literal_eval(tasks):
 		module = entry.rsplit(".", 1)[0] if not entry.endswith(".*") else entry[: -len(".*")]
 		base = REPO / module.replace(".", "/")
-		assert module.startswith("btu.") and (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()), entry
+		assert module.startswith("btu.") and (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()), (
+			entry
+		)
 
 
 def test_importing_the_scheduler_loads_no_frappe_and_no_dev_tooling():
@@ -140,9 +146,15 @@ def test_no_function_or_class_outgrows_one_screen_of_reading():
 # the circle check below, and on the Frappe side (FRAPPE_SIDE) every import of a btu module inside a function must be one
 # of them: an import moved into a function to dodge a circle would otherwise hide the circle from the check.
 LAZY = {
-	("btu", "btu.btu_core.runs.enqueue"): "btu.enqueue_at, enqueue_in and cancel are looked up on first use: the scheduler "
+	(
+		"btu",
+		"btu.btu_core.runs.enqueue",
+	): "btu.enqueue_at, enqueue_in and cancel are looked up on first use: the scheduler "
 	"process imports btu, which must never import frappe",
-	("btu.commands", "btu.btu_core.task_runner"): "preload_run_path: imported in a bench worker only, so its work-horses "
+	(
+		"btu.commands",
+		"btu.btu_core.task_runner",
+	): "preload_run_path: imported in a bench worker only, so its work-horses "
 	"inherit it; bench imports every app's commands module for every command",
 	("btu.commands", "btu.scheduler_daemon.commands"): "bench imports every app's commands module for every command: "
 	"a command's code is imported when it runs",
@@ -150,12 +162,24 @@ LAZY = {
 	("btu.commands", "btu.btu_core.upgrade.declare"): "as above: bench btu-declare-tasks's code, when it runs",
 	("btu.btu_core.task_runner", "btu.btu_core.runs.frappe_jobs"): "Frappe job runs only: it loads the schedule rules, "
 	"which a Task's run must not load before its call (btu_core/tests/test_run_path.py)",
-	("btu.btu_core.runs.run_requests", "btu.btu_core.schedules.spec"): "a retry's next fire (after the call) and a backfill: "
+	(
+		"btu.btu_core.runs.run_requests",
+		"btu.btu_core.schedules.spec",
+	): "a retry's next fire (after the call) and a backfill: "
 	"the task runner imports run_requests before every call, and a spec loads the schedule rules",
-	("btu.btu_core.alerts", "btu.btu_core.alerts.delivery"): "the webhook job's path before alerts was a package, for jobs "
+	(
+		"btu.btu_core.alerts",
+		"btu.btu_core.alerts.delivery",
+	): "the webhook job's path before alerts was a package, for jobs "
 	"queued across the upgrade: on its first use only, since the package's __init__ runs before each of its modules",
-	("btu.btu_core.alerts", "btu.btu_core.alerts.watchdog"): "as above: the watchdog's path until migrate resyncs its row",
-	("btu.btu_core.alerts.webhooks", "btu.btu_core.alerts.webhook_post"): "a webhook's check and POST only: every run's "
+	(
+		"btu.btu_core.alerts",
+		"btu.btu_core.alerts.watchdog",
+	): "as above: the watchdog's path until migrate resyncs its row",
+	(
+		"btu.btu_core.alerts.webhooks",
+		"btu.btu_core.alerts.webhook_post",
+	): "a webhook's check and POST only: every run's "
 	"end imports alerts, and the POST's module is not for the run path (test_run_path)",
 }
 
@@ -193,7 +217,13 @@ def btu_imports(name: str) -> list[tuple[str, list[str], bool]]:
 				for target in import_targets(name, path, child):
 					parts = target.split(".")
 					above = [".".join(parts[:depth]) for depth in range(len(parts) - 1, 1, -1)]
-					found.append((target, [module for module in above if module in MODULES and not name.startswith(module + ".")], inside))
+					found.append(
+						(
+							target,
+							[module for module in above if module in MODULES and not name.startswith(module + ".")],
+							inside,
+						)
+					)
 			visit(child, inside)
 
 	visit(tree, False)
@@ -339,10 +369,16 @@ def test_the_frappe_free_modules_of_the_frappe_side_import_no_frappe():
 	checked = set(free) | {".".join(name[:depth]) for name in parts for depth in range(2, len(name))}
 	found = []
 	for name in sorted(checked):
-		found += [f"{name} imports {other}" for other in sorted(imported(MODULES[name])) if other.split(".")[0] == "frappe"]
+		found += [
+			f"{name} imports {other}" for other in sorted(imported(MODULES[name])) if other.split(".")[0] == "frappe"
+		]
 		for target, above, inside in btu_imports(name):
 			if name in free or not inside:
-				found += [f"{name} imports {other}" for other in (target, *above) if not is_shared(other) and other not in checked]
+				found += [
+					f"{name} imports {other}"
+					for other in (target, *above)
+					if not is_shared(other) and other not in checked
+				]
 	assert not found, "\n".join(found)
 
 
@@ -373,7 +409,9 @@ def stored_paths() -> list[tuple[str, str]]:
 	hooks_tree = ast.parse((BTU / "hooks.py").read_text())
 	aliases = set()
 	for node in hooks_tree.body:
-		if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == PUBLIC_ALIASES for target in node.targets):
+		if isinstance(node, ast.Assign) and any(
+			getattr(target, "id", None) == PUBLIC_ALIASES for target in node.targets
+		):
 			aliases = {key.value for key in node.value.keys}
 	sources = [BTU / "hooks.py", *sorted((BTU / "btu_core").rglob("*.py")), *sorted((BTU / "shared").rglob("*.py"))]
 	for path in sources:
@@ -397,7 +435,8 @@ def defined_names(path: Path) -> set[str]:
 	for node in ast.parse(path.read_text(), str(path)).body:
 		if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
 			names.update(
-				inner.comparators[0].value for inner in ast.walk(node)
+				inner.comparators[0].value
+				for inner in ast.walk(node)
 				if isinstance(inner, ast.Compare) and isinstance(inner.comparators[0], ast.Constant)
 			)
 		if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -411,7 +450,9 @@ def test_every_stored_dotted_path_names_a_definition():
 	"""Each path names a function or class defined (not imported) in a module of this tree, or one its module's
 	`__getattr__` answers: a module moved without its hooks, jobs or rows following fails here, not on a site."""
 	paths = stored_paths()
-	assert any(path == "btu.btu_core.task_runner.run_scheduled_task" for _where, path in paths), "the job contract is read"
+	assert any(path == "btu.btu_core.task_runner.run_scheduled_task" for _where, path in paths), (
+		"the job contract is read"
+	)
 	missing = []
 	for where, path in paths:
 		module, _, name = path.rpartition(".")

@@ -20,8 +20,10 @@ def test_no_script_holds_a_literal_key_name():
 	lua = resources.files("btu.scheduler_daemon").joinpath("lua")
 	found = {
 		entry.name: line.strip()
-		for entry in lua.iterdir() if entry.name.endswith(".lua")
-		for line in entry.read_text().splitlines() if LITERAL_KEY.search(line) and not line.lstrip().startswith("--")
+		for entry in lua.iterdir()
+		if entry.name.endswith(".lua")
+		for line in entry.read_text().splitlines()
+		if LITERAL_KEY.search(line) and not line.lstrip().startswith("--")
 	}
 	assert found == {}, "spell keys in protocol (SITE_KEY_TEMPLATES, *_KEY) and use the generated names"
 
@@ -39,7 +41,20 @@ def test_generated_key_functions_build_protocol_s_keys(r):
 		"task_running_key": (site, "BTU-0001 |y"),
 	}
 	assert set(calls) == set(protocol.SITE_KEY_TEMPLATES)
-	returned = "return {" + ", ".join(f"{name}(ARGV[1], ARGV[{3 if name == 'task_running_key' else 2}])" for name in calls) + ", QUARANTINE, QUARANTINED, RESYNC, RQ_QUEUE_PREFIX}"
-	got = [value.decode() for value in r.eval(scripts.key_names() + returned, 0, site, schedule, calls["task_running_key"][1])]
+	returned = (
+		"return {"
+		+ ", ".join(f"{name}(ARGV[1], ARGV[{3 if name == 'task_running_key' else 2}])" for name in calls)
+		+ ", QUARANTINE, QUARANTINED, RESYNC, RQ_QUEUE_PREFIX}"
+	)
+	got = [
+		value.decode()
+		for value in r.eval(scripts.key_names() + returned, 0, site, schedule, calls["task_running_key"][1])
+	]
 	expected = [getattr(protocol, name)(*args) for name, args in calls.items()]
-	assert got == [*expected, protocol.QUARANTINE_KEY, protocol.QUARANTINED_PREFIX, protocol.RESYNC_KEY, Queue.redis_queue_namespace_prefix]
+	assert got == [
+		*expected,
+		protocol.QUARANTINE_KEY,
+		protocol.QUARANTINED_PREFIX,
+		protocol.RESYNC_KEY,
+		Queue.redis_queue_namespace_prefix,
+	]

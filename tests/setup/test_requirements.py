@@ -31,6 +31,8 @@ def test_every_pin_of_frappe_satisfies_requirements(frappe):
 			continue
 		# "==x" and "~=x" both admit x itself: the lowest version Frappe may install.
 		(lowest,) = [spec.version for spec in pin.specifier]
-		assert mine.specifier.contains(lowest, prereleases=True), f"requirements.txt {mine} refuses {frappe}'s {pin}; widen the range"
+		assert mine.specifier.contains(lowest, prereleases=True), (
+			f"requirements.txt {mine} refuses {frappe}'s {pin}; widen the range"
+		)
 		checked.append(pin.name)
 	assert {"rq", "redis", "hiredis"} <= set(checked), checked

@@ -11,7 +11,9 @@ from btu.scheduler_daemon.commands.setup import PROCFILE_ENTRY, add_to_procfile
 
 pytestmark = pytest.mark.versions
 
-BENCH_PROCFILE = "web: bench serve  --port 8000\n\n\nschedule: bench schedule\n\nworker:  bench worker 1>> logs/worker.log\n"
+BENCH_PROCFILE = (
+	"web: bench serve  --port 8000\n\n\nschedule: bench schedule\n\nworker:  bench worker 1>> logs/worker.log\n"
+)
 
 
 @pytest.fixture
@@ -39,7 +41,9 @@ def test_procfile_entry_is_added_once(bench, capsys):
 
 def test_stale_and_duplicate_entries_become_one(bench):
 	procfile = bench / "Procfile"
-	procfile.write_text("web: bench serve\nbtu_scheduler: btu-scheduler run --old\nworker: bench worker\nbtu_scheduler : x")
+	procfile.write_text(
+		"web: bench serve\nbtu_scheduler: btu-scheduler run --old\nworker: bench worker\nbtu_scheduler : x"
+	)
 	assert add_to_procfile(procfile) is True
 	assert procfile.read_text() == f"web: bench serve\n{PROCFILE_ENTRY}\nworker: bench worker\n"
 	assert add_to_procfile(procfile) is False
@@ -67,7 +71,17 @@ def test_supervisor_program_is_printed(bench, capsys):
 
 
 def test_supervisor_write_is_repeatable(bench, capsys):
-	args = ["setup", "supervisor", "--bench", str(bench), "--user", "frappe", "--bench-command", "/usr/local/bin/bench", "--write"]
+	args = [
+		"setup",
+		"supervisor",
+		"--bench",
+		str(bench),
+		"--user",
+		"frappe",
+		"--bench-command",
+		"/usr/local/bin/bench",
+		"--write",
+	]
 	assert main(args) == EXIT_OK
 	path = bench / "config" / "btu_scheduler.supervisor.conf"
 	first = path.read_text()
@@ -78,7 +92,10 @@ def test_supervisor_write_is_repeatable(bench, capsys):
 
 
 def test_systemd_unit(bench, capsys):
-	assert main(["setup", "systemd", "--bench", str(bench), "--user", "frappe", "--bench-command", "/opt/bench"]) == EXIT_OK
+	assert (
+		main(["setup", "systemd", "--bench", str(bench), "--user", "frappe", "--bench-command", "/opt/bench"])
+		== EXIT_OK
+	)
 	text = capsys.readouterr().out
 	assert "ExecStart=/opt/bench btu-scheduler" in text
 	assert f"WorkingDirectory={bench}" in text

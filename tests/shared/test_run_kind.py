@@ -38,7 +38,11 @@ def test_a_schedule_named_like_another_kinds_key_does_not_read_back():
 
 
 def test_a_job_names_its_run_by_kind_and_a_job_without_one_by_its_text():
-	for run in (RunKey(RunKind.SCHEDULE, "TS-1"), RunKey(RunKind.RUN_REQUEST, "RR-1"), RunKey(RunKind.FRAPPE_JOB, "a.b")):
+	for run in (
+		RunKey(RunKind.SCHEDULE, "TS-1"),
+		RunKey(RunKind.RUN_REQUEST, "RR-1"),
+		RunKey(RunKind.FRAPPE_JOB, "a.b"),
+	):
 		sent = runner_kwargs("T", run, SLOT, SLOT)
 		assert ("kind" in sent) == (run.kind is not RunKind.SCHEDULE)
 		assert run_of(sent["schedule"], sent.get("kind")) == run

@@ -17,22 +17,37 @@ def test_names_are_one_per_run_and_never_collide_across_kinds():
 	slot = datetime(2026, 11, 24, 2, 30, tzinfo=timezone.utc)
 	assert rr.slot_request_name("TS-1", slot, 2) == rr.slot_request_name("TS-1", slot, 2)
 	names = {
-		rr.slot_request_name("TS-1", slot, 1), rr.slot_request_name("TS-1", slot, 2), rr.slot_request_name("TS-2", slot, 2),
-		rr.chain_request_name("LOG-1", "BTU-1"), rr.chain_request_name("LOG-1", "BTU-1", 2), rr.chain_request_name("LOG-1", "BTU-2"),
+		rr.slot_request_name("TS-1", slot, 1),
+		rr.slot_request_name("TS-1", slot, 2),
+		rr.slot_request_name("TS-2", slot, 2),
+		rr.chain_request_name("LOG-1", "BTU-1"),
+		rr.chain_request_name("LOG-1", "BTU-1", 2),
+		rr.chain_request_name("LOG-1", "BTU-2"),
 		# Look-alikes: a separator inside a name must not make two keys one.
-		rr.request_name("a|b", "c"), rr.request_name("a", "b|c"),
+		rr.request_name("a|b", "c"),
+		rr.request_name("a", "b|c"),
 	}
 	assert len(names) == 8
 	assert all(len(name) <= 140 and name.startswith("RR-") for name in names)
-	assert RunKey.parse(RunKey(RunKind.RUN_REQUEST, "RR-x").format()).name == "RR-x" and RunKey.parse("run-request:RR-x").kind is RunKind.RUN_REQUEST and RunKey.parse("TS-run-request:").kind is not RunKind.RUN_REQUEST
+	assert (
+		RunKey.parse(RunKey(RunKind.RUN_REQUEST, "RR-x").format()).name == "RR-x"
+		and RunKey.parse("run-request:RR-x").kind is RunKind.RUN_REQUEST
+		and RunKey.parse("TS-run-request:").kind is not RunKind.RUN_REQUEST
+	)
 
 
 @pytest.mark.parametrize(
 	("attempt", "initial", "factor", "maximum", "expected"),
 	[
-		(2, 60, 2, 3600, 60), (3, 60, 2, 3600, 120), (4, 60, 2, 3600, 240), (9, 60, 2, 3600, 3600), (3, 10, 1, 0, 10),
+		(2, 60, 2, 3600, 60),
+		(3, 60, 2, 3600, 120),
+		(4, 60, 2, 3600, 240),
+		(9, 60, 2, 3600, 3600),
+		(3, 10, 1, 0, 10),
 		# No cap, or one above it: at most MAX_RETRY_DELAY_SECS, also where the power overflows a float.
-		(100, 60, 10, 0, rr.MAX_RETRY_DELAY_SECS), (400, 60, 10, 0, rr.MAX_RETRY_DELAY_SECS), (3, 60, 2, 10**12, 120),
+		(100, 60, 10, 0, rr.MAX_RETRY_DELAY_SECS),
+		(400, 60, 10, 0, rr.MAX_RETRY_DELAY_SECS),
+		(3, 60, 2, 10**12, 120),
 		(30, 60, 2, 10**12, rr.MAX_RETRY_DELAY_SECS),
 	],
 )
@@ -57,7 +72,9 @@ def test_run_at_is_never_before_the_moment_asked():
 
 
 def test_a_request_row_is_a_once_schedule_at_its_run_at_without_a_concurrency_limit():
-	row = rr.as_schedule_row({"name": "RR-1", "run_at_utc": "2026-11-24T02:30:05Z", "task": "BTU-1", "task_max_concurrent_runs": 3})
+	row = rr.as_schedule_row(
+		{"name": "RR-1", "run_at_utc": "2026-11-24T02:30:05Z", "task": "BTU-1", "task_max_concurrent_runs": 3}
+	)
 	assert (row["name"], row["run_frequency"], row["task_max_concurrent_runs"]) == ("run-request:RR-1", "Once", 0)
 	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
 	assert spec.kind == "once" and spec.at == int(datetime(2026, 11, 24, 2, 30, 5, tzinfo=timezone.utc).timestamp())
@@ -67,7 +84,10 @@ def test_a_request_row_is_a_once_schedule_at_its_run_at_without_a_concurrency_li
 def test_an_enqueue_job_id_is_scoped_to_its_functions_app_and_each_generation_is_a_new_request():
 	"""Issue 32: a job_id was one name across apps and for ever. Two apps' same id are two keys; a key's next generation
 	(asked once the pending one ran) is a new request name, and the same generation asked twice is one."""
-	mine, theirs = rr.job_key("myapp.billing.send_reminder", "reminder-1"), rr.job_key("otherapp.mail.send", "reminder-1")
+	mine, theirs = (
+		rr.job_key("myapp.billing.send_reminder", "reminder-1"),
+		rr.job_key("otherapp.mail.send", "reminder-1"),
+	)
 	assert (mine, theirs) == ("myapp:reminder-1", "otherapp:reminder-1")
 	assert rr.job_key("myapp.other.function", "reminder-1") == mine, "one scope per app, whichever of its functions"
 	assert rr.enqueue_request_name(mine, 1) == rr.enqueue_request_name(mine, 1)

@@ -29,7 +29,17 @@ def test_every_frequency_is_frappes_cron(frequency, cron):
 	assert fj.queue_of(frequency) == ("long" if ("Long" in frequency or "Maintenance" in frequency) else "default")
 
 
-@pytest.mark.parametrize(("interval", "cron"), [(None, "*/4 * * * *"), (240, "*/4 * * * *"), (60, "*/1 * * * *"), ("120", "*/2 * * * *"), (30, "*/1 * * * *"), ("junk", "*/4 * * * *")])
+@pytest.mark.parametrize(
+	("interval", "cron"),
+	[
+		(None, "*/4 * * * *"),
+		(240, "*/4 * * * *"),
+		(60, "*/1 * * * *"),
+		("120", "*/2 * * * *"),
+		(30, "*/1 * * * *"),
+		("junk", "*/4 * * * *"),
+	],
+)
 def test_all_follows_the_sites_scheduler_interval(interval, cron):
 	assert fj.cron_of("All", "", interval) == cron
 
@@ -67,8 +77,14 @@ def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
 	job = {"name": "app.daily", "method": "app.tasks.daily", "frequency": "Daily Long", "cron_format": None,
 		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1), "last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
 	row = fj.as_schedule_row(job, None)
-	assert row["name"] == "frappe-job:app.daily" and RunKey.parse(row["name"]).kind is RunKind.FRAPPE_JOB and RunKey.parse(row["name"]).name == "app.daily"
-	assert row["task_queue_name"] == "long" and row["overlap_policy"] == "skip" and row["catch_up_policy"] == "fire_once"
+	assert (
+		row["name"] == "frappe-job:app.daily"
+		and RunKey.parse(row["name"]).kind is RunKind.FRAPPE_JOB
+		and RunKey.parse(row["name"]).name == "app.daily"
+	)
+	assert (
+		row["task_queue_name"] == "long" and row["overlap_policy"] == "skip" and row["catch_up_policy"] == "fire_once"
+	)
 	spec = ScheduleSpec.from_row(row, system_time_zone="Europe/Berlin")
 	# Midnight in Berlin, across the spring change (UTC+1 -> UTC+2 at 02:00 on 2026-03-29).
 	assert spec.next_slot(datetime(2026, 3, 28, 12, tzinfo=UTC)) == datetime(2026, 3, 28, 23, tzinfo=UTC)
@@ -82,21 +98,38 @@ def test_long_job_types_are_spread_over_frappes_window_and_the_others_fire_at_th
 
 	def fires(frequency: str) -> list[float]:
 		"""The delay after midnight of each of 20 job types of the frequency."""
-		specs = [ScheduleSpec.from_row(fj.as_schedule_row({"name": f"app.job_{n}", "method": f"app.tasks.job_{n}", "frequency": frequency}, None), system_time_zone="UTC") for n in range(20)]
+		specs = [
+			ScheduleSpec.from_row(
+				fj.as_schedule_row(
+					{"name": f"app.job_{n}", "method": f"app.tasks.job_{n}", "frequency": frequency}, None
+				),
+				system_time_zone="UTC",
+			)
+			for n in range(20)
+		]
 		return [(spec.fire_time(midnight) - midnight).total_seconds() for spec in specs]
 
 	for frequency in ("Daily Long", "Weekly Long"):
 		delays = fires(frequency)
 		assert all(0 <= delay <= fj.LONG_JITTER_SECS for delay in delays), delays
 		assert len(set(delays)) >= 15, f"20 {frequency} job types spread over the window, not on one instant: {delays}"
-	assert fires("Daily") == [0.0] * 20 and fires("Hourly") == [0.0] * 20, "the others fire at their slot, as Frappe's tick"
+	assert fires("Daily") == [0.0] * 20 and fires("Hourly") == [0.0] * 20, (
+		"the others fire at their slot, as Frappe's tick"
+	)
 
 	def hourly_long():
-		return ScheduleSpec.from_row(fj.as_schedule_row({"name": "app.h", "method": "app.tasks.h", "frequency": "Hourly Long"}, None), system_time_zone="UTC")
+		return ScheduleSpec.from_row(
+			fj.as_schedule_row({"name": "app.h", "method": "app.tasks.h", "frequency": "Hourly Long"}, None),
+			system_time_zone="UTC",
+		)
 
 	slots = [midnight + timedelta(hours=h) for h in range(24)]
-	assert [hourly_long().fire_time(slot) for slot in slots] == [hourly_long().fire_time(slot) for slot in slots], "every process computes the same moments"
-	assert len({(hourly_long().fire_time(slot) - slot).total_seconds() for slot in slots}) > 1, "a job type's delay changes from slot to slot"
+	assert [hourly_long().fire_time(slot) for slot in slots] == [hourly_long().fire_time(slot) for slot in slots], (
+		"every process computes the same moments"
+	)
+	assert len({(hourly_long().fire_time(slot) - slot).total_seconds() for slot in slots}) > 1, (
+		"a job type's delay changes from slot to slot"
+	)
 
 
 def test_a_row_without_a_cron_becomes_an_invalid_row_naming_cron_string():

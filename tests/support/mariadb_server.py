@@ -19,12 +19,14 @@ class MariaDBServer:
 
 	def __init__(self, max_connections: int = 151, **options):
 		self.max_connections = max_connections
-		self.options = options  # more server options, e.g. userstat=1 (per-user counts in information_schema.USER_STATISTICS)
+		self.options = (
+			options  # more server options, e.g. userstat=1 (per-user counts in information_schema.USER_STATISTICS)
+		)
 		self.dir = Path(tempfile.mkdtemp(prefix="btu-mariadb-"))
 		self.port = claim_port()
 		self.process: subprocess.Popen | None = None
 
-	def start(self) -> "MariaDBServer":
+	def start(self) -> MariaDBServer:
 		data, tmp = self.dir / "data", self.dir / "tmp"
 		tmp.mkdir()
 		# One options file for both: the machine's own (user=mysql, its datadir) is never read, and each server
@@ -35,23 +37,40 @@ class MariaDBServer:
 			+ "".join(
 				f"{key} = {value}\n"
 				for key, value in {
-					"datadir": data, "tmpdir": tmp, "user": "root", "bind-address": "127.0.0.1", "port": self.port,
-					"socket": self.dir / "mysqld.sock", "pid-file": self.dir / "mysqld.pid", "max-connections": self.max_connections,
-					"innodb-buffer-pool-size": "64M", "innodb-log-file-size": "16M", "log-error": self.dir / "error.log",
+					"datadir": data,
+					"tmpdir": tmp,
+					"user": "root",
+					"bind-address": "127.0.0.1",
+					"port": self.port,
+					"socket": self.dir / "mysqld.sock",
+					"pid-file": self.dir / "mysqld.pid",
+					"max-connections": self.max_connections,
+					"innodb-buffer-pool-size": "64M",
+					"innodb-log-file-size": "16M",
+					"log-error": self.dir / "error.log",
 					# Room for every table of a few hundred sites: a test measures the scheduler, not table reopening.
-					"table-open-cache": 8000, "table-definition-cache": 4000,
+					"table-open-cache": 8000,
+					"table-definition-cache": 4000,
 					**self.options,
 				}.items()
 			)
 			+ "skip-log-bin\nskip-name-resolve\n"
 		)
 		done = subprocess.run(
-			["mariadb-install-db", f"--defaults-file={options}", "--auth-root-authentication-method=normal", "--skip-test-db"],
-			capture_output=True, text=True,
+			[
+				"mariadb-install-db",
+				f"--defaults-file={options}",
+				"--auth-root-authentication-method=normal",
+				"--skip-test-db",
+			],
+			capture_output=True,
+			text=True,
 		)
 		if done.returncode != 0:
 			raise RuntimeError(f"mariadb-install-db failed: {done.stderr[-2000:]}")
-		self.process = subprocess.Popen(["mariadbd", f"--defaults-file={options}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+		self.process = subprocess.Popen(
+			["mariadbd", f"--defaults-file={options}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+		)
 		deadline = time.monotonic() + patient(30)
 		while time.monotonic() < deadline and self.process.poll() is None:
 			try:
@@ -66,7 +85,9 @@ class MariaDBServer:
 		raise RuntimeError(f"mariadbd did not start on port {self.port}: {log}")
 
 	def connect(self, **kwargs) -> pymysql.Connection:
-		return pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="", autocommit=True, connect_timeout=5, **kwargs)
+		return pymysql.connect(
+			host="127.0.0.1", port=self.port, user="root", password="", autocommit=True, connect_timeout=5, **kwargs
+		)
 
 	def status(self, name: str) -> int:
 		with self.connect() as conn, conn.cursor() as cur:

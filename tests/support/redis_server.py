@@ -6,8 +6,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import redis
 
@@ -15,7 +15,13 @@ from tests.support.ports import claim_port
 from tests.support.slack import patient
 
 
-def spawn_redis(args_for: Callable[[int], list[str]], port: int, log: Path | None = None, password: str | None = None, keep_port: bool = False) -> tuple[subprocess.Popen, int]:
+def spawn_redis(
+	args_for: Callable[[int], list[str]],
+	port: int,
+	log: Path | None = None,
+	password: str | None = None,
+	keep_port: bool = False,
+) -> tuple[subprocess.Popen, int]:
 	"""Start `redis-server *args_for(port)` and return it with the port it serves on.
 
 	It counts as up only once the server answering on the port reports this process's pid and has
@@ -25,7 +31,9 @@ def spawn_redis(args_for: Callable[[int], list[str]], port: int, log: Path | Non
 	"""
 	output = ["--logfile", str(log)] if log else []
 	for _attempt in range(5):
-		process = subprocess.Popen(["redis-server", *args_for(port), *output], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+		process = subprocess.Popen(
+			["redis-server", *args_for(port), *output], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+		)
 		client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, socket_connect_timeout=2)
 		deadline = time.monotonic() + patient(10)
 		try:
@@ -78,9 +86,20 @@ class RedisServer:
 
 	def arguments(self, port: int) -> list[str]:
 		persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
-		return ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(self.dir), *persistence, *self.args]
+		return [
+			"--port",
+			str(port),
+			"--bind",
+			"127.0.0.1",
+			"--save",
+			"",
+			"--dir",
+			str(self.dir),
+			*persistence,
+			*self.args,
+		]
 
-	def start(self) -> "RedisServer":
+	def start(self) -> RedisServer:
 		# Once started, its clients know the port: a restart keeps it.
 		keep = self.fixed_port or self.started_once
 		self.process, self.port = spawn_redis(self.arguments, self.port, log=self.dir / "redis.log", keep_port=keep)
@@ -112,7 +131,7 @@ class RedisServer:
 		self.stop()
 		shutil.rmtree(self.dir, ignore_errors=True)
 
-	def __enter__(self) -> "RedisServer":
+	def __enter__(self) -> RedisServer:
 		return self.start()
 
 	def __exit__(self, *exc) -> None:

@@ -27,7 +27,12 @@ FAILOVER_TIMEOUT_MS = 5000
 
 
 class SentinelTopology:
-	def __init__(self, master_password: str | None = None, sentinel_password: str | None = None, down_after_ms: int = DOWN_AFTER_MS):
+	def __init__(
+		self,
+		master_password: str | None = None,
+		sentinel_password: str | None = None,
+		down_after_ms: int = DOWN_AFTER_MS,
+	):
 		self.down_after_ms = down_after_ms  # how long a server may not answer before the sentinels call it down
 		self.master_password = master_password  # requirepass of the master and the replica (user default)
 		self.sentinel_password = sentinel_password  # requirepass of the sentinels
@@ -48,7 +53,7 @@ class SentinelTopology:
 
 	# -- processes -------------------------------------------------------------
 
-	def start(self) -> "SentinelTopology":
+	def start(self) -> SentinelTopology:
 		if not shutil.which("redis-server"):
 			raise RuntimeError("redis-server is not installed: apt-get install redis-server")
 		self.start_server("a")
@@ -57,9 +62,15 @@ class SentinelTopology:
 		self.start_server("b", replica_of=self.replica_proxy.port if self.replica_proxy else self.ports["a"])
 		self.wait(self.replica_in_sync, 20, "the replica finished its first sync")
 		for index, port in enumerate(self.sentinel_ports):
-			self.sentinel_ports[index] = self.spawn_serving(f"sentinel-{index}", port, self.sentinel_args, self.sentinel_password)
+			self.sentinel_ports[index] = self.spawn_serving(
+				f"sentinel-{index}", port, self.sentinel_args, self.sentinel_password
+			)
 		try:
-			self.wait(lambda: all(self.sentinel_knows_replica(port) for port in self.sentinel_ports), 15, "every sentinel saw the replica")
+			self.wait(
+				lambda: all(self.sentinel_knows_replica(port) for port in self.sentinel_ports),
+				15,
+				"every sentinel saw the replica",
+			)
 		except RuntimeError as error:
 			raise RuntimeError(f"{error}; {self.diagnosis()}") from None
 		return self
@@ -67,7 +78,11 @@ class SentinelTopology:
 	def diagnosis(self) -> str:
 		"""What the master lists and each sentinel's last log lines, for a start that timed out."""
 		try:
-			replicas = {key: value for key, value in self.client(self.ports["a"]).info("replication").items() if key.startswith("slave")}
+			replicas = {
+				key: value
+				for key, value in self.client(self.ports["a"]).info("replication").items()
+				if key.startswith("slave")
+			}
 		except redis.RedisError as error:
 			replicas = repr(error)
 		logs = {
@@ -99,7 +114,20 @@ class SentinelTopology:
 
 		def args(port: int) -> list[str]:
 			# No 5 s wait before a replica's first full sync (Redis 7's repl-diskless-sync-delay).
-			args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(data), "--repl-diskless-sync-delay", "0"]
+			args = [
+				"--port",
+				str(port),
+				"--bind",
+				"127.0.0.1",
+				"--save",
+				"",
+				"--appendonly",
+				"no",
+				"--dir",
+				str(data),
+				"--repl-diskless-sync-delay",
+				"0",
+			]
 			if replica_of:
 				args += ["--replicaof", "127.0.0.1", str(replica_of)]
 			if self.master_password:
@@ -110,7 +138,9 @@ class SentinelTopology:
 
 	def spawn_serving(self, name: str, port: int, args_for, password: str | None, same_port: bool = False) -> int:
 		"""Start `redis-server` as `name` and return the port it serves on (tests.support.redis_server.spawn_redis)."""
-		self.processes[name], port = spawn_redis(args_for, port, log=self.dir / f"{name}.log", password=password, keep_port=same_port)
+		self.processes[name], port = spawn_redis(
+			args_for, port, log=self.dir / f"{name}.log", password=password, keep_port=same_port
+		)
 		return port
 
 	def close(self) -> None:

@@ -18,7 +18,12 @@ FIELDS = {
 
 def test_a_pending_entry_is_a_request_at_its_moment():
 	request = entry(KEY, FIELDS)
-	assert (request.method, json.loads(request.kwargs), request.queue, request.title) == ("myapp.billing.send", {"batch": 7}, "long", "Send invoices")
+	assert (request.method, json.loads(request.kwargs), request.queue, request.title) == (
+		"myapp.billing.send",
+		{"batch": 7},
+		"long",
+		"Send invoices",
+	)
 	assert request.run_at == datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
 	assert request.name == entry(KEY, FIELDS).name and request.name.startswith("RR-")
 
@@ -33,7 +38,12 @@ def test_done_entries_are_not_requests():
 
 @pytest.mark.parametrize(
 	"change, field",
-	[({"path_to_function": ""}, "path_to_function"), ({"arguments": "{'a': 1}"}, "arguments"), ({"arguments": "[1]"}, "arguments"), ({"not_before_time": "x", "not_before_timestamp": "y"}, "not_before_time")],
+	[
+		({"path_to_function": ""}, "path_to_function"),
+		({"arguments": "{'a': 1}"}, "arguments"),
+		({"arguments": "[1]"}, "arguments"),
+		({"not_before_time": "x", "not_before_timestamp": "y"}, "not_before_time"),
+	],
 )
 def test_an_entry_that_cannot_convert_names_its_field(change, field):
 	with pytest.raises(RunLaterError) as caught:

@@ -48,15 +48,24 @@ def test_utc_schema_cron_keeps_its_utc_moments(cron):
 def test_utc_schema_read_in_another_cron_time_zone():
 	# An hour-restricted cron was read as Asia/Kolkata's wall clock; one with hour * stayed UTC.
 	row = {"name": "TS-2", "run_frequency": "Cron Style", "cron_string": "0 9 * * *"}
-	assert converted_moments(row, local_schema=False, config_zone="Asia/Kolkata", system_zone="UTC") == original_local("0 9 * * *", "Asia/Kolkata")
+	assert converted_moments(row, local_schema=False, config_zone="Asia/Kolkata", system_zone="UTC") == original_local(
+		"0 9 * * *", "Asia/Kolkata"
+	)
 	row = {"name": "TS-3", "run_frequency": "Cron Style", "cron_string": "30 * * * *"}
-	assert converted_moments(row, local_schema=False, config_zone="Asia/Kolkata", system_zone="UTC") == original_local("30 * * * *", "UTC")
+	assert converted_moments(row, local_schema=False, config_zone="Asia/Kolkata", system_zone="UTC") == original_local(
+		"30 * * * *", "UTC"
+	)
 
 
-@pytest.mark.parametrize("own_zone, config_zone, zone", [("America/Chicago", "UTC", "America/Chicago"), ("", "Europe/Berlin", "Europe/Berlin"), (None, None, "UTC")])
+@pytest.mark.parametrize(
+	"own_zone, config_zone, zone",
+	[("America/Chicago", "UTC", "America/Chicago"), ("", "Europe/Berlin", "Europe/Berlin"), (None, None, "UTC")],
+)
 def test_local_schema_cron_in_its_zone(own_zone, config_zone, zone):
 	row = {"name": "TS-4", "run_frequency": "Cron Style", "cron_string": "45 6 * * 1-5", "cron_timezone": own_zone}
-	assert converted_moments(row, local_schema=True, config_zone=config_zone, system_zone="Asia/Tokyo") == original_local("45 6 * * 1-5", zone)
+	assert converted_moments(
+		row, local_schema=True, config_zone=config_zone, system_zone="Asia/Tokyo"
+	) == original_local("45 6 * * 1-5", zone)
 
 
 def test_utc_schema_helper_fires_at_its_local_time():
@@ -74,7 +83,9 @@ def test_weekly_and_yearly_helpers_keep_their_fields():
 	change = convert(row, local_schema=True, config_zone="UTC", system_zone="UTC")
 	assert change.values == {"time_zone": "UTC", "month": "March"}
 	row = {"name": "TS-7", "run_frequency": "Monthly", "hour": 4, "minute": 0, "day_of_month": 2}
-	assert any("never fired" in note for note in convert(row, local_schema=False, config_zone="UTC", system_zone="UTC").notes)
+	assert any(
+		"never fired" in note for note in convert(row, local_schema=False, config_zone="UTC", system_zone="UTC").notes
+	)
 
 
 def test_converting_a_converted_row_changes_nothing():
@@ -92,7 +103,9 @@ def test_bad_zone_is_listed_not_guessed_silently():
 
 def test_weekday_crons_of_the_utc_schema_are_flagged():
 	row = {"name": "TS-10", "run_frequency": "Cron Style", "cron_string": "0 9 * * 1-5"}
-	assert any("weekdays" in note for note in convert(row, local_schema=False, config_zone="UTC", system_zone="UTC").notes)
+	assert any(
+		"weekdays" in note for note in convert(row, local_schema=False, config_zone="UTC", system_zone="UTC").notes
+	)
 
 
 @pytest.mark.parametrize("text, hour", [("9", 9), (" 23 ", 23), ("", None), (None, None), (7, 7)])
@@ -105,4 +118,3 @@ def test_hour_that_is_not_one_names_the_field(text):
 	with pytest.raises(HourError) as caught:
 		hour_number(text)
 	assert str(caught.value).startswith(f"hour '{text}'")
-

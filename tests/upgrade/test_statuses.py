@@ -11,7 +11,9 @@ LOG_JSON = Path(__file__).resolve().parents[2] / "btu/btu_core/doctype/btu_task_
 
 
 def test_each_original_status_maps_to_one_of_ours():
-	options = next(f["options"] for f in json.loads(LOG_JSON.read_text())["fields"] if f["fieldname"] == "status").split("\n")
+	options = next(
+		f["options"] for f in json.loads(LOG_JSON.read_text())["fields"] if f["fieldname"] == "status"
+	).split("\n")
 	assert set(LOG_STATUS) == {"In-Progress", "Success", "Failed", "Timeout"}
 	assert all(value in options for value in LOG_STATUS.values())
 	assert log_status("Success") == ("Succeeded", True)

@@ -10,13 +10,13 @@ import frappe
 from frappe import _
 from frappe.utils import cint, get_url_to_form, validate_email_address
 
-from btu.shared import protocol
-from btu.shared.instants import format_utc_iso
 from btu.btu_core.alerts.recipients import recipient_names
 from btu.btu_core.alerts.rules import INCIDENT, RULE, SCHEDULE, TASK, utc_of
 from btu.btu_core.alerts.webhooks import WEBHOOK_TIMEOUT_SECS, delivery_failed, post
 from btu.btu_core.instants import utc_now
 from btu.btu_core.setup.roles import is_system_manager
+from btu.shared import protocol
+from btu.shared.instants import format_utc_iso
 
 # The webhook job's method, stored in each queued job: a move must leave the old path answering (alerts/__init__.py).
 WEBHOOK_JOB = "btu.btu_core.alerts.delivery.post_webhook"
@@ -61,15 +61,27 @@ def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = Fa
 	errors = []
 	if cint(rule.by_email) and emails:
 		try:
-			frappe.sendmail(recipients=emails, subject=subject, message=text, reference_doctype=reference[0], reference_name=reference[1], now=False)
+			frappe.sendmail(
+				recipients=emails,
+				subject=subject,
+				message=text,
+				reference_doctype=reference[0],
+				reference_name=reference[1],
+				now=False,
+			)
 		except Exception as exc:
 			errors.append(_("email to {0}: {1}: {2}").format(", ".join(emails), type(exc).__name__, exc))
 	for user in users if cint(rule.by_bell) else []:
 		try:
 			frappe.get_doc(
 				{
-					"doctype": "Notification Log", "for_user": user, "type": "Alert", "subject": subject,
-					"email_content": text, "document_type": reference[0], "document_name": reference[1],
+					"doctype": "Notification Log",
+					"for_user": user,
+					"type": "Alert",
+					"subject": subject,
+					"email_content": text,
+					"document_type": reference[0],
+					"document_name": reference[1],
 				}
 			).insert(ignore_permissions=True)
 		except Exception as exc:
@@ -89,7 +101,7 @@ def render(body: dict) -> tuple[str, str]:
 	where = " ".join(filter(None, [body.get("task"), f"({body['schedule']})" if body.get("schedule") else None]))
 	subject = f"{prefix}{heading}: {_(body['kind'])} {where}".strip()
 	escape = frappe.utils.escape_html
-	link = f"<p><a href=\"{escape(body['url'])}\">{escape(body['incident'])}</a></p>" if body.get("incident") else ""
+	link = f'<p><a href="{escape(body["url"])}">{escape(body["incident"])}</a></p>' if body.get("incident") else ""
 	text = escape(body.get("message") or "") + link
 	return subject, text
 
@@ -99,9 +111,13 @@ def audience(rule) -> tuple[list[str], list[str]]:
 	names = recipient_names(rule)
 	users = [name for name in names if frappe.db.exists("User", {"name": name, "enabled": 1})]
 	if rule.role:
-		holders = frappe.get_all("Has Role", filters={"role": rule.role, "parenttype": "User"}, pluck="parent", limit=MAX_ROLE_USERS)
+		holders = frappe.get_all(
+			"Has Role", filters={"role": rule.role, "parenttype": "User"}, pluck="parent", limit=MAX_ROLE_USERS
+		)
 		if holders:
-			users += frappe.get_all("User", filters=[["name", "in", holders], ["name", "!=", "Guest"], ["enabled", "=", 1]], pluck="name")
+			users += frappe.get_all(
+				"User", filters=[["name", "in", holders], ["name", "!=", "Guest"], ["enabled", "=", 1]], pluck="name"
+			)
 	emails = [name for name in names if validate_email_address(name)]
 	emails += [email for email in (frappe.db.get_value("User", user, "email") for user in users) if email]
 	return list(dict.fromkeys(emails)), list(dict.fromkeys(users))
@@ -111,9 +127,16 @@ def queue_webhook(rule: str, body: dict, incident: str) -> None:
 	"""After the incident commits: the POST as a short-queue job naming the rule (its URL and secret stay out of the
 	job's arguments, which the RQ Job list shows); a queue that refuses it is noted on the incident."""
 	try:
-		frappe.enqueue(WEBHOOK_JOB, queue="short", timeout=WEBHOOK_TIMEOUT_SECS * 4, rule=rule, body=body, incident=incident)
+		frappe.enqueue(
+			WEBHOOK_JOB, queue="short", timeout=WEBHOOK_TIMEOUT_SECS * 4, rule=rule, body=body, incident=incident
+		)
 	except Exception as exc:
-		frappe.log_error(title="BTU webhook not queued", reference_doctype=RULE, reference_name=rule, message=_("alert rule {0}: {1}: {2}").format(rule, type(exc).__name__, exc))
+		frappe.log_error(
+			title="BTU webhook not queued",
+			reference_doctype=RULE,
+			reference_name=rule,
+			message=_("alert rule {0}: {1}: {2}").format(rule, type(exc).__name__, exc),
+		)
 		note_delivery_error(incident, delivery_failed())
 		frappe.db.commit()
 
@@ -129,7 +152,13 @@ def note_delivery_error(incident: str, error: str) -> None:
 	frappe.logger("btu").warning(f"site={frappe.local.site} incident={incident} delivery failed: {error}")
 	before = frappe.db.get_value(INCIDENT, incident, "delivery_errors") or ""
 	line = f"{format_utc_iso(utc_now())} {error}"
-	frappe.db.set_value(INCIDENT, incident, "delivery_errors", (before + "\n" + line).strip()[-DELIVERY_ERRORS_CHARS:], update_modified=False)
+	frappe.db.set_value(
+		INCIDENT,
+		incident,
+		"delivery_errors",
+		(before + "\n" + line).strip()[-DELIVERY_ERRORS_CHARS:],
+		update_modified=False,
+	)
 
 
 def take_test_turn(rule, parent) -> None:
@@ -149,9 +178,9 @@ def take_test_turn(rule, parent) -> None:
 		pipe.incr(key)
 		if pipe.execute()[1] > limit:
 			frappe.throw(
-				_("Alert rule {0} of {1} {2}: user {3} sent {4} in the last {5} s, the most allowed; wait a minute, then test again").format(
-					rule.idx, _(parent.doctype), parent.name, user, sent, TEST_WINDOW_SECS
-				),
+				_(
+					"Alert rule {0} of {1} {2}: user {3} sent {4} in the last {5} s, the most allowed; wait a minute, then test again"
+				).format(rule.idx, _(parent.doctype), parent.name, user, sent, TEST_WINDOW_SECS),
 				frappe.RateLimitExceededError,
 				title=_("Too many test alerts"),
 			)
@@ -160,10 +189,20 @@ def take_test_turn(rule, parent) -> None:
 def test_fire(rule, parent) -> dict:
 	"""Send a test message on `rule`'s channels now (the webhook too, in this request); no incident is made."""
 	body = {
-		"event": "test", "incident": None, "kind": rule.event, "status": "Test", "site": frappe.local.site,
-		"task": parent.name if parent.doctype == TASK else parent.task, "schedule": parent.name if parent.doctype == SCHEDULE else None,
-		"log": None, "occurrences": 0, "opened_at": format_utc_iso(utc_now()), "resolved_at": None,
-		"message": _("A test of alert rule {0} of {1} {2}, sent by {3}.").format(rule.idx, _(parent.doctype), parent.name, frappe.session.user),
+		"event": "test",
+		"incident": None,
+		"kind": rule.event,
+		"status": "Test",
+		"site": frappe.local.site,
+		"task": parent.name if parent.doctype == TASK else parent.task,
+		"schedule": parent.name if parent.doctype == SCHEDULE else None,
+		"log": None,
+		"occurrences": 0,
+		"opened_at": format_utc_iso(utc_now()),
+		"resolved_at": None,
+		"message": _("A test of alert rule {0} of {1} {2}, sent by {3}.").format(
+			rule.idx, _(parent.doctype), parent.name, frappe.session.user
+		),
 		"url": get_url_to_form(parent.doctype, parent.name),
 	}
 	errors = send(rule, body, (parent.doctype, parent.name), webhook_now=True)
@@ -172,6 +211,8 @@ def test_fire(rule, parent) -> dict:
 	return {
 		"emails": emails if cint(rule.by_email) else [],
 		"users": users if cint(rule.by_bell) else [],
-		"webhook": (protocol.mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook")) if rule.webhook_url else None,
+		"webhook": (protocol.mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook"))
+		if rule.webhook_url
+		else None,
 		"errors": errors,
 	}

@@ -13,8 +13,6 @@ from btu.btu_core.alerts.rules import INCIDENT
 from btu.btu_core.instants import to_system_naive, utc_now
 
 
-
-
 def guarded(function, *args) -> None:
 	"""Run one alert step in its own transaction; an error is logged and rolled back, never raised."""
 	try:
@@ -29,19 +27,32 @@ def open_incident(rule, task: str, schedule: str | None, message: str, key: str,
 	"""Open `rule`'s incident for `schedule` and send its message; one already open counts the occurrence
 	(once per `key`) instead. Returns the incident opened, None when one was open."""
 	lock(rule)
-	open_one = frappe.db.get_value(INCIDENT, incident_filters(rule, schedule), ["name", "last_key", "occurrences"], as_dict=True, for_update=True)
+	open_one = frappe.db.get_value(
+		INCIDENT, incident_filters(rule, schedule), ["name", "last_key", "occurrences"], as_dict=True, for_update=True
+	)
 	if open_one:
 		if open_one.last_key != key:
 			frappe.db.set_value(
-				INCIDENT, open_one.name,
+				INCIDENT,
+				open_one.name,
 				{"occurrences": cint(open_one.occurrences) + 1, "last_key": key, "last_message": message, "log": log},
 			)
 		return None
 	incident = frappe.get_doc(
 		{
-			"doctype": INCIDENT, "status": "Open", "kind": rule.event, "task": task, "schedule": schedule,
-			"rule": rule.name, "rule_parenttype": rule.parenttype, "rule_parent": rule.parent,
-			"opened_at": to_system_naive(utc_now()), "occurrences": 1, "last_key": key, "last_message": message, "log": log,
+			"doctype": INCIDENT,
+			"status": "Open",
+			"kind": rule.event,
+			"task": task,
+			"schedule": schedule,
+			"rule": rule.name,
+			"rule_parenttype": rule.parenttype,
+			"rule_parent": rule.parent,
+			"opened_at": to_system_naive(utc_now()),
+			"occurrences": 1,
+			"last_key": key,
+			"last_message": message,
+			"log": log,
 		}
 	).insert(ignore_permissions=True)
 	deliver(rule, incident, "opened")

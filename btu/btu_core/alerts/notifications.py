@@ -74,11 +74,19 @@ def _body(log, task, prefix: str) -> str:
 	heading = escape_html(prefix) + _("BTU Task Log")
 	link = f"<a href='{get_url_to_form(log.doctype, log.name)}'>{log.name}</a>"
 	parts = [f"<p>{heading} {link}</p>", f"<table>{table}</table>"]
-	output = ((_("Return value"), log.result_message), (_("Traceback"), log.traceback), (_("Standard output"), log.stdout))
+	output = (
+		(_("Return value"), log.result_message),
+		(_("Traceback"), log.traceback),
+		(_("Standard output"), log.stdout),
+	)
 	if cint(task.get("mail_run_output")):
 		for label, text in output:
 			if text:
-				excerpt = text if len(text) <= OUTPUT_EXCERPT_CHARS else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
+				excerpt = (
+					text
+					if len(text) <= OUTPUT_EXCERPT_CHARS
+					else text[:OUTPUT_EXCERPT_CHARS] + "\n" + _("[cut; see the log]")
+				)
 				parts.append(f"<h4>{label}</h4><pre>{escape_html(excerpt)}</pre>")
 	elif any(text for _label, text in output):
 		# Opt-in (a System Manager's, per Task): what a run printed or raised may hold data its recipients must not see.

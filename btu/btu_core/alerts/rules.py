@@ -16,10 +16,18 @@ TASK = "BTU Task"
 SCHEDULE = "BTU Task Schedule"
 FAILED = ("Failed", "Timed Out")
 # A rule's threshold 0 means these (runs for Consecutive Failures, seconds for the rest).
-DEFAULT_THRESHOLD = {"Consecutive Failures": 3, "Missed Fire": 300, "Late Start": 60, "Stuck Run": 0, "Scheduler Down": 300}
+DEFAULT_THRESHOLD = {
+	"Consecutive Failures": 3,
+	"Missed Fire": 300,
+	"Late Start": 60,
+	"Stuck Run": 0,
+	"Scheduler Down": 300,
+}
 # How many (rule, schedule) pairs or Started Logs one check of the watchdog reads.
 MAX_CHECKED = 500
-RULE_FIELDS = "name, parent, parenttype, event, threshold, notify_recovery, by_email, by_bell, recipients, role, webhook_url"
+RULE_FIELDS = (
+	"name, parent, parenttype, event, threshold, notify_recovery, by_email, by_bell, recipients, role, webhook_url"
+)
 
 
 def threshold(rule) -> int:

@@ -12,8 +12,6 @@ from btu.btu_core.alerts.pause import pause_for_failures
 from btu.btu_core.alerts.rules import FAILED, SCHEDULE, own_scope, rules_for, threshold, watched
 
 
-
-
 def run_started(log, task, schedule, start_lag_secs: float | None) -> None:
 	"""Late start: a scheduled run whose function was called more than a rule's threshold after its fire time (slot +
 	jitter; a retry's or backfill's request: its run_at). Told after the call: nothing here may delay the run."""
@@ -39,7 +37,11 @@ def run_finished(log, task, schedule=None, *, final: bool = True) -> None:
 	`final`: no retry follows this run. A failure that will be retried (final=False) neither counts toward
 	a streak nor alerts; only its last attempt does.
 	"""
-	if log.status == "Succeeded" and not watched(task, schedule) and not (schedule is not None and cint(schedule.get("failure_streak"))):
+	if (
+		log.status == "Succeeded"
+		and not watched(task, schedule)
+		and not (schedule is not None and cint(schedule.get("failure_streak")))
+	):
 		return  # no incident to resolve, no streak to end: not a statement more after every successful run
 	if log.status == "Succeeded" or (log.status in FAILED and final):
 		guarded(finished, log, task, schedule)
@@ -48,7 +50,11 @@ def run_finished(log, task, schedule=None, *, final: bool = True) -> None:
 def finished(log, task, schedule) -> None:
 	failed = log.status in FAILED
 	streak = bump_streak(schedule.name, failed) if schedule else 0
-	rules = rules_for(("Failure", "Consecutive Failures"), task.name, schedule.name if schedule else None) if watched(task, schedule) else []
+	rules = (
+		rules_for(("Failure", "Consecutive Failures"), task.name, schedule.name if schedule else None)
+		if watched(task, schedule)
+		else []
+	)
 	for rule in rules:
 		scope = own_scope(rule)
 		if not failed:
@@ -70,7 +76,9 @@ def finished(log, task, schedule) -> None:
 def bump_streak(schedule: str, failed: bool) -> int:
 	"""The schedule's failed runs in a row, this one counted (a success ends it)."""
 	if not failed:
-		frappe.db.sql("update `tabBTU Task Schedule` set failure_streak = 0 where name = %s and failure_streak != 0", schedule)
+		frappe.db.sql(
+			"update `tabBTU Task Schedule` set failure_streak = 0 where name = %s and failure_streak != 0", schedule
+		)
 		return 0
 	frappe.db.sql("update `tabBTU Task Schedule` set failure_streak = failure_streak + 1 where name = %s", schedule)
 	# Plain SQL: frappe.db.get_value would load Frappe's query engine in the work-horse, after every scheduled run.
@@ -82,6 +90,10 @@ def task_streak(task: str, up_to: int) -> int:
 	"""The Task's newest finished runs that failed in a row, counted up to `up_to`."""
 	statuses = frappe.get_all(
 		# An attempt that was retried is not a run's end: only its last attempt counts.
-		"BTU Task Log", filters={"task": task, "status": ("in", ("Succeeded", *FAILED)), "retried": 0}, pluck="status", order_by="creation desc", limit=up_to
+		"BTU Task Log",
+		filters={"task": task, "status": ("in", ("Succeeded", *FAILED)), "retried": 0},
+		pluck="status",
+		order_by="creation desc",
+		limit=up_to,
 	)
 	return next((i for i, status in enumerate(statuses) if status not in FAILED), len(statuses))

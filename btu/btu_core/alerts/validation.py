@@ -13,8 +13,6 @@ from btu.btu_core.alerts.webhooks import check_webhook_url
 from btu.btu_core.setup.roles import require_system_manager_for_rows
 
 
-
-
 def validate_rules(doc) -> None:
 	"""A Task's or Schedule's alert rules: webhooks set by a System Manager only, each to a public http(s) URL and
 	with a secret to sign its posts."""
@@ -27,13 +25,18 @@ def validate_rules(doc) -> None:
 			frappe.throw(_("Alert rule {0}: {1}").format(row.idx, problem), title=_("Invalid webhook"))
 		if row.webhook_url and not row.webhook_secret:
 			frappe.throw(
-				_("Alert rule {0}: a webhook needs a Webhook Secret; set one and give it to the receiver, which checks the {1} header with it").format(
-					row.idx, SIGNATURE_HEADER
-				),
+				_(
+					"Alert rule {0}: a webhook needs a Webhook Secret; set one and give it to the receiver, which checks the {1} header with it"
+				).format(row.idx, SIGNATURE_HEADER),
 				title=_("Invalid webhook"),
 			)
-		unknown = [name for name in recipient_names(row) if not validate_email_address(name) and not frappe.db.exists("User", name)]
+		unknown = [
+			name
+			for name in recipient_names(row)
+			if not validate_email_address(name) and not frappe.db.exists("User", name)
+		]
 		if unknown:
 			frappe.throw(
-				_("Alert rule {0}: {1} is neither an email address nor a user").format(row.idx, ", ".join(unknown)), title=_("Invalid recipients")
+				_("Alert rule {0}: {1} is neither an email address nor a user").format(row.idx, ", ".join(unknown)),
+				title=_("Invalid recipients"),
 			)

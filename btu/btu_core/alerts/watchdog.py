@@ -11,16 +11,16 @@ from frappe import _
 from frappe.utils import cint
 from redis.exceptions import RedisError
 
-from btu.shared import liveness
-from btu.shared.instants import format_utc_iso
-from btu.shared.schedule import ScheduleError
 from btu.btu_core import scheduler_link
-from btu.btu_core.alerts.overdue_slots import overdue_slots
 from btu.btu_core.alerts.incidents import guarded, incident_filters, open_incident, resolve
+from btu.btu_core.alerts.overdue_slots import overdue_slots
 from btu.btu_core.alerts.rules import INCIDENT, MAX_CHECKED, SCHEDULE, TASK, all_rules, own_scope, threshold, utc_of
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.runs.time_limit import max_duration
 from btu.btu_core.schedules.spec import spec_of
+from btu.shared import liveness
+from btu.shared.instants import format_utc_iso
+from btu.shared.schedule import ScheduleError
 
 # How far back the missed-fire check looks, and how many (rule, schedule) pairs or Started Logs one check reads.
 MISSED_LOOKBACK_SECS = 6 * 3600
@@ -47,7 +47,12 @@ def check_missed(now: datetime) -> None:
 	pairs = []
 	for rule in all_rules("Missed Fire", limit=MAX_MISSED_RULES):
 		watched = {"name": rule.parent} if rule.parenttype == SCHEDULE else {"task": rule.parent}
-		pairs += [(rule, name) for name in frappe.get_all(SCHEDULE, filters={**watched, "enabled": 1, "paused": 0}, pluck="name", order_by="name")]
+		pairs += [
+			(rule, name)
+			for name in frappe.get_all(
+				SCHEDULE, filters={**watched, "enabled": 1, "paused": 0}, pluck="name", order_by="name"
+			)
+		]
 	if not pairs:
 		return
 	cache = frappe.cache()
@@ -65,16 +70,24 @@ def check_missed(now: datetime) -> None:
 def missed_slots(rule, schedule, now: datetime) -> None:
 	since = max(now - timedelta(seconds=MISSED_LOOKBACK_SECS), utc_of(schedule.modified))
 	resolved = frappe.get_all(
-		INCIDENT, filters={"rule": rule.name, "schedule": schedule.name, "status": "Resolved"}, pluck="resolved_at", order_by="resolved_at desc", limit=1
+		INCIDENT,
+		filters={"rule": rule.name, "schedule": schedule.name, "status": "Resolved"},
+		pluck="resolved_at",
+		order_by="resolved_at desc",
+		limit=1,
 	)
 	if resolved and resolved[0]:
 		since = max(since, utc_of(resolved[0]))
-	if cint(schedule.run_limit) and frappe.db.count("BTU Task Log", {"schedule": schedule.name}) >= cint(schedule.run_limit):
+	if cint(schedule.run_limit) and frappe.db.count("BTU Task Log", {"schedule": schedule.name}) >= cint(
+		schedule.run_limit
+	):
 		return
 	slots = [format_utc_iso(slot) for slot in overdue_slots(spec_of(schedule), since, now, threshold(rule))]
 	if not slots:
 		return
-	logged = set(frappe.get_all("BTU Task Log", filters={"schedule": schedule.name, "slot_utc": ("in", slots)}, pluck="slot_utc"))
+	logged = set(
+		frappe.get_all("BTU Task Log", filters={"schedule": schedule.name, "slot_utc": ("in", slots)}, pluck="slot_utc")
+	)
 	missing = [slot for slot in slots if slot not in logged]
 	newest_ran = slots[-1] in logged
 	# A miss the newest slot ran after still opens an incident (then resolved at once), unless one is open: that one ends now.
@@ -105,9 +118,13 @@ def check_stuck(now: datetime) -> None:
 		scope = own_scope(rule)
 		limit = threshold(rule)
 		stuck = [
-			row for row in started
-			if row.task == task and (scope is None or row.schedule == scope) and row.date_time_started
-			and frappe.utils.get_datetime(row.date_time_started) <= now_system - timedelta(seconds=max_duration(row) + limit)
+			row
+			for row in started
+			if row.task == task
+			and (scope is None or row.schedule == scope)
+			and row.date_time_started
+			and frappe.utils.get_datetime(row.date_time_started)
+			<= now_system - timedelta(seconds=max_duration(row) + limit)
 		]
 		if stuck:
 			message = _("{0} run(s) of {1} still Started past the time limit ({2} s) + {3} s: {4}").format(
@@ -145,5 +162,7 @@ def check_scheduler(now: datetime) -> None:
 	for rule in rules:
 		if down_secs >= threshold(rule):
 			task = rule.parent if rule.parenttype == TASK else frappe.db.get_value(SCHEDULE, rule.parent, "task")
-			message = _("No BTU scheduler has held the leader lease for {0} s (bench btu-scheduler run; btu-scheduler status).").format(round(down_secs))
+			message = _(
+				"No BTU scheduler has held the leader lease for {0} s (bench btu-scheduler run; btu-scheduler status)."
+			).format(round(down_secs))
 			open_incident(rule, task, own_scope(rule), message, key="down")

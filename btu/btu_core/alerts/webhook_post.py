@@ -85,7 +85,11 @@ def target(url: str) -> Target:
 	if parts.scheme.lower() not in DEFAULT_PORTS or not host or any(c.isspace() for c in text):
 		raise WebhookRefused(_("{url} is not an http(s) URL with a host"), url=text)
 	if parts.username is not None or parts.password is not None:
-		raise WebhookRefused(_("{url} holds a user or password; the receiver checks the {header} signature instead"), url=text, header=SIGNATURE_HEADER)
+		raise WebhookRefused(
+			_("{url} holds a user or password; the receiver checks the {header} signature instead"),
+			url=text,
+			header=SIGNATURE_HEADER,
+		)
 	path = quote(parts.path or "/", safe=URL_SAFE) + (f"?{quote(parts.query, safe=URL_SAFE)}" if parts.query else "")
 	scheme = parts.scheme.lower()
 	return Target(scheme, host.lower(), port or DEFAULT_PORTS[scheme], path)
@@ -97,8 +101,12 @@ def internal_kind(address: str) -> str | None:
 	if ip.version == 6 and ip.ipv4_mapped is not None:
 		ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 reaches 127.0.0.1
 	for kind, holds in (
-		("loopback", ip.is_loopback), ("link-local, where cloud metadata services answer", ip.is_link_local),
-		("unspecified", ip.is_unspecified), ("multicast", ip.is_multicast), ("private", ip.is_private), ("reserved", ip.is_reserved),
+		("loopback", ip.is_loopback),
+		("link-local, where cloud metadata services answer", ip.is_link_local),
+		("unspecified", ip.is_unspecified),
+		("multicast", ip.is_multicast),
+		("private", ip.is_private),
+		("reserved", ip.is_reserved),
 	):
 		if holds:
 			return kind
@@ -115,9 +123,13 @@ def addresses(where: Target, allowed_hosts: Iterable[str], deadline: float) -> l
 		kind = internal_kind(sockaddr[0])
 		if kind:
 			raise WebhookRefused(
-				_("host {host} resolves to {address}, a {kind} address; a webhook posts to public addresses only "
-					"(list the host in the site config's btu_webhook_allowed_hosts to allow it)"),
-				host=where.host, address=sockaddr[0], kind=kind,
+				_(
+					"host {host} resolves to {address}, a {kind} address; a webhook posts to public addresses only "
+					"(list the host in the site config's btu_webhook_allowed_hosts to allow it)"
+				),
+				host=where.host,
+				address=sockaddr[0],
+				kind=kind,
 			)
 	return found
 
@@ -128,7 +140,10 @@ def resolve(host: str, port: int, deadline: float) -> list[tuple]:
 
 	def lookup() -> None:
 		try:
-			result["found"] = [(info[0], info[4]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)]
+			result["found"] = [
+				(info[0], info[4])
+				for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+			]
 		except (OSError, UnicodeError) as exc:
 			result["error"] = exc
 
@@ -138,7 +153,9 @@ def resolve(host: str, port: int, deadline: float) -> list[tuple]:
 	if thread.is_alive():
 		raise DeliveryFailed(_("host {host} did not resolve within the webhook's time limit"), host=host)
 	if "error" in result or not result["found"]:
-		raise DeliveryFailed(_("host {host} does not resolve ({error}); correct the URL"), host=host, error=result.get("error"))
+		raise DeliveryFailed(
+			_("host {host} does not resolve ({error}); correct the URL"), host=host, error=result.get("error")
+		)
 	return result["found"]
 
 
@@ -154,19 +171,34 @@ def post(url: str, body: bytes, *, secret: str, allowed_hosts: Iterable[str] = (
 	where = target(url)
 	found = addresses(where, allowed_hosts, deadline)
 	headers = {
-		"Host": where.host_header, "User-Agent": "BTU alerts", "Content-Type": "application/json", "Content-Length": str(len(body)),
-		SIGNATURE_HEADER: signature(secret, body), "Connection": "close",
+		"Host": where.host_header,
+		"User-Agent": "BTU alerts",
+		"Content-Type": "application/json",
+		"Content-Length": str(len(body)),
+		SIGNATURE_HEADER: signature(secret, body),
+		"Connection": "close",
 	}
-	request = f"POST {where.path} HTTP/1.1\r\n".encode("ascii") + "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("ascii") + b"\r\n" + body
+	request = (
+		f"POST {where.path} HTTP/1.1\r\n".encode("ascii")
+		+ "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("ascii")
+		+ b"\r\n"
+		+ body
+	)
 	try:
 		with connect(where, found, deadline) as sock:
 			sock.settimeout(left(deadline))
 			sock.sendall(request)
 			return status(sock, deadline)
 	except TimeoutError:
-		raise DeliveryFailed(_("{host} did not answer within {secs} s"), host=where.host_header, secs=timeout_secs) from None
+		raise DeliveryFailed(
+			_("{host} did not answer within {secs} s"), host=where.host_header, secs=timeout_secs
+		) from None
 	except ssl.SSLError as exc:
-		raise DeliveryFailed(_("TLS with {host} failed ({error}); the server needs a certificate valid for that name"), host=where.host_header, error=exc) from None
+		raise DeliveryFailed(
+			_("TLS with {host} failed ({error}); the server needs a certificate valid for that name"),
+			host=where.host_header,
+			error=exc,
+		) from None
 	except OSError as exc:
 		raise DeliveryFailed(_("{host}: {error}"), host=where.host_header, error=exc) from None
 
@@ -189,7 +221,12 @@ def connect(where: Target, found: list[tuple], deadline: float) -> socket.socket
 			if isinstance(exc, (TimeoutError, ssl.SSLError)):
 				raise
 			error = exc
-	raise DeliveryFailed(_("no address of {host} accepts a connection on port {port} ({error})"), host=where.host, port=where.port, error=error)
+	raise DeliveryFailed(
+		_("no address of {host} accepts a connection on port {port} ({error})"),
+		host=where.host,
+		port=where.port,
+		error=error,
+	)
 
 
 def status(sock: socket.socket, deadline: float) -> int:

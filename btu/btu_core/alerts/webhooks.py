@@ -14,8 +14,8 @@ import time
 import frappe
 from frappe import _
 
-from btu.shared import protocol
 from btu.btu_core.alerts.rules import RULE
+from btu.shared import protocol
 
 # The whole POST, from the lookup to the answer's status line.
 WEBHOOK_TIMEOUT_SECS = 5
@@ -31,7 +31,9 @@ def check_webhook_url(url: str) -> str | None:
 	from btu.btu_core.alerts import webhook_post
 
 	try:
-		webhook_post.addresses(webhook_post.target(url), webhook_allowed_hosts(), time.monotonic() + WEBHOOK_TIMEOUT_SECS)
+		webhook_post.addresses(
+			webhook_post.target(url), webhook_allowed_hosts(), time.monotonic() + WEBHOOK_TIMEOUT_SECS
+		)
 	except webhook_post.WebhookRefused as exc:
 		return webhook_error(exc)
 	except webhook_post.DeliveryFailed:
@@ -47,7 +49,11 @@ def webhook_error(exc) -> str:
 def webhook_allowed_hosts() -> list[str]:
 	"""The site config's btu_webhook_allowed_hosts: a list of host names, or text with commas."""
 	hosts = frappe.conf.get(WEBHOOK_ALLOWED_HOSTS_KEY) or []
-	return [host for host in (hosts.split(",") if isinstance(hosts, str) else hosts) if isinstance(host, str) and host.strip()]
+	return [
+		host
+		for host in (hosts.split(",") if isinstance(hosts, str) else hosts)
+		if isinstance(host, str) and host.strip()
+	]
 
 
 def post(rule: str, body: dict) -> str | None:
@@ -67,7 +73,13 @@ def post(rule: str, body: dict) -> str | None:
 		problem = _("it has no Webhook Secret to sign its posts; a System Manager sets one on the alert rule")
 	else:
 		try:
-			code = webhook_post.post(url, json.dumps(body).encode(), secret=secret, allowed_hosts=webhook_allowed_hosts(), timeout_secs=WEBHOOK_TIMEOUT_SECS)
+			code = webhook_post.post(
+				url,
+				json.dumps(body).encode(),
+				secret=secret,
+				allowed_hosts=webhook_allowed_hosts(),
+				timeout_secs=WEBHOOK_TIMEOUT_SECS,
+			)
 			problem = None if 200 <= code < 300 else _("HTTP {0}").format(code)
 		except webhook_post.WebhookError as exc:
 			problem = webhook_error(exc)

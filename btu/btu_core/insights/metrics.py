@@ -17,9 +17,9 @@ import frappe.monitor
 from frappe import _
 
 from btu.btu_core.insights import task_outcomes
-from btu.shared import protocol
 from btu.btu_core.scheduler_link import redis_queue_shown, use_bench_namespace
 from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
+from btu.shared import protocol
 
 
 def outcome_redis():
@@ -67,7 +67,9 @@ def add_to_monitor(**data) -> None:
 	try:
 		frappe.monitor.add_data_to_monitor(btu=data)
 	except Exception as exc:
-		frappe.logger("btu").warning(f"site={frappe.local.site} monitor entry not extended: {type(exc).__name__}: {exc}")
+		frappe.logger("btu").warning(
+			f"site={frappe.local.site} monitor entry not extended: {type(exc).__name__}: {exc}"
+		)
 
 
 @frappe.whitelist(allow_guest=True, methods=["GET"])
@@ -79,15 +81,17 @@ def scrape():
 	"""
 	if frappe.session.user == "Guest":
 		frappe.throw(
-			_("BTU's metrics need a login: send the header Authorization: token API_KEY:API_SECRET of a user with the role {0}").format(
-				_(BTU_METRICS_READER_ROLE)
-			),
+			_(
+				"BTU's metrics need a login: send the header Authorization: token API_KEY:API_SECRET of a user with the role {0}"
+			).format(_(BTU_METRICS_READER_ROLE)),
 			frappe.PermissionError,
 			title=_("Not permitted"),
 		)
 	require_any_role(
 		METRICS_ROLES,
-		_("User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"),
+		_(
+			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"
+		),
 	)
 	# Imported here: every run's end imports this module to count its outcome, and a forked work-horse would pay for
 	# prometheus_client on each run.

@@ -121,7 +121,11 @@ class Period:
 		return self._days[day]
 
 	def buckets(self) -> list[date]:
-		last = getdate(self.end) if get_datetime(self.end).time() != datetime.min.time() else add_days(getdate(self.end), -1)
+		last = (
+			getdate(self.end)
+			if get_datetime(self.end).time() != datetime.min.time()
+			else add_days(getdate(self.end), -1)
+		)
 		return [getdate(d) for d in get_dates_from_timegrain(self.start, last, self.timegrain)]
 
 	def label(self, bucket: date) -> str:
@@ -137,7 +141,9 @@ def period(chart, timespan=None, time_interval=None, from_date=None, to_date=Non
 	if timespan not in TIMESPANS:
 		frappe.throw(_("Unknown period {0}: choose one of {1}").format(timespan, ", ".join(_(t) for t in TIMESPANS)))
 	if timegrain not in TIMEGRAINS:
-		frappe.throw(_("Unknown interval {0}: choose one of {1}").format(timegrain, ", ".join(_(t) for t in TIMEGRAINS)))
+		frappe.throw(
+			_("Unknown interval {0}: choose one of {1}").format(timegrain, ", ".join(_(t) for t in TIMEGRAINS))
+		)
 	if timespan != "Select Date Range":
 		end = now_datetime()
 		start = get_period_beginning(get_from_date_from_timespan(end, timespan), timegrain)
@@ -164,7 +170,9 @@ def chart_request(chart_name=None, chart=None, filters=None) -> tuple[frappe._di
 	chart = frappe._dict(frappe.parse_json(chart) or {})
 	filters = frappe.parse_json(filters) or frappe.parse_json(chart.get("filters_json")) or {}
 	if not isinstance(filters, dict):
-		frappe.throw(_("This chart takes its filters as fieldname: value pairs, got {0}").format(frappe.as_json(filters)))
+		frappe.throw(
+			_("This chart takes its filters as fieldname: value pairs, got {0}").format(frappe.as_json(filters))
+		)
 	return chart, frappe._dict(filters)
 
 
@@ -172,9 +180,9 @@ def task_log():
 	"""The Task Log table for a query; refused unless the user may read Task Logs."""
 	if not frappe.has_permission(LOG, "read"):
 		frappe.throw(
-			_("User {0} may not read BTU Task Logs, which this chart or card counts: ask a System Manager for read access to {1} (Role Permission Manager)").format(
-				frappe.session.user, _(LOG)
-			),
+			_(
+				"User {0} may not read BTU Task Logs, which this chart or card counts: ask a System Manager for read access to {1} (Role Permission Manager)"
+			).format(frappe.session.user, _(LOG)),
 			frappe.PermissionError,
 			title=_("Not permitted"),
 		)
@@ -223,20 +231,30 @@ def distributions(log, measure, group, conditions: Iterable, key: Callable = lam
 	"""key(group) -> the Distribution of the measure over the rows of the groups with that key."""
 	found: dict = {}
 	for grouped, bucket, count, least, greatest, total in summary_rows(log, measure, group, conditions):
-		found.setdefault(key(grouped), Distribution()).add(int(bucket), int(count), float(least), float(greatest), float(total))
+		found.setdefault(key(grouped), Distribution()).add(
+			int(bucket), int(count), float(least), float(greatest), float(total)
+		)
 	return found
 
 
 def daily(log, measure, within: Period, conditions: Iterable = ()) -> dict[date, Distribution]:
 	"""The measure's Distribution per period bucket (summed up per day in SQL)."""
-	return distributions(log, measure, Date(log.date_time_started), [*within_period(log, within), *conditions], within.bucket)
+	return distributions(
+		log, measure, Date(log.date_time_started), [*within_period(log, within), *conditions], within.bucket
+	)
 
 
 def durations_per_task(within: Period, status: str, task: str | None = None) -> dict[str, Distribution]:
 	"""Each Task's run times (s) of its runs with this status started within the period (an enqueued function's Logs
 	have no Task and are not among them)."""
 	log = task_log()
-	conditions = [*within_period(log, within), log.status == status, is_set(log.execution_time), log.task.isnotnull(), log.task != ""]
+	conditions = [
+		*within_period(log, within),
+		log.status == status,
+		is_set(log.execution_time),
+		log.task.isnotnull(),
+		log.task != "",
+	]
 	if task:
 		conditions.append(log.task == task)
 	return distributions(log, log.execution_time, log.task, conditions)
@@ -258,7 +276,9 @@ def status_counts(log, within: Period, conditions: Iterable = ()) -> dict[date, 
 	return counts
 
 
-def timeseries(within: Period, per_bucket: dict, names: list[str], values: Callable[[object], list], empty: list | None = None) -> dict:
+def timeseries(
+	within: Period, per_bucket: dict, names: list[str], values: Callable[[object], list], empty: list | None = None
+) -> dict:
 	"""A chart over the period's buckets: values(entry) gives one value per dataset.
 
 	A bucket without data shows `empty` (zero runs is a fact) or, without `empty`, is left out: the

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from btu.shared import protocol
 
@@ -63,16 +63,22 @@ def le_text(bound: float) -> str:
 
 
 DURATION = Histogram(
-	"duration", "btu_task_duration_seconds", "How long runs of a BTU Task took (Succeeded, Failed, Timed Out in the runner).",
+	"duration",
+	"btu_task_duration_seconds",
+	"How long runs of a BTU Task took (Succeeded, Failed, Timed Out in the runner).",
 	(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 )
 START_LAG = Histogram(
-	"start_lag", "btu_task_start_lag_seconds", "From a run's moment (its slot's fire time, or its request's run_at) to its function's call in a worker.",
+	"start_lag",
+	"btu_task_start_lag_seconds",
+	"From a run's moment (its slot's fire time, or its request's run_at) to its function's call in a worker.",
 	(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 HISTOGRAMS = {h.kind: h for h in (DURATION, START_LAG)}
 # A histogram's field kinds -> (histogram, part).
-HISTOGRAM_FIELDS = {f"{h.kind}_{part}": (h, part) for h in HISTOGRAMS.values() for part in ("count", "sum_us", "bucket")}
+HISTOGRAM_FIELDS = {
+	f"{h.kind}_{part}": (h, part) for h in HISTOGRAMS.values() for part in ("count", "sum_us", "bucket")
+}
 
 
 def field_name(kind: str, task: str, qualifier: str | None = None) -> str:
@@ -81,7 +87,9 @@ def field_name(kind: str, task: str, qualifier: str | None = None) -> str:
 	return json.dumps(parts, separators=(",", ":"))
 
 
-def record(pipe, site: str, task: str, status: str, duration_s: float | None, start_lag_s: float | None, now: float) -> None:
+def record(
+	pipe, site: str, task: str, status: str, duration_s: float | None, start_lag_s: float | None, now: float
+) -> None:
 	"""Queue one finished run's writes on `pipe` (the caller executes it): its count and last-finished time per
 	status, its duration and start lag (None: not measured) into the task's histograms."""
 	key = protocol.task_outcomes_key(site)
@@ -129,7 +137,11 @@ class Outcomes:
 		kind, task, qualifier = (*parts, None)[:3]
 		if tasks is not None and task not in tasks:
 			return  # a Task deleted since: its series end with it
-		taken = self.take_run(kind, task, qualifier, text(raw_value)) if kind in ("runs", "last") else self.take_histogram(kind, task, qualifier, text(raw_value))
+		taken = (
+			self.take_run(kind, task, qualifier, text(raw_value))
+			if kind in ("runs", "last")
+			else self.take_histogram(kind, task, qualifier, text(raw_value))
+		)
 		if not taken:
 			self.unreadable += 1
 
@@ -200,7 +212,11 @@ def parse_field(raw) -> list[str] | None:
 	except ValueError:
 		return None
 	# A lone surrogate ("\\ud800" in the JSON) would make the exposition itself fail to encode.
-	if isinstance(parts, list) and len(parts) in (2, 3) and all(isinstance(p, str) and protocol.is_utf8(p) for p in parts):
+	if (
+		isinstance(parts, list)
+		and len(parts) in (2, 3)
+		and all(isinstance(p, str) and protocol.is_utf8(p) for p in parts)
+	):
 		return parts
 	return None
 
@@ -231,7 +247,13 @@ class TaskOutcomes:
 	is logged and shown as btu_task_outcomes_up 0, never raised: the scrape still answers.
 	"""
 
-	def __init__(self, connect: Callable[[], object], site: str, tasks: set[str] | None = None, logger: logging.Logger | None = None):
+	def __init__(
+		self,
+		connect: Callable[[], object],
+		site: str,
+		tasks: set[str] | None = None,
+		logger: logging.Logger | None = None,
+	):
 		self.connect = connect
 		self.site = site
 		self.tasks = tasks
@@ -242,8 +264,14 @@ class TaskOutcomes:
 			outcomes, readable = read(self.connect(), self.site, self.tasks), 1
 		except Exception as exc:
 			key = protocol.task_outcomes_key(self.site)
-			fix = "; it holds no hash: delete it (redis-cli del), the next run writes a new one" if "WRONGTYPE" in str(exc) else ""
-			self.logger.warning(f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: {protocol.mask_url(str(exc))}{fix}")
+			fix = (
+				"; it holds no hash: delete it (redis-cli del), the next run writes a new one"
+				if "WRONGTYPE" in str(exc)
+				else ""
+			)
+			self.logger.warning(
+				f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: {protocol.mask_url(str(exc))}{fix}"
+			)
 			outcomes, readable = Outcomes(), 0
 		return families(self.site, outcomes, readable)
 
@@ -251,7 +279,9 @@ class TaskOutcomes:
 def families(site: str, outcomes: Outcomes, readable: int) -> list:
 	from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-	runs = CounterMetricFamily("btu_task_runs", "Finished runs of a BTU Task, by final status.", labels=["site", "task", "status"])
+	runs = CounterMetricFamily(
+		"btu_task_runs", "Finished runs of a BTU Task, by final status.", labels=["site", "task", "status"]
+	)
 	for (task, status), number in sorted(outcomes.runs.items()):
 		runs.add_metric([site, task, status], number)
 	last = GaugeMetricFamily(
@@ -271,6 +301,10 @@ def families(site: str, outcomes: Outcomes, readable: int) -> list:
 		labels=["site"],
 	)  # fmt: skip
 	unreadable.add_metric([site], outcomes.unreadable)
-	state = GaugeMetricFamily("btu_task_outcomes_up", "1 when the site's task-outcome hash was read, 0 when it could not be (the scrape still answers).", labels=["site"])
+	state = GaugeMetricFamily(
+		"btu_task_outcomes_up",
+		"1 when the site's task-outcome hash was read, 0 when it could not be (the scrape still answers).",
+		labels=["site"],
+	)
 	state.add_metric([site], readable)
 	return [*found, unreadable, state]

@@ -15,9 +15,9 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
-from typing import Callable
 
 import frappe
 from rq.timeouts import JobTimeoutException
@@ -54,7 +54,9 @@ class CappedText(io.TextIOBase):
 	def getvalue(self) -> str:
 		text = "".join(self.parts)
 		if self.dropped:
-			text += "\n" + frappe._("[BTU: output cut at {0} characters; {1} more were dropped]").format(self.cap, self.dropped)
+			text += "\n" + frappe._("[BTU: output cut at {0} characters; {1} more were dropped]").format(
+				self.cap, self.dropped
+			)
 		return text
 
 
@@ -119,7 +121,11 @@ def render_result(value) -> str:
 	except (TypeError, ValueError):
 		text = repr(value)
 	if len(text) > RESULT_CAP_CHARS:
-		text = text[:RESULT_CAP_CHARS] + "\n" + frappe._("[BTU: return value cut at {0} characters]").format(RESULT_CAP_CHARS)
+		text = (
+			text[:RESULT_CAP_CHARS]
+			+ "\n"
+			+ frappe._("[BTU: return value cut at {0} characters]").format(RESULT_CAP_CHARS)
+		)
 	return text
 
 
@@ -165,7 +171,10 @@ def call_captured(call: Callable[[], object], limit_secs: int = 0, *, capture: b
 	outcome = Call()
 	started = time.perf_counter()
 	try:
-		with captured(outcome.stdout, outcome.stderr, outcome.log_output) if capture else nullcontext(), time_limit(limit_secs):
+		with (
+			captured(outcome.stdout, outcome.stderr, outcome.log_output) if capture else nullcontext(),
+			time_limit(limit_secs),
+		):
 			outcome.result = call()
 	except Exception as exc:
 		outcome.elapsed = time.perf_counter() - started

@@ -30,16 +30,16 @@ import frappe
 from frappe import _
 from rq import get_current_job
 
-from btu.shared import run_requests as rr
-from btu.shared.instants import parse_utc_iso, slot_text
-from btu.shared.messages import InputError
-from btu.btu_core.runs.slot_claim import SlotLock, lock_key
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_rows import END_FIELDS, insert_log, locked_log, save_log
+from btu.btu_core.runs.slot_claim import SlotLock, lock_key
 from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, resolve_function
+from btu.shared import run_requests as rr
+from btu.shared.instants import parse_utc_iso, slot_text
+from btu.shared.messages import InputError
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
 GRACE_SECS = 60
@@ -56,8 +56,15 @@ class EnqueueError(frappe.ValidationError):
 
 
 def enqueue_at(
-	method, at, *, queue: str = "default", timeout: int | None = None, job_id: str | None = None, task_log: bool = False,
-	as_user: str | None = None, **kwargs
+	method,
+	at,
+	*,
+	queue: str = "default",
+	timeout: int | None = None,
+	job_id: str | None = None,
+	task_log: bool = False,
+	as_user: str | None = None,
+	**kwargs,
 ) -> str:
 	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for `cancel`.
 
@@ -73,12 +80,14 @@ def enqueue_at(
 	now = utc_now()
 	if moment < now - timedelta(seconds=GRACE_SECS):
 		raise EnqueueError(
-			_("at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)").format(
-				slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS
-			)
+			_(
+				"at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)"
+			).format(slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS)
 		)
 	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
-		raise EnqueueError(_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS))
+		raise EnqueueError(
+			_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS)
+		)
 	try:
 		check_queue(queue, "queue")
 		function = resolve_function(path, "method")
@@ -117,9 +126,11 @@ def job_key(path: str, job_id) -> str:
 		raise EnqueueError(_("job_id {0!r}: give non-empty text, or leave it out").format(job_id))
 	key = rr.job_key(path, job_id)
 	if len(key) > MAX_JOB_KEY_CHARS:
-		raise EnqueueError(_("job_id {0!r}: with its app's prefix it is {1} characters, more than {2}; give a shorter one").format(
-			job_id, len(key), MAX_JOB_KEY_CHARS
-		))
+		raise EnqueueError(
+			_("job_id {0!r}: with its app's prefix it is {1} characters, more than {2}; give a shorter one").format(
+				job_id, len(key), MAX_JOB_KEY_CHARS
+			)
+		)
 	return key
 
 
@@ -132,21 +143,33 @@ def request_of_job(key: str, values: dict) -> str:
 	rows = frappe.db.sql(f"select max(job_generation) from `tab{rr.DOCTYPE}` where job_id = %s", key)
 	generation = max(1, rows[0][0] or 1)
 	while True:
-		doc, inserted = run_requests.insert(rr.enqueue_request_name(key, generation), job_id=key, job_generation=generation, **values)
+		doc, inserted = run_requests.insert(
+			rr.enqueue_request_name(key, generation), job_id=key, job_generation=generation, **values
+		)
 		if inserted:
 			return doc.name
 		if doc.status == rr.PENDING and not past_catch_up(doc):
 			if (doc.method, doc.kwargs) != (values["method"], values["kwargs"]):
 				raise EnqueueError(
-					_("job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give this call a job_id of its own, or cancel {1} first to replace it").format(
-						key.partition(":")[2], doc.name, doc.method, shorten(doc.kwargs), values["method"], shorten(values["kwargs"])
+					_(
+						"job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give this call a job_id of its own, or cancel {1} first to replace it"
+					).format(
+						key.partition(":")[2],
+						doc.name,
+						doc.method,
+						shorten(doc.kwargs),
+						values["method"],
+						shorten(values["kwargs"]),
 					)
 				)
 			return doc.name
 		if doc.status == rr.PENDING:
-			withdraw(doc, _("Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was asked again.").format(
-				rr.CATCH_UP_WINDOW_SECS
-			))
+			withdraw(
+				doc,
+				_(
+					"Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was asked again."
+				).format(rr.CATCH_UP_WINDOW_SECS),
+			)
 		generation += 1
 
 
@@ -170,7 +193,13 @@ def enqueue_in(seconds: float, method, **options) -> str:
 def cancel(handle: str) -> bool:
 	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was withdrawn."""
 	# get_value with no name reads the first row: a handle must be a name.
-	request = frappe.db.get_value(rr.DOCTYPE, handle, ["name", "status", "origin", "enqueued_by"], as_dict=True, for_update=True) if handle and isinstance(handle, str) else None
+	request = (
+		frappe.db.get_value(
+			rr.DOCTYPE, handle, ["name", "status", "origin", "enqueued_by"], as_dict=True, for_update=True
+		)
+		if handle and isinstance(handle, str)
+		else None
+	)
 	if request is None or request.origin != rr.ENQUEUE:
 		raise EnqueueError(_("handle {0!r}: no enqueued run has it; pass what enqueue_at returned").format(handle))
 	run_requests.check_may_cancel(request)
@@ -191,15 +220,19 @@ def run_as(as_user) -> str:
 		return caller
 	if caller != "Administrator" and "System Manager" not in frappe.get_roles(caller):
 		frappe.throw(
-			_("as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out to run it as {1}").format(
-				as_user, caller
-			),
+			_(
+				"as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out to run it as {1}"
+			).format(as_user, caller),
 			frappe.PermissionError,
 			title=_("Not permitted"),
 		)
 	enabled = frappe.db.get_value("User", as_user, "enabled") if isinstance(as_user, str) and as_user else None
 	if not enabled:
-		raise EnqueueError(_("as_user {0!r}: no enabled user has this name; give a User's name (its e-mail) or leave as_user out").format(as_user))
+		raise EnqueueError(
+			_(
+				"as_user {0!r}: no enabled user has this name; give a User's name (its e-mail) or leave as_user out"
+			).format(as_user)
+		)
 	return as_user
 
 
@@ -219,7 +252,9 @@ def instant(at) -> datetime:
 	except InputError as exc:
 		raise EnqueueError(input_error(exc)) from None
 	except TypeError:
-		raise EnqueueError(_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at)) from None
+		raise EnqueueError(
+			_("at {0!r}: give a datetime or ISO 8601 text, e.g. 2026-11-24T02:00:00Z").format(at)
+		) from None
 	extra = moment.microsecond % 1000
 	return moment + timedelta(microseconds=1000 - extra) if extra else moment
 
@@ -231,13 +266,17 @@ def kwargs_json(kwargs: dict) -> str:
 			json.dumps(value, allow_nan=False)
 		except (TypeError, ValueError) as exc:
 			raise EnqueueError(
-				_("argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a document by its name)").format(
-					key, type(value).__name__, exc
-				)
+				_(
+					"argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a document by its name)"
+				).format(key, type(value).__name__, exc)
 			) from None
 	text = json.dumps(kwargs, sort_keys=True)
 	if len(text) > MAX_KWARGS_CHARS:
-		raise EnqueueError(_("arguments: {0} characters of JSON, more than {1}; store the data in a document and pass its name").format(len(text), MAX_KWARGS_CHARS))
+		raise EnqueueError(
+			_(
+				"arguments: {0} characters of JSON, more than {1}; store the data in a document and pass its name"
+			).format(len(text), MAX_KWARGS_CHARS)
+		)
 	return text
 
 
@@ -245,7 +284,9 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	"""The job of an Enqueue request: claim it, mark it Done (so no other delivery runs it), call the function."""
 	logger = frappe.logger("btu")
 	where = f"site={frappe.local.site} request={request.name} method={request.method}"
-	with SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", lock_key(frappe.conf.db_name, "run request", request.name)):
+	with SlotLock(
+		frappe.db.sql, frappe.conf.db_type or "mariadb", lock_key(frappe.conf.db_name, "run request", request.name)
+	):
 		frappe.db.commit()  # a new snapshot: a delivery we waited for may have marked it Done
 		# Plain SQL, as every read before the call: frappe.db.get_value would load Frappe's query engine first.
 		rows = frappe.db.sql(f"select status from `tab{rr.DOCTYPE}` where name = %s", request.name)
@@ -287,7 +328,11 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
 	else:
 		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
-	start_lag_ms = round((called["at"] - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3) if called else None
+	start_lag_ms = (
+		round((called["at"] - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
+		if called
+		else None
+	)
 	record(request.name, note, outcome, log, call, start_lag_ms)
 	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
 	if call.exc is not None:
@@ -318,8 +363,13 @@ def started_note(request, started: datetime, fire_lag_ms) -> str:
 	worker's pick-up and the job's start-up: fire lag (the moment to its job on the queue: the scheduler's) and start
 	lag (the moment to this start in the worker: what the function waited)."""
 	start_lag_ms = (started - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000
-	return _("Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to this start).").format(
-		slot_text(started), socket.gethostname(), fire_lag_ms if fire_lag_ms is not None else "?", round(start_lag_ms, 3)
+	return _(
+		"Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to this start)."
+	).format(
+		slot_text(started),
+		socket.gethostname(),
+		fire_lag_ms if fire_lag_ms is not None else "?",
+		round(start_lag_ms, 3),
 	)
 
 
@@ -351,9 +401,13 @@ def record(name: str, note: str, outcome: str, log: str | None, call: Call, star
 	if log:
 		# Read locked, as a Task's run ends its Log: the lost-run sweep waits for this end.
 		row = locked_log(log)
-		row.update({
-			**call.log_values(), "date_time_ended": to_system_naive(utc_now()), "logging_output": call.log_output.getvalue(),
-			"start_lag_ms": start_lag_ms,
-		})
+		row.update(
+			{
+				**call.log_values(),
+				"date_time_ended": to_system_naive(utc_now()),
+				"logging_output": call.log_output.getvalue(),
+				"start_lag_ms": start_lag_ms,
+			}
+		)
 		save_log(row, END_FIELDS)
 	frappe.db.commit()

@@ -37,7 +37,9 @@ def mark_lost_runs_timed_out() -> list[str]:
 	lost = []
 	for row in rows:
 		limit = max_duration(row)
-		if not row.date_time_started or frappe.utils.get_datetime(row.date_time_started) > now - timedelta(seconds=limit + LOST_RUN_MARGIN_SECS):
+		if not row.date_time_started or frappe.utils.get_datetime(row.date_time_started) > now - timedelta(
+			seconds=limit + LOST_RUN_MARGIN_SECS
+		):
 			continue
 		# Read again, locked until the commit below: a run that ended meanwhile is not lost (nor counted twice).
 		log = frappe.get_doc("BTU Task Log", row.name, for_update=True)
@@ -50,7 +52,11 @@ def mark_lost_runs_timed_out() -> list[str]:
 			"no end was recorded within max_task_duration ({0} s) + {1} s: the worker running it was killed or lost"
 		).format(limit, LOST_RUN_MARGIN_SECS)
 		task = frappe.get_doc("BTU Task", row.task) if row.task else None
-		schedule = frappe.get_doc("BTU Task Schedule", log.schedule) if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule) else None
+		schedule = (
+			frappe.get_doc("BTU Task Schedule", log.schedule)
+			if log.schedule and frappe.db.exists("BTU Task Schedule", log.schedule)
+			else None
+		)
 		note = notify(log, task, schedule) if task else None
 		if note:
 			log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
@@ -61,5 +67,7 @@ def mark_lost_runs_timed_out() -> list[str]:
 			TaskRun.of_log(log, schedule).after(log, task, schedule, None)
 		lost.append(log.name)
 		what = f"task={row.task}" if task else f"method={log.method}"
-		frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} {what} schedule={log.schedule or '-'} marked Timed Out (lost run)")
+		frappe.logger("btu").warning(
+			f"site={frappe.local.site} log={log.name} {what} schedule={log.schedule or '-'} marked Timed Out (lost run)"
+		)
 	return lost

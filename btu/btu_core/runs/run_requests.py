@@ -16,12 +16,12 @@ import frappe
 from frappe import _
 from frappe.utils import cint, flt
 
+from btu.btu_core.instants import to_system_naive, utc_now
+from btu.btu_core.scheduler_link import announce_after_commit
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.run_kind import RunKey, RunKind
-from btu.btu_core.instants import to_system_naive, utc_now
-from btu.btu_core.scheduler_link import announce_after_commit
 
 RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_factor", "retry_max_delay_secs")
 
@@ -96,7 +96,9 @@ def retry_signal(exc: BaseException | None) -> bool:
 	if isinstance(exc, frappe.RetryBackgroundJobError):
 		return True
 	try:
-		return isinstance(exc, frappe.db.InternalError) and bool(frappe.db.is_deadlocked(exc) or frappe.db.is_timedout(exc))
+		return isinstance(exc, frappe.db.InternalError) and bool(
+			frappe.db.is_deadlocked(exc) or frappe.db.is_timedout(exc)
+		)
 	except Exception:
 		return False
 
@@ -125,15 +127,17 @@ def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple
 	key = run.retry_key(attempt + 1)
 	if key is None:
 		return _("Not retried: only scheduled, backfilled and chained runs are (Run Now has no slot to retry)."), False
-	delay = rr.retry_delay(attempt + 1, policy["retry_delay_secs"], flt(policy["retry_backoff_factor"]), policy["retry_max_delay_secs"])
+	delay = rr.retry_delay(
+		attempt + 1, policy["retry_delay_secs"], flt(policy["retry_backoff_factor"]), policy["retry_max_delay_secs"]
+	)
 	# From now, just after the failed attempt's Log committed its end (Date Time Ended), kept to the millisecond.
 	run_at = utc_now() + timedelta(seconds=delay)
 	if schedule is not None and log.get("slot_utc") and schedule.overlap_policy == "skip":
 		following = next_regular_fire(schedule, parse_utc_iso(log.slot_utc, "slot_utc"))
 		if following is not None and run_at >= following:
-			return _("Not retried: attempt {0} would start at {1}, at or after the next slot's fire at {2} (overlap_policy skip).").format(
-				attempt + 1, format_utc_iso(run_at), format_utc_iso(following)
-			), False
+			return _(
+				"Not retried: attempt {0} would start at {1}, at or after the next slot's fire at {2} (overlap_policy skip)."
+			).format(attempt + 1, format_utc_iso(run_at), format_utc_iso(following)), False
 	first = log.get("first_attempt_log") or log.name
 	doc, _inserted = insert(
 		key,
@@ -209,14 +213,16 @@ def start_chained(log, task, request=None) -> tuple[list[str], str | None]:
 		return names, None
 	stopped = ", ".join(row.next_task for row in rows[allowed:])
 	if depth >= rr.MAX_CHAIN_DEPTH:
-		note = _("Chained tasks {0} not started: this run is {1} links from the chain's first run {2}, the most a chain may have ({3}).").format(
-			stopped, depth, root, rr.MAX_CHAIN_DEPTH
-		)
+		note = _(
+			"Chained tasks {0} not started: this run is {1} links from the chain's first run {2}, the most a chain may have ({3})."
+		).format(stopped, depth, root, rr.MAX_CHAIN_DEPTH)
 	else:
-		note = _("Chained tasks {0} not started: the chain of the run {1} has started {2} runs, the most one run's chain may start ({3}).").format(
-			stopped, root, started + allowed, rr.MAX_CHAIN_RUNS
-		)
-	frappe.logger("btu").warning(f"site={frappe.local.site} log={log.name} chain_root={root} chained tasks not started: {stopped}")
+		note = _(
+			"Chained tasks {0} not started: the chain of the run {1} has started {2} runs, the most one run's chain may start ({3})."
+		).format(stopped, root, started + allowed, rr.MAX_CHAIN_RUNS)
+	frappe.logger("btu").warning(
+		f"site={frappe.local.site} log={log.name} chain_root={root} chained tasks not started: {stopped}"
+	)
 	return names, note
 
 
@@ -234,7 +240,11 @@ def chained_runs_started(root: str) -> int:
 	one chain finishing at once count one after the other; the count is a locking read, so it sees what the one before
 	committed (a plain read would see this transaction's older snapshot)."""
 	frappe.db.sql("select name from `tabBTU Task Log` where name = %s for update", root)
-	return len(frappe.db.sql(f"select name from `tab{rr.DOCTYPE}` where chain_root = %s and origin = %s for update", (root, rr.CHAIN)))
+	return len(
+		frappe.db.sql(
+			f"select name from `tab{rr.DOCTYPE}` where chain_root = %s and origin = %s for update", (root, rr.CHAIN)
+		)
+	)
 
 
 def chain_cycle(task_name: str, edges: dict[str, set[str]]) -> list[str] | None:
@@ -267,7 +277,9 @@ def chain_edges() -> dict[str, set[str]]:
 	"""Every saved Task's chained tasks: task -> the tasks it starts. A locking read: under REPEATABLE READ a plain one
 	would read this transaction's snapshot, older than the chain lock and the links committed before it was taken."""
 	edges: dict[str, set[str]] = {}
-	rows = frappe.db.sql("select parent, next_task from `tabBTU Chained Task` where parenttype = %s for update", "BTU Task")
+	rows = frappe.db.sql(
+		"select parent, next_task from `tabBTU Chained Task` where parenttype = %s for update", "BTU Task"
+	)
 	for parent, next_task in rows:
 		edges.setdefault(parent, set()).add(next_task)
 	return edges
@@ -287,25 +299,39 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 
 	now = utc_now()
 	if end <= start:
-		frappe.throw(_("Backfill: end {0} is not after start {1}; give a range of past time").format(format_utc_iso(end), format_utc_iso(start)))
+		frappe.throw(
+			_("Backfill: end {0} is not after start {1}; give a range of past time").format(
+				format_utc_iso(end), format_utc_iso(start)
+			)
+		)
 	if end > now:
-		frappe.throw(_("Backfill: end {0} is in the future; slots to come fire on their own (give an end before {1})").format(
-			format_utc_iso(end), format_utc_iso(now)
-		))
+		frappe.throw(
+			_("Backfill: end {0} is in the future; slots to come fire on their own (give an end before {1})").format(
+				format_utc_iso(end), format_utc_iso(now)
+			)
+		)
 	spec = spec_of(schedule)
 	slots = []
 	slot = spec.next_slot(start - timedelta(seconds=1))
 	while slot is not None and slot <= end:
 		if len(slots) == rr.MAX_BACKFILL_SLOTS:
-			frappe.throw(_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
-				format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
-			))
+			frappe.throw(
+				_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
+					format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
+				)
+			)
 		slots.append(slot)
 		slot = spec.next_slot(slot)
 	texts = [format_utc_iso(s) for s in slots]
 	ran = set()
 	for chunk in range(0, len(texts), 500):
-		ran |= set(frappe.get_all("BTU Task Log", filters={"schedule": schedule.name, "slot_utc": ("in", texts[chunk : chunk + 500])}, pluck="slot_utc"))
+		ran |= set(
+			frappe.get_all(
+				"BTU Task Log",
+				filters={"schedule": schedule.name, "slot_utc": ("in", texts[chunk : chunk + 500])},
+				pluck="slot_utc",
+			)
+		)
 	backfill_id = frappe.generate_hash(length=10)
 	requested, existing, previous = [], [], None
 	for slot, text in zip(slots, texts):
@@ -324,7 +350,9 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 			status=rr.WAITING if waiting else rr.PENDING,
 			previous_request=previous if waiting else None,
 			backfill=backfill_id,
-			note=_("Backfill {0} of {1} from {2} to {3}.").format(backfill_id, schedule.name, format_utc_iso(start), format_utc_iso(end)),
+			note=_("Backfill {0} of {1} from {2} to {3}.").format(
+				backfill_id, schedule.name, format_utc_iso(start), format_utc_iso(end)
+			),
 		)
 		(requested if inserted else existing).append(doc.name)
 		if inserted:
@@ -341,12 +369,17 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 def release_next(request) -> str | None:
 	"""A backfill run one at a time: the request waiting on this one becomes due now. Returns its name."""
 	# Plain SQL: this follows every request's run, and frappe.db.get_value would load Frappe's query engine.
-	rows = frappe.db.sql(f"select name from `tab{rr.DOCTYPE}` where previous_request = %s and status = %s limit 1", (request.name, rr.WAITING))
+	rows = frappe.db.sql(
+		f"select name from `tab{rr.DOCTYPE}` where previous_request = %s and status = %s limit 1",
+		(request.name, rr.WAITING),
+	)
 	if not rows:
 		return None
 	name = rows[0][0]
 	now = rr.whole_second_after(utc_now())
-	frappe.db.set_value(rr.DOCTYPE, name, {"status": rr.PENDING, "run_at": to_system_naive(now), "run_at_utc": format_utc_iso(now)})
+	frappe.db.set_value(
+		rr.DOCTYPE, name, {"status": rr.PENDING, "run_at": to_system_naive(now), "run_at_utc": format_utc_iso(now)}
+	)
 	announce(name)
 	return name
 
@@ -367,7 +400,12 @@ def mark_done(request, log_name: str | None, note: str | None = None, *, tell_sc
 	after commit. One UPDATE (frappe.db.set_value would load Frappe's query engine before the run). A run marking its
 	own request passes `tell_scheduler=False` and `announce`s after its call: the RPC waits for the scheduler's reply,
 	and the Done request's state fires nothing meanwhile (its one moment is past; a full reconcile drops it too)."""
-	values = {"status": rr.DONE, "log": log_name, "modified": to_system_naive(utc_now()), "modified_by": frappe.session.user}
+	values = {
+		"status": rr.DONE,
+		"log": log_name,
+		"modified": to_system_naive(utc_now()),
+		"modified_by": frappe.session.user,
+	}
 	if note:
 		values["note"] = "\n".join(filter(None, [request.note, note]))
 	assignments = ", ".join(f"`{field}` = %s" for field in values)
@@ -381,10 +419,16 @@ def check_may_cancel(request) -> None:
 	enqueued it, a System Manager or Administrator (a BTU Manager withdraws retries and backfills, not another user's or
 	another app's jobs); any other request whoever reached this (api.cancel_run_request checks BTU's roles first)."""
 	user = frappe.session.user
-	if request.origin != rr.ENQUEUE or user in ("Administrator", request.enqueued_by) or "System Manager" in frappe.get_roles(user):
+	if (
+		request.origin != rr.ENQUEUE
+		or user in ("Administrator", request.enqueued_by)
+		or "System Manager" in frappe.get_roles(user)
+	):
 		return
 	frappe.throw(
-		_("Run request {0}: enqueued by {1}; only that user or a System Manager may cancel it").format(request.name, request.enqueued_by),
+		_("Run request {0}: enqueued by {1}; only that user or a System Manager may cancel it").format(
+			request.name, request.enqueued_by
+		),
 		frappe.PermissionError,
 		title=_("Not permitted"),
 	)
@@ -394,7 +438,11 @@ def cancel(request) -> None:
 	"""Withdraw a request that has not run; a backfill's waiting ones after it are withdrawn too."""
 	check_may_cancel(request)
 	if request.status not in (rr.PENDING, rr.WAITING):
-		frappe.throw(_("Run request {0} is {1}; only a Pending or Waiting one can be cancelled").format(request.name, request.status))
+		frappe.throw(
+			_("Run request {0} is {1}; only a Pending or Waiting one can be cancelled").format(
+				request.name, request.status
+			)
+		)
 	chain = [request.name]
 	while True:
 		following = frappe.db.get_value(rr.DOCTYPE, {"previous_request": chain[-1], "status": rr.WAITING}, "name")

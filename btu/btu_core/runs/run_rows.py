@@ -31,7 +31,17 @@ LOG_SERIES, LOG_DIGITS = LOG_NAMING.split(".")[0], LOG_NAMING.count("#")
 # NULL, and a Document writes 0 for None.
 LOG_NUMBERS = ("execution_time", "fire_lag_ms", "start_lag_ms", "attempt", "retried")
 # A Log's end: what its call decided (capture.Call.log_values), when it ended, the start lag and the logging output.
-END_FIELDS = ("status", "execution_time", "result_message", "stdout", "stderr", "traceback", "date_time_ended", "start_lag_ms", "logging_output")
+END_FIELDS = (
+	"status",
+	"execution_time",
+	"result_message",
+	"stdout",
+	"stderr",
+	"traceback",
+	"date_time_ended",
+	"start_lag_ms",
+	"logging_output",
+)
 # What a run reads of its Task before the call; whether a recipient of the Task or the Schedule wants mail on start,
 # and whether they have recipients, chained tasks or alert rules at all (what follows the call reads those only then).
 TASK_AND_SCHEDULE_SQL = """
@@ -63,7 +73,9 @@ def task_and_schedule(task: str, schedule: str | None) -> frappe._dict:
 	Task that is gone raises frappe.DoesNotExistError, as frappe.get_doc would."""
 	rows = frappe.db.sql(TASK_AND_SCHEDULE_SQL, {"task": task, "schedule": schedule or ""}, as_dict=True)
 	if not rows:
-		raise frappe.DoesNotExistError(frappe._("BTU Task {0} not found: it was deleted after this run was queued").format(task))
+		raise frappe.DoesNotExistError(
+			frappe._("BTU Task {0} not found: it was deleted after this run was queued").format(task)
+		)
 	return rows[0]
 
 
@@ -77,7 +89,12 @@ def insert_log(values: dict) -> str:
 	user = session_user()
 	row = {
 		"name": LOG_SERIES + getseries(LOG_SERIES, LOG_DIGITS),
-		"creation": now, "modified": now, "owner": user, "modified_by": user, "docstatus": 0, "idx": 0,
+		"creation": now,
+		"modified": now,
+		"owner": user,
+		"modified_by": user,
+		"docstatus": 0,
+		"idx": 0,
 		**{field: value for field, value in values.items() if value is not None},
 	}
 	columns = ", ".join(f"`{field}`" for field in row)
@@ -106,7 +123,9 @@ def locked_log(name: str) -> frappe._dict:
 	attributes and its `doctype` set, as a Document's."""
 	rows = frappe.db.sql(f"select * from `tab{LOG}` where name = %s for update", name, as_dict=True)
 	if not rows:
-		raise frappe.DoesNotExistError(frappe._("BTU Task Log {0} not found: it was deleted while its run ran").format(name))
+		raise frappe.DoesNotExistError(
+			frappe._("BTU Task Log {0} not found: it was deleted while its run ran").format(name)
+		)
 	return frappe._dict(rows[0], doctype=LOG)
 
 
@@ -120,7 +139,10 @@ def save_log(log: frappe._dict, fields) -> None:
 		log.modified = doc.modified
 		return
 	log.modified, log.modified_by = to_system_naive(utc_now()), session_user()
-	values = {field: 0 if log[field] is None and field in LOG_NUMBERS else log[field] for field in (*fields, "modified", "modified_by")}
+	values = {
+		field: 0 if log[field] is None and field in LOG_NUMBERS else log[field]
+		for field in (*fields, "modified", "modified_by")
+	}
 	assignments = ", ".join(f"`{field}` = %s" for field in values)
 	frappe.db.sql(f"update `tab{LOG}` set {assignments} where name = %s", [*values.values(), log.name])
 	messages = desk_messages(log)
@@ -132,8 +154,18 @@ def desk_messages(log: frappe._dict) -> list[dict]:
 	Desk refreshes an open form or list on them). test_run_path checks them against a Document's save."""
 	site = frappe.local.site
 	return [
-		{"event": "doc_update", "message": {"modified": str(log.modified), "doctype": LOG, "name": log.name}, "room": get_doc_room(LOG, log.name), "namespace": site},
-		{"event": "list_update", "message": {"doctype": LOG, "name": log.name, "user": log.modified_by}, "room": get_doctype_room(LOG), "namespace": site},
+		{
+			"event": "doc_update",
+			"message": {"modified": str(log.modified), "doctype": LOG, "name": log.name},
+			"room": get_doc_room(LOG, log.name),
+			"namespace": site,
+		},
+		{
+			"event": "list_update",
+			"message": {"doctype": LOG, "name": log.name, "user": log.modified_by},
+			"room": get_doctype_room(LOG),
+			"namespace": site,
+		},
 	]
 
 
@@ -163,6 +195,7 @@ def document_rows(doctype: str, name: str | None, tables: dict[str, str]) -> fra
 	for field, child in tables.items():
 		row[field] = frappe.db.sql(
 			f"select * from `tab{child}` where parent = %s and parenttype = %s and parentfield = %s order by idx",
-			(name, doctype, field), as_dict=True,
+			(name, doctype, field),
+			as_dict=True,
 		)
 	return row

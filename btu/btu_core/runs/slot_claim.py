@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # Long enough for the other delivery to insert and commit its Log; a lock held longer belongs to a stuck process.
 LOCK_WAIT_SECS = 30
@@ -67,7 +67,7 @@ class SlotLock:
 		self.key = key
 		self.wait_secs = wait_secs
 
-	def __enter__(self) -> "SlotLock":
+	def __enter__(self) -> SlotLock:
 		if self.db_type == "mariadb":
 			# GET_LOCK waits server-side; 1 is taken, 0 timed out, NULL an error.
 			taken = self.sql("select get_lock(%s, %s)", (self.key, self.wait_secs))[0][0] == 1

@@ -71,7 +71,9 @@ def resolve_function(path: str | None, field: str = "function_string") -> Callab
 		) from None
 	if not callable(function):
 		raise TaskInputError(
-			_("{0} '{1}': is a {2}, not a function; point it at a function").format(field, path, type(function).__name__)
+			_("{0} '{1}': is a {2}, not a function; point it at a function").format(
+				field, path, type(function).__name__
+			)
 		)
 	try:
 		declared.check_declared(

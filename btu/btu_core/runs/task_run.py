@@ -20,9 +20,6 @@ from datetime import timedelta
 import frappe
 from rq import get_current_job
 
-from btu.shared.instants import format_utc_iso, parse_utc_iso
-from btu.shared.run_requests import CHAIN, DONE, chain_request_name, slot_request_name
-from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core.alerts import run_events
 from btu.btu_core.alerts.notifications import notify
 from btu.btu_core.insights.metrics import add_to_monitor, record_outcome
@@ -31,8 +28,11 @@ from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_requests import RunFailed
 from btu.btu_core.runs.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
+from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core.runs.task_inputs import merge_arguments, resolve_function
 from btu.btu_core.runs.time_limit import LOST_RUN_MARGIN_SECS, max_duration
+from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared.run_requests import CHAIN, DONE, chain_request_name, slot_request_name
 
 # The Log an earlier delivery of a request's run, or of a "Run via Worker" job, wrote.
 LOG_OF_REQUEST_SQL = "select name from `tabBTU Task Log` where run_request = %s order by creation desc limit 1"
@@ -48,11 +48,12 @@ def run_in_this_process(task, schedule=None):
 	return TaskRun(task, schedule=schedule, enqueued_at=utc_now()).execute(reraise=False)
 
 
-
 class TaskRun:
 	"""One run of a Task, optionally for a Schedule's slot."""
 
-	def __init__(self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None, moment=None):
+	def __init__(
+		self, task, *, schedule=None, slot=None, enqueued_at=None, fire_lag_ms=None, request=None, moment=None
+	):
 		self.task_name = task
 		self.schedule_name = schedule or None
 		self.slot = slot
@@ -80,15 +81,21 @@ class TaskRun:
 				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
 				if self.request is not None and self.request.status != DONE:
 					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's state.
-					run_requests.mark_done(self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name))
+					run_requests.mark_done(
+						self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name)
+					)
 					run_requests.release_next(self.request)
 					frappe.db.commit()
 				return earlier
 			rows = task_and_schedule(self.task_name, self.schedule_name)
 			if self.schedule_name and rows.schedule is None:
-				return self.write_skipped(rows, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name))
+				return self.write_skipped(
+					rows, frappe._("schedule {0} no longer exists; the run was skipped").format(self.schedule_name)
+				)
 			if rows.overlap_policy == "skip" and self.other_run_in_progress(rows):
-				return self.write_skipped(rows, frappe._("the previous run of this schedule is still running (overlap_policy skip)"))
+				return self.write_skipped(
+					rows, frappe._("the previous run of this schedule is still running (overlap_policy skip)")
+				)
 			log_name, notes = self.write_started(rows)
 		# The arguments are merged and the function resolved inside the call: their errors are the run's Failed Log.
 		# The function is checked again on every run: a Task saved before its app stopped declaring it must not run it.
@@ -116,7 +123,9 @@ class TaskRun:
 		"""The lock under which this run looks for its Log and writes it (`slot_claim`): one per (schedule, slot),
 		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
 		if self.schedule_name and self.slot:
-			key = lock_key(frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt))
+			key = lock_key(
+				frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt)
+			)
 		elif self.request is not None:
 			key = lock_key(frappe.conf.db_name, "run request", self.request.name)
 		elif self.job:
@@ -177,11 +186,17 @@ class TaskRun:
 		return [note] if note else []
 
 	@classmethod
-	def of_log(cls, log, schedule) -> "TaskRun":
+	def of_log(cls, log, schedule) -> TaskRun:
 		"""The run a Log records, for its sequels after the lost-run sweep ended it."""
-		request = frappe.get_doc(run_requests.rr.DOCTYPE, log.run_request) if log.get("run_request") and frappe.db.exists(run_requests.rr.DOCTYPE, log.run_request) else None
+		request = (
+			frappe.get_doc(run_requests.rr.DOCTYPE, log.run_request)
+			if log.get("run_request") and frappe.db.exists(run_requests.rr.DOCTYPE, log.run_request)
+			else None
+		)
 		slot = parse_utc_iso(log.slot_utc, "slot_utc") if log.get("slot_utc") else None
-		return cls(log.task, schedule=schedule.name if schedule is not None and slot else None, slot=slot, request=request)
+		return cls(
+			log.task, schedule=schedule.name if schedule is not None and slot else None, slot=slot, request=request
+		)
 
 	def lineage(self) -> dict:
 		"""A Log's attempt and links: its request's origin, the first attempt, the run that started it."""
@@ -229,12 +244,17 @@ class TaskRun:
 			if note:
 				log.retried = 0 if final else 1
 				log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
-				frappe.db.sql("update `tabBTU Task Log` set retried = %s, logging_output = %s where name = %s", (log.retried, log.logging_output, log.name))
+				frappe.db.sql(
+					"update `tabBTU Task Log` set retried = %s, logging_output = %s where name = %s",
+					(log.retried, log.logging_output, log.name),
+				)
 			if note or any(requested):
 				frappe.db.commit()
 		except Exception:
 			frappe.db.rollback()
-			frappe.logger("btu").error(f"site={frappe.local.site} log={log.name} retry or chain not requested", exc_info=True)
+			frappe.logger("btu").error(
+				f"site={frappe.local.site} log={log.name} retry or chain not requested", exc_info=True
+			)
 			final = True
 		run_events.run_finished(log, task, schedule, final=final)
 
@@ -249,12 +269,17 @@ class TaskRun:
 		if task is not None:
 			log.task_desc_short = task.desc_short
 		mail_note = notify(log, task, schedule) if task is not None else None
-		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip("\n")
+		log.logging_output = "\n".join([call.log_output.getvalue(), *notes, *([mail_note] if mail_note else [])]).strip(
+			"\n"
+		)
 		save_log(log, (*END_FIELDS, "task_desc_short"))
 		if self.request is not None:
 			run_requests.announce(self.request.name)  # marked Done before the call, told now
 		frappe.db.commit()
-		self.event(f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s" + (f" (counted already as {was})" if was != "Started" else ""))
+		self.event(
+			f"log={log.name} {log.status.lower()} in {call.elapsed:.3f}s"
+			+ (f" (counted already as {was})" if was != "Started" else "")
+		)
 		self.tell(log, call.elapsed, counted=was != "Started")
 		if was == "Started" and task is not None:
 			run_events.run_started(log, task, schedule, self.start_lag_s)
@@ -271,7 +296,11 @@ class TaskRun:
 		rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
 		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
 		task = document_rows("BTU Task", self.task_name, {**recipients, **rules, **chain})
-		schedule = document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules}) if task is not None else None
+		schedule = (
+			document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules})
+			if task is not None
+			else None
+		)
 		for row in filter(None, (task, schedule)):
 			row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
 		return task, schedule
@@ -324,4 +353,6 @@ class TaskRun:
 
 	def event(self, text: str) -> None:
 		slot = format_utc_iso(self.slot) if self.slot else "-"
-		self.logger.info(f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}")
+		self.logger.info(
+			f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}"
+		)

@@ -14,4 +14,3 @@ def max_duration(task) -> int:
 	from frappe.utils.background_jobs import get_queues_timeout
 
 	return int(get_queues_timeout().get(task.queue_name) or 300)
-

@@ -8,10 +8,10 @@ from datetime import datetime
 
 import frappe
 
-from btu.shared import protocol
-from btu.shared.schedule.row import calendar_window
 from btu.btu_core.instants import utc_now
 from btu.btu_core.scheduler_link import announce_after_commit
+from btu.shared import protocol
+from btu.shared.schedule.row import calendar_window
 
 # A calendar's own dates; beyond it a Holiday List (or a second calendar) is the tool.
 MAX_CALENDAR_DATES = 10_000
@@ -28,7 +28,11 @@ def calendar_dates(calendar: str | None, now: datetime | None = None) -> list:
 		return []
 	low, high = calendar_window((now or utc_now()).date())
 	days = set(
-		frappe.get_all("BTU Calendar Date", filters={"parent": calendar, "parenttype": "BTU Calendar", "date": ["between", [low, high]]}, pluck="date")
+		frappe.get_all(
+			"BTU Calendar Date",
+			filters={"parent": calendar, "parenttype": "BTU Calendar", "date": ["between", [low, high]]},
+			pluck="date",
+		)
 	)
 	holiday_list = frappe.db.get_value("BTU Calendar", calendar, "holiday_list")
 	if holiday_list and holiday_lists_installed():
@@ -44,5 +48,7 @@ def calendar_dates(calendar: str | None, now: datetime | None = None) -> list:
 
 def announce_users_of(calendar: str) -> None:
 	"""Tell the scheduler about every enabled schedule that uses `calendar`, after commit."""
-	for name in frappe.get_all("BTU Task Schedule", filters={"calendar": calendar, "enabled": 1}, pluck="name", order_by="name"):
+	for name in frappe.get_all(
+		"BTU Task Schedule", filters={"calendar": calendar, "enabled": 1}, pluck="name", order_by="name"
+	):
 		announce_after_commit(protocol.CREATE_TASK_SCHEDULE, name)

@@ -26,7 +26,13 @@ from frappe.utils import cast, cint
 from btu.btu_core.messages import input_error
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules.hook_entries import (
-	HOOK, SCHEDULE_FIELDS, Declared, Refused, check_each, where, zone_after,
+	HOOK,
+	SCHEDULE_FIELDS,
+	Declared,
+	Refused,
+	check_each,
+	where,
+	zone_after,
 )  # fmt: skip
 from btu.shared import protocol
 
@@ -60,7 +66,10 @@ def sync(declared: dict[str, list] | None = None) -> None:
 	checked = {app: check_each(app, entries) for app, entries in declared.items()}
 	refused = [bad for _good, refusals in checked.values() for bad in refusals]
 	if refused and strict():
-		frappe.throw("\n".join(input_error(bad.error) if bad.error else bad.reason for bad in refused), title=_("Invalid {0} hook").format(HOOK))
+		frappe.throw(
+			"\n".join(input_error(bad.error) if bad.error else bad.reason for bad in refused),
+			title=_("Invalid {0} hook").format(HOOK),
+		)
 	wanted = {app: good for app, (good, _refusals) in checked.items()}
 	frappe.db.savepoint(SAVEPOINT)
 	try:
@@ -141,9 +150,20 @@ def apply(item: Declared) -> Refused | None:
 		task = _declared_doc(TASK, item)
 		_write(task, {**item.task, "declared_by_app": item.app, "declared_key": item.key})
 		schedule = _declared_doc(SCHEDULE, item)
-		zone = item.time_zone if schedule.is_new() else zone_after(schedule.time_zone, schedule.declared_time_zone, item.time_zone)
+		zone = (
+			item.time_zone
+			if schedule.is_new()
+			else zone_after(schedule.time_zone, schedule.declared_time_zone, item.time_zone)
+		)
 		values = {field: None for field in SCHEDULE_FIELDS}  # the Schedule's overrides stay blank: the Task's apply
-		values.update(item.schedule, task=task.name, time_zone=zone, declared_by_app=item.app, declared_key=item.key, declared_time_zone=item.time_zone)
+		values.update(
+			item.schedule,
+			task=task.name,
+			time_zone=zone,
+			declared_by_app=item.app,
+			declared_key=item.key,
+			declared_time_zone=item.time_zone,
+		)
 		_write(schedule, values)
 	except frappe.ValidationError as exc:
 		if strict():
@@ -186,7 +206,9 @@ def stale_rows(keys: dict[str, set[str]], installed: list[str]) -> list[tuple[st
 	"""(task, schedule) of declared rows no hook wants: entries gone from a synced app's hook (`keys`: the names each
 	synced app keeps), apps no longer installed, and rows retired earlier."""
 	stale = []
-	for task in frappe.get_all(TASK, filters={"declared_by_app": ("is", "set")}, fields=["name", "declared_by_app", "declared_key"]):
+	for task in frappe.get_all(
+		TASK, filters={"declared_by_app": ("is", "set")}, fields=["name", "declared_by_app", "declared_key"]
+	):
 		app = task.declared_by_app
 		if app in installed and app not in keys:
 			continue  # not synced this time
@@ -248,24 +270,24 @@ def check_save(doc, fields: tuple[str, ...]) -> None:
 		return
 	if before is None:
 		frappe.throw(
-			_("{0}: declared_by_app {1} is set only by bench migrate, from that app's {2} hook; leave it empty for a schedule made here").format(
-				_(doc.doctype), app, HOOK
-			),
+			_(
+				"{0}: declared_by_app {1} is set only by bench migrate, from that app's {2} hook; leave it empty for a schedule made here"
+			).format(_(doc.doctype), app, HOOK),
 			title=_("Declared by app {0}").format(app),
 		)
 	changed = differing(doc, {field: before.get(field) for field in fields})
 	if changed:
 		frappe.throw(
-			_("{0} {1}: {2} declared by app {3} in its hooks.py; edit its {4} entry there and run bench migrate. Here you may change {5}").format(
-				_(doc.doctype), doc.name or _("(new)"), ", ".join(changed), app, HOOK, ADMIN_FIELDS[doc.doctype]
-			),
+			_(
+				"{0} {1}: {2} declared by app {3} in its hooks.py; edit its {4} entry there and run bench migrate. Here you may change {5}"
+			).format(_(doc.doctype), doc.name or _("(new)"), ", ".join(changed), app, HOOK, ADMIN_FIELDS[doc.doctype]),
 			title=_("Declared by app {0}").format(app),
 		)
 	if doc.doctype == SCHEDULE and not doc.declared_key and doc.enabled:
 		frappe.throw(
-			_("{0} {1}: removed from the {2} hook of app {3}; it stays disabled until a bench migrate deletes it").format(
-				_(doc.doctype), doc.name, HOOK, app
-			),
+			_(
+				"{0} {1}: removed from the {2} hook of app {3}; it stays disabled until a bench migrate deletes it"
+			).format(_(doc.doctype), doc.name, HOOK, app),
 			title=_("Declared by app {0}").format(app),
 		)
 
@@ -274,8 +296,10 @@ def check_delete(doc) -> None:
 	"""Refuse deleting a declared row by hand: the next migrate would make it again."""
 	if doc.get("declared_key") and not doc.flags.get(FLAG):
 		frappe.throw(
-			_("{0} {1}: declared by app {2} in its hooks.py ({3} entry {4}); remove the entry there and run bench migrate, "
-				"or disable or pause the schedule here").format(_(doc.doctype), doc.name, doc.declared_by_app, HOOK, doc.declared_key),
+			_(
+				"{0} {1}: declared by app {2} in its hooks.py ({3} entry {4}); remove the entry there and run bench migrate, "
+				"or disable or pause the schedule here"
+			).format(_(doc.doctype), doc.name, doc.declared_by_app, HOOK, doc.declared_key),
 			title=_("Declared by app {0}").format(doc.declared_by_app),
 		)
 
@@ -285,11 +309,11 @@ def form_hint(doc, fields: tuple[str, ...]) -> None:
 	if not doc.get("declared_by_app"):
 		return
 	if doc.declared_key:
-		intro = _("Declared by app {0} in hooks.py ({1} entry {2}): edit the hook and run bench migrate to change the greyed fields.").format(
-			doc.declared_by_app, HOOK, doc.declared_key
-		)
+		intro = _(
+			"Declared by app {0} in hooks.py ({1} entry {2}): edit the hook and run bench migrate to change the greyed fields."
+		).format(doc.declared_by_app, HOOK, doc.declared_key)
 	else:
-		intro = _("Removed from the {0} hook of app {1}: kept disabled while Task Logs or Run Requests point to it; a later bench migrate deletes it.").format(
-			HOOK, doc.declared_by_app
-		)
+		intro = _(
+			"Removed from the {0} hook of app {1}: kept disabled while Task Logs or Run Requests point to it; a later bench migrate deletes it."
+		).format(HOOK, doc.declared_by_app)
 	doc.set_onload("btu_declared", {"intro": intro, "fields": list(fields)})

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from btu.shared import declared
 from btu.shared.messages import InputError, _
@@ -101,7 +102,9 @@ class Refused:
 	app: str
 	key: str | None
 	reason: str  # in English, for the migrate's output, btu.log and the status panel
-	error: DeclaredScheduleError | None = None  # the hook's own error, which the Desk shows translated (a save's refusal has none)
+	error: DeclaredScheduleError | None = (
+		None  # the hook's own error, which the Desk shows translated (a save's refusal has none)
+	)
 
 
 def check_each(app: str, entries: Any) -> tuple[list[Declared], list[Refused]]:
@@ -127,9 +130,15 @@ def check_each(app: str, entries: Any) -> tuple[list[Declared], list[Refused]]:
 		try:
 			item = check_entry(app, entry, index)
 			if item.key in seen:
-				raise DeclaredScheduleError(where(app, item.key, "name"), item.key, _("two entries use this name; give each its own"))
+				raise DeclaredScheduleError(
+					where(app, item.key, "name"), item.key, _("two entries use this name; give each its own")
+				)
 		except DeclaredScheduleError as exc:
-			key = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) and KEY.match(entry["name"]) else None
+			key = (
+				entry.get("name")
+				if isinstance(entry, dict) and isinstance(entry.get("name"), str) and KEY.match(entry["name"])
+				else None
+			)
 			refused.append(Refused(app, key, str(exc), exc))
 			continue
 		seen.add(item.key)
@@ -181,7 +190,9 @@ def check_entry(app: str, entry: Any, index: int = 0) -> Declared:
 	task["arguments"] = _arguments(entry.get("arguments"), at)
 	task["desc_short"] = entry.get("description") or f"{app}: {key}"
 	if len(task["desc_short"]) > 140:
-		raise DeclaredScheduleError(at("description"), task["desc_short"], _("is longer than 140 characters; shorten it"))
+		raise DeclaredScheduleError(
+			at("description"), task["desc_short"], _("is longer than 140 characters; shorten it")
+		)
 	schedule = {field: entry.get(name) for name, field in SCHEDULE_KEYS.items()}
 	schedule.update(_timing(entry, at))
 	schedule["time_zone"] = _zone(entry.get("time_zone"), at)
@@ -216,13 +227,19 @@ def _check_function(app: str, path: Any, at: At) -> None:
 		raise DeclaredScheduleError(at("function"), path, _("{error}"), error=exc) from None
 	if target.path != path:
 		raise DeclaredScheduleError(
-			at("function"), path, _("{path!r} has spaces around it; write {stripped!r}"), path=path, stripped=target.path
+			at("function"),
+			path,
+			_("{path!r} has spaces around it; write {stripped!r}"),
+			path=path,
+			stripped=target.path,
 		)
 	if target.app != app:
 		raise DeclaredScheduleError(
 			at("function"),
 			path,
-			_("{path!r} is not a function of app {app}: an app's {hook} names only its own functions, paths starting {app}."),
+			_(
+				"{path!r} is not a function of app {app}: an app's {hook} names only its own functions, paths starting {app}."
+			),
 			path=path,
 			app=app,
 			hook=HOOK,
@@ -234,7 +251,9 @@ def _arguments(value: Any, at: At) -> str | None:
 	if value is None:
 		return None
 	if not isinstance(value, dict):
-		raise DeclaredScheduleError(at("arguments"), value, _("{value!r} is not a dict of keyword arguments"), value=value)
+		raise DeclaredScheduleError(
+			at("arguments"), value, _("{value!r} is not a dict of keyword arguments"), value=value
+		)
 	try:
 		return json.dumps(value, sort_keys=True)
 	except (TypeError, ValueError) as exc:

@@ -9,12 +9,10 @@ import frappe
 from frappe import _
 from frappe.utils import escape_html
 
-from btu.shared.instants import format_utc_iso
-from btu.shared.schedule import parse_zone
 from btu.btu_core.instants import user_time_zone, utc_now
 from btu.btu_core.schedules.spec import spec_of
-
-
+from btu.shared.instants import format_utc_iso
+from btu.shared.schedule import parse_zone
 
 
 def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
@@ -89,7 +87,13 @@ def render_html(preview: dict) -> str:
 			f"<td class='text-muted'>{escape_html(f['utc'])}</td><td>{escape_html(f.get('note') or '')}</td></tr>"
 		)
 	rows = "".join(rows)
-	columns = ("#", _("{0} (schedule)").format(preview["time_zone"]), _("{0} (you)").format(preview["user_time_zone"]), _("UTC"), "")
+	columns = (
+		"#",
+		_("{0} (schedule)").format(preview["time_zone"]),
+		_("{0} (you)").format(preview["user_time_zone"]),
+		_("UTC"),
+		"",
+	)
 	head = "<tr>" + "".join(f"<th>{escape_html(column)}</th>" for column in columns) + "</tr>"
 	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
 	return (

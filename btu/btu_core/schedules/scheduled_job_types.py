@@ -15,11 +15,11 @@ import frappe
 from frappe.core.doctype.scheduled_job_type.scheduled_job_type import ScheduledJobType as FrappeScheduledJobType
 from frappe.utils import cint
 
-from btu.shared import scheduled_jobs as shared
-from btu.shared import protocol
-from btu.shared.run_kind import RunKey, RunKind
 from btu.btu_core import scheduler_link
 from btu.btu_core.runs.frappe_jobs import claim, due_slot, log, scheduler_interval
+from btu.shared import protocol
+from btu.shared import scheduled_jobs as shared
+from btu.shared.run_kind import RunKey, RunKind
 
 SWITCH = "fire_frappe_jobs"
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import frappe
 from frappe import _
 
+from btu.btu_core.instants import utc_now
+from btu.btu_core.messages import input_error
+from btu.btu_core.schedules.spec import spec_of
 from btu.shared.instants import slot_text
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.row import skipped_instant
 from btu.shared.schedule.zones import utc
-from btu.btu_core.instants import utc_now
-from btu.btu_core.messages import input_error
-from btu.btu_core.schedules.spec import spec_of
 
 # How many runs one "skip next runs" may skip.
 MAX_SKIP_AT_ONCE = 100

@@ -8,11 +8,9 @@ from __future__ import annotations
 import frappe
 from frappe.utils import get_system_timezone
 
+from btu.btu_core.schedules.calendars import calendar_dates
 from btu.shared.schedule import ScheduleSpec
 from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, SPEC_FIELDS
-from btu.btu_core.schedules.calendars import calendar_dates
-
-
 
 
 def spec_of(doc, skipped: bool = True) -> ScheduleSpec:

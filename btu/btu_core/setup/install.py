@@ -42,14 +42,18 @@ def compile_bytecode() -> None:
 
 	root = Path(__file__).resolve().parents[1]
 	if not compileall.compile_dir(str(root), quiet=2):
-		frappe.logger("btu").warning(f"site={frappe.local.site} bytecode of {root} not written (read-only, or a file that does not compile)")
+		frappe.logger("btu").warning(
+			f"site={frappe.local.site} bytecode of {root} not written (read-only, or a file that does not compile)"
+		)
 
 
 def ensure_roles() -> None:
 	"""Make the roles BTU lacks; also after every migrate, so a site installed before a role existed gets it."""
 	for role, desk_access in ROLES.items():
 		if not frappe.db.exists("Role", role):
-			frappe.get_doc({"doctype": "Role", "role_name": role, "desk_access": desk_access}).insert(ignore_permissions=True)
+			frappe.get_doc({"doctype": "Role", "role_name": role, "desk_access": desk_access}).insert(
+				ignore_permissions=True
+			)
 
 
 def after_install() -> None:
@@ -78,7 +82,9 @@ def ensure_desk_entry() -> None:
 	it only adds what is missing. v15 has neither DocType."""
 	if not frappe.db.table_exists("Workspace Sidebar") or not frappe.db.table_exists("Desktop Icon"):
 		return
-	if frappe.db.exists("Workspace Sidebar", {"title": WORKSPACE}) and frappe.db.exists("Desktop Icon", {"label": WORKSPACE, "icon_type": "Link"}):
+	if frappe.db.exists("Workspace Sidebar", {"title": WORKSPACE}) and frappe.db.exists(
+		"Desktop Icon", {"label": WORKSPACE, "icon_type": "Link"}
+	):
 		return
 	from frappe.utils.install import auto_generate_icons_and_sidebar
 

@@ -16,7 +16,9 @@ def require_btu_manager() -> None:
 	"""Raise frappe.PermissionError unless the session user holds a BTU role."""
 	require_any_role(
 		BTU_ROLES,
-		_("User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"),
+		_(
+			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"
+		),
 	)
 
 
@@ -31,7 +33,9 @@ def require_any_role(roles: tuple[str, ...], refusal: str) -> None:
 		return
 	if set(roles).isdisjoint(frappe.get_roles(user)):
 		# frappe.throw, not a bare raise: the message reaches the HTTP reply (_server_messages), not only the log.
-		frappe.throw(refusal.format(user, ", ".join(_(role) for role in roles)), frappe.PermissionError, title=_("Not permitted"))
+		frappe.throw(
+			refusal.format(user, ", ".join(_(role) for role in roles)), frappe.PermissionError, title=_("Not permitted")
+		)
 
 
 def is_system_manager() -> bool:
@@ -79,7 +83,7 @@ def require_system_manager_for_rows(doc, table: str, fieldnames: tuple[str, ...]
 			value = row.get(fieldname) or None
 			if value and value != ((prior.get(fieldname) or None) if prior is not None else None):
 				raise frappe.PermissionError(
-					_("{0} {1}: only a System Manager may set {2} (row {3}); user {4} lacks that role (ask a System Manager to make the change)").format(
-						_(doc.doctype), doc.name or _("(new)"), fieldname, row.idx, user
-					)
+					_(
+						"{0} {1}: only a System Manager may set {2} (row {3}); user {4} lacks that role (ask a System Manager to make the change)"
+					).format(_(doc.doctype), doc.name or _("(new)"), fieldname, row.idx, user)
 				)

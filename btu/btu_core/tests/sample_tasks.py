@@ -87,7 +87,9 @@ def note_call(marker: str, value: str = "") -> None:
 @runnable
 def note_user(marker: str) -> None:
 	"""Records the user the call runs as, and whether it may read System Settings (a System Manager's doctype)."""
-	frappe.cache().rpush(f"btu-test-calls:{marker}", f"{frappe.session.user} {int(frappe.has_permission('System Settings', 'read'))}")
+	frappe.cache().rpush(
+		f"btu-test-calls:{marker}", f"{frappe.session.user} {int(frappe.has_permission('System Settings', 'read'))}"
+	)
 
 
 # Not @runnable: a Scheduled Job Type's method is declared by its app's scheduler_events, and BTU runs it through
@@ -118,12 +120,14 @@ def probe_frappe_job(method: str) -> None:
 		enqueued = enqueued.replace(tzinfo=timezone.utc)  # rq stamps UTC
 	frappe.cache().rpush(
 		FRAPPE_JOB_PROBES,
-		json.dumps({
-			"method": method,
-			"job_id": job.id if job else None,
-			"enqueued_at": enqueued.timestamp() if enqueued else None,
-			"ran_at": time.time(),
-		}),
+		json.dumps(
+			{
+				"method": method,
+				"job_id": job.id if job else None,
+				"enqueued_at": enqueued.timestamp() if enqueued else None,
+				"ran_at": time.time(),
+			}
+		),
 	)
 
 
@@ -155,13 +159,22 @@ def probe_start(marker: str, fail_first_attempt: bool = False) -> None:
 
 	frappe.cache().rpush(
 		f"{RUN_PROBES}:{marker}",
-		json.dumps({
-			"first_line": first_line, "monotonic": monotonic, "cpu": cpu, "pid": os.getpid(), "modules": len(sys.modules),
-			"job_id": job.id if job else None, "enqueued_at": epoch(job.enqueued_at) if job else None,
-			"started_at": epoch(job.started_at) if job else None,
-			"schedule": runner.get("schedule"), "kind": runner.get("kind"), "slot": runner.get("slot"),
-			"fire_at": runner.get("fire_at"),
-		}),
+		json.dumps(
+			{
+				"first_line": first_line,
+				"monotonic": monotonic,
+				"cpu": cpu,
+				"pid": os.getpid(),
+				"modules": len(sys.modules),
+				"job_id": job.id if job else None,
+				"enqueued_at": epoch(job.enqueued_at) if job else None,
+				"started_at": epoch(job.started_at) if job else None,
+				"schedule": runner.get("schedule"),
+				"kind": runner.get("kind"),
+				"slot": runner.get("slot"),
+				"fire_at": runner.get("fire_at"),
+			}
+		),
 	)
 	if fail_first_attempt and runner.get("kind") != RunKind.RUN_REQUEST.value:
 		raise RuntimeError("a first attempt fails, as benchmarks/run_overhead.py asks, so that its retry runs")

@@ -17,8 +17,8 @@ from frappe.desk.form.load import getdoc
 import btu.btu_core.api as api
 from btu.btu_core.alerts import webhooks
 from btu.btu_core.alerts.webhook_post import SIGNATURE_HEADER
-from btu.btu_core.tests.webhook_servers import dribbling_server
 from btu.btu_core.tests.test_alerts import MANAGER, AlertCase, rule
+from btu.btu_core.tests.webhook_servers import dribbling_server
 
 SECRET = "rule-secret-of-the-test"
 
@@ -27,7 +27,9 @@ class Signed(BaseHTTPRequestHandler):
 	"""Keeps each POST's signature header and raw body."""
 
 	def do_POST(self):
-		self.server.received.append((self.headers.get(SIGNATURE_HEADER), self.rfile.read(int(self.headers["Content-Length"]))))
+		self.server.received.append(
+			(self.headers.get(SIGNATURE_HEADER), self.rfile.read(int(self.headers["Content-Length"])))
+		)
 		self.send_response(204)
 		self.end_headers()
 
@@ -83,17 +85,27 @@ class TestAlertWebhooks(AlertCase):
 		self.assertIn("accepts a connection", reply["errors"][0])
 		logged = frappe.get_all("Error Log", fields=["method", "error"], order_by="creation desc", limit=2)
 		self.assertEqual(frappe.db.count("Error Log") - before, 2)
-		self.assertTrue(all(log.method == "BTU webhook delivery failed" and str(closed) in log.error for log in logged), logged)
+		self.assertTrue(
+			all(log.method == "BTU webhook delivery failed" and str(closed) in log.error for log in logged), logged
+		)
 		frappe.db.delete("Error Log", {"method": "BTU webhook delivery failed"})
 		frappe.db.commit()
 
 	def test_internal_addresses_are_refused_on_save_unless_listed_and_a_secret_is_required(self):
 		self.allow([])
 		task = self.task([rule("Failure", by_email=0, by_bell=0)])
-		for url in ("http://169.254.169.254/latest/meta-data", "http://127.0.0.1:3306/", "http://[::1]:3306/", "http://0x7f000001:3306/"):
+		for url in (
+			"http://169.254.169.254/latest/meta-data",
+			"http://127.0.0.1:3306/",
+			"http://[::1]:3306/",
+			"http://0x7f000001:3306/",
+		):
 			doc = frappe.get_doc("BTU Task", task.name)
 			doc.alert_rules[0].update({"webhook_url": url, "webhook_secret": SECRET})
-			with self.subTest(url=url), self.assertRaisesRegex(frappe.ValidationError, "resolves to .* btu_webhook_allowed_hosts"):
+			with (
+				self.subTest(url=url),
+				self.assertRaisesRegex(frappe.ValidationError, "resolves to .* btu_webhook_allowed_hosts"),
+			):
 				doc.save()
 		self.allow(["127.0.0.1"])
 		doc = frappe.get_doc("BTU Task", task.name)

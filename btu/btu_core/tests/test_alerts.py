@@ -63,7 +63,9 @@ class AlertCase(IntegrationTestCase):
 		# The scheduler is told through its RPC: recorded here, as no scheduler runs in tier 2.
 		patcher = mock.patch(
 			"btu.btu_core.scheduler_link.send",
-			side_effect=lambda kind, content=None: self.sent.append((kind, content)) or protocol.Reply("ok", "", None, 1.0),
+			side_effect=lambda kind, content=None: (
+				self.sent.append((kind, content)) or protocol.Reply("ok", "", None, 1.0)
+			),
 		)
 		patcher.start()
 		self.addCleanup(patcher.stop)
@@ -93,7 +95,9 @@ class AlertCase(IntegrationTestCase):
 		return frappe.get_all(INCIDENT, filters={"task": task, **filters}, fields=["*"], order_by="creation")
 
 	def bells(self, incident):
-		return frappe.db.count("Notification Log", {"document_type": INCIDENT, "document_name": incident, "for_user": "Administrator"})
+		return frappe.db.count(
+			"Notification Log", {"document_type": INCIDENT, "document_name": incident, "for_user": "Administrator"}
+		)
 
 	def mails(self, incident):
 		"""Mails queued for the incident, or (a site without outgoing mail) their failures noted on it."""
@@ -111,7 +115,9 @@ class TestRunAlerts(AlertCase):
 		second = run_in_this_process(task.name)
 		self.assertEqual((first.status, second.status), ("Failed", "Failed"))
 		[incident] = self.incidents(task.name)
-		self.assertEqual((incident.status, incident.kind, incident.occurrences, incident.log), ("Open", "Failure", 2, second.name))
+		self.assertEqual(
+			(incident.status, incident.kind, incident.occurrences, incident.log), ("Open", "Failure", 2, second.name)
+		)
 		self.assertIn("failing as asked", incident.last_message)
 		self.assertEqual(self.bells(incident.name), 1)
 		self.assertEqual(self.mails(incident.name), 1)
@@ -142,23 +148,33 @@ class TestRunAlerts(AlertCase):
 	def test_a_retried_failure_neither_counts_nor_alerts(self):
 		task = self.task([rule("Failure")])
 		schedule = make_schedule(task.name)
-		log = frappe.get_doc({"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "status": "Failed"}).insert()
+		log = frappe.get_doc(
+			{"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "status": "Failed"}
+		).insert()
 		run_events.run_finished(log, task, schedule, final=False)
-		self.assertEqual((self.incidents(task.name), frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak")), ([], 0))
+		self.assertEqual(
+			(self.incidents(task.name), frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak")),
+			([], 0),
+		)
 		run_events.run_finished(log, task, schedule, final=True)
 		self.assertEqual(len(self.incidents(task.name)), 1)
 
 	def test_pause_after_n_failures_pauses_tells_the_scheduler_alerts_and_resuming_clears_the_streak(self):
 		task = self.task()
 		schedule = make_schedule(
-			task.name, enabled=1, pause_after_failures=2, alert_rules=[rule("Paused", by_email=0), rule("Consecutive Failures", threshold=2, by_email=0)]
+			task.name,
+			enabled=1,
+			pause_after_failures=2,
+			alert_rules=[rule("Paused", by_email=0), rule("Consecutive Failures", threshold=2, by_email=0)],
 		)
 		frappe.db.commit()
 		self.sent.clear()
 		run_in_this_process(task.name, schedule=schedule.name)
 		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, ["paused", "failure_streak"]), (0, 1))
 		run_in_this_process(task.name, schedule=schedule.name)
-		paused, note, streak = frappe.db.get_value("BTU Task Schedule", schedule.name, ["paused", "pause_note", "failure_streak"])
+		paused, note, streak = frappe.db.get_value(
+			"BTU Task Schedule", schedule.name, ["paused", "pause_note", "failure_streak"]
+		)
 		self.assertEqual((paused, streak), (1, 2))
 		self.assertIn("after 2 failed runs in a row", note)
 		self.assertEqual(self.sent, [(protocol.CREATE_TASK_SCHEDULE, schedule.name)])
@@ -168,7 +184,9 @@ class TestRunAlerts(AlertCase):
 		doc.paused = 0
 		doc.save()
 		frappe.db.commit()
-		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, ["failure_streak", "pause_note"]), (0, None))
+		self.assertEqual(
+			frappe.db.get_value("BTU Task Schedule", schedule.name, ["failure_streak", "pause_note"]), (0, None)
+		)
 		[paused_incident] = self.incidents(task.name, kind="Paused")
 		self.assertEqual(paused_incident.status, "Resolved")
 		self.assertEqual(self.bells(paused_incident.name), 2)
@@ -216,11 +234,16 @@ class TestCheckedAlerts(AlertCase):
 	def test_missed_slots_alert_once_and_a_logged_slot_recovers(self):
 		task = self.task(fail=False)
 		schedule = make_schedule(
-			task.name, enabled=1, run_frequency="Cron Style", cron_string="* * * * *", alert_rules=[rule("Missed Fire", threshold=60, by_email=0)]
+			task.name,
+			enabled=1,
+			run_frequency="Cron Style",
+			cron_string="* * * * *",
+			alert_rules=[rule("Missed Fire", threshold=60, by_email=0)],
 		)
 		# As if saved 5 minutes ago: the slots since then are the ones watched.
 		frappe.db.sql(
-			"update `tabBTU Task Schedule` set modified = %s where name = %s", (to_system_naive(utc_now() - timedelta(minutes=5)), schedule.name)
+			"update `tabBTU Task Schedule` set modified = %s where name = %s",
+			(to_system_naive(utc_now() - timedelta(minutes=5)), schedule.name),
 		)
 		frappe.db.commit()
 		now = utc_now()
@@ -231,7 +254,15 @@ class TestCheckedAlerts(AlertCase):
 		self.assertIn("have no Task Log 60 s after their fire time", incident.last_message)
 		self.assertEqual(self.bells(incident.name), 1)
 		newest = incident.last_key
-		frappe.get_doc({"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "slot_utc": newest, "status": "Succeeded"}).insert()
+		frappe.get_doc(
+			{
+				"doctype": "BTU Task Log",
+				"task": task.name,
+				"schedule": schedule.name,
+				"slot_utc": newest,
+				"status": "Succeeded",
+			}
+		).insert()
 		frappe.db.commit()
 		watchdog.check_missed(now)
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
@@ -242,7 +273,10 @@ class TestCheckedAlerts(AlertCase):
 
 	def test_more_schedules_than_one_check_reads_each_get_their_turn(self):
 		task = self.task([rule("Missed Fire", by_email=0)], fail=False)
-		names = sorted(make_schedule(task.name, enabled=1, run_frequency="Cron Style", cron_string="* * * * *").name for _ in range(3))
+		names = sorted(
+			make_schedule(task.name, enabled=1, run_frequency="Cron Style", cron_string="* * * * *").name
+			for _ in range(3)
+		)
 		frappe.db.commit()
 		frappe.cache().delete_value(watchdog.MISSED_CURSOR_KEY)
 		self.addCleanup(frappe.cache().delete_value, watchdog.MISSED_CURSOR_KEY)
@@ -258,8 +292,21 @@ class TestCheckedAlerts(AlertCase):
 
 	def test_a_paused_or_disabled_schedule_misses_nothing(self):
 		task = self.task(fail=False)
-		make_schedule(task.name, enabled=1, paused=1, cron_string="* * * * *", run_frequency="Cron Style", alert_rules=[rule("Missed Fire", by_email=0)])
-		make_schedule(task.name, enabled=0, cron_string="* * * * *", run_frequency="Cron Style", alert_rules=[rule("Missed Fire", by_email=0)])
+		make_schedule(
+			task.name,
+			enabled=1,
+			paused=1,
+			cron_string="* * * * *",
+			run_frequency="Cron Style",
+			alert_rules=[rule("Missed Fire", by_email=0)],
+		)
+		make_schedule(
+			task.name,
+			enabled=0,
+			cron_string="* * * * *",
+			run_frequency="Cron Style",
+			alert_rules=[rule("Missed Fire", by_email=0)],
+		)
 		frappe.db.commit()
 		watchdog.check_missed(utc_now() + timedelta(hours=1))
 		self.assertEqual(self.incidents(task.name), [])
@@ -267,7 +314,12 @@ class TestCheckedAlerts(AlertCase):
 	def test_a_run_started_past_its_time_limit_is_stuck_until_it_ends(self):
 		task = self.task([rule("Stuck Run", threshold=30, by_email=0)], max_task_duration=60)
 		log = frappe.get_doc(
-			{"doctype": "BTU Task Log", "task": task.name, "status": "Started", "date_time_started": to_system_naive(utc_now() - timedelta(seconds=80))}
+			{
+				"doctype": "BTU Task Log",
+				"task": task.name,
+				"status": "Started",
+				"date_time_started": to_system_naive(utc_now() - timedelta(seconds=80)),
+			}
 		).insert()
 		frappe.db.commit()
 		watchdog.check_stuck(utc_now())
@@ -275,7 +327,10 @@ class TestCheckedAlerts(AlertCase):
 		watchdog.check_stuck(utc_now() + timedelta(seconds=15))
 		watchdog.check_stuck(utc_now() + timedelta(seconds=20))
 		[incident] = self.incidents(task.name)
-		self.assertEqual((incident.kind, incident.log, incident.occurrences, self.bells(incident.name)), ("Stuck Run", log.name, 1, 1))
+		self.assertEqual(
+			(incident.kind, incident.log, incident.occurrences, self.bells(incident.name)),
+			("Stuck Run", log.name, 1, 1),
+		)
 		frappe.db.set_value("BTU Task Log", log.name, "status", "Succeeded")
 		watchdog.check_stuck(utc_now() + timedelta(seconds=20))
 		self.assertEqual(self.incidents(task.name)[0].status, "Resolved")
@@ -283,7 +338,12 @@ class TestCheckedAlerts(AlertCase):
 	def test_a_lost_run_the_sweep_times_out_is_a_failure(self):
 		task = self.task([rule("Failure", by_email=0)], max_task_duration=60)
 		log = frappe.get_doc(
-			{"doctype": "BTU Task Log", "task": task.name, "status": "Started", "date_time_started": to_system_naive(utc_now() - timedelta(hours=1))}
+			{
+				"doctype": "BTU Task Log",
+				"task": task.name,
+				"status": "Started",
+				"date_time_started": to_system_naive(utc_now() - timedelta(hours=1)),
+			}
 		).insert()
 		frappe.db.commit()
 		self.assertIn(log.name, mark_lost_runs_timed_out())
@@ -296,7 +356,10 @@ class TestCheckedAlerts(AlertCase):
 		def check_missed(now):
 			raise RuntimeError("broken")
 
-		with mock.patch.object(watchdog, "check_missed", check_missed), mock.patch.object(watchdog, "check_stuck", ran.append):
+		with (
+			mock.patch.object(watchdog, "check_missed", check_missed),
+			mock.patch.object(watchdog, "check_stuck", ran.append),
+		):
 			watchdog.check()
 		self.assertEqual(len(ran), 1)
 
@@ -325,8 +388,12 @@ class TestIncidentRace(AlertCase):
 
 		conf = frappe.conf
 		other = get_db(
-			host=conf.db_host, port=conf.db_port, socket=conf.db_socket, user=conf.db_user or conf.db_name,
-			password=conf.db_password, cur_db_name=conf.db_name,
+			host=conf.db_host,
+			port=conf.db_port,
+			socket=conf.db_socket,
+			user=conf.db_user or conf.db_name,
+			password=conf.db_password,
+			cur_db_name=conf.db_name,
 		)
 		other.connect()
 		self.addCleanup(other.close)
@@ -348,12 +415,23 @@ class TestIncidentRace(AlertCase):
 		self.assertIsNone(incidents.open_incident(failure, task.name, None, "second", key="log-2"))
 		frappe.db.commit()
 		[incident] = self.incidents(task.name)
-		self.assertEqual((incident.name, incident.occurrences, incident.last_key, self.bells(incident.name)), (first, 2, "log-2", 1))
+		self.assertEqual(
+			(incident.name, incident.occurrences, incident.last_key, self.bells(incident.name)), (first, 2, "log-2", 1)
+		)
 
 	def test_a_message_escapes_what_it_quotes_in_html(self):
-		body = {"event": "opened", "kind": "Failure", "task": "T", "incident": "INC-<1>", "message": "<b>x</b>", "url": "https://h/app/x' onclick='y"}
+		body = {
+			"event": "opened",
+			"kind": "Failure",
+			"task": "T",
+			"incident": "INC-<1>",
+			"message": "<b>x</b>",
+			"url": "https://h/app/x' onclick='y",
+		}
 		_, text = delivery.render(body)
-		self.assertEqual(text, '&lt;b&gt;x&lt;/b&gt;<p><a href="https://h/app/x&apos; onclick=&apos;y">INC-&lt;1&gt;</a></p>')
+		self.assertEqual(
+			text, '&lt;b&gt;x&lt;/b&gt;<p><a href="https://h/app/x&apos; onclick=&apos;y">INC-&lt;1&gt;</a></p>'
+		)
 
 
 class TestAlertDelivery(AlertCase):
@@ -391,24 +469,40 @@ class TestAlertDelivery(AlertCase):
 		[incident] = self.incidents(task.name)
 		self.assertEqual(
 			{k: body[k] for k in ("event", "incident", "kind", "status", "task", "schedule", "occurrences", "site")},
-			{"event": "opened", "incident": incident.name, "kind": "Failure", "status": "Open", "task": task.name, "schedule": None, "occurrences": 1, "site": frappe.local.site},
+			{
+				"event": "opened",
+				"incident": incident.name,
+				"kind": "Failure",
+				"status": "Open",
+				"task": task.name,
+				"schedule": None,
+				"occurrences": 1,
+				"site": frappe.local.site,
+			},
 		)
 		self.assertTrue(body["opened_at"].endswith("Z") and body["url"].endswith(incident.name))
 		self.assertIsNone(frappe.db.get_value(INCIDENT, incident.name, "delivery_errors"))
 		# test_alert sends at once, in the request.
 		result = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
-		self.assertEqual((result["errors"], server.bodies[-1]["event"], server.bodies[-1]["kind"]), ([], "test", "Failure"))
+		self.assertEqual(
+			(result["errors"], server.bodies[-1]["event"], server.bodies[-1]["kind"]), ([], "test", "Failure")
+		)
 
 	def test_a_failing_webhook_is_noted_on_the_incident_never_raised(self):
 		with socket.socket() as probe:
 			probe.bind(("127.0.0.1", 0))
 			closed = probe.getsockname()[1]
-		task = self.task([rule("Failure", by_email=0, by_bell=0, webhook_url=f"http://127.0.0.1:{closed}/hook", webhook_secret="s")])
+		task = self.task(
+			[rule("Failure", by_email=0, by_bell=0, webhook_url=f"http://127.0.0.1:{closed}/hook", webhook_secret="s")]
+		)
 		jobs = self.queued_webhooks(lambda: self.assertEqual(run_in_this_process(task.name).status, "Failed"))
 		delivery.post_webhook(**jobs[0])
 		[incident] = self.incidents(task.name)
 		self.assertIn("webhook delivery failed", incident.delivery_errors)
-		self.assertIn(f"webhook http://127.0.0.1:{closed}/hook of alert rule", api.test_alert("BTU Task", task.name, task.alert_rules[0].name)["errors"][0])
+		self.assertIn(
+			f"webhook http://127.0.0.1:{closed}/hook of alert rule",
+			api.test_alert("BTU Task", task.name, task.alert_rules[0].name)["errors"][0],
+		)
 
 	def test_the_paths_stored_before_alerts_was_a_package_still_resolve(self):
 		"""A webhook job queued before the upgrade names alerts.post_webhook; the watchdog's Scheduled Job Type row names

@@ -30,7 +30,9 @@ def whitelisted_doc_methods():
 	found = []
 	for module in ("btu_task", "btu_task_schedule", "btu_task_log", "btu_configuration"):
 		controller = importlib.import_module(f"btu.btu_core.doctype.{module}.{module}")
-		for cls in (c for _, c in inspect.getmembers(controller, inspect.isclass) if c.__module__ == controller.__name__):
+		for cls in (
+			c for _, c in inspect.getmembers(controller, inspect.isclass) if c.__module__ == controller.__name__
+		):
 			# Only BTU's own methods; the ones inherited from Document are Frappe's.
 			found += [(cls, fn) for fn in vars(cls).values() if inspect.isfunction(fn) and fn in frappe.whitelisted]
 	return found
@@ -46,7 +48,12 @@ class TestRoles(IntegrationTestCase):
 	def setUp(self):
 		self.task = make_task()
 		self.schedule = make_schedule(self.task.name)
-		self.arguments = {"task": self.task.name, "schedule": self.schedule.name, "at": "2030-01-01 00:00:00", "on": "worker"}
+		self.arguments = {
+			"task": self.task.name,
+			"schedule": self.schedule.name,
+			"at": "2030-01-01 00:00:00",
+			"on": "worker",
+		}
 
 	def tearDown(self):
 		frappe.set_user("Administrator")
@@ -54,11 +61,19 @@ class TestRoles(IntegrationTestCase):
 	def call_as(self, user, fn):
 		frappe.set_user(user)
 		parameters = inspect.signature(fn).parameters
-		return fn(**{name: self.arguments.get(name, "x") for name, p in parameters.items() if p.default is inspect.Parameter.empty})
+		return fn(
+			**{
+				name: self.arguments.get(name, "x")
+				for name, p in parameters.items()
+				if p.default is inspect.Parameter.empty
+			}
+		)
 
 	def test_the_api_has_the_expected_methods(self):
 		names = {fn.__name__ for fn in whitelisted_api_methods()}
-		self.assertTrue({"ping", "status", "run_task_now", "run_once_at", "pause", "resume", "next_fires", "resync"} <= names, names)
+		self.assertTrue(
+			{"ping", "status", "run_task_now", "run_once_at", "pause", "resume", "next_fires", "resync"} <= names, names
+		)
 		self.assertIn((BTUTaskSchedule, BTUTaskSchedule.preview_next_fires), whitelisted_doc_methods())
 
 	def test_guest_and_plain_user_are_refused_everywhere(self):

@@ -29,4 +29,8 @@ class TestControllers(IntegrationTestCase):
 				exporter.export_types()
 				if copy.read_text() != original.read_text():
 					stale.append(doctype)
-		self.assertEqual(stale, [], "save these DocTypes in developer mode (Frappe's exporter writes the block) and commit their controllers")
+		self.assertEqual(
+			stale,
+			[],
+			"save these DocTypes in developer mode (Frappe's exporter writes the block) and commit their controllers",
+		)

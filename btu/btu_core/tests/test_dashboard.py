@@ -15,13 +15,13 @@ from frappe.query_builder.functions import Date
 from frappe.translate import clear_cache as clear_translation_cache
 from frappe.utils import formatdate, getdate, now_datetime
 
-from btu.btu_core.insights import dashboard_cards, metrics, run_stats
-from btu.btu_core.setup import install
 from btu.btu_core.dashboard_chart_source.btu_duration_percentiles import btu_duration_percentiles as durations
 from btu.btu_core.dashboard_chart_source.btu_failure_rate import btu_failure_rate as failure_rate
 from btu.btu_core.dashboard_chart_source.btu_lag_percentiles import btu_lag_percentiles as lag
 from btu.btu_core.dashboard_chart_source.btu_runs_by_status import btu_runs_by_status as runs
+from btu.btu_core.insights import dashboard_cards, metrics, run_stats
 from btu.btu_core.report.task_duration_averages import task_duration_averages
+from btu.btu_core.setup import install
 from btu.btu_core.tests.utils import make_task, make_user
 
 try:
@@ -34,7 +34,12 @@ MANAGER = "btu-dashboard-manager@example.com"
 MONDAY, TUESDAY, WEDNESDAY, NEXT_MONDAY = (datetime(2001, 3, d, 10) for d in (5, 6, 7, 12))
 RANGE = {"timespan": "Select Date Range", "from_date": "2001-03-05", "to_date": "2001-03-07"}
 HOSTILE = '<img src=x onerror="alert(1)">Slow sync'
-SOURCES = {"BTU Fire Lag": lag.get, "BTU Failure Rate": failure_rate.get, "BTU Runs per Day": runs.get, "BTU Task Durations": durations.get}
+SOURCES = {
+	"BTU Fire Lag": lag.get,
+	"BTU Failure Rate": failure_rate.get,
+	"BTU Runs per Day": runs.get,
+	"BTU Task Durations": durations.get,
+}
 CARDS = (dashboard_cards.failure_rate_today, dashboard_cards.fire_lag_p95_today)
 LANGUAGE = "btuxx"
 
@@ -56,8 +61,23 @@ def log(task, started, status="Succeeded", seconds=None, fire_lag_ms=None, slot=
 def bulk_logs(task, rows):
 	"""Task Logs straight into the table, many at once: rows of (started, status, fire_lag_ms, seconds)."""
 	now, tag = now_datetime(), frappe.generate_hash(length=8)
-	fields = ["name", "creation", "modified", "owner", "modified_by", "docstatus", "idx", "task", "date_time_started", "status", "fire_lag_ms", "execution_time"]
-	values = ((f"bulk-{tag}-{i}", now, now, "Administrator", "Administrator", 0, 0, task, *row) for i, row in enumerate(rows))
+	fields = [
+		"name",
+		"creation",
+		"modified",
+		"owner",
+		"modified_by",
+		"docstatus",
+		"idx",
+		"task",
+		"date_time_started",
+		"status",
+		"fire_lag_ms",
+		"execution_time",
+	]
+	values = (
+		(f"bulk-{tag}-{i}", now, now, "Administrator", "Administrator", 0, 0, task, *row) for i, row in enumerate(rows)
+	)
 	frappe.db.bulk_insert("BTU Task Log", fields, values)
 
 
@@ -93,7 +113,11 @@ class TestDashboard(IntegrationTestCase):
 		for name in (f"p50 ({unit})", f"p95 ({unit})"):
 			self.assertEqual(len(got[name]), len(exact[name]), name)
 			for estimate, value in zip(got[name], exact[name]):
-				self.assertLessEqual(abs(estimate - value), run_stats.RELATIVE_ERROR * value + 0.0005, f"{name}: {got[name]} for {exact[name]}")
+				self.assertLessEqual(
+					abs(estimate - value),
+					run_stats.RELATIVE_ERROR * value + 0.0005,
+					f"{name}: {got[name]} for {exact[name]}",
+				)
 
 	def lag_chart(self, measure="Fire Lag", **arguments):
 		filters = {"measure": measure, "task": self.task, **arguments.pop("filters", {})}
@@ -151,21 +175,47 @@ class TestDashboard(IntegrationTestCase):
 	def test_many_runs_are_summed_up_in_sql_and_the_rows_read_stay_bounded(self):
 		"""200,000 runs in a week (50 schedules every minute): the old chart read them all (and refused past 500,000)."""
 		days = [MONDAY + timedelta(days=d) for d in range(7)]
-		rows = [(days[i % 7] + timedelta(seconds=i % 3600), "Failed" if i % 10 == 0 else "Succeeded", 1 + (i * 7919) % 10_000, 0.5) for i in range(200_000)]
+		rows = [
+			(
+				days[i % 7] + timedelta(seconds=i % 3600),
+				"Failed" if i % 10 == 0 else "Succeeded",
+				1 + (i * 7919) % 10_000,
+				0.5,
+			)
+			for i in range(200_000)
+		]
 		bulk_logs(self.task, rows)
 		log_table = run_stats.task_log()
-		grouped = run_stats.summary_rows(log_table, log_table.fire_lag_ms, Date(log_table.date_time_started), [log_table.task == self.task])
+		grouped = run_stats.summary_rows(
+			log_table, log_table.fire_lag_ms, Date(log_table.date_time_started), [log_table.task == self.task]
+		)
 		# Lags from 1 to 10,000 ms span 4 decades: at most 81 buckets a day, whatever the number of runs.
 		self.assertLessEqual(len(grouped), 7 * 81)
 		self.assertEqual(sum(row[2] for row in grouped), 200_000)
 		week = {"from_date": "2001-03-05", "to_date": "2001-03-11"}
 		chart = self.lag_chart(**week)
 		per_day = [[lag for started, _status, lag, _s in rows if started.date() == day.date()] for day in days]
-		exact = {"p50 (ms)": [nearest_rank(d, 0.5) for d in per_day], "p95 (ms)": [nearest_rank(d, 0.95) for d in per_day], "max (ms)": [max(d) for d in per_day]}
+		exact = {
+			"p50 (ms)": [nearest_rank(d, 0.5) for d in per_day],
+			"p95 (ms)": [nearest_rank(d, 0.95) for d in per_day],
+			"max (ms)": [max(d) for d in per_day],
+		}
 		self.assertSpread(values(chart), exact)
-		counted = runs.get(chart_name="BTU Runs per Day", filters={"task": self.task}, time_interval="Daily", timespan="Select Date Range", **week)
+		counted = runs.get(
+			chart_name="BTU Runs per Day",
+			filters={"task": self.task},
+			time_interval="Daily",
+			timespan="Select Date Range",
+			**week,
+		)
 		self.assertEqual(sum(values(counted)["Succeeded"]) + sum(values(counted)["Failed"]), 200_000)
-		rate = failure_rate.get(chart_name="BTU Failure Rate", filters={"task": self.task}, time_interval="Monthly", timespan="Select Date Range", **week)
+		rate = failure_rate.get(
+			chart_name="BTU Failure Rate",
+			filters={"task": self.task},
+			time_interval="Monthly",
+			timespan="Select Date Range",
+			**week,
+		)
 		self.assertEqual(values(rate), {"Failure rate (%)": [10.0]})
 
 	def test_failure_rate_is_failed_and_timed_out_over_finished_runs(self):
@@ -175,7 +225,9 @@ class TestDashboard(IntegrationTestCase):
 			log(self.task, TUESDAY)
 		log(self.other, TUESDAY, "Failed")
 		log(self.task, WEDNESDAY, "Skipped")
-		chart = failure_rate.get(chart_name="BTU Failure Rate", filters={"task": self.task}, time_interval="Daily", **RANGE)
+		chart = failure_rate.get(
+			chart_name="BTU Failure Rate", filters={"task": self.task}, time_interval="Daily", **RANGE
+		)
 		# Wednesday had no finished run: no rate, left out rather than drawn as 0 %.
 		self.assertEqual(chart["labels"], day_labels(MONDAY, TUESDAY))
 		self.assertEqual(values(chart), {"Failure rate (%)": [40.0, 0]})
@@ -189,7 +241,13 @@ class TestDashboard(IntegrationTestCase):
 		chart = runs.get(chart_name="BTU Runs per Day", filters={"task": self.task}, time_interval="Daily", **RANGE)
 		self.assertEqual(
 			values(chart),
-			{"Succeeded": [2, 0, 0], "Failed": [1, 0, 1], "Timed Out": [1, 0, 0], "Skipped": [1, 0, 0], "Started": [1, 0, 0]},
+			{
+				"Succeeded": [2, 0, 0],
+				"Failed": [1, 0, 1],
+				"Timed Out": [1, 0, 0],
+				"Skipped": [1, 0, 0],
+				"Started": [1, 0, 0],
+			},
 		)
 
 	def test_duration_percentiles_per_task_slowest_p95_first(self):
@@ -199,10 +257,19 @@ class TestDashboard(IntegrationTestCase):
 		log(self.task, MONDAY, "Started")  # running: no duration yet
 		for seconds in (2, 4):
 			log(self.other, TUESDAY, seconds=seconds)
-		chart = durations.get(chart_name="BTU Task Durations", filters={"timespan": "Select Date Range"}, from_date=RANGE["from_date"], to_date=RANGE["to_date"])
+		chart = durations.get(
+			chart_name="BTU Task Durations",
+			filters={"timespan": "Select Date Range"},
+			from_date=RANGE["from_date"],
+			to_date=RANGE["to_date"],
+		)
 		self.assertEqual(chart["labels"], ["dashboard other", "dashboard main"])
 		self.assertSpread(values(chart), {"p50 (s)": [2, 0.5], "p95 (s)": [4, 1.0], "max (s)": [4, 1.0]}, "s")
-		failed = durations.get(chart_name="BTU Task Durations", filters={"timespan": "Select Date Range", "status": "Failed"}, **{k: RANGE[k] for k in ("from_date", "to_date")})
+		failed = durations.get(
+			chart_name="BTU Task Durations",
+			filters={"timespan": "Select Date Range", "status": "Failed"},
+			**{k: RANGE[k] for k in ("from_date", "to_date")},
+		)
 		self.assertEqual((failed["labels"], values(failed)["max (s)"]), (["dashboard main"], [99]))
 
 	def test_filters_narrow_to_the_task_and_the_dates(self):
@@ -219,7 +286,9 @@ class TestDashboard(IntegrationTestCase):
 	def test_the_chart_s_own_period_applies_when_the_desk_sends_none(self):
 		log(self.task, now_datetime() - timedelta(days=2), fire_lag_ms=7)
 		log(self.task, now_datetime() - timedelta(days=40), fire_lag_ms=700)
-		chart = lag.get(chart_name="BTU Fire Lag", filters={"measure": "Fire Lag", "task": self.task})  # Last Week, Daily
+		chart = lag.get(
+			chart_name="BTU Fire Lag", filters={"measure": "Fire Lag", "task": self.task}
+		)  # Last Week, Daily
 		self.assertEqual(values(chart)["max (ms)"], [7])
 		self.assertEqual(chart["labels"], day_labels(now_datetime() - timedelta(days=2)))
 
@@ -234,7 +303,13 @@ class TestDashboard(IntegrationTestCase):
 					self.assertEqual(get(chart_name=name, timespan="Select Date Range", **dates), {})
 
 	def test_hostile_task_descriptions_reach_the_chart_as_plain_text(self):
-		hostile = {HOSTILE: "Slow sync", "1 < 2": "1 \u2039 2", "3 > 2": "3 \u203a 2", "<script>alert(1)</script>": "alert(1)", "<b></b>": None}
+		hostile = {
+			HOSTILE: "Slow sync",
+			"1 < 2": "1 \u2039 2",
+			"3 > 2": "3 \u203a 2",
+			"<script>alert(1)</script>": "alert(1)",
+			"<b></b>": None,
+		}
 		tasks = {}
 		for text, label in hostile.items():
 			task = make_task(desc_short="plain").name
@@ -243,7 +318,12 @@ class TestDashboard(IntegrationTestCase):
 			tasks[task] = label
 		for task in tasks:
 			log(task, MONDAY, seconds=1)
-		chart = durations.get(chart_name="BTU Task Durations", filters={"timespan": "Select Date Range"}, from_date="2001-03-05", to_date="2001-03-05")
+		chart = durations.get(
+			chart_name="BTU Task Durations",
+			filters={"timespan": "Select Date Range"},
+			from_date="2001-03-05",
+			to_date="2001-03-05",
+		)
 		for label in chart["labels"]:
 			self.assertNotIn("<", label)
 			self.assertNotIn(">", label)
@@ -255,7 +335,9 @@ class TestDashboard(IntegrationTestCase):
 		for tenths in range(1, 21):
 			log(self.task, MONDAY, seconds=tenths / 10)
 		log(self.task, TUESDAY, seconds=50)  # the day after the report's
-		_columns, data, _message, chart = task_duration_averages.execute({"from_date": "2001-03-05", "to_date": "2001-03-05", "task": self.task})
+		_columns, data, _message, chart = task_duration_averages.execute(
+			{"from_date": "2001-03-05", "to_date": "2001-03-05", "task": self.task}
+		)
 		self.assertEqual([data[0][k] for k in ("runs", "min", "max")], [20, 0.1, 2.0])
 		self.assertAlmostEqual(data[0]["avg"], 1.05)
 		self.assertLessEqual(abs(data[0]["p95"] - 1.9), run_stats.RELATIVE_ERROR * 1.9)
@@ -265,7 +347,12 @@ class TestDashboard(IntegrationTestCase):
 		twin = make_task(desc_short="dashboard main").name
 		log(self.task, MONDAY, seconds=1)
 		log(twin, MONDAY, seconds=2)
-		chart = durations.get(chart_name="BTU Task Durations", filters={"timespan": "Select Date Range"}, from_date="2001-03-05", to_date="2001-03-05")
+		chart = durations.get(
+			chart_name="BTU Task Durations",
+			filters={"timespan": "Select Date Range"},
+			from_date="2001-03-05",
+			to_date="2001-03-05",
+		)
 		self.assertEqual(chart["labels"], [f"dashboard main ({twin})", f"dashboard main ({self.task})"])
 
 	def test_users_without_a_btu_role_get_nothing(self):
@@ -278,23 +365,35 @@ class TestDashboard(IntegrationTestCase):
 			for card in CARDS:
 				with self.subTest(user=user, card=card.__name__), self.assertRaises(frappe.PermissionError):
 					card()
-			for doctype, names in (("Dashboard Chart", SOURCES), ("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today"))):
+			for doctype, names in (
+				("Dashboard Chart", SOURCES),
+				("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+			):
 				for name in names:
-					self.assertFalse(frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}")
+					self.assertFalse(
+						frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}"
+					)
 
 	def test_a_btu_manager_sees_the_dashboard(self):
 		log(self.task, MONDAY, fire_lag_ms=3)
 		frappe.set_user(MANAGER)
 		self.assertEqual(values(self.lag_chart())["max (ms)"], [3])
-		for doctype, names in (("Dashboard Chart", SOURCES), ("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today"))):
+		for doctype, names in (
+			("Dashboard Chart", SOURCES),
+			("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+		):
 			for name in names:
-				self.assertTrue(frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}")
+				self.assertTrue(
+					frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}"
+				)
 		self.assertIn("value", dashboard_cards.failure_rate_today())
 
 	def test_today_s_cards(self):
 		today = getdate()
 		frappe.db.delete("BTU Task Log", {"date_time_started": (">=", today)})  # rolled back in tearDown
-		self.assertEqual((dashboard_cards.failure_rate_today()["value"], dashboard_cards.fire_lag_p95_today()["value"]), (0, 0))
+		self.assertEqual(
+			(dashboard_cards.failure_rate_today()["value"], dashboard_cards.fire_lag_p95_today()["value"]), (0, 0)
+		)
 		started = datetime.combine(today, datetime.min.time()) + timedelta(seconds=1)
 		for ms, status in ((2, "Succeeded"), (4, "Failed"), (8, "Succeeded"), (16, "Skipped")):
 			log(self.task, started, status, fire_lag_ms=ms)
@@ -303,7 +402,9 @@ class TestDashboard(IntegrationTestCase):
 		self.assertEqual((rate["value"], rate["fieldtype"]), (33.33, "Percent"))
 		self.assertLessEqual(abs(p95["value"] - 16), run_stats.RELATIVE_ERROR * 16)
 		count = frappe.get_doc("Number Card", "BTU Runs Today")
-		self.assertEqual(len(frappe.get_list("BTU Task Log", filters=frappe.parse_json(count.filters_json), pluck="name")), 4)
+		self.assertEqual(
+			len(frappe.get_list("BTU Task Log", filters=frappe.parse_json(count.filters_json), pluck="name")), 4
+		)
 
 	def test_bad_filters_are_refused_by_name(self):
 		cases = (
@@ -338,13 +439,17 @@ class TestDashboard(IntegrationTestCase):
 
 	def test_a_refusal_is_one_sentence_a_translation_may_reorder(self):
 		"""The user and the roles are placeholders of one translatable sentence per refusal, not fragments."""
-		frappe.get_doc({"doctype": "Language", "language_code": LANGUAGE, "language_name": "BTU test"}).insert(ignore_permissions=True)
+		frappe.get_doc({"doctype": "Language", "language_code": LANGUAGE, "language_name": "BTU test"}).insert(
+			ignore_permissions=True
+		)
 		translated = {
 			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for BTU",
 			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for metrics",
 		}
 		for source, text in translated.items():
-			frappe.get_doc({"doctype": "Translation", "language": LANGUAGE, "source_text": source, "translated_text": text}).insert(ignore_permissions=True)
+			frappe.get_doc(
+				{"doctype": "Translation", "language": LANGUAGE, "source_text": source, "translated_text": text}
+			).insert(ignore_permissions=True)
 		kept = frappe.local.lang
 		frappe.set_user(PLAIN_USER)
 		frappe.local.lang = LANGUAGE
@@ -357,11 +462,16 @@ class TestDashboard(IntegrationTestCase):
 			frappe.local.lang = kept
 			clear_translation_cache()  # this test's translations, rolled back
 		self.assertEqual(str(chart.exception), f"[System Manager, BTU Manager] needed by {PLAIN_USER} for BTU")
-		self.assertEqual(str(scrape.exception), f"[System Manager, BTU Manager, BTU Metrics Reader] needed by {PLAIN_USER} for metrics")
+		self.assertEqual(
+			str(scrape.exception),
+			f"[System Manager, BTU Manager, BTU Metrics Reader] needed by {PLAIN_USER} for metrics",
+		)
 
 	def test_the_dashboard_and_its_index_are_installed(self):
 		dashboard = frappe.get_doc("Dashboard", "BTU")
-		self.assertEqual({link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"})
+		self.assertEqual(
+			{link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"}
+		)
 		self.assertEqual(len(dashboard.cards), 3)
 		workspace = frappe.get_doc("Workspace", "BTU")
 		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
@@ -379,7 +489,9 @@ class TestFrappeRendersThem(IntegrationTestCase):
 
 		cards = frappe.get_all("Number Card", filters={"module": "BTU Core"}, pluck="name")
 		# A Custom chart's data is its source's method, which the Desk calls itself (TestDashboard covers each).
-		charts = frappe.get_all("Dashboard Chart", filters={"module": "BTU Core", "chart_type": ("!=", "Custom")}, pluck="name")
+		charts = frappe.get_all(
+			"Dashboard Chart", filters={"module": "BTU Core", "chart_type": ("!=", "Custom")}, pluck="name"
+		)
 		self.assertTrue(cards and charts)
 		for name in cards:
 			with self.subTest(card=name):
@@ -415,11 +527,17 @@ class TestDeskEntry(IntegrationTestCase):
 
 	def test_the_sidebar_links_the_dashboard_and_the_icon_opens_it(self):
 		self.assertIn(("Dashboard", "BTU"), self.sidebar_links())
-		self.assertEqual(frappe.db.get_value("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"}, "link_to"), install.WORKSPACE)
+		self.assertEqual(
+			frappe.db.get_value("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"}, "link_to"),
+			install.WORKSPACE,
+		)
 
 	def test_a_site_that_lost_them_gets_them_back_at_the_next_migrate(self):
 		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until ensure_desk_entry."""
-		frappe.db.delete("Workspace Sidebar Item", {"parent": ("in", frappe.get_all("Workspace Sidebar", {"title": install.WORKSPACE}, pluck="name"))})
+		frappe.db.delete(
+			"Workspace Sidebar Item",
+			{"parent": ("in", frappe.get_all("Workspace Sidebar", {"title": install.WORKSPACE}, pluck="name"))},
+		)
 		frappe.db.delete("Workspace Sidebar", {"title": install.WORKSPACE})
 		frappe.db.delete("Desktop Icon", {"label": install.WORKSPACE, "icon_type": "Link"})
 		frappe.db.commit()

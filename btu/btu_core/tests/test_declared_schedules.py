@@ -40,7 +40,12 @@ def rows(key: str):
 def snapshot() -> list:
 	"""Every declared row as it stands, to show a refused sync changed nothing."""
 	return [
-		frappe.get_all(doctype, filters={"declared_by_app": ("is", "set")}, fields=["name", "modified", "declared_key"], order_by="name")
+		frappe.get_all(
+			doctype,
+			filters={"declared_by_app": ("is", "set")},
+			fields=["name", "modified", "declared_key"],
+			order_by="name",
+		)
 		for doctype in (TASK, SCHEDULE)
 	]
 
@@ -68,16 +73,26 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		bad_cron = {**HELLO, "name": "typo", "cron": "0 25 * * *"}
 		refused_save = {**HELLO, "name": "undeclared", "function": f"{SAMPLES}.undeclared_task"}
 		with mock.patch("builtins.print") as printed, mock.patch.object(frappe.logger("btu"), "warning") as logged:
-			sync({**HELLO, "cron": "5 2 * * *"}, bad_cron, refused_save, {**HELLO, "name": "after_them", "cron": "7 2 * * *"})
+			sync(
+				{**HELLO, "cron": "5 2 * * *"},
+				bad_cron,
+				refused_save,
+				{**HELLO, "name": "after_them", "cron": "7 2 * * *"},
+			)
 		self.assertEqual(rows("test_hello")[1].cron_string, "5 2 * * *", "the good entry before the bad ones synced")
 		self.assertEqual(rows("after_them")[1].cron_string, "7 2 * * *", "and the one after them")
 		task, schedule = rows("typo")
-		self.assertEqual((task.name, schedule.cron_string), (typo_task.name, "0 2 * * *"), "a skipped entry's rows stay as they were")
+		self.assertEqual(
+			(task.name, schedule.cron_string), (typo_task.name, "0 2 * * *"), "a skipped entry's rows stay as they were"
+		)
 		self.assertEqual(rows("undeclared"), (None, None), "a refused save is undone, alone")
 		lines = [call.args[0] for call in printed.call_args_list]
 		self.assertEqual(lines, [call.args[0] for call in logged.call_args_list])
 		self.assertEqual(len(lines), 2, lines)
-		self.assertIn("skipped btu_schedules in btu/hooks.py, entry 'typo', key 'cron': cron_string '0 25 * * *': hour 25", lines[0])
+		self.assertIn(
+			"skipped btu_schedules in btu/hooks.py, entry 'typo', key 'cron': cron_string '0 25 * * *': hour 25",
+			lines[0],
+		)
 		self.assertIn("entry 'undeclared': ", lines[1])
 		self.assertIn("is not declared runnable by BTU", lines[1])
 		listed = api.status()["declared_skipped"]
@@ -98,16 +113,37 @@ class TestDeclaredSchedules(IntegrationTestCase):
 
 	def test_an_entry_becomes_a_task_and_a_schedule_marked_with_the_app(self):
 		frappe.db.set_single_value("BTU Configuration", "default_time_zone", "Asia/Tokyo")
-		sync({**HELLO, "queue": "short", "timeout": 120, "max_attempts": 2, "overlap_policy": "skip", "description": "Greets"})
+		sync(
+			{
+				**HELLO,
+				"queue": "short",
+				"timeout": 120,
+				"max_attempts": 2,
+				"overlap_policy": "skip",
+				"description": "Greets",
+			}
+		)
 		task, schedule = rows("test_hello")
 		self.assertEqual(
-			(task.function_string, frappe.parse_json(task.arguments), task.queue_name, task.max_task_duration, task.max_attempts, task.desc_short),
+			(
+				task.function_string,
+				frappe.parse_json(task.arguments),
+				task.queue_name,
+				task.max_task_duration,
+				task.max_attempts,
+				task.desc_short,
+			),
 			(f"{SAMPLES}.say_hello", {"name": "hook"}, "short", 120, 2, "Greets"),
 		)
-		self.assertEqual((schedule.task, schedule.run_frequency, schedule.cron_string, schedule.overlap_policy), (task.name, "Cron Style", "0 2 * * *", "skip"))
+		self.assertEqual(
+			(schedule.task, schedule.run_frequency, schedule.cron_string, schedule.overlap_policy),
+			(task.name, "Cron Style", "0 2 * * *", "skip"),
+		)
 		self.assertEqual((schedule.enabled, schedule.paused), (1, 0))
 		self.assertEqual(schedule.catch_up_policy, "fire_once", "a policy left out is the DocType's default")
-		self.assertFalse(schedule.time_zone, "site zone: empty, the System Settings zone, not BTU Configuration's default")
+		self.assertFalse(
+			schedule.time_zone, "site zone: empty, the System Settings zone, not BTU Configuration's default"
+		)
 		self.assertTrue(schedule.schedule_description, "the Schedule's own validation ran")
 
 	def test_an_unchanged_hook_saves_nothing(self):
@@ -124,12 +160,27 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		schedule.enabled = 0
 		schedule.time_zone = "America/Lima"
 		schedule.save()
-		sync({**HELLO, "every": 10, "every_unit": "Minutes", "cron": None, "queue": "long", "time_zone": "Asia/Tokyo", "arguments": {"name": "changed"}})
+		sync(
+			{
+				**HELLO,
+				"every": 10,
+				"every_unit": "Minutes",
+				"cron": None,
+				"queue": "long",
+				"time_zone": "Asia/Tokyo",
+				"arguments": {"name": "changed"},
+			}
+		)
 		task, schedule = rows("test_hello")
-		self.assertEqual((schedule.run_frequency, schedule.every, schedule.every_unit, schedule.cron_string), ("Interval", 10, "Minutes", None))
+		self.assertEqual(
+			(schedule.run_frequency, schedule.every, schedule.every_unit, schedule.cron_string),
+			("Interval", 10, "Minutes", None),
+		)
 		self.assertEqual((task.queue_name, frappe.parse_json(task.arguments)), ("long", {"name": "changed"}))
 		self.assertEqual((schedule.enabled, schedule.paused, schedule.pause_note), (0, 1, "quiet week"))
-		self.assertEqual((schedule.time_zone, schedule.declared_time_zone), ("America/Lima", "Asia/Tokyo"), "the admin's zone stays")
+		self.assertEqual(
+			(schedule.time_zone, schedule.declared_time_zone), ("America/Lima", "Asia/Tokyo"), "the admin's zone stays"
+		)
 
 	def test_a_zone_the_admin_left_follows_the_hook(self):
 		sync({**HELLO, "time_zone": "Europe/Paris"})
@@ -149,21 +200,34 @@ class TestDeclaredSchedules(IntegrationTestCase):
 	def test_a_removed_entry_with_logs_is_retired_then_deleted_once_they_are_gone(self):
 		sync(HELLO)
 		task, schedule = rows("test_hello")
-		log = frappe.get_doc({"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "status": "Succeeded"}).insert()
+		log = frappe.get_doc(
+			{"doctype": "BTU Task Log", "task": task.name, "schedule": schedule.name, "status": "Succeeded"}
+		).insert()
 		sync()
 		schedule.reload()
 		task.reload()
 		schedule.run_method("onload")
-		self.assertEqual((schedule.enabled, schedule.declared_key, schedule.declared_by_app, task.declared_key), (0, None, "btu", None))
+		self.assertEqual(
+			(schedule.enabled, schedule.declared_key, schedule.declared_by_app, task.declared_key),
+			(0, None, "btu", None),
+		)
 		self.assertIn("Removed from the btu_schedules hook", schedule.get_onload("btu_declared")["intro"])
 		sync()
-		self.assertEqual(frappe.db.get_value(SCHEDULE, schedule.name, "modified"), schedule.modified, "retired once, not at every migrate")
+		self.assertEqual(
+			frappe.db.get_value(SCHEDULE, schedule.name, "modified"),
+			schedule.modified,
+			"retired once, not at every migrate",
+		)
 		schedule.enabled = 1
-		with self.assertRaisesRegex(frappe.ValidationError, "removed from the btu_schedules hook of app btu; it stays disabled"):
+		with self.assertRaisesRegex(
+			frappe.ValidationError, "removed from the btu_schedules hook of app btu; it stays disabled"
+		):
 			schedule.save()
 		sync(HELLO)
 		new_task, new_schedule = rows("test_hello")
-		self.assertNotEqual(new_schedule.name, schedule.name, "the entry back: new rows, the retired ones keep the history")
+		self.assertNotEqual(
+			new_schedule.name, schedule.name, "the entry back: new rows, the retired ones keep the history"
+		)
 		frappe.delete_doc("BTU Task Log", log.name)
 		sync(HELLO)
 		self.assertFalse(frappe.db.exists(SCHEDULE, schedule.name), "nothing links to it now: deleted")
@@ -177,15 +241,27 @@ class TestDeclaredSchedules(IntegrationTestCase):
 			"key 'colour': is not a key of btu_schedules": {**HELLO, "colour": "red"},
 			"key 'cron': cron_string '0 25 * * *': hour 25": {**HELLO, "cron": "0 25 * * *"},
 			"key 'time_zone': time_zone 'Mars/Olympus'": {**HELLO, "time_zone": "Mars/Olympus"},
-			"key 'function': 'frappe.utils.now' is not a function of app btu": {**HELLO, "function": "frappe.utils.now"},
+			"key 'function': 'frappe.utils.now' is not a function of app btu": {
+				**HELLO,
+				"function": "frappe.utils.now",
+			},
 			"key 'function': 'os.system' is not a function of app btu": {**HELLO, "function": "os.system"},
-			"key 'function': 'btu_evil.tasks.run' is not a function of app btu": {**HELLO, "function": "btu_evil.tasks.run"},
+			"key 'function': 'btu_evil.tasks.run' is not a function of app btu": {
+				**HELLO,
+				"function": "btu_evil.tasks.run",
+			},
 			"key 'function': function_string 'btу.tasks.run'": {**HELLO, "function": "btу.tasks.run"},  # Cyrillic "у"
 			"key 'name': two entries use this name": [HELLO, HELLO],
 		}
 		for expected, entries in cases.items():
 			with self.subTest(expected=expected), self.assertRaises(frappe.ValidationError) as caught:
-				sync(*(entries if isinstance(entries, list) else [{**HELLO, "cron": "5 2 * * *"}, {**entries, "name": "bad"}]))
+				sync(
+					*(
+						entries
+						if isinstance(entries, list)
+						else [{**HELLO, "cron": "5 2 * * *"}, {**entries, "name": "bad"}]
+					)
+				)
 			entry = "test_hello" if isinstance(entries, list) else "bad"
 			self.assertIn(f"btu_schedules in btu/hooks.py, entry '{entry}', {expected}", str(caught.exception))
 			self.assertEqual(snapshot(), before, "nothing changed")
@@ -223,11 +299,17 @@ class TestDeclaredSchedules(IntegrationTestCase):
 				doc.reload()
 				doc.set(field, value)
 				doc.save()
-			self.assertIn(f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench migrate", str(caught.exception))
+			self.assertIn(
+				f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench migrate",
+				str(caught.exception),
+			)
 		schedule.reload()
 		schedule.run_method("onload")
 		self.assertEqual(schedule.get_onload("btu_declared")["fields"][:2], ["declared_by_app", "declared_key"])
-		self.assertIn("Declared by app btu in hooks.py (btu_schedules entry test_hello)", schedule.get_onload("btu_declared")["intro"])
+		self.assertIn(
+			"Declared by app btu in hooks.py (btu_schedules entry test_hello)",
+			schedule.get_onload("btu_declared")["intro"],
+		)
 
 	def test_the_admin_may_pause_disable_and_change_the_zone(self):
 		sync(HELLO)
@@ -246,10 +328,22 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		sync(HELLO)
 		task, schedule = rows("test_hello")
 		for doctype, name in ((SCHEDULE, schedule.name), (TASK, task.name)):
-			with self.subTest(doctype=doctype), self.assertRaisesRegex(frappe.ValidationError, "remove the entry there and run bench migrate"):
+			with (
+				self.subTest(doctype=doctype),
+				self.assertRaisesRegex(frappe.ValidationError, "remove the entry there and run bench migrate"),
+			):
 				frappe.delete_doc(doctype, name)
 		with self.assertRaisesRegex(frappe.ValidationError, "declared_by_app btu is set only by bench migrate"):
-			frappe.get_doc({"doctype": TASK, "desc_short": "forged", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default", "declared_by_app": "btu", "declared_key": "forged"}).insert()
+			frappe.get_doc(
+				{
+					"doctype": TASK,
+					"desc_short": "forged",
+					"function_string": f"{SAMPLES}.say_hello",
+					"queue_name": "default",
+					"declared_by_app": "btu",
+					"declared_key": "forged",
+				}
+			).insert()
 
 	def test_btus_own_maintenance_runs_on_declared_schedules_not_frappes(self):
 		# As a fresh install makes them: an admin may have disabled them on this site (rolled back after the test).
@@ -264,11 +358,20 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		for key, function in maintenance.items():
 			task, schedule = rows(key)
 			self.assertEqual((task.function_string, schedule.task, schedule.enabled), (function, task.name, 1), key)
-			hooked = [method for methods in frappe.get_hooks("scheduler_events", app_name="btu").get("cron", {}).values() for method in methods]
+			hooked = [
+				method
+				for methods in frappe.get_hooks("scheduler_events", app_name="btu").get("cron", {}).values()
+				for method in methods
+			]
 			self.assertNotIn(function, hooked + frappe.get_hooks("scheduler_events", app_name="btu").get("daily", []))
-			self.assertFalse(frappe.db.exists("Scheduled Job Type", {"method": function}), "migrate dropped Frappe's job")
+			self.assertFalse(
+				frappe.db.exists("Scheduled Job Type", {"method": function}), "migrate dropped Frappe's job"
+			)
 		self.assertEqual(rows("mark_lost_runs_timed_out")[1].cron_string, "*/5 * * * *")
-		self.assertTrue(frappe.db.exists("Scheduled Job Type", {"method": "btu.btu_core.alerts.watchdog.check"}), "the watchdog stays on Frappe's scheduler")
+		self.assertTrue(
+			frappe.db.exists("Scheduled Job Type", {"method": "btu.btu_core.alerts.watchdog.check"}),
+			"the watchdog stays on Frappe's scheduler",
+		)
 
 	def test_after_app_install_syncs_that_app(self):
 		frappe.db.delete(SCHEDULE, {"declared_by_app": "btu", "declared_key": "mark_lost_runs_timed_out"})
@@ -291,7 +394,9 @@ class TestAppUninstalled(IntegrationTestCase):
 		frappe.db.rollback()
 		for doctype in (SCHEDULE, TASK):
 			for name in frappe.get_all(doctype, filters={"declared_by_app": self.APP}, pluck="name"):
-				frappe.delete_doc(doctype, name, force=True, ignore_permissions=True, flags={declared_schedules.FLAG: True})
+				frappe.delete_doc(
+					doctype, name, force=True, ignore_permissions=True, flags={declared_schedules.FLAG: True}
+				)
 		frappe.db.commit()
 
 	def declared(self, values: dict):
@@ -300,8 +405,20 @@ class TestAppUninstalled(IntegrationTestCase):
 		return doc.insert()
 
 	def test_an_uninstalled_apps_task_and_schedule_are_gone_for_a_fresh_session(self):
-		task = self.declared({"doctype": TASK, "desc_short": "gone", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default"})
-		schedule = self.declared({"doctype": SCHEDULE, "task": task.name, "enabled": 0, "run_frequency": "Daily", "hour": 2, "minute": 30, "time_zone": "UTC"})
+		task = self.declared(
+			{"doctype": TASK, "desc_short": "gone", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default"}
+		)
+		schedule = self.declared(
+			{
+				"doctype": SCHEDULE,
+				"task": task.name,
+				"enabled": 0,
+				"run_frequency": "Daily",
+				"hour": 2,
+				"minute": 30,
+				"time_zone": "UTC",
+			}
+		)
 		frappe.db.commit()  # the app's rows, as an earlier migrate left them
 		# remove_app, after its last commit (frappe/installer.py):
 		for hook in frappe.get_hooks("after_app_uninstall"):
@@ -317,4 +434,6 @@ class TestAppUninstalled(IntegrationTestCase):
 				tasks = cursor.fetchall()
 		finally:
 			fresh.close()
-		self.assertEqual((schedules, tasks), ((), ()), "the uninstalled app's Schedule and Task are gone from the database")
+		self.assertEqual(
+			(schedules, tasks), ((), ()), "the uninstalled app's Schedule and Task are gone from the database"
+		)

@@ -18,7 +18,6 @@ from frappe.utils import get_bench_path
 from frappe.utils.background_jobs import create_job_id, get_queue
 
 import btu
-from btu.shared import liveness, protocol
 from btu.btu_core import api, scheduler_link
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import HOOK
@@ -27,6 +26,7 @@ from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
+from btu.shared import liveness, protocol
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -85,7 +85,10 @@ class EndToEndBase(IntegrationTestCase):
 	def heartbeat_is_ours(self) -> bool:
 		"""The process list holds this test's scheduler: a ping alone may be answered by another one on the bench's Redis."""
 		here = socket.gethostname()
-		return any(p.get("pid") == self.scheduler.pid and p.get("host") == here for p in liveness.processes(scheduler_link.queue_redis()))
+		return any(
+			p.get("pid") == self.scheduler.pid and p.get("host") == here
+			for p in liveness.processes(scheduler_link.queue_redis())
+		)
 
 	def scheduler_output(self) -> str:
 		path = self.output_dir / "btu-e2e-scheduler.log"
@@ -101,6 +104,7 @@ class EndToEndBase(IntegrationTestCase):
 			env={**os.environ, "PYTHONUNBUFFERED": "1"},
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
+
 
 class TestEndToEnd(EndToEndBase):
 	def watch_status_panel(self, until: datetime) -> list[float]:
@@ -162,7 +166,17 @@ class TestEndToEnd(EndToEndBase):
 		logs = frappe.get_all(
 			"BTU Task Log",
 			filters={"schedule": schedule.name},
-			fields=["name", "status", "slot_utc", "stdout", "stderr", "logging_output", "rq_job_id", "fire_lag_ms", "site"],
+			fields=[
+				"name",
+				"status",
+				"slot_utc",
+				"stdout",
+				"stderr",
+				"logging_output",
+				"rq_job_id",
+				"fire_lag_ms",
+				"site",
+			],
 			order_by="slot_utc asc",
 		)
 		self.assertGreaterEqual(len(logs), RUN_FOR_SECS // EVERY_SECS - 1, f"{logs}\n{self.scheduler_output()}")
@@ -199,50 +213,89 @@ class TestEndToEnd(EndToEndBase):
 		child = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE)
 		marker = frappe.generate_hash(length=12)
 		self.task = make_task(
-			"flaky", arguments=json.dumps({"marker": marker, "failures": 1}), queue_name=QUEUE, max_attempts=3, retry_delay_secs=2,
+			"flaky",
+			arguments=json.dumps({"marker": marker, "failures": 1}),
+			queue_name=QUEUE,
+			max_attempts=3,
+			retry_delay_secs=2,
 			chained_tasks=[{"next_task": child.name, "on_outcome": "Success"}],
 		).name
 		self.addCleanup(delete_committed, child.name)
 		run_at = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
 		frappe.get_doc(
-			{"doctype": "BTU Task Schedule", "task": self.task, "enabled": 1, "run_frequency": "Once", "time_zone": "UTC", "run_at": run_at.replace(tzinfo=None)}
+			{
+				"doctype": "BTU Task Schedule",
+				"task": self.task,
+				"enabled": 1,
+				"run_frequency": "Once",
+				"time_zone": "UTC",
+				"run_at": run_at.replace(tzinfo=None),
+			}
 		).insert()
 		frappe.db.commit()
-		chained = self.wait_for(lambda: frappe.get_all("BTU Task Log", filters={"task": child.name}, fields=["*"]), 60, "chained run")
+		chained = self.wait_for(
+			lambda: frappe.get_all("BTU Task Log", filters={"task": child.name}, fields=["*"]), 60, "chained run"
+		)
 		attempts = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["*"], order_by="attempt")
 		self.assertEqual([(a.attempt, a.status) for a in attempts], [(1, "Failed"), (2, "Succeeded")], attempts)
 		first, second = attempts
-		self.assertEqual((second.origin, second.first_attempt_log, second.slot_utc), ("Retry", first.name, first.slot_utc))
+		self.assertEqual(
+			(second.origin, second.first_attempt_log, second.slot_utc), ("Retry", first.name, first.slot_utc)
+		)
 		self.assertIsNotNone(second.fire_lag_ms, "the retry was fired by the scheduler")
-		self.assertGreaterEqual((second.date_time_started - first.date_time_ended).total_seconds(), 1.5, "it waited its 2 s delay")
+		self.assertGreaterEqual(
+			(second.date_time_started - first.date_time_ended).total_seconds(), 1.5, "it waited its 2 s delay"
+		)
 		[link] = chained
 		self.assertEqual((link.parent_log, link.origin, link.status), (second.name, "Chain", "Succeeded"))
-		self.assertEqual(frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2)
-		sys.stdout.write(f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n")
+		self.assertEqual(
+			frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2
+		)
+		sys.stdout.write(
+			f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n"
+		)
 
 	def test_enqueue_at_runs_at_its_millisecond_once_and_a_cancelled_one_never(self):
 		self.start_scheduler()
 		marker = frappe.generate_hash(length=12)
 		self.addCleanup(frappe.cache().delete_value, f"btu-test-calls:{marker}")
 		at = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=437_000)
-		handle = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="kept")
-		withdrawn = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="cancelled")
-		logged = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, task_log=True, marker=marker, value="logged")
+		handle = btu.enqueue_at(
+			"btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="kept"
+		)
+		withdrawn = btu.enqueue_at(
+			"btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, marker=marker, value="cancelled"
+		)
+		logged = btu.enqueue_at(
+			"btu.btu_core.tests.sample_tasks.note_call", at, queue=QUEUE, task_log=True, marker=marker, value="logged"
+		)
 		frappe.db.commit()  # the RPC follows the commit
 		self.addCleanup(frappe.db.delete, "BTU Run Request", {"name": ("in", [handle, withdrawn, logged])})
 		self.addCleanup(frappe.db.delete, "BTU Task Log", {"run_request": logged})
 		self.assertTrue(btu.cancel(withdrawn))
 		frappe.db.commit()
 		for request in (handle, logged):
-			self.wait_for(lambda request=request: frappe.db.get_value("BTU Run Request", request, "status") == "Done" and "Succeeded" in (frappe.db.get_value("BTU Run Request", request, "note") or ""), 60, "the enqueued run")
+			self.wait_for(
+				lambda request=request: (
+					frappe.db.get_value("BTU Run Request", request, "status") == "Done"
+					and "Succeeded" in (frappe.db.get_value("BTU Run Request", request, "note") or "")
+				),
+				60,
+				"the enqueued run",
+			)
 		time.sleep(2)
 		self.run_worker_burst()  # anything else the scheduler fired would run now
-		calls = [c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{marker}", 0, -1)]
+		calls = [
+			c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{marker}", 0, -1)
+		]
 		self.assertEqual(sorted(c.split()[1] for c in calls), ["kept", "logged"], calls)
 		self.assertGreaterEqual(min(float(c.split()[0]) for c in calls), at.timestamp(), "not before its moment")
 		frappe.db.rollback()
 		[log] = frappe.get_all("BTU Task Log", filters={"run_request": logged}, fields=["*"])
-		self.assertEqual((log.status, log.method, log.origin, log.task), ("Succeeded", "btu.btu_core.tests.sample_tasks.note_call", "Enqueue", None))
+		self.assertEqual(
+			(log.status, log.method, log.origin, log.task),
+			("Succeeded", "btu.btu_core.tests.sample_tasks.note_call", "Enqueue", None),
+		)
 		self.assertTrue(log.rq_job_id and log.worker, "run by a worker, from the scheduler's job")
 		self.assertLess(log.fire_lag_ms, 1000)
 		self.assertEqual(frappe.db.get_value("BTU Run Request", logged, "log"), log.name)
@@ -259,18 +312,38 @@ class TestEndToEnd(EndToEndBase):
 		self.start_scheduler()
 		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
 		schedule = frappe.get_doc(
-			{"doctype": "BTU Task Schedule", "task": self.task, "enabled": 0, "run_frequency": "Hourly", "minute": 0, "time_zone": "UTC"}
+			{
+				"doctype": "BTU Task Schedule",
+				"task": self.task,
+				"enabled": 0,
+				"run_frequency": "Hourly",
+				"minute": 0,
+				"time_zone": "UTC",
+			}
 		).insert()
 		frappe.db.commit()
 		top = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
-		result = api.backfill(schedule.name, (top - timedelta(hours=3)).isoformat(), (top - timedelta(hours=1)).isoformat())
+		result = api.backfill(
+			schedule.name, (top - timedelta(hours=3)).isoformat(), (top - timedelta(hours=1)).isoformat()
+		)
 		frappe.db.commit()
 		self.assertEqual(len(result["requested"]), 3)
 		logs = self.wait_for(
-			lambda: (found := frappe.get_all("BTU Task Log", filters={"schedule": schedule.name}, fields=["*"], order_by="date_time_started")) and len(found) == 3 and found,
-			60, "three backfilled runs",
+			lambda: (
+				(
+					found := frappe.get_all(
+						"BTU Task Log", filters={"schedule": schedule.name}, fields=["*"], order_by="date_time_started"
+					)
+				)
+				and len(found) == 3
+				and found
+			),
+			60,
+			"three backfilled runs",
 		)
-		self.assertEqual([log.slot_utc for log in logs], sorted(log.slot_utc for log in logs), "one at a time, oldest first")
+		self.assertEqual(
+			[log.slot_utc for log in logs], sorted(log.slot_utc for log in logs), "one at a time, oldest first"
+		)
 		self.assertTrue(all(log.origin == "Backfill" and log.status == "Succeeded" for log in logs), logs)
 		for before, after in zip(logs, logs[1:]):
 			self.assertGreaterEqual(after.date_time_started, before.date_time_ended)
@@ -286,11 +359,17 @@ class TestEndToEnd(EndToEndBase):
 			"queue": QUEUE, "every": EVERY_SECS, "every_unit": "Seconds", "catch_up_policy": "skip", "time_zone": "UTC",
 		}  # fmt: skip
 		declared_schedules.sync({"btu": [*own, entry]})
-		task, schedule = frappe.db.get_value("BTU Task Schedule", {"declared_by_app": "btu", "declared_key": "e2e_declared"}, ["task", "name"])
+		task, schedule = frappe.db.get_value(
+			"BTU Task Schedule", {"declared_by_app": "btu", "declared_key": "e2e_declared"}, ["task", "name"]
+		)
 		frappe.get_doc("BTU Task Schedule", schedule).update({"run_limit": DECLARED_RUNS}).save()
 		frappe.db.commit()  # the RPC follows the commit
 		self.addCleanup(self.undeclare, own)
-		[log, *_] = self.wait_for(lambda: frappe.get_all("BTU Task Log", filters={"task": task}, fields=["*"], order_by="slot_utc"), 60, "a declared schedule's run")
+		[log, *_] = self.wait_for(
+			lambda: frappe.get_all("BTU Task Log", filters={"task": task}, fields=["*"], order_by="slot_utc"),
+			60,
+			"a declared schedule's run",
+		)
 		self.check_log(log, schedule)
 		self.assertGreater(log.execution_time, EVERY_SECS, "a run slower than the period")
 		sys.stdout.write(f"\nend to end: declared schedule fire lag {log.fire_lag_ms:.1f} ms\n")
@@ -298,7 +377,12 @@ class TestEndToEnd(EndToEndBase):
 	def undeclare(self, own: list) -> None:
 		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep them)."""
 		frappe.db.rollback()
-		schedule = frappe.db.get_value("BTU Task Schedule", {"declared_by_app": "btu", "declared_key": "e2e_declared"}, ["name", "task"], as_dict=True)
+		schedule = frappe.db.get_value(
+			"BTU Task Schedule",
+			{"declared_by_app": "btu", "declared_key": "e2e_declared"},
+			["name", "task"],
+			as_dict=True,
+		)
 		frappe.get_doc("BTU Task Schedule", schedule.name).update({"enabled": 0}).save()
 		frappe.db.commit()
 		time.sleep(1)  # a fire being written when the cancel arrived lands now
@@ -328,19 +412,33 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.calls_key = FRAPPE_JOB_CALLS
 		self.processes = []
 		frappe.db.delete("Scheduled Job Type", {"method": self.METHOD})
-		self.job = frappe.get_doc({"doctype": "Scheduled Job Type", "method": self.METHOD, "frequency": "Cron", "cron_format": "* * * * *", "create_log": 1}).insert()
-		frappe.db.set_value("Scheduled Job Type", self.job.name, "last_execution", frappe.utils.now_datetime(), update_modified=False)
+		self.job = frappe.get_doc(
+			{
+				"doctype": "Scheduled Job Type",
+				"method": self.METHOD,
+				"frequency": "Cron",
+				"cron_format": "* * * * *",
+				"create_log": 1,
+			}
+		).insert()
+		frappe.db.set_value(
+			"Scheduled Job Type", self.job.name, "last_execution", frappe.utils.now_datetime(), update_modified=False
+		)
 		self.enable_scheduler = frappe.db.get_single_value("System Settings", "enable_scheduler")
 		frappe.db.set_single_value("System Settings", "enable_scheduler", 1)
 		# An active site (Frappe's scheduler runs a dormant one's jobs once a day), and Frappe's tick every minute
 		# (v16's default is 240 s) so the hand-back is seen within the test.
-		frappe.get_doc({"doctype": "Activity Log", "subject": "btu end to end", "status": "Success"}).insert(ignore_permissions=True)
+		frappe.get_doc({"doctype": "Activity Log", "subject": "btu end to end", "status": "Success"}).insert(
+			ignore_permissions=True
+		)
 		from frappe.utils import scheduler as frappe_scheduler
 
 		getattr(frappe_scheduler.schedule_jobs_based_on_activity, "clear_cache", lambda: None)()
 		self.common_config = self.bench / "sites" / "common_site_config.json"
 		self.common_text = self.common_config.read_text()
-		self.common_config.write_text(json.dumps({**json.loads(self.common_text), "scheduler_tick_interval": 60}, indent=1))
+		self.common_config.write_text(
+			json.dumps({**json.loads(self.common_text), "scheduler_tick_interval": 60}, indent=1)
+		)
 		frappe.cache().delete_value(self.calls_key)
 		frappe.db.commit()
 
@@ -380,7 +478,11 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 	def job_logs(self) -> list[str]:
 		"""The statuses of the job type's finished Scheduled Job Logs."""
 		frappe.db.rollback()  # a fresh snapshot: the worker commits them
-		return frappe.get_all("Scheduled Job Log", filters={"scheduled_job_type": self.job.name, "status": ("!=", "Start")}, pluck="status")
+		return frappe.get_all(
+			"Scheduled Job Log",
+			filters={"scheduled_job_type": self.job.name, "status": ("!=", "Start")},
+			pluck="status",
+		)
 
 	def wait_until(self, moment: float, done=lambda: False) -> None:
 		"""Until `moment`, or until `done()` says what was awaited is seen (the worker runs the jobs meanwhile)."""
@@ -392,13 +494,36 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.start_scheduler()  # the first BTU scheduler (it answers the RPC the switch sends)
 		# A long-running worker, as a bench runs it (a burst worker's own start would be counted as lateness); what
 		# earlier tests left on the queues runs first.
-		self.worker = self.spawn("worker", "-m", "frappe.utils.bench_helper", "frappe", "worker", "--queue", "default,short", cwd=self.bench / "sites")
-		self.wait_until(time.time() + patient(120), done=lambda: not any(len(get_queue(name)) for name in ("default", "short")))
+		self.worker = self.spawn(
+			"worker",
+			"-m",
+			"frappe.utils.bench_helper",
+			"frappe",
+			"worker",
+			"--queue",
+			"default,short",
+			cwd=self.bench / "sites",
+		)
+		self.wait_until(
+			time.time() + patient(120), done=lambda: not any(len(get_queue(name)) for name in ("default", "short"))
+		)
 		self.set_switch(1)
 		started = time.time()
 		# Frappe's scheduler starts once BTU has the job types: it must stand back from the first tick on.
-		self.spawn("scheduler-2", "-m", "btu.scheduler_daemon", "run", "--bench", str(self.bench), "--executor", "frappe", cwd=self.bench)
-		self.spawn("frappe-scheduler", "-m", "frappe.utils.bench_helper", "frappe", "schedule", cwd=self.bench / "sites")
+		self.spawn(
+			"scheduler-2",
+			"-m",
+			"btu.scheduler_daemon",
+			"run",
+			"--bench",
+			str(self.bench),
+			"--executor",
+			"frappe",
+			cwd=self.bench,
+		)
+		self.spawn(
+			"frappe-scheduler", "-m", "frappe.utils.bench_helper", "frappe", "schedule", cwd=self.bench / "sites"
+		)
 		# Counted from a minute the scheduler has had time to take; the switch's own minute may run too, once.
 		first_minute = (int(started + self.SWITCH_SECS) // 60 + 1) * 60
 		minutes = [first_minute + 60 * k for k in range(self.ON_MINUTES)]
@@ -406,7 +531,10 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		def counted() -> list[float]:
 			return [call for call in self.call_times() if call >= first_minute]
 
-		self.wait_until(minutes[-1] + 60, done=lambda: len(counted()) >= self.ON_MINUTES and len(self.job_logs()) >= len(self.call_times()))
+		self.wait_until(
+			minutes[-1] + 60,
+			done=lambda: len(counted()) >= self.ON_MINUTES and len(self.job_logs()) >= len(self.call_times()),
+		)
 		calls, runs = counted(), self.call_times()
 		# One run per minute, each within its minute: BTU fires it at the minute (below), and the worker runs it after
 		# whatever was queued before it (switched on, every due job type of the site fires at once). A second run of
@@ -414,10 +542,17 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.assertEqual(len(calls), self.ON_MINUTES, (runs, minutes))
 		for call, minute in zip(calls, minutes):
 			self.assertTrue(minute <= call < minute + 60, (runs, minutes))
-		self.assertLessEqual(len(runs) - len(calls), 1, f"only the switch's own minute runs before {first_minute}: {runs}")
-		self.assertTrue(all(b - a > self.DOUBLED_WITHIN_SECS for a, b in zip(runs, runs[1:])), f"a slot ran twice: {runs}")
+		self.assertLessEqual(
+			len(runs) - len(calls), 1, f"only the switch's own minute runs before {first_minute}: {runs}"
+		)
+		self.assertTrue(
+			all(b - a > self.DOUBLED_WITHIN_SECS for a, b in zip(runs, runs[1:])), f"a slot ran twice: {runs}"
+		)
 		self.assertEqual(self.job_logs(), ["Complete"] * len(runs))
-		fired = re.findall(rf"schedule=frappe-job:{re.escape(self.job.name)} slot=(\S+) lag_ms=([\d.]+)", self.scheduler_output() + (self.output_dir / "btu-e2e-scheduler-2.log").read_text())
+		fired = re.findall(
+			rf"schedule=frappe-job:{re.escape(self.job.name)} slot=(\S+) lag_ms=([\d.]+)",
+			self.scheduler_output() + (self.output_dir / "btu-e2e-scheduler-2.log").read_text(),
+		)
 		self.assertEqual(len({slot for slot, _ in fired}), len(fired), f"a slot fired twice: {fired}")
 		lags = sorted(float(lag) for _, lag in fired)
 		self.assertTrue(all(lag < patient(self.FIRED_WITHIN_MS) for lag in lags), fired)
@@ -434,7 +569,10 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		after = [c for c in self.call_times() if c > calls[-1]]
 		self.assertGreaterEqual(len(after), 1, "Frappe's scheduler ran it again after the hand-back")
 		gaps = [b - a for a, b in zip([calls[-1], *after], after)]
-		self.assertTrue(all(gap > self.DOUBLED_WITHIN_SECS for gap in gaps), f"two runs within {self.DOUBLED_WITHIN_SECS} s (a slot run twice): {gaps}")
+		self.assertTrue(
+			all(gap > self.DOUBLED_WITHIN_SECS for gap in gaps),
+			f"two runs within {self.DOUBLED_WITHIN_SECS} s (a slot run twice): {gaps}",
+		)
 		self.assertLess(after[0] - off, 150, "Frappe's scheduler took it back within two of its ticks")
 		sys.stdout.write(
 			f"\nend to end: Scheduled Job Type fired by BTU {len(calls)} times, fire lag {lags}; "

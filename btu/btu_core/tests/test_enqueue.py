@@ -15,10 +15,10 @@ import frappe
 
 import btu
 from btu.btu_core import api
-from btu.btu_core.runs import enqueue
 from btu.btu_core.doctype.btu_run_request.btu_run_request import delete_expired_run_requests
-from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
 from btu.btu_core.instants import to_system_naive
+from btu.btu_core.runs import enqueue
+from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user
 from btu.shared import run_requests as rr
@@ -41,10 +41,10 @@ def now() -> datetime:
 	return datetime.now(timezone.utc)
 
 
-
 def request_key(handle: str) -> str:
 	"""The key text the scheduler's job names the request by (as the job's id does)."""
 	return RunKey(RunKind.RUN_REQUEST, handle).format()
+
 
 class EnqueueCase(IntegrationTestCase):
 	"""The runner commits, so each test removes the requests it made (and their Logs)."""
@@ -69,7 +69,10 @@ class EnqueueCase(IntegrationTestCase):
 		return handle
 
 	def calls(self) -> list[str]:
-		return [c.decode() if isinstance(c, bytes) else c for c in frappe.cache().lrange(f"btu-test-calls:{self.marker}", 0, -1)]
+		return [
+			c.decode() if isinstance(c, bytes) else c
+			for c in frappe.cache().lrange(f"btu-test-calls:{self.marker}", 0, -1)
+		]
 
 	def fire(self, handle: str, kind: str | None = RunKind.RUN_REQUEST.value):
 		"""What the scheduler's job for the request does: the job's return, or what it raised. `kind=None`: a job
@@ -77,7 +80,9 @@ class EnqueueCase(IntegrationTestCase):
 		doc = frappe.get_doc(REQUEST, handle)
 		moment = parse_utc_iso(doc.run_at_utc, "run_at_utc")
 		try:
-			return run_scheduled_task(doc.method, request_key(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, kind=kind)
+			return run_scheduled_task(
+				doc.method, request_key(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, kind=kind
+			)
 		except Exception as exc:
 			return exc
 
@@ -88,7 +93,10 @@ class TestEnqueue(EnqueueCase):
 		handle = self.enqueue(NOTE_CALL, at, queue="short", timeout=30, marker=self.marker, value="first")
 		frappe.db.commit()
 		request = frappe.get_doc(REQUEST, handle)
-		self.assertEqual((request.status, request.origin, request.method, request.queue, request.timeout), ("Pending", "Enqueue", NOTE_CALL, "short", 30))
+		self.assertEqual(
+			(request.status, request.origin, request.method, request.queue, request.timeout),
+			("Pending", "Enqueue", NOTE_CALL, "short", 30),
+		)
 		self.assertEqual(frappe.parse_json(request.kwargs), {"marker": self.marker, "value": "first"})
 		# Rounded up to the millisecond: never before the moment asked for.
 		self.assertEqual(parse_utc_iso(request.run_at_utc, "run_at_utc"), at.replace(microsecond=251_000))
@@ -154,7 +162,10 @@ class TestEnqueue(EnqueueCase):
 		self.assertTrue(cancel(handle))
 		frappe.db.commit()
 		self.assertEqual(frappe.db.get_value(REQUEST, handle, "status"), "Cancelled")
-		self.assertIsNone(self.fire(handle), "a cancelled request's job (released before the cancel reached the scheduler) runs nothing")
+		self.assertIsNone(
+			self.fire(handle),
+			"a cancelled request's job (released before the cancel reached the scheduler) runs nothing",
+		)
 		self.assertEqual(self.calls(), [])
 		self.assertFalse(cancel(handle), "already withdrawn")
 		ran = self.enqueue(NOTE_CALL, now(), marker=self.marker)
@@ -169,7 +180,15 @@ class TestEnqueue(EnqueueCase):
 	def test_cancel_refuses_another_origins_request(self):
 		"""A retry or backfill request is withdrawn from its schedule (cancel_run_request), not through an enqueue handle."""
 		name = rr.request_name("test", self.marker)
-		doc = frappe.get_doc({"doctype": REQUEST, "name": name, "status": "Pending", "origin": "Chain", "run_at_utc": "2026-01-01T00:00:00Z"})
+		doc = frappe.get_doc(
+			{
+				"doctype": REQUEST,
+				"name": name,
+				"status": "Pending",
+				"origin": "Chain",
+				"run_at_utc": "2026-01-01T00:00:00Z",
+			}
+		)
 		doc.flags.name_set = True
 		doc.flags.ignore_mandatory = True
 		doc.insert(ignore_permissions=True)
@@ -187,7 +206,14 @@ class TestEnqueue(EnqueueCase):
 		time.sleep(max(0.0, (moment - now()).total_seconds()) + 0.4)
 		# Queued 1 ms after its moment, started 400 ms or more after it: a worker that was slow to start the job.
 		enqueued = (moment + timedelta(milliseconds=1)).isoformat()
-		run_scheduled_task(doc.method, request_key(handle), moment.replace(microsecond=0).isoformat(), doc.run_at_utc, enqueued, kind=RunKind.RUN_REQUEST.value)
+		run_scheduled_task(
+			doc.method,
+			request_key(handle),
+			moment.replace(microsecond=0).isoformat(),
+			doc.run_at_utc,
+			enqueued,
+			kind=RunKind.RUN_REQUEST.value,
+		)
 		note = frappe.db.get_value(REQUEST, handle, "note")
 		self.assertIn("fire lag 1.0 ms (its moment to its job on the queue)", note)
 		start_lag = float(note.split("start lag ")[1].split(" ms")[0])
@@ -231,7 +257,11 @@ class TestEnqueue(EnqueueCase):
 			((NOTE_CALL, soon), {"marker": "m", "task_log": 1}, "task_log 1"),
 			((NOTE_CALL, "next tuesday"), {"marker": "m"}, "not an ISO 8601 instant"),
 			((NOTE_CALL, 1767225600), {"marker": "m"}, "give a datetime or ISO 8601 text"),
-			((NOTE_CALL, now() + timedelta(days=enqueue.MAX_AHEAD_DAYS + 1)), {"marker": "m"}, "use a BTU Task Schedule"),
+			(
+				(NOTE_CALL, now() + timedelta(days=enqueue.MAX_AHEAD_DAYS + 1)),
+				{"marker": "m"},
+				"use a BTU Task Schedule",
+			),
 			((42, soon), {}, "give a module-level function or its dotted path"),
 		]
 		for args, kwargs, expected in cases:
@@ -324,17 +354,27 @@ class TestEnqueueJobIds(EnqueueCase):
 	def test_a_job_id_dedupes_only_while_its_request_is_pending(self):
 		key = f"reminder-{self.marker}"
 		first = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker, value="first")
-		self.assertEqual(self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker, value="first"), first)
+		self.assertEqual(
+			self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker, value="first"), first
+		)
 		frappe.db.commit()
 		self.fire(first)
 		again = self.enqueue(NOTE_CALL, now(), job_id=key, marker=self.marker, value="first")
 		self.assertNotEqual(again, first, "the reminder is scheduled again once the first ran")
-		self.assertEqual(frappe.db.get_value(REQUEST, again, ["status", "job_id", "job_generation"]), ("Pending", f"btu:{key}", 2))
+		self.assertEqual(
+			frappe.db.get_value(REQUEST, again, ["status", "job_id", "job_generation"]), ("Pending", f"btu:{key}", 2)
+		)
 		frappe.db.commit()
 		self.fire(again)
 		self.assertEqual([call.split()[1] for call in self.calls()], ["first", "first"])
-		self.assertTrue(cancel(third := self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker)))
-		self.assertNotIn(self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker), (first, again, third), "a cancelled one too")
+		self.assertTrue(
+			cancel(third := self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker))
+		)
+		self.assertNotIn(
+			self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), job_id=key, marker=self.marker),
+			(first, again, third),
+			"a cancelled one too",
+		)
 
 	def test_the_same_job_id_for_another_call_is_refused_by_name(self):
 		key = f"reminder-{self.marker}"
@@ -380,15 +420,27 @@ class TestEnqueueJobIds(EnqueueCase):
 		retention = frappe.db.get_single_value("BTU Configuration", "log_retention_days")
 		frappe.db.set_single_value("BTU Configuration", "log_retention_days", 30)
 		try:
-			old_done, old_cancelled, old_pending, recent_done = (self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker, value=str(i)) for i in range(4))
+			old_done, old_cancelled, old_pending, recent_done = (
+				self.enqueue(NOTE_CALL, now() + timedelta(minutes=5), marker=self.marker, value=str(i))
+				for i in range(4)
+			)
 			frappe.db.set_value(REQUEST, old_cancelled, "status", "Cancelled")
 			for name in (old_done, recent_done):
 				frappe.db.set_value(REQUEST, name, "status", "Done")
 			for name in (old_done, old_cancelled, old_pending):
-				frappe.db.set_value(REQUEST, name, "modified", frappe.utils.add_days(frappe.utils.now_datetime(), -31), update_modified=False)
+				frappe.db.set_value(
+					REQUEST,
+					name,
+					"modified",
+					frappe.utils.add_days(frappe.utils.now_datetime(), -31),
+					update_modified=False,
+				)
 			frappe.db.commit()
 			self.assertEqual(delete_expired_run_requests(), 2)
-			self.assertEqual(sorted(frappe.get_all(REQUEST, filters={"name": ("in", self.made)}, pluck="name")), sorted([old_pending, recent_done]))
+			self.assertEqual(
+				sorted(frappe.get_all(REQUEST, filters={"name": ("in", self.made)}, pluck="name")),
+				sorted([old_pending, recent_done]),
+			)
 			frappe.db.set_single_value("BTU Configuration", "log_retention_days", 0)
 			frappe.db.set_value(REQUEST, old_pending, "status", "Done", update_modified=False)
 			self.assertEqual(delete_expired_run_requests(), 0, "0 keeps them all, as it keeps Logs")
@@ -410,8 +462,14 @@ class TestEnqueueTaskLog(EnqueueCase):
 		self.assertEqual(frappe.db.get_value(REQUEST, handle, "task_log"), 1)
 		self.assertEqual(self.fire(handle), handle)
 		[log] = self.logs(handle)
-		self.assertEqual((log.status, log.task, log.method, log.task_desc_short, log.origin), ("Succeeded", None, SAY_HELLO, SAY_HELLO, "Enqueue"))
-		self.assertEqual((log.attempt, log.site, log.slot_utc), (1, frappe.local.site, frappe.db.get_value(REQUEST, handle, "run_at_utc")))
+		self.assertEqual(
+			(log.status, log.task, log.method, log.task_desc_short, log.origin),
+			("Succeeded", None, SAY_HELLO, SAY_HELLO, "Enqueue"),
+		)
+		self.assertEqual(
+			(log.attempt, log.site, log.slot_utc),
+			(1, frappe.local.site, frappe.db.get_value(REQUEST, handle, "run_at_utc")),
+		)
 		self.assertIn("hello ada!", log.stdout)
 		self.assertIn("warning for ada", log.stderr)
 		self.assertIn("greeted ada", log.logging_output)
@@ -427,7 +485,9 @@ class TestEnqueueTaskLog(EnqueueCase):
 		self.assertEqual(len(self.logs(handle)), 1)
 
 	def test_a_failing_logged_run_keeps_its_traceback_and_loses_its_writes(self):
-		handle = self.enqueue("btu.btu_core.tests.sample_tasks.insert_then_fail", now(), task_log=True, marker=self.marker)
+		handle = self.enqueue(
+			"btu.btu_core.tests.sample_tasks.insert_then_fail", now(), task_log=True, marker=self.marker
+		)
 		frappe.db.commit()
 		raised = self.fire(handle)
 		self.assertIsInstance(raised, RuntimeError)
@@ -436,7 +496,9 @@ class TestEnqueueTaskLog(EnqueueCase):
 		self.assertEqual(log.result_message, f"RuntimeError: failing after inserting {self.marker}")
 		self.assertIn("Traceback", log.traceback)
 		self.assertIn(f"inserted {self.marker}", log.stdout)
-		self.assertFalse(frappe.db.exists("ToDo", {"description": self.marker}), "the function's own writes are rolled back")
+		self.assertFalse(
+			frappe.db.exists("ToDo", {"description": self.marker}), "the function's own writes are rolled back"
+		)
 		self.assertIn("Failed after", frappe.db.get_value(REQUEST, handle, "note"))
 
 	def test_a_retry_signal_fails_the_job_once_with_its_log_written(self):
@@ -474,7 +536,14 @@ class TestEnqueueTaskLog(EnqueueCase):
 		self.assertNotIn(log, mark_lost_runs_timed_out(), "within its timeout plus the margin: not lost yet")
 		frappe.db.set_value(LOG, log, "date_time_started", frappe.utils.now_datetime() - timedelta(seconds=30 + 121))
 		# A forged Task-less Log with no request beside it: no timeout to judge it by, so left alone (and no crash).
-		forged = frappe.get_doc({"doctype": LOG, "method": "x.y", "status": "Started", "date_time_started": frappe.utils.now_datetime() - timedelta(days=1)})
+		forged = frappe.get_doc(
+			{
+				"doctype": LOG,
+				"method": "x.y",
+				"status": "Started",
+				"date_time_started": frappe.utils.now_datetime() - timedelta(days=1),
+			}
+		)
 		forged.insert(ignore_permissions=True)
 		frappe.db.commit()
 		try:

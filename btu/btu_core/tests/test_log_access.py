@@ -45,11 +45,19 @@ class TestWhoReadsWhatARunLeft(IntegrationTestCase):
 		make_user(PLAIN)
 		frappe.set_user("Administrator")
 		with mock.patch("btu.btu_core.scheduler_link.send", return_value=protocol.Reply("ok", "", None, 1.0)):
-			cls.request = enqueue_at(SAY_HELLO, datetime.now(timezone.utc) + timedelta(minutes=5), task_log=True, name=SECRET)
+			cls.request = enqueue_at(
+				SAY_HELLO, datetime.now(timezone.utc) + timedelta(minutes=5), task_log=True, name=SECRET
+			)
 			frappe.db.commit()
 			run_at_utc = frappe.db.get_value(REQUEST, cls.request, "run_at_utc")
 			slot = parse_utc_iso(run_at_utc, "run_at_utc").replace(microsecond=0).isoformat()
-			run_scheduled_task(SAY_HELLO, RunKey(RunKind.RUN_REQUEST, cls.request).format(), slot, run_at_utc, kind=RunKind.RUN_REQUEST.value)
+			run_scheduled_task(
+				SAY_HELLO,
+				RunKey(RunKind.RUN_REQUEST, cls.request).format(),
+				slot,
+				run_at_utc,
+				kind=RunKind.RUN_REQUEST.value,
+			)
 		cls.enqueued_log = frappe.db.get_value(LOG, {"run_request": cls.request})
 		cls.task = make_task(arguments=f'{{"name": "{SECRET}"}}').name
 		frappe.db.commit()

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import frappe
 
-from btu.btu_core.runs.enqueue import EnqueueError, enqueue_at
 from btu.btu_core.instants import utc_now
+from btu.btu_core.runs.enqueue import EnqueueError, enqueue_at
 from btu.btu_core.tests.utils import SAMPLES, make_schedule, make_task
 from btu.shared import declared, task_args
 from btu.shared.messages import InputError
@@ -32,13 +32,19 @@ def template_of(refuse) -> str:
 
 def refuse_undeclared():
 	target = declared.target(UNDECLARED, ["btu"])
-	declared.check_declared(target, defined_in=target.module, decorated=False, patterns=[], allow_any_app_function=False)
+	declared.check_declared(
+		target, defined_in=target.module, decorated=False, patterns=[], allow_any_app_function=False
+	)
 
 
 GERMAN = {
 	"{name} {value} is outside {low}-{high}": "{name} {value} liegt nicht in {low}-{high}",  # a cron field out of range
-	template_of(refuse_undeclared): "ist für BTU nicht als ausführbar deklariert; deklarieren Sie {path} in {app}/hooks.py",
-	template_of(lambda: task_args.parse_arguments("{oops")): "ist kein gültiges JSON ({where}); schreiben Sie ein JSON-Objekt",
+	template_of(
+		refuse_undeclared
+	): "ist für BTU nicht als ausführbar deklariert; deklarieren Sie {path} in {app}/hooks.py",
+	template_of(
+		lambda: task_args.parse_arguments("{oops")
+	): "ist kein gültiges JSON ({where}); schreiben Sie ein JSON-Objekt",
 }
 
 
@@ -46,7 +52,9 @@ class TestMessages(IntegrationTestCase):
 	def setUp(self):
 		self.task = make_task()
 		for source, german in GERMAN.items():
-			frappe.get_doc({"doctype": "Translation", "language": "de", "source_text": source, "translated_text": german}).insert()
+			frappe.get_doc(
+				{"doctype": "Translation", "language": "de", "source_text": source, "translated_text": german}
+			).insert()
 		self.lang = frappe.local.lang
 
 	def tearDown(self):
@@ -61,12 +69,16 @@ class TestMessages(IntegrationTestCase):
 
 	def test_a_schedule_error_is_shown_translated(self):
 		frappe.local.lang = "de"
-		message = self.refusal(lambda: make_schedule(self.task.name, run_frequency="Cron Style", cron_string="61 * * * *"))
+		message = self.refusal(
+			lambda: make_schedule(self.task.name, run_frequency="Cron Style", cron_string="61 * * * *")
+		)
 		self.assertIn("cron_string '61 * * * *': minute 61 liegt nicht in 0-59", message)
 
 	def test_in_english_it_reads_as_the_shared_code_wrote_it(self):
 		frappe.local.lang = "en"
-		message = self.refusal(lambda: make_schedule(self.task.name, run_frequency="Cron Style", cron_string="61 * * * *"))
+		message = self.refusal(
+			lambda: make_schedule(self.task.name, run_frequency="Cron Style", cron_string="61 * * * *")
+		)
 		self.assertIn("cron_string '61 * * * *': minute 61 is outside 0-59", message)
 
 	def test_an_undeclared_function_is_refused_translated(self):

@@ -5,8 +5,8 @@ import json
 import threading
 import time
 import uuid
-from unittest import mock
 from datetime import timedelta
+from unittest import mock
 
 import frappe
 import frappe.monitor
@@ -16,12 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from rq.timeouts import JobTimeoutException
 
 from btu.btu_core.insights import metrics, task_outcomes
-from btu.btu_core.runs.capture import Call
 from btu.btu_core.instants import utc_now
-from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE
+from btu.btu_core.runs.capture import Call
+from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 from btu.btu_core.runs.run_rows import task_and_schedule
 from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
-from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
+from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
 from btu.shared import protocol
@@ -44,7 +44,11 @@ METHOD = "btu.btu_core.metrics.scrape"
 
 def samples_of(body: str) -> dict:
 	"""(name, sorted labels) -> value, read back by prometheus_client's own parser."""
-	return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(body) for s in f.samples}
+	return {
+		(s.name, tuple(sorted(s.labels.items()))): s.value
+		for f in text_string_to_metric_families(body)
+		for s in f.samples
+	}
 
 
 class MetricsCase(IntegrationTestCase):
@@ -176,7 +180,12 @@ class TestOutcomesCounted(MetricsCase):
 		"""A run ends (another worker holds its Log's row) while the sweep looks at it: not timed out, not counted."""
 		task = self.task()
 		log = frappe.get_doc(
-			{"doctype": "BTU Task Log", "task": task.name, "status": "Started", "date_time_started": frappe.utils.now_datetime() - timedelta(hours=1)}
+			{
+				"doctype": "BTU Task Log",
+				"task": task.name,
+				"status": "Started",
+				"date_time_started": frappe.utils.now_datetime() - timedelta(hours=1),
+			}
 		).insert(ignore_permissions=True)
 		frappe.db.commit()
 		other = other_connection(self)
@@ -186,7 +195,9 @@ class TestOutcomesCounted(MetricsCase):
 		def finish():
 			time.sleep(1)
 			with other.cursor() as cur:
-				cur.execute("update `tabBTU Task Log` set status = 'Succeeded', modified = now(6) where name = %s", (log.name,))
+				cur.execute(
+					"update `tabBTU Task Log` set status = 'Succeeded', modified = now(6) where name = %s", (log.name,)
+				)
 			other.commit()
 
 		ender = threading.Thread(target=finish)
@@ -256,7 +267,9 @@ class TestOutcomesCounted(MetricsCase):
 		background_jobs._redis_queue_conn = None
 		site_config = frappe.get_site_config
 		try:
-			with mock.patch("frappe.get_site_config", lambda *a, **k: frappe._dict({**site_config(*a, **k), "redis_queue": down})):
+			with mock.patch(
+				"frappe.get_site_config", lambda *a, **k: frappe._dict({**site_config(*a, **k), "redis_queue": down})
+			):
 				with self.assertLogs(frappe.logger("btu"), "WARNING") as logged:
 					started = time.monotonic()
 					log = run_in_this_process(task.name)
@@ -311,9 +324,8 @@ class TestScrapeOverHttp(MetricsCase):
 
 	def setUp(self):
 		super().setUp()
-		from werkzeug.serving import make_server
-
 		from frappe.app import application
+		from werkzeug.serving import make_server
 
 		self.server = make_server("127.0.0.1", 0, application, threaded=False)
 		self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -337,8 +349,13 @@ class TestScrapeOverHttp(MetricsCase):
 		import urllib.error
 		import urllib.request
 
-		headers = {"X-Frappe-Site-Name": frappe.local.site, **({"Authorization": authorization} if authorization else {})}
-		request = urllib.request.Request(f"http://127.0.0.1:{self.server.server_port}/api/method/{METHOD}", headers=headers, method=method)
+		headers = {
+			"X-Frappe-Site-Name": frappe.local.site,
+			**({"Authorization": authorization} if authorization else {}),
+		}
+		request = urllib.request.Request(
+			f"http://127.0.0.1:{self.server.server_port}/api/method/{METHOD}", headers=headers, method=method
+		)
 		try:
 			with urllib.request.urlopen(request, timeout=patient(30)) as response:
 				return response.status, response.headers["Content-Type"], response.read().decode()
@@ -394,11 +411,20 @@ class TestMonitor(MetricsCase):
 		data = frappe.local.monitor.data.btu
 		self.assertEqual(
 			{k: data[k] for k in ("task", "log", "status", "schedule", "slot", "fire_lag_ms")},
-			{"task": task.name, "log": name, "status": "Succeeded", "schedule": schedule.name, "slot": slot, "fire_lag_ms": 4.25},
+			{
+				"task": task.name,
+				"log": name,
+				"status": "Succeeded",
+				"schedule": schedule.name,
+				"slot": slot,
+				"fire_lag_ms": 4.25,
+			},
 		)
 		self.assertGreaterEqual(data["start_lag_ms"], 30_000)
 		# What Monitor.store writes to the log pipeline (monitor.json.log) holds it.
-		self.assertEqual(json.loads(json.dumps(frappe.local.monitor.data, default=str))["btu"]["schedule"], schedule.name)
+		self.assertEqual(
+			json.loads(json.dumps(frappe.local.monitor.data, default=str))["btu"]["schedule"], schedule.name
+		)
 
 	def test_with_the_monitor_off_a_run_adds_nothing(self):
 		task = self.task()

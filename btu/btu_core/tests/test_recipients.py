@@ -113,7 +113,9 @@ class TestRunOutputInMail(RecipientsCase):
 		self.assertEqual(frappe.db.get_value("BTU Task", task.name, "mail_run_output"), 1)
 
 	def test_a_failure_mail_carries_the_traceback_only_where_opted_in(self):
-		task = self.task([rule("Failure", by_email=0, by_bell=0)], email_recipients=[{"email_address": OUTSIDE, "email_on_error": 1}])
+		task = self.task(
+			[rule("Failure", by_email=0, by_bell=0)], email_recipients=[{"email_address": OUTSIDE, "email_on_error": 1}]
+		)
 		for opted_in in (0, 1):
 			with self.subTest(opted_in=opted_in):
 				frappe.db.set_value("BTU Task", task.name, "mail_run_output", opted_in)
@@ -146,7 +148,9 @@ class TestTestAlerts(RecipientsCase):
 		super().tearDown()
 
 	def test_a_user_sends_a_few_tests_a_minute_per_rule_and_in_all(self):
-		task = self.task([rule("Failure", by_email=0, recipients=COLLEAGUE), rule("Stuck Run", by_email=0, recipients=COLLEAGUE)])
+		task = self.task(
+			[rule("Failure", by_email=0, recipients=COLLEAGUE), rule("Stuck Run", by_email=0, recipients=COLLEAGUE)]
+		)
 		first, second = (row.name for row in task.alert_rules)
 		frappe.set_user(MANAGER)
 		for _ in range(delivery.TESTS_PER_RULE):

@@ -29,8 +29,13 @@ class TestRunOnceAt(IntegrationTestCase):
 
 	def test_an_instant_with_an_offset_is_that_instant(self):
 		schedule = self.schedule("2030-12-01T10:00:00+05:00")
-		self.assertEqual((schedule.enabled, schedule.run_frequency, schedule.time_zone), (1, "Once", frappe.utils.get_system_timezone()))
-		self.assertEqual(from_system_naive(frappe.utils.get_datetime(schedule.run_at)), parse_utc_iso("2030-12-01T05:00:00Z", "at"))
+		self.assertEqual(
+			(schedule.enabled, schedule.run_frequency, schedule.time_zone),
+			(1, "Once", frappe.utils.get_system_timezone()),
+		)
+		self.assertEqual(
+			from_system_naive(frappe.utils.get_datetime(schedule.run_at)), parse_utc_iso("2030-12-01T05:00:00Z", "at")
+		)
 
 	def test_a_date_and_time_without_offset_is_the_system_zones(self):
 		schedule = self.schedule("2030-12-01 10:00:00")

@@ -74,7 +74,11 @@ print(json.dumps([*[sorted(modules) for modules in sample_tasks.MODULES_AT_CALL]
 
 def loaded(watched: dict[str, str], modules: list[str]) -> dict[str, str]:
 	"""The `watched` modules (or packages) among `modules`, with why each must not be there."""
-	return {name: why for name, why in watched.items() if any(module == name or module.startswith(name + ".") for module in modules)}
+	return {
+		name: why
+		for name, why in watched.items()
+		if any(module == name or module.startswith(name + ".") for module in modules)
+	}
 
 
 class TestRunPath(IntegrationTestCase):
@@ -83,7 +87,9 @@ class TestRunPath(IntegrationTestCase):
 		self.schedule = make_schedule(self.task).name
 		import btu
 
-		self.request = btu.enqueue_at("btu.btu_core.tests.sample_tasks.note_modules", datetime.now(timezone.utc) + timedelta(hours=1))
+		self.request = btu.enqueue_at(
+			"btu.btu_core.tests.sample_tasks.note_modules", datetime.now(timezone.utc) + timedelta(hours=1)
+		)
 		frappe.db.commit()
 
 	def tearDown(self):
@@ -95,7 +101,10 @@ class TestRunPath(IntegrationTestCase):
 		"""The modules loaded when the function was called, and when the run had ended."""
 		done = subprocess.run(
 			[sys.executable, "-c", WORK_HORSE, frappe.local.site, *argv],
-			cwd=frappe.utils.get_bench_path() + "/sites", capture_output=True, text=True, timeout=120,
+			cwd=frappe.utils.get_bench_path() + "/sites",
+			capture_output=True,
+			text=True,
+			timeout=120,
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-3000:])
 		at_call, at_end = json.loads(done.stdout.strip().splitlines()[-1])
@@ -103,25 +112,57 @@ class TestRunPath(IntegrationTestCase):
 
 	def test_nothing_heavy_is_loaded_before_the_function_is_called(self):
 		slot = format_utc_iso(datetime.now(timezone.utc).replace(microsecond=0))
-		for what, argv in (("a Task's run", ["task", self.task, self.schedule, slot]), ("an enqueue_at run", ["enqueue_at", self.request])):
+		for what, argv in (
+			("a Task's run", ["task", self.task, self.schedule, slot]),
+			("an enqueue_at run", ["enqueue_at", self.request]),
+		):
 			modules, _at_end = self.run_in_work_horse(*argv)
-			self.assertEqual(loaded(NOT_BEFORE_THE_CALL, modules), {}, f"{what} loaded these before its function's call; import them where they are used")
+			self.assertEqual(
+				loaded(NOT_BEFORE_THE_CALL, modules),
+				{},
+				f"{what} loaded these before its function's call; import them where they are used",
+			)
 
 	def test_nothing_heavy_is_loaded_by_the_end_of_a_run_nobody_listens_to(self):
 		self.assertFalse(run_rows.log_listened(), "this site listens to BTU Task Log: the test needs one that does not")
 		slot = format_utc_iso(datetime.now(timezone.utc).replace(microsecond=0))
-		for what, argv in (("a Task's run", ["task", self.task, self.schedule, slot]), ("an enqueue_at run", ["enqueue_at", self.request])):
+		for what, argv in (
+			("a Task's run", ["task", self.task, self.schedule, slot]),
+			("an enqueue_at run", ["enqueue_at", self.request]),
+		):
 			_at_call, modules = self.run_in_work_horse(*argv)
 			self.assertEqual(loaded(NOT_BY_THE_END, modules), {}, f"{what} loaded these by its end")
 		frappe.db.rollback()  # a new snapshot: the work-horse committed the Log
-		log = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["status", "task_desc_short", "execution_time", "start_lag_ms"])
+		log = frappe.get_all(
+			"BTU Task Log",
+			filters={"task": self.task},
+			fields=["status", "task_desc_short", "execution_time", "start_lag_ms"],
+		)
 		self.assertEqual([(row.status, row.task_desc_short) for row in log], [("Succeeded", "test note_modules")])
 
 	def test_a_log_listener_is_honoured_by_a_runs_end(self):
 		"""Each kind of listener makes the Log's end a Document save (so it fires); a disabled one does not."""
 		for doctype, values in (
-			("Notification", {"subject": "btu listener", "document_type": "BTU Task Log", "event": "Save", "channel": "System Notification", "enabled": 0}),
-			("Webhook", {"name": "btu listener test", "webhook_doctype": "BTU Task Log", "webhook_docevent": "on_update", "request_url": "http://127.0.0.1:9/", "enabled": 0}),
+			(
+				"Notification",
+				{
+					"subject": "btu listener",
+					"document_type": "BTU Task Log",
+					"event": "Save",
+					"channel": "System Notification",
+					"enabled": 0,
+				},
+			),
+			(
+				"Webhook",
+				{
+					"name": "btu listener test",
+					"webhook_doctype": "BTU Task Log",
+					"webhook_docevent": "on_update",
+					"request_url": "http://127.0.0.1:9/",
+					"enabled": 0,
+				},
+			),
 		):
 			with self.subTest(doctype):
 				doc = frappe.get_doc({"doctype": doctype, **values}).insert(ignore_permissions=True)
@@ -131,7 +172,10 @@ class TestRunPath(IntegrationTestCase):
 					self.assertTrue(run_rows.log_listened(), f"an enabled {doctype}")
 				finally:
 					doc.delete(ignore_permissions=True)
-		frappe.local.doc_events_hooks = {**frappe.get_doc_hooks(), "BTU Task Log": {"on_update": [f"{sample_tasks.__name__}.note_log_saved"]}}
+		frappe.local.doc_events_hooks = {
+			**frappe.get_doc_hooks(),
+			"BTU Task Log": {"on_update": [f"{sample_tasks.__name__}.note_log_saved"]},
+		}
 		try:
 			self.assertTrue(run_rows.log_listened(), "a doc_events hook on BTU Task Log")
 			from btu.btu_core.runs.task_run import TaskRun
@@ -145,7 +189,9 @@ class TestRunPath(IntegrationTestCase):
 	def test_the_desk_is_told_of_a_log_row_as_a_document_save_tells_it(self):
 		from frappe.utils.background_jobs import get_redis_connection_without_auth
 
-		log = frappe.get_doc({"doctype": "BTU Task Log", "task": self.task, "status": "Started"}).insert(ignore_permissions=True)
+		log = frappe.get_doc({"doctype": "BTU Task Log", "task": self.task, "status": "Started"}).insert(
+			ignore_permissions=True
+		)
 		frappe.db.commit()
 		listener = get_redis_connection_without_auth().pubsub()
 		listener.subscribe("events")
@@ -154,7 +200,11 @@ class TestRunPath(IntegrationTestCase):
 			log.status = "Succeeded"
 			log.save(ignore_permissions=True)
 			frappe.db.commit()
-			published = [json.loads(message["data"]) for message in iter(lambda: listener.get_message(timeout=2), None) if message["type"] == "message"]
+			published = [
+				json.loads(message["data"])
+				for message in iter(lambda: listener.get_message(timeout=2), None)
+				if message["type"] == "message"
+			]
 		finally:
 			listener.close()
 			frappe.db.delete("BTU Task Log", {"name": log.name})
@@ -165,7 +215,11 @@ class TestRunPath(IntegrationTestCase):
 
 	def test_the_logs_numbers_are_its_not_null_columns(self):
 		meta = frappe.get_meta("BTU Task Log")
-		numbers = {field.fieldname for field in meta.fields if field.fieldtype in ("Float", "Int", "Check", "Currency", "Percent")}
+		numbers = {
+			field.fieldname
+			for field in meta.fields
+			if field.fieldtype in ("Float", "Int", "Check", "Currency", "Percent")
+		}
 		self.assertEqual(set(run_rows.LOG_NUMBERS), numbers)
 
 	def test_an_unset_system_zone_is_frappes_default(self):
@@ -190,8 +244,8 @@ class TestRunPath(IntegrationTestCase):
 	def test_migrate_writes_the_run_paths_bytecode(self):
 		"""A bench that writes no bytecode (PYTHONDONTWRITEBYTECODE, uv) still runs BTU's run path compiled, as Python
 		takes it: a .pyc whose header names the source's mtime and size."""
-		from btu.btu_core.setup import install
 		from btu.btu_core import task_runner
+		from btu.btu_core.setup import install
 
 		self.assertIn("btu.btu_core.setup.install.compile_bytecode", frappe.get_hooks("after_migrate", app_name="btu"))
 		cached = Path(importlib.util.cache_from_source(task_runner.__file__))
@@ -211,10 +265,15 @@ class TestRunPath(IntegrationTestCase):
 		def imported(*command: str) -> set[str]:
 			done = subprocess.run(
 				[sys.executable, "-X", "importtime", "-m", "frappe.utils.bench_helper", "frappe", *command, "--help"],
-				cwd=frappe.utils.get_bench_path() + "/sites", capture_output=True, text=True, timeout=patient(120),
+				cwd=frappe.utils.get_bench_path() + "/sites",
+				capture_output=True,
+				text=True,
+				timeout=patient(120),
 			)
 			self.assertEqual(done.returncode, 0, done.stderr[-3000:])
-			return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+			return {
+				line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
+			}
 
 		self.assertIn("btu.btu_core.task_runner", imported("worker"))
 		self.assertNotIn("btu.btu_core.task_runner", imported("migrate"))

@@ -17,10 +17,10 @@ import frappe
 
 from btu.btu_core import api
 from btu.btu_core.instants import from_system_naive
-from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.report.scheduled_task_summary import scheduled_task_summary
 from btu.btu_core.runs.run_requests import RunFailed
 from btu.btu_core.runs.task_run import run_in_this_process
+from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user
 from btu.shared import run_requests as rr
@@ -65,7 +65,9 @@ class RunRequestCase(IntegrationTestCase):
 		"""What the scheduler's job for the request does; the Log name, or the exception the run raised."""
 		doc = frappe.get_doc(REQUEST, request)
 		try:
-			return run_scheduled_task(doc.task, RunKey(RunKind.RUN_REQUEST, request).format(), doc.run_at_utc, kind=RunKind.RUN_REQUEST.value)
+			return run_scheduled_task(
+				doc.task, RunKey(RunKind.RUN_REQUEST, request).format(), doc.run_at_utc, kind=RunKind.RUN_REQUEST.value
+			)
 		except Exception as exc:  # the runner re-raises a failure so RQ marks the job failed
 			return exc
 
@@ -79,7 +81,9 @@ class TestRetries(RunRequestCase):
 		return self.task("flaky", arguments=json.dumps({"marker": marker, "failures": failures}), **retry)
 
 	def test_each_attempt_has_its_log_linked_to_the_first_until_the_last(self):
-		task = self.task("maybe_fail", max_attempts=3, retry_delay_secs=10, retry_backoff_factor=2, retry_max_delay_secs=15)
+		task = self.task(
+			"maybe_fail", max_attempts=3, retry_delay_secs=10, retry_backoff_factor=2, retry_max_delay_secs=15
+		)
 		schedule = make_schedule(task.name)
 		frappe.db.commit()
 		slot = "2026-11-24T02:30:00Z"
@@ -90,14 +94,21 @@ class TestRetries(RunRequestCase):
 		second = rr.slot_request_name(schedule.name, utc(slot), 2)
 		self.assertIn("attempt 2 at", first.logging_output)
 		request = self.request(second)
-		self.assertEqual((request.status, request.origin, request.attempt, request.slot_utc), ("Pending", "Retry", 2, slot))
-		self.assertEqual((request.parent_log, request.first_log, request.schedule), (first.name, first.name, schedule.name))
+		self.assertEqual(
+			(request.status, request.origin, request.attempt, request.slot_utc), ("Pending", "Retry", 2, slot)
+		)
+		self.assertEqual(
+			(request.parent_log, request.first_log, request.schedule), (first.name, first.name, schedule.name)
+		)
 		delay = (utc(request.run_at_utc) - datetime.now(timezone.utc)).total_seconds()
 		self.assertTrue(9 <= delay <= 11.1, delay)
 
 		self.assertIsInstance(self.fire(second), RuntimeError)
 		log2 = frappe.get_doc("BTU Task Log", self.request(second).log)
-		self.assertEqual((log2.attempt, log2.origin, log2.first_attempt_log, log2.parent_log, log2.run_request), (2, "Retry", first.name, first.name, second))
+		self.assertEqual(
+			(log2.attempt, log2.origin, log2.first_attempt_log, log2.parent_log, log2.run_request),
+			(2, "Retry", first.name, first.name, second),
+		)
 		self.assertEqual((log2.slot_utc, log2.schedule, log2.retried), (slot, schedule.name, 1))
 		self.assertEqual(self.request(second).status, "Done")
 		third = rr.slot_request_name(schedule.name, utc(slot), 3)
@@ -129,7 +140,10 @@ class TestRetries(RunRequestCase):
 		[failed] = frappe.get_all("BTU Task Log", filters={"task": task.name}, fields=["date_time_ended"])
 		[request] = frappe.get_all(REQUEST, filters={"task": task.name, "origin": "Retry"}, fields=["run_at_utc"])
 		run_at = utc(request.run_at_utc)
-		self.assertTrue(before + timedelta(seconds=2) <= run_at <= after + timedelta(seconds=2, milliseconds=1), (before, run_at, after))
+		self.assertTrue(
+			before + timedelta(seconds=2) <= run_at <= after + timedelta(seconds=2, milliseconds=1),
+			(before, run_at, after),
+		)
 		waited = (run_at - from_system_naive(failed.date_time_ended)).total_seconds()
 		self.assertTrue(2 <= waited < 2.1, f"2 s from the failed attempt's Date Time Ended, not rounded: {waited}")
 
@@ -147,7 +161,11 @@ class TestRetries(RunRequestCase):
 		self.assertEqual(frappe.db.get_value("BTU Task Schedule", schedule.name, "failure_streak"), 0)
 
 	def test_retry_on_chooses_which_failures_retry(self):
-		cases = {"Timeout": ("maybe_fail", False), "Retry Signal": ("maybe_fail", False), "Any Failure": ("maybe_fail", True)}
+		cases = {
+			"Timeout": ("maybe_fail", False),
+			"Retry Signal": ("maybe_fail", False),
+			"Any Failure": ("maybe_fail", True),
+		}
 		for retry_on, (function, retried) in cases.items():
 			with self.subTest(retry_on=retry_on):
 				task = self.task(function, max_attempts=2, retry_on=retry_on)
@@ -263,14 +281,23 @@ class TestBackfill(RunRequestCase):
 	def test_all_at_once_and_cancel(self):
 		task, schedule = self.hourly()
 		top = hour_floor(datetime.now(timezone.utc))
-		result = api.backfill(schedule.name, format_utc_iso(top - timedelta(hours=3)), format_utc_iso(top - timedelta(hours=1)), one_at_a_time=0)
+		result = api.backfill(
+			schedule.name,
+			format_utc_iso(top - timedelta(hours=3)),
+			format_utc_iso(top - timedelta(hours=1)),
+			one_at_a_time=0,
+		)
 		frappe.db.commit()
 		self.assertEqual([self.request(n).status for n in result["requested"]], ["Pending"] * 3)
 		serial = self.hourly()[1]
-		chain = api.backfill(serial.name, format_utc_iso(top - timedelta(hours=3)), format_utc_iso(top - timedelta(hours=1)))
+		chain = api.backfill(
+			serial.name, format_utc_iso(top - timedelta(hours=3)), format_utc_iso(top - timedelta(hours=1))
+		)
 		api.cancel_run_request(chain["requested"][0])
 		frappe.db.commit()
-		self.assertEqual([self.request(n).status for n in chain["requested"]], ["Cancelled"] * 3, "the waiting ones go with it")
+		self.assertEqual(
+			[self.request(n).status for n in chain["requested"]], ["Cancelled"] * 3, "the waiting ones go with it"
+		)
 		self.assertIsNone(self.fire(chain["requested"][0]), "a cancelled request's job runs nothing")
 		self.assertFalse(frappe.db.exists("BTU Task Log", {"schedule": serial.name}))
 		with self.assertRaises(frappe.ValidationError):
@@ -294,7 +321,9 @@ class TestBackfill(RunRequestCase):
 		with self.assertRaises(frappe.ValidationError) as caught:
 			api.backfill(every_second.name, "yesterday-ish", format_utc_iso(now))
 		self.assertIn("start 'yesterday-ish'", str(caught.exception))
-		self.assertFalse(frappe.db.exists(REQUEST, {"schedule": every_second.name}), "a refused backfill requests nothing")
+		self.assertFalse(
+			frappe.db.exists(REQUEST, {"schedule": every_second.name}), "a refused backfill requests nothing"
+		)
 
 	def test_roles(self):
 		task, schedule = self.hourly()
@@ -303,7 +332,9 @@ class TestBackfill(RunRequestCase):
 		frappe.set_user("btu-backfill-plain@example.com")
 		top = hour_floor(datetime.now(timezone.utc))
 		with self.assertRaises(frappe.PermissionError):
-			api.backfill(schedule.name, format_utc_iso(top - timedelta(hours=2)), format_utc_iso(top - timedelta(hours=1)))
+			api.backfill(
+				schedule.name, format_utc_iso(top - timedelta(hours=2)), format_utc_iso(top - timedelta(hours=1))
+			)
 		with self.assertRaises(frappe.PermissionError):
 			api.pending_runs()
 
@@ -313,17 +344,27 @@ class TestChains(RunRequestCase):
 		on_success = self.task()
 		on_failure = self.task()
 		parent = self.task("maybe_fail", arguments='{"fail": false}')
-		api.set_chained_tasks(parent.name, json.dumps([
-			{"next_task": on_success.name, "on_outcome": "Success"},
-			{"next_task": on_failure.name, "on_outcome": "Failure", "delay_secs": 30},
-		]))
+		api.set_chained_tasks(
+			parent.name,
+			json.dumps(
+				[
+					{"next_task": on_success.name, "on_outcome": "Success"},
+					{"next_task": on_failure.name, "on_outcome": "Failure", "delay_secs": 30},
+				]
+			),
+		)
 		frappe.db.commit()
 		log = run_in_this_process(parent.name)
 		self.assertEqual(log.status, "Succeeded")
-		requests = frappe.get_all(REQUEST, filters={"parent_log": log.name}, fields=["name", "task", "origin", "status"])
+		requests = frappe.get_all(
+			REQUEST, filters={"parent_log": log.name}, fields=["name", "task", "origin", "status"]
+		)
 		self.assertEqual([(r.task, r.origin, r.status) for r in requests], [(on_success.name, "Chain", "Pending")])
 		child = frappe.get_doc("BTU Task Log", self.fire(requests[0].name))
-		self.assertEqual((child.task, child.parent_log, child.origin, child.status), (on_success.name, log.name, "Chain", "Succeeded"))
+		self.assertEqual(
+			(child.task, child.parent_log, child.origin, child.status),
+			(on_success.name, log.name, "Chain", "Succeeded"),
+		)
 		self.assertEqual(self.fire(requests[0].name), child.name, "a second delivery runs nothing")
 		self.assertEqual(frappe.db.count("BTU Task Log", {"task": on_success.name}), 1)
 
@@ -343,7 +384,12 @@ class TestChains(RunRequestCase):
 		retry = rr.chain_request_name(log.name, child.name, 2)
 		self.assertEqual(self.request(retry).origin, "Retry")
 		self.assertIsInstance(self.fire(retry), RuntimeError)
-		logs = frappe.get_all("BTU Task Log", filters={"task": child.name}, fields=["attempt", "first_attempt_log", "run_request"], order_by="attempt")
+		logs = frappe.get_all(
+			"BTU Task Log",
+			filters={"task": child.name},
+			fields=["attempt", "first_attempt_log", "run_request"],
+			order_by="attempt",
+		)
 		self.assertEqual([l.attempt for l in logs], [1, 2])
 		self.assertEqual(logs[1].first_attempt_log, frappe.db.get_value(REQUEST, first, "log"))
 
@@ -370,7 +416,16 @@ class TestChainBounds(RunRequestCase):
 	def link(self, parent: str, *children: str):
 		"""Chained rows written as SQL writes them, past BTU Task's validation (what a race or a bug leaves)."""
 		for child in children:
-			row = frappe.get_doc({"doctype": "BTU Chained Task", "parent": parent, "parenttype": "BTU Task", "parentfield": "chained_tasks", "next_task": child, "on_outcome": "Any"})
+			row = frappe.get_doc(
+				{
+					"doctype": "BTU Chained Task",
+					"parent": parent,
+					"parenttype": "BTU Task",
+					"parentfield": "chained_tasks",
+					"next_task": child,
+					"on_outcome": "Any",
+				}
+			)
 			row.db_insert()
 		frappe.db.commit()
 
@@ -379,7 +434,12 @@ class TestChainBounds(RunRequestCase):
 		root = run_in_this_process(root_task)
 		logs = []
 		for _ in range(most):
-			pending = frappe.get_all(REQUEST, filters={"origin": "Chain", "status": "Pending", "task": ("in", self.tasks)}, pluck="name", order_by="creation")
+			pending = frappe.get_all(
+				REQUEST,
+				filters={"origin": "Chain", "status": "Pending", "task": ("in", self.tasks)},
+				pluck="name",
+				order_by="creation",
+			)
 			if not pending:
 				break
 			logs += [self.fire(name) for name in pending]
@@ -391,10 +451,18 @@ class TestChainBounds(RunRequestCase):
 		self.link(b.name, a.name)
 		with mock.patch.object(rr, "MAX_CHAIN_DEPTH", 3):
 			root, logs = self.run_chain(a.name, 10)
-		chained = frappe.get_all(REQUEST, filters={"origin": "Chain", "task": ("in", self.tasks)}, fields=["chain_root", "chain_depth"], order_by="chain_depth")
+		chained = frappe.get_all(
+			REQUEST,
+			filters={"origin": "Chain", "task": ("in", self.tasks)},
+			fields=["chain_root", "chain_depth"],
+			order_by="chain_depth",
+		)
 		self.assertEqual([(r.chain_root, r.chain_depth) for r in chained], [(root, 1), (root, 2), (root, 3)])
 		last = frappe.get_doc("BTU Task Log", logs[-1])
-		self.assertIn(f"not started: this run is 3 links from the chain's first run {root}, the most a chain may have (3)", last.logging_output)
+		self.assertIn(
+			f"not started: this run is 3 links from the chain's first run {root}, the most a chain may have (3)",
+			last.logging_output,
+		)
 
 	def test_a_doubling_fan_out_stops_at_the_runs_one_root_may_start(self):
 		a, b, c = self.task(), self.task(), self.task()
@@ -405,7 +473,13 @@ class TestChainBounds(RunRequestCase):
 		self.assertEqual(frappe.db.count(REQUEST, {"chain_root": root, "origin": "Chain"}), 5)
 		self.assertEqual(frappe.db.count(REQUEST, {"origin": "Chain", "task": ("in", self.tasks)}), 5)
 		notes = [frappe.db.get_value("BTU Task Log", log, "logging_output") or "" for log in logs]
-		self.assertTrue(any(f"the chain of the run {root} has started 5 runs, the most one run's chain may start (5)" in note for note in notes), notes)
+		self.assertTrue(
+			any(
+				f"the chain of the run {root} has started 5 runs, the most one run's chain may start (5)" in note
+				for note in notes
+			),
+			notes,
+		)
 
 	def test_a_task_chains_at_most_a_bounded_number_of_tasks(self):
 		parent, child = self.task(), self.task()

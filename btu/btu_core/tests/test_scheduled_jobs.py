@@ -16,8 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import frappe
 from frappe.installer import update_site_config
-from frappe.utils import get_bench_id
-from frappe.utils import background_jobs
+from frappe.utils import background_jobs, get_bench_id
 from frappe.utils.background_jobs import create_job_id, get_redis_conn
 from redis.exceptions import RedisError
 from rq.job import Job
@@ -26,8 +25,8 @@ from btu.btu_core.runs import frappe_jobs
 from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
-from btu.shared import scheduled_jobs as fj
 from btu.shared import protocol
+from btu.shared import scheduled_jobs as fj
 from btu.shared.instants import slot_text
 from btu.shared.run_kind import RunKey, RunKind
 
@@ -44,7 +43,9 @@ class TestFrappeJobs(IntegrationTestCase):
 	def setUp(self):
 		frappe.set_user("Administrator")
 		frappe.db.delete(DOCTYPE, {"method": METHOD})
-		self.job = frappe.get_doc({"doctype": DOCTYPE, "method": METHOD, "frequency": "Cron", "cron_format": "*/5 * * * *", "create_log": 1}).insert()
+		self.job = frappe.get_doc(
+			{"doctype": DOCTYPE, "method": METHOD, "frequency": "Cron", "cron_format": "*/5 * * * *", "create_log": 1}
+		).insert()
 		# Last run 7 minutes ago: the slot between is due.
 		self.last = frappe.utils.now_datetime() - timedelta(minutes=7)
 		frappe.db.set_value(DOCTYPE, self.job.name, "last_execution", self.last, update_modified=False)
@@ -89,7 +90,11 @@ class TestFrappeJobs(IntegrationTestCase):
 		"""A BTU scheduler's heartbeat as the scheduler writes it, so liveness finds one alive."""
 		self.process = f"test-{uuid.uuid4().hex[:8]}"
 		conn = get_redis_conn()
-		conn.set(protocol.process_key(self.process), json.dumps({"id": self.process, "heartbeat_at": datetime.now(timezone.utc).isoformat()}), ex=60)
+		conn.set(
+			protocol.process_key(self.process),
+			json.dumps({"id": self.process, "heartbeat_at": datetime.now(timezone.utc).isoformat()}),
+			ex=60,
+		)
 		conn.zadd(protocol.PROCESSES_KEY, {self.process: datetime.now(timezone.utc).timestamp()})
 
 	def acknowledge(self, bench_id: str | None = None, ttl_ms: int = 60_000) -> None:
@@ -110,7 +115,9 @@ class TestFrappeJobs(IntegrationTestCase):
 	def test_the_override_is_frappes_controller_for_every_load(self):
 		self.assertIsInstance(frappe.get_doc(DOCTYPE, self.job.name), scheduled_job_types.ScheduledJobType)
 		row = frappe.get_all(DOCTYPE, filters={"name": self.job.name}, fields="*")[0]
-		self.assertIsInstance(frappe.get_doc(doctype=DOCTYPE, **row), scheduled_job_types.ScheduledJobType)  # as Frappe's tick loads it
+		self.assertIsInstance(
+			frappe.get_doc(doctype=DOCTYPE, **row), scheduled_job_types.ScheduledJobType
+		)  # as Frappe's tick loads it
 
 	def test_a_btu_fire_runs_the_job_type_once_with_its_scheduled_job_log(self):
 		self.assertEqual(self.slot.minute % 5, 0)

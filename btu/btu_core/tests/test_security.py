@@ -175,7 +175,12 @@ class TestCodeFieldsNeedSystemManager(IntegrationTestCase):
 			make_task()
 		with self.assertRaises(frappe.PermissionError):
 			frappe.get_doc(
-				{"doctype": "BTU Task", "desc_short": "x", "function_string": f"{SAMPLES}.say_hello", "queue_name": "default"}
+				{
+					"doctype": "BTU Task",
+					"desc_short": "x",
+					"function_string": f"{SAMPLES}.say_hello",
+					"queue_name": "default",
+				}
 			).insert(ignore_permissions=True)
 
 	def test_argument_overrides_need_system_manager_but_other_schedule_edits_do_not(self):
@@ -185,8 +190,16 @@ class TestCodeFieldsNeedSystemManager(IntegrationTestCase):
 		self.assertFalse(make_schedule(self.task.name, argument_overrides='{"name": "Mallory"}').argument_overrides)
 		with self.assertRaises(frappe.PermissionError):
 			frappe.get_doc(
-				{"doctype": "BTU Task Schedule", "task": self.task.name, "enabled": 0, "run_frequency": "Daily", "hour": 2, "minute": 30,
-				 "time_zone": "UTC", "argument_overrides": '{"name": "Mallory"}'}
+				{
+					"doctype": "BTU Task Schedule",
+					"task": self.task.name,
+					"enabled": 0,
+					"run_frequency": "Daily",
+					"hour": 2,
+					"minute": 30,
+					"time_zone": "UTC",
+					"argument_overrides": '{"name": "Mallory"}',
+				}
 			).insert(ignore_permissions=True)
 		for user in (MANAGER, SHARED_WITH):
 			with self.subTest(user=user):

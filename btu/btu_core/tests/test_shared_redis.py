@@ -49,7 +49,12 @@ class TestSharingShown(IntegrationTestCase):
 		self.conn = scheduler_link.queue_redis()
 		self.ids = ["tier2-a:1:x", "tier2-b:2:y"]
 		for process_id, path, sites in zip(self.ids, ("/srv/bench-a", "/srv/bench-b"), (["aaa"], ["bbb"])):
-			info = {"id": process_id, "host": process_id.split(":")[0], "role": "standby", "bench": {"id": path.strip("/").replace("/", "-"), "path": path, "sites": sites}}
+			info = {
+				"id": process_id,
+				"host": process_id.split(":")[0],
+				"role": "standby",
+				"bench": {"id": path.strip("/").replace("/", "-"), "path": path, "sites": sites},
+			}
 			self.conn.set(protocol.process_key(process_id), json.dumps(info), ex=60)
 			self.conn.zadd(protocol.PROCESSES_KEY, {process_id: 1})
 

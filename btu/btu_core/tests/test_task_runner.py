@@ -8,10 +8,10 @@ import frappe
 from rq.timeouts import JobTimeoutException
 
 from btu.btu_core.runs.capture import OUTPUT_CAP_CHARS
+from btu.btu_core.runs.slot_claim import lock_key
 from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, other_connection
-from btu.btu_core.runs.slot_claim import lock_key
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -84,7 +84,9 @@ class TestTaskRunner(IntegrationTestCase):
 		task = self.task()
 		schedule = make_schedule(task.name)
 		slot = "2026-11-22T02:30:00Z"
-		name = run_scheduled_task(task.name, schedule.name, slot, enqueued_at="2026-11-22T02:30:00.004Z", fire_lag_ms=4.2)
+		name = run_scheduled_task(
+			task.name, schedule.name, slot, enqueued_at="2026-11-22T02:30:00.004Z", fire_lag_ms=4.2
+		)
 		log = frappe.get_doc("BTU Task Log", name)
 		self.assertEqual(log.slot_utc, slot)
 		self.assertEqual(log.fire_lag_ms, 4.2)
@@ -104,7 +106,9 @@ class TestTaskRunner(IntegrationTestCase):
 			earlier = self.log_for_slot(task.name, schedule.name, slot, status)
 			self.assertEqual(run_scheduled_task(task.name, schedule.name, slot), earlier, status)
 			self.assertEqual(frappe.db.get_value("BTU Task Log", earlier, "status"), status)
-		self.assertEqual(frappe.db.count("BTU Task Log", {"task": task.name}), 5, "a delivery ran beside its slot's Log")
+		self.assertEqual(
+			frappe.db.count("BTU Task Log", {"task": task.name}), 5, "a delivery ran beside its slot's Log"
+		)
 
 	def test_a_delivery_waits_for_the_slots_lock_and_then_finds_the_log_committed_under_it(self):
 		"""The race a failover makes: two deliveries of one slot at once. The other one holds the lock, commits its Log, lets go."""
@@ -141,7 +145,14 @@ class TestTaskRunner(IntegrationTestCase):
 
 	def log_for_slot(self, task: str, schedule: str, slot: str, status: str) -> str:
 		log = frappe.get_doc(
-			{"doctype": "BTU Task Log", "task": task, "schedule": schedule, "slot_utc": slot, "status": status, "date_time_started": frappe.utils.now_datetime()}
+			{
+				"doctype": "BTU Task Log",
+				"task": task,
+				"schedule": schedule,
+				"slot_utc": slot,
+				"status": status,
+				"date_time_started": frappe.utils.now_datetime(),
+			}
 		).insert(ignore_permissions=True)
 		frappe.db.commit()
 		return log.name
@@ -190,7 +201,9 @@ class TestTaskRunner(IntegrationTestCase):
 		)
 		log = run_in_this_process(task.name)
 		self.assertEqual(log.status, "Failed")
-		queued = frappe.get_all("Email Queue", filters={"reference_doctype": "BTU Task Log", "reference_name": log.name}, pluck="name")
+		queued = frappe.get_all(
+			"Email Queue", filters={"reference_doctype": "BTU Task Log", "reference_name": log.name}, pluck="name"
+		)
 		notes = [line for line in (log.logging_output or "").splitlines() if "could not be queued" in line]
 		# Queued, or (a site without outgoing mail) the reason is on the log; the run is unaffected.
 		self.assertTrue(queued or notes, log.logging_output)

@@ -37,7 +37,9 @@ except ImportError:
 	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
 
 SAMPLES = "btu.btu_core.tests.sample_tasks"
-SCRATCH = Tables(task="tabBTU Upgrade Test Task", schedule="tabBTU Upgrade Test Schedule", log="tabBTU Upgrade Test Log")
+SCRATCH = Tables(
+	task="tabBTU Upgrade Test Task", schedule="tabBTU Upgrade Test Schedule", log="tabBTU Upgrade Test Log"
+)
 DOCTYPES = {SCRATCH.task: "BTU Task", SCRATCH.schedule: "BTU Task Schedule", SCRATCH.log: "BTU Task Log"}
 SYSTEM_ZONE = "America/New_York"
 # A moment before the US switch to summer time (2026-03-08): the next five fires cross it.
@@ -68,7 +70,13 @@ TASKS = [
 	# A function of the original app itself, gone with it.
 	("BTU-00005", 1, "btu.manual_tests.ping_with_wait", "", 0),
 ]
-LOGS = [("BTLOG-1", "Success"), ("BTLOG-2", "Failed"), ("BTLOG-3", "Timeout"), ("BTLOG-4", "In-Progress"), ("BTLOG-5", "Crashed")]
+LOGS = [
+	("BTLOG-1", "Success"),
+	("BTLOG-2", "Failed"),
+	("BTLOG-3", "Timeout"),
+	("BTLOG-4", "In-Progress"),
+	("BTLOG-5", "Crashed"),
+]
 
 
 def original_fires(cron: str, zone: str) -> list[datetime]:
@@ -90,12 +98,39 @@ class UpgradeCase(IntegrationTestCase):
 			extra = f", {LOCAL_SCHEMA_COLUMN}" if self.local_schema and table == SCRATCH.schedule else ""
 			frappe.db.sql_ddl(f"create table `{table}` ({STANDARD}, {columns}{extra})")
 		for name, docstatus, function, arguments, transient in TASKS:
-			self.insert(SCRATCH.task, name=name, docstatus=docstatus, desc_short=name, function_string=function, arguments=arguments, queue_name="default", is_transient=transient)
+			self.insert(
+				SCRATCH.task,
+				name=name,
+				docstatus=docstatus,
+				desc_short=name,
+				function_string=function,
+				arguments=arguments,
+				queue_name="default",
+				is_transient=transient,
+			)
 		for name, task, frequency, cron, hour, minute, overrides, zone in self.schedules:
-			values = dict(name=name, task=task, enabled=1, queue_name="default", redis_job_id="", run_frequency=frequency, cron_string=cron, hour=hour, minute=minute, argument_overrides=overrides)
+			values = dict(
+				name=name,
+				task=task,
+				enabled=1,
+				queue_name="default",
+				redis_job_id="",
+				run_frequency=frequency,
+				cron_string=cron,
+				hour=hour,
+				minute=minute,
+				argument_overrides=overrides,
+			)
 			self.insert(SCRATCH.schedule, **values, **({"cron_timezone": zone} if self.local_schema else {}))
 		for name, status in LOGS:
-			self.insert(SCRATCH.log, name=name, task="BTU-00001", success_fail=status, stdout="<p>hello</p>", date_time_started="2026-03-01 09:00:00")
+			self.insert(
+				SCRATCH.log,
+				name=name,
+				task="BTU-00001",
+				success_fail=status,
+				stdout="<p>hello</p>",
+				date_time_started="2026-03-01 09:00:00",
+			)
 		frappe.db.commit()
 
 	def tearDown(self):
@@ -108,7 +143,8 @@ class UpgradeCase(IntegrationTestCase):
 
 	def insert(self, table, **values):
 		frappe.db.sql(
-			f"insert into `{table}` ({', '.join(f'`{k}`' for k in values)}) values ({', '.join(['%s'] * len(values))})", tuple(values.values())
+			f"insert into `{table}` ({', '.join(f'`{k}`' for k in values)}) values ({', '.join(['%s'] * len(values))})",
+			tuple(values.values()),
 		)
 
 	def migrate(self) -> list[dict]:
@@ -132,7 +168,9 @@ class UpgradeCase(IntegrationTestCase):
 
 	def fires(self, name: str) -> list[datetime]:
 		row = frappe.db.sql(f"select * from `{SCRATCH.schedule}` where name = %s", name, as_dict=True)[0]
-		return ScheduleSpec.from_row({field: row.get(field) for field in SPEC_FIELDS}, system_time_zone=SYSTEM_ZONE).preview(5, NOW)
+		return ScheduleSpec.from_row(
+			{field: row.get(field) for field in SPEC_FIELDS}, system_time_zone=SYSTEM_ZONE
+		).preview(5, NOW)
 
 	def check_common(self, found: list[dict]):
 		after = self.snapshot()
@@ -149,7 +187,13 @@ class UpgradeCase(IntegrationTestCase):
 		logs = {r.name: (r.status, r.success_fail) for r in after[SCRATCH.log]}
 		self.assertEqual(
 			logs,
-			{"BTLOG-1": ("Succeeded", "Success"), "BTLOG-2": ("Failed", "Failed"), "BTLOG-3": ("Timed Out", "Timeout"), "BTLOG-4": ("Started", "In-Progress"), "BTLOG-5": ("Failed", "Crashed")},
+			{
+				"BTLOG-1": ("Succeeded", "Success"),
+				"BTLOG-2": ("Failed", "Failed"),
+				"BTLOG-3": ("Timed Out", "Timeout"),
+				"BTLOG-4": ("Started", "In-Progress"),
+				"BTLOG-5": ("Failed", "Crashed"),
+			},
 		)
 		self.assertEqual({r.stdout for r in after[SCRATCH.log]}, {"<p>hello</p>"})
 		listed = undeclared(SCRATCH)
@@ -165,7 +209,16 @@ class UpgradeCase(IntegrationTestCase):
 		self.assertIn("site_app", listed[0]["reason"])
 		self.assertIn("btu.manual_tests", listed[2]["reason"])
 		# An app's declared schedule, synced after the patches, is this BTU's own: a second run leaves it alone.
-		self.insert(SCRATCH.schedule, name="TS-DECLARED", task="BTU-00001", run_frequency="Daily", hour=3, minute=17, declared_by_app="btu", time_zone="")
+		self.insert(
+			SCRATCH.schedule,
+			name="TS-DECLARED",
+			task="BTU-00001",
+			run_frequency="Daily",
+			hour=3,
+			minute=17,
+			declared_by_app="btu",
+			time_zone="",
+		)
 		frappe.db.commit()
 		after = self.snapshot()
 		# Migrate again: nothing changes, nothing new is listed.
@@ -240,11 +293,35 @@ class TestRunLaterBecomesRunRequests(IntegrationTestCase):
 
 	def setUp(self):
 		self.redis = get_redis_conn()
-		self.keys = {"good": "btu_scheduler:run_later:upgradetest1", "bad": "btu_scheduler:run_later:upgradetest2", "done": "btu_scheduler:run_later:upgradetest3"}
+		self.keys = {
+			"good": "btu_scheduler:run_later:upgradetest1",
+			"bad": "btu_scheduler:run_later:upgradetest2",
+			"done": "btu_scheduler:run_later:upgradetest3",
+		}
 		common = {"target_queue": "short", "not_before_time": "2026-12-01T09:30:00+00:00", "status": "pending"}
-		self.redis.hset(self.keys["good"], mapping={**common, "uid": "upgradetest1", "short_name": "hello later", "path_to_function": f"{SAMPLES}.say_hello", "arguments": '{"name": "later"}'})
-		self.redis.hset(self.keys["bad"], mapping={**common, "uid": "upgradetest2", "path_to_function": f"{SAMPLES}.say_hello", "arguments": "{'name': 'py'}"})
-		self.redis.hset(self.keys["done"], mapping={**common, "uid": "upgradetest3", "path_to_function": f"{SAMPLES}.say_hello", "status": "done"})
+		self.redis.hset(
+			self.keys["good"],
+			mapping={
+				**common,
+				"uid": "upgradetest1",
+				"short_name": "hello later",
+				"path_to_function": f"{SAMPLES}.say_hello",
+				"arguments": '{"name": "later"}',
+			},
+		)
+		self.redis.hset(
+			self.keys["bad"],
+			mapping={
+				**common,
+				"uid": "upgradetest2",
+				"path_to_function": f"{SAMPLES}.say_hello",
+				"arguments": "{'name': 'py'}",
+			},
+		)
+		self.redis.hset(
+			self.keys["done"],
+			mapping={**common, "uid": "upgradetest3", "path_to_function": f"{SAMPLES}.say_hello", "status": "done"},
+		)
 
 	def tearDown(self):
 		self.redis.delete(*self.keys.values())
@@ -253,16 +330,30 @@ class TestRunLaterBecomesRunRequests(IntegrationTestCase):
 
 	def test_pending_entries_become_requests_once(self):
 		found = run_later.convert(self.redis, self.PATTERN)
-		requests = frappe.get_all("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}, ["status", "origin", "method", "kwargs", "queue", "run_at_utc", "run_as"])
+		requests = frappe.get_all(
+			"BTU Run Request",
+			{"note": ("like", "From the original BTU's Run Later%")},
+			["status", "origin", "method", "kwargs", "queue", "run_at_utc", "run_as"],
+		)
 		self.assertEqual(len(requests), 1)
 		self.assertEqual(
 			dict(requests[0]),
-			{"status": "Pending", "origin": "Enqueue", "method": f"{SAMPLES}.say_hello", "kwargs": '{"name": "later"}', "queue": "short", "run_at_utc": "2026-12-01T09:30:00Z", "run_as": "Administrator"},
+			{
+				"status": "Pending",
+				"origin": "Enqueue",
+				"method": f"{SAMPLES}.say_hello",
+				"kwargs": '{"name": "later"}',
+				"queue": "short",
+				"run_at_utc": "2026-12-01T09:30:00Z",
+				"run_as": "Administrator",
+			},
 		)
 		self.assertEqual([(n["name"], n["field"]) for n in found], [(self.keys["bad"], "arguments")])
 		self.assertEqual([bool(self.redis.exists(self.keys[k])) for k in ("good", "bad", "done")], [False, True, True])
 		self.assertEqual(run_later.convert(self.redis, self.PATTERN), found)
-		self.assertEqual(frappe.db.count("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}), 1)
+		self.assertEqual(
+			frappe.db.count("BTU Run Request", {"note": ("like", "From the original BTU's Run Later%")}), 1
+		)
 
 
 class TestOriginalDaemonShownInStatus(IntegrationTestCase):
@@ -287,15 +378,28 @@ class TestOriginalDaemonShownInStatus(IntegrationTestCase):
 			server.bind(path)
 			server.listen(1)
 			# The original BTU Configuration's field, left in tabSingles by the upgrade (rolled back after the test).
-			frappe.db.sql("insert into tabSingles (doctype, field, value) values ('BTU Configuration', 'path_to_btu_scheduler_uds', %s)", path)
-			self.assertEqual(api.status()["original_btu"], f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice")
+			frappe.db.sql(
+				"insert into tabSingles (doctype, field, value) values ('BTU Configuration', 'path_to_btu_scheduler_uds', %s)",
+				path,
+			)
+			self.assertEqual(
+				api.status()["original_btu"],
+				f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice",
+			)
 
 
 class TestDeclareTasksCommand(IntegrationTestCase):
 	"""`bench btu-declare-tasks --app APP`: the btu_tasks block of APP's functions its Tasks run undeclared."""
 
 	def setUp(self):
-		task = frappe.get_doc({"doctype": "BTU Task", "desc_short": "upgraded", "function_string": f"{SAMPLES}.undeclared_task", "queue_name": "default"})
+		task = frappe.get_doc(
+			{
+				"doctype": "BTU Task",
+				"desc_short": "upgraded",
+				"function_string": f"{SAMPLES}.undeclared_task",
+				"queue_name": "default",
+			}
+		)
 		task.set_new_name()
 		task.db_insert()  # as the upgrade leaves it: saved by the original, which ran any function
 		self.task = task.name

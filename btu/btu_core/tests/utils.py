@@ -47,7 +47,9 @@ def make_user(email: str, roles: tuple[str, ...] = ()):
 	if frappe.db.exists("User", email):
 		user = frappe.get_doc("User", email)
 	else:
-		user = frappe.get_doc({"doctype": "User", "email": email, "first_name": email.split("@")[0], "send_welcome_email": 0})
+		user = frappe.get_doc(
+			{"doctype": "User", "email": email, "first_name": email.split("@")[0], "send_welcome_email": 0}
+		)
 		user.insert(ignore_permissions=True)
 	user.set("roles", [])
 	for role in roles:
@@ -75,6 +77,9 @@ def other_connection(case):
 	if (conf.db_type or "mariadb") != "mariadb":
 		case.skipTest("the second session is opened with PyMySQL: MariaDB only")
 	return pymysql.connect(
-		host=conf.db_host or "127.0.0.1", port=int(conf.db_port or 3306), user=conf.db_user or conf.db_name,
-		password=conf.db_password, database=conf.db_name,
+		host=conf.db_host or "127.0.0.1",
+		port=int(conf.db_port or 3306),
+		user=conf.db_user or conf.db_name,
+		password=conf.db_password,
+		database=conf.db_name,
 	)

@@ -16,7 +16,9 @@ def declare(app: str, *, write: bool) -> int:
 	"""Print (or append to `app`'s hooks.py) the block; list the Tasks it cannot cover. 1 when `app` is not installed,
 	or its hooks.py already assigns btu_tasks (edit that list by hand), else 0."""
 	if app not in frappe.get_installed_apps():
-		print(f"btu-declare-tasks: {app} is not installed on {frappe.local.site}; name one of {', '.join(frappe.get_installed_apps())}")
+		print(
+			f"btu-declare-tasks: {app} is not installed on {frappe.local.site}; name one of {', '.join(frappe.get_installed_apps())}"
+		)
 		return 1
 	tasks = undeclared()
 	block = hooks_block(app, [t["function_string"] for t in tasks if t["hook_line"]])
@@ -36,13 +38,18 @@ def declare(app: str, *, write: bool) -> int:
 		return 1
 	with hooks.open("a") as out:
 		out.write("\n" + block)
-	print(f"btu-declare-tasks: appended {HOOK} to {hooks}; restart the bench (or bench btu-scheduler resync) for it to count")
+	print(
+		f"btu-declare-tasks: appended {HOOK} to {hooks}; restart the bench (or bench btu-scheduler resync) for it to count"
+	)
 	return 0
 
 
 def assigns_hook(source: str) -> bool:
 	"""Whether hooks.py assigns btu_tasks at module level (a second assignment would hide the first)."""
 	return any(
-		isinstance(node, (ast.Assign, ast.AnnAssign)) and any(getattr(t, "id", None) == HOOK for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+		isinstance(node, (ast.Assign, ast.AnnAssign))
+		and any(
+			getattr(t, "id", None) == HOOK for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+		)
 		for node in ast.parse(source).body
 	)

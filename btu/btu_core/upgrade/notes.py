@@ -15,7 +15,13 @@ FIELD = "upgrade_notes"
 
 
 def note(doctype: str, name: str, field: str, value, text: str) -> dict:
-	return {"doctype": doctype, "name": name, "field": field, "value": "" if value is None else str(value), "note": text}
+	return {
+		"doctype": doctype,
+		"name": name,
+		"field": field,
+		"value": "" if value is None else str(value),
+		"note": text,
+	}
 
 
 def stored() -> list[dict]:
@@ -39,6 +45,10 @@ def add(new: list[dict]) -> list[dict]:
 	frappe.db.sql("delete from tabSingles where doctype = %s and field = %s", (CONFIG, FIELD))
 	frappe.db.sql(
 		"insert into tabSingles (doctype, field, value) values (%s, %s, %s)",
-		(CONFIG, FIELD, json.dumps(sorted(notes.values(), key=lambda n: (n["doctype"], n["name"], n["field"])), indent=1)),
+		(
+			CONFIG,
+			FIELD,
+			json.dumps(sorted(notes.values(), key=lambda n: (n["doctype"], n["name"], n["field"])), indent=1),
+		),
 	)
 	return added

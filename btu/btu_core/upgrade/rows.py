@@ -22,10 +22,22 @@ TASK, SCHEDULE, LOG = "BTU Task", "BTU Task Schedule", "BTU Task Log"
 ORIGINAL_SCHEDULE_COLUMN = "redis_job_id"
 # Only the v15.2 schema's schedule has it: its cron is local time in that zone.
 LOCAL_SCHEMA_COLUMN = "cron_timezone"
-SCHEDULE_COLUMNS = ("name", "run_frequency", "cron_string", "hour", "minute", "day_of_week", "day_of_month", "month", "argument_overrides")
+SCHEDULE_COLUMNS = (
+	"name",
+	"run_frequency",
+	"cron_string",
+	"hour",
+	"minute",
+	"day_of_week",
+	"day_of_month",
+	"month",
+	"argument_overrides",
+)
 
 
-def convert(tables: Tables, *, config_zone: str | None, system_zone: str, bad_hours: set[str] = frozenset()) -> list[dict]:
+def convert(
+	tables: Tables, *, config_zone: str | None, system_zone: str, bad_hours: set[str] = frozenset()
+) -> list[dict]:
 	"""Convert the original's rows in `tables`; the notes of what could not be. `config_zone`: the original BTU
 	Configuration's `cron_time_zone`; `bad_hours`: the schedules whose hour `hours` could not read."""
 	found = tasks(tables)
@@ -41,12 +53,22 @@ def tasks(tables: Tables) -> list[dict]:
 	# Only a submittable DocType has it: the table was the original's, whose Link to BTU Queue is now a queue's name.
 	original = "amended_from" in columns
 	fields = "name, docstatus, arguments, queue_name, task_type" + (", is_transient" if transient else ", 0")
-	for name, docstatus, arguments, queue_name, task_type, is_transient in frappe.db.sql(f"select {fields} from `{tables.task}`"):
+	for name, docstatus, arguments, queue_name, task_type, is_transient in frappe.db.sql(
+		f"select {fields} from `{tables.task}`"
+	):
 		values = {}
 		if docstatus:
 			values["docstatus"] = 0
 			if docstatus == 2:
-				found.append(notes.note(TASK, name, "docstatus", "Cancelled", "was cancelled in the original BTU; BTU Tasks are not submitted or cancelled, so it is a Task like the others and its schedules keep their Enabled: disable or delete them if it is retired"))
+				found.append(
+					notes.note(
+						TASK,
+						name,
+						"docstatus",
+						"Cancelled",
+						"was cancelled in the original BTU; BTU Tasks are not submitted or cancelled, so it is a Task like the others and its schedules keep their Enabled: disable or delete them if it is retired",
+					)
+				)
 		# The original's v15 marked its transient (Subtask) Tasks with a Check; the sync gave every row the default.
 		if is_transient and task_type in (None, "", "Persistent"):
 			values["task_type"] = "Subtask"
@@ -57,7 +79,15 @@ def tasks(tables: Tables) -> list[dict]:
 			try:
 				check_queue(queue_name)
 			except TaskInputError as exc:
-				found.append(notes.note(TASK, name, "queue_name", queue_name, str(exc).removeprefix(f"queue_name '{queue_name or ''}': ")))
+				found.append(
+					notes.note(
+						TASK,
+						name,
+						"queue_name",
+						queue_name,
+						str(exc).removeprefix(f"queue_name '{queue_name or ''}': "),
+					)
+				)
 		_update(tables.task, name, values)
 	return found
 
@@ -79,7 +109,10 @@ def schedules(tables: Tables, *, config_zone: str | None, system_zone: str, bad_
 			found.append(notes.note(SCHEDULE, row.name, "cron_string", row.cron_string, "; ".join(change.notes)))
 		found += _json(SCHEDULE, row.name, "argument_overrides", row.argument_overrides, values)
 		if row.name in bad_hours:
-			values.update(paused=1, pause_note="Paused by the upgrade from the original BTU: its hour was not a whole hour; set it, then unpause")
+			values.update(
+				paused=1,
+				pause_note="Paused by the upgrade from the original BTU: its hour was not a whole hour; set it, then unpause",
+			)
 		_update(tables.schedule, row.name, values)
 	return found
 
@@ -90,13 +123,21 @@ def logs(tables: Tables) -> list[dict]:
 	pending = f"from `{tables.log}` where coalesce(status, '') = ''"
 	found = [
 		notes.note(
-			LOG, f"logs with success_fail {value!r}", "success_fail", value,
+			LOG,
+			f"logs with success_fail {value!r}",
+			"success_fail",
+			value,
 			f"is not a status the original BTU wrote; these {count} logs now say {UNKNOWN_STATUS} and keep the value in success_fail",
 		)
-		for value, count in frappe.db.sql(f"select success_fail, count(*) {pending} and coalesce(success_fail, '') not in %s group by success_fail", (tuple(LOG_STATUS),))
+		for value, count in frappe.db.sql(
+			f"select success_fail, count(*) {pending} and coalesce(success_fail, '') not in %s group by success_fail",
+			(tuple(LOG_STATUS),),
+		)
 	]
 	cases = " ".join(f"when {frappe.db.escape(old)} then {frappe.db.escape(new)}" for old, new in LOG_STATUS.items())
-	frappe.db.sql(f"update `{tables.log}` set status = case success_fail {cases} else {frappe.db.escape(UNKNOWN_STATUS)} end where coalesce(status, '') = ''")
+	frappe.db.sql(
+		f"update `{tables.log}` set status = case success_fail {cases} else {frappe.db.escape(UNKNOWN_STATUS)} end where coalesce(status, '') = ''"
+	)
 	return found
 
 
@@ -105,7 +146,15 @@ def _json(doctype: str, name: str, field: str, text, values: dict) -> list[dict]
 	try:
 		converted = to_json(field, text)
 	except LiteralError as exc:
-		return [notes.note(doctype, name, field, text, f"{exc.problem}; it is kept as it was, and runs that read it fail until it is fixed")]
+		return [
+			notes.note(
+				doctype,
+				name,
+				field,
+				text,
+				f"{exc.problem}; it is kept as it was, and runs that read it fail until it is fixed",
+			)
+		]
 	if converted is not None:
 		values[field] = converted
 	return []

@@ -30,14 +30,33 @@ def convert(redis_conn=None, pattern: str = PATTERN) -> list[dict]:
 		if request is None:
 			continue
 		run_requests.insert(
-			request.name, run_at=request.run_at, exact=True, status=rr.PENDING, origin=rr.ENQUEUE, method=request.method,
-			kwargs=request.kwargs, queue=request.queue, timeout=0, attempt=1, enqueued_by=ADMINISTRATOR, run_as=ADMINISTRATOR,
-			task_log=1, note=f"From the original BTU's Run Later {request.title}",
+			request.name,
+			run_at=request.run_at,
+			exact=True,
+			status=rr.PENDING,
+			origin=rr.ENQUEUE,
+			method=request.method,
+			kwargs=request.kwargs,
+			queue=request.queue,
+			timeout=0,
+			attempt=1,
+			enqueued_by=ADMINISTRATOR,
+			run_as=ADMINISTRATOR,
+			task_log=1,
+			note=f"From the original BTU's Run Later {request.title}",
 		)
 		try:
 			resolve_function(request.method, "method")
 		except TaskInputError as exc:
-			found.append(notes.note(rr.DOCTYPE, request.name, "method", request.method, f"{str(exc).removeprefix(f'method {request.method!r}: ')}; the request fails until it is declared"))
+			found.append(
+				notes.note(
+					rr.DOCTYPE,
+					request.name,
+					"method",
+					request.method,
+					f"{str(exc).removeprefix(f'method {request.method!r}: ')}; the request fails until it is declared",
+				)
+			)
 		frappe.db.commit()
 		redis_conn.delete(key)
 	return found

@@ -14,7 +14,11 @@ class Tables:
 	log: str = "tabBTU Task Log"
 
 	def exists(self, table: str) -> bool:
-		return bool(frappe.db.sql("select 1 from information_schema.tables where table_schema = database() and table_name = %s", table))
+		return bool(
+			frappe.db.sql(
+				"select 1 from information_schema.tables where table_schema = database() and table_name = %s", table
+			)
+		)
 
 	def columns(self, table: str) -> dict[str, str]:
 		"""A table's columns and their types ({} when there is no such table)."""

@@ -53,10 +53,20 @@ def print_report(tasks: list[dict]) -> None:
 	"""One line per Task whose function is not declared, and the command that writes the declarations."""
 	for task in tasks:
 		fix = (
-			_("add to {0}: {1} (if that app is not yours, put a @runnable function in your app that calls it, and point the Task there)").format(task["hooks_file"], task["hook_line"])
+			_(
+				"add to {0}: {1} (if that app is not yours, put a @runnable function in your app that calls it, and point the Task there)"
+			).format(task["hooks_file"], task["hook_line"])
 			if task["hook_line"]
 			else task["reason"]
 		)
-		print(_("BTU upgrade: BTU Task {0} runs {1}, which no app declares (schedules {2}): {3}").format(task["task"], task["function_string"], ", ".join(task["schedules"]) or "-", fix))
+		print(
+			_("BTU upgrade: BTU Task {0} runs {1}, which no app declares (schedules {2}): {3}").format(
+				task["task"], task["function_string"], ", ".join(task["schedules"]) or "-", fix
+			)
+		)
 	if tasks:
-		print(_("BTU upgrade: bench --site {0} btu-declare-tasks --app <your app> prints (or, with --write, appends) the btu_tasks block of that app's own functions").format(frappe.local.site))
+		print(
+			_(
+				"BTU upgrade: bench --site {0} btu-declare-tasks --app <your app> prints (or, with --write, appends) the btu_tasks block of that app's own functions"
+			).format(frappe.local.site)
+		)

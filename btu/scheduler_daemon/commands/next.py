@@ -5,12 +5,11 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
+from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
 from btu.shared.instants import parse_iso
 from btu.shared.messages import _
 from btu.shared.schedule import ScheduleError, ScheduleSpec, parse_zone
 from btu.shared.schedule.zones import clock_for, wall_seconds
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
-
 
 NAME = "next"
 HELP = "print the next fire instants of a cron expression"
@@ -22,7 +21,9 @@ FRAPPE_BENCH = False
 
 
 def arguments(parser) -> None:
-	parser.add_argument("--cron", required=True, help="5 fields (m h dom mon dow), 6 with leading seconds, or @daily etc.")
+	parser.add_argument(
+		"--cron", required=True, help="5 fields (m h dom mon dow), 6 with leading seconds, or @daily etc."
+	)
 	parser.add_argument("--tz", default="UTC", help="IANA zone, UTC or an offset like +05:30 (default UTC)")
 	parser.add_argument("--after", help="ISO 8601 start (exclusive); without an offset it is in --tz (default now)")
 	parser.add_argument("-n", type=int, default=10, help="how many fires (default 10)")

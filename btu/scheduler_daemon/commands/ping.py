@@ -7,11 +7,10 @@ import sys
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
-
+from btu.shared import protocol
 
 NAME = "ping"
 HELP = "check that a scheduler answers on Redis RPC"
@@ -40,7 +39,9 @@ def run(args) -> int:
 		reply = protocol.call(client, protocol.PING, site=args.site)
 	except redis.RedisError as exc:
 		where = protocol.mask_url(config.redis_url) if config.redis_url else protocol.redis_address(client)
-		print(f"btu-scheduler ping: Redis at {where} is not answering ({exc}); start it or fix redis_url", file=sys.stderr)
+		print(
+			f"btu-scheduler ping: Redis at {where} is not answering ({exc}); start it or fix redis_url", file=sys.stderr
+		)
 		return EXIT_FAILED
 	finally:
 		client.close()
@@ -48,7 +49,9 @@ def run(args) -> int:
 		print(f"btu-scheduler ping: {reply.message}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	if reply.outcome == "unreachable":
-		print(f"btu-scheduler ping: no answer after {reply.round_trip_ms / 1000:.1f} s. {reply.message}", file=sys.stderr)
+		print(
+			f"btu-scheduler ping: no answer after {reply.round_trip_ms / 1000:.1f} s. {reply.message}", file=sys.stderr
+		)
 		return EXIT_FAILED
 	print(json.dumps(reply.payload) if reply.payload is not None else reply.message)
 	print(f"round trip: {reply.round_trip_ms:.2f} ms")

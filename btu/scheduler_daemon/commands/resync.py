@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from btu.shared import protocol
 from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -17,7 +16,7 @@ from btu.scheduler_daemon.log import configure
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.site_read import read_site
 from btu.scheduler_daemon.state import State
-
+from btu.shared import protocol
 
 NAME = "resync"
 HELP = "read schedules from the databases into the scheduler's state now"

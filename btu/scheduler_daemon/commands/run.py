@@ -70,8 +70,12 @@ def serve_metrics(config, metrics):
 		return None
 	from btu.scheduler_daemon.metrics import MetricsServer
 
-	server = MetricsServer(metrics.registry, config.metrics_address, config.metrics_port, config.metrics_bearer_token).start()
-	log_event(logger, logging.INFO, "metrics_listening", address=config.metrics_address, port=server.port, path="/metrics")
+	server = MetricsServer(
+		metrics.registry, config.metrics_address, config.metrics_port, config.metrics_bearer_token
+	).start()
+	log_event(
+		logger, logging.INFO, "metrics_listening", address=config.metrics_address, port=server.port, path="/metrics"
+	)
 	return server
 
 
@@ -108,11 +112,27 @@ def redis_origin(config, bench) -> tuple[str, str]:
 
 def log_startup(args, config, bench) -> None:
 	url, origin = redis_origin(config, bench)
-	log_event(logger, logging.INFO, "scheduler_config", redis=url, redis_from=origin, config_file=config.config_file, config_file_found=config.config_file_found)
-	named_by = "flag --config" if getattr(args, "config", None) else (f"env {CONFIG_PATH_ENV}" if os.environ.get(CONFIG_PATH_ENV) else None)
+	log_event(
+		logger,
+		logging.INFO,
+		"scheduler_config",
+		redis=url,
+		redis_from=origin,
+		config_file=config.config_file,
+		config_file_found=config.config_file_found,
+	)
+	named_by = (
+		"flag --config"
+		if getattr(args, "config", None)
+		else (f"env {CONFIG_PATH_ENV}" if os.environ.get(CONFIG_PATH_ENV) else None)
+	)
 	if named_by and not config.config_file_found:
 		# A missing default file is normal; a file someone named is probably a typo whose settings are not applied.
 		log_event(
-			logger, logging.WARNING, "config_file_missing", path=config.config_file, named_by=named_by,
+			logger,
+			logging.WARNING,
+			"config_file_missing",
+			path=config.config_file,
+			named_by=named_by,
 			effect="not read: defaults, BTU_SCHEDULER_* variables and flags apply; fix the path",
 		)

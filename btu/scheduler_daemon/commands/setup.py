@@ -31,11 +31,11 @@ from pathlib import Path
 
 import redis
 
-from btu.shared import protocol
 from btu.scheduler_daemon import db_reader, redis_acl
 from btu.scheduler_daemon.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY
+from btu.shared import protocol
 
 PROCFILE_ENTRY = "btu_scheduler: bench btu-scheduler"
 PROCFILE_NAME = "btu_scheduler"
@@ -66,7 +66,9 @@ FRAPPE_BENCH = True
 
 def arguments(parser) -> None:
 	parser.add_argument("target", choices=TARGETS)
-	parser.add_argument("--bench", metavar="DIR", help="the Frappe bench (default: the one holding the current directory)")
+	parser.add_argument(
+		"--bench", metavar="DIR", help="the Frappe bench (default: the one holding the current directory)"
+	)
 	parser.add_argument("--write", action="store_true", help="supervisor/systemd: write the file into <bench>/config/")
 	parser.add_argument(
 		"--user",
@@ -75,11 +77,14 @@ def arguments(parser) -> None:
 		f"the MariaDB reader (default: the one common_site_config.json names, else {db_reader.DEFAULT_USER})",
 	)
 	parser.add_argument(
-		"--apply", action="store_true",
+		"--apply",
+		action="store_true",
 		help="redis-acl: run the ACL SETUSER line through --admin-url; db-reader: run the grants and save the login",
 	)
 	parser.add_argument(
-		"--admin-user", default="root", help=f"db-reader --apply: a MariaDB user that may grant (default root; its password in ${DB_ADMIN_PASSWORD_ENV})",
+		"--admin-user",
+		default="root",
+		help=f"db-reader --apply: a MariaDB user that may grant (default root; its password in ${DB_ADMIN_PASSWORD_ENV})",
 	)
 	parser.add_argument(
 		"--admin-url",
@@ -143,14 +148,30 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 		return EXIT_OK
 	password = None if admin_url else os.environ.get(ADMIN_PASSWORD_ENV)
 	admin = None
-	shown = protocol.mask_url(admin_url or bench.redis_queue_url) if admin_url or not bench.sentinel else bench.sentinel.describe()
+	shown = (
+		protocol.mask_url(admin_url or bench.redis_queue_url)
+		if admin_url or not bench.sentinel
+		else bench.sentinel.describe()
+	)
 	try:
-		url = admin_url or (bench.sentinel.master_url(socket_connect_timeout=5, socket_timeout=10) if bench.sentinel else bench.redis_queue_url)
-		admin = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10, **({"username": "default", "password": password} if password else {}))
+		url = admin_url or (
+			bench.sentinel.master_url(socket_connect_timeout=5, socket_timeout=10)
+			if bench.sentinel
+			else bench.redis_queue_url
+		)
+		admin = redis.Redis.from_url(
+			url,
+			socket_connect_timeout=5,
+			socket_timeout=10,
+			**({"username": "default", "password": password} if password else {}),
+		)
 		applied = apply_grants(admin, shown, user, bench)
 		if bench.sentinel and applied == EXIT_OK:
 			# Redis does not replicate ACL rules: a replica promoted later must already know the user.
-			print(f"note: {bench.sentinel.describe()}: ACL rules are not replicated; run this again with --admin-url for each replica", file=sys.stderr)
+			print(
+				f"note: {bench.sentinel.describe()}: ACL rules are not replicated; run this again with --admin-url for each replica",
+				file=sys.stderr,
+			)
 		return applied
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):
@@ -160,7 +181,10 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 				file=sys.stderr,
 			)
 			return EXIT_BAD_INPUT
-		print(f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); start it or fix --admin-url", file=sys.stderr)
+		print(
+			f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); start it or fix --admin-url",
+			file=sys.stderr,
+		)
 		return EXIT_FAILED
 	finally:
 		if admin is not None:
@@ -172,7 +196,9 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 	version = str(admin.info("server").get("redis_version", "0"))
 	major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
 	if major_minor < (6, 0):
-		print(f"Redis {version} at {shown} has no ACL (Redis 6.0 added it): its clients are not restricted, BTU needs no grant")
+		print(
+			f"Redis {version} at {shown} has no ACL (Redis 6.0 added it): its clients are not restricted, BTU needs no grant"
+		)
 		return EXIT_OK
 	if admin.acl_getuser(user) is None:
 		print(
@@ -189,7 +215,9 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 		admin.execute_command("ACL", "SAVE")
 		print(f"saved with ACL SAVE to {aclfile} (bench create-rq-users rewrites that file: run this again after it)")
 	else:
-		print("not saved: this Redis has no aclfile, so the grants last until it restarts; add them to its configuration")
+		print(
+			"not saved: this Redis has no aclfile, so the grants last until it restarts; add them to its configuration"
+		)
 	if bench.redis_credentials.get("username") == user:
 		denied = redis_acl.check(bench.redis(socket_connect_timeout=5, socket_timeout=10), bench.bench_id)
 		if denied:
@@ -201,12 +229,17 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 
 def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: str) -> int:
 	if user is not None and not READER_NAME.fullmatch(user):
-		print(f"btu-scheduler setup db-reader: --user {user!r}: use letters, digits, '_', '.' or '-' (at most 80)", file=sys.stderr)
+		print(
+			f"btu-scheduler setup db-reader: --user {user!r}: use letters, digits, '_', '.' or '-' (at most 80)",
+			file=sys.stderr,
+		)
 		return EXIT_BAD_INPUT
 	login, new = db_reader.login_for(bench, user)
 	servers = db_reader.needed_grants(bench)
 	if not servers:
-		print("no site of this bench has BTU's tables on MariaDB: nothing to grant (PostgreSQL sites are read on their own logins)")
+		print(
+			"no site of this bench has BTU's tables on MariaDB: nothing to grant (PostgreSQL sites are read on their own logins)"
+		)
 		return EXIT_OK
 	failed = False
 	for entry in servers.values():
@@ -221,15 +254,23 @@ def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: st
 		try:
 			db_reader.apply(entry, admin_user, os.environ.get(DB_ADMIN_PASSWORD_ENV, ""), sql)
 		except Exception as exc:  # PyMySQL's errors: refused, unreachable
-			print(f"btu-scheduler setup db-reader: {entry.server} as {admin_user!r}: {exc}; pass --admin-user with a user that may "
-				f"CREATE USER and GRANT (its password in ${DB_ADMIN_PASSWORD_ENV})", file=sys.stderr)
+			print(
+				f"btu-scheduler setup db-reader: {entry.server} as {admin_user!r}: {exc}; pass --admin-user with a user that may "
+				f"CREATE USER and GRANT (its password in ${DB_ADMIN_PASSWORD_ENV})",
+				file=sys.stderr,
+			)
 			failed = True
 			continue
 		print(f"{entry.server}: granted reader {login.user!r} SELECT on the BTU tables of {sites} sites")
 	if not apply:
 		if new:
-			print(f"-- then: bench set-config -g {READER_USER_KEY} {login.user} && bench set-config -g {READER_PASSWORD_KEY} '{login.password}'")
-		print("# Run it as the server's admin, or: btu-scheduler setup db-reader --apply; again after bench new-site.", file=sys.stderr)
+			print(
+				f"-- then: bench set-config -g {READER_USER_KEY} {login.user} && bench set-config -g {READER_PASSWORD_KEY} '{login.password}'"
+			)
+		print(
+			"# Run it as the server's admin, or: btu-scheduler setup db-reader --apply; again after bench new-site.",
+			file=sys.stderr,
+		)
 		return EXIT_OK
 	if failed:
 		return EXIT_FAILED

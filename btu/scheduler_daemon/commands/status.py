@@ -8,12 +8,11 @@ import time
 
 import redis
 
-from btu.shared import old_daemon, protocol
 from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
-
+from btu.shared import old_daemon, protocol
 
 NAME = "status"
 HELP = "show the leader, schedules, next fires, recent fires and invalid rows"
@@ -42,7 +41,10 @@ def run(args) -> int:
 		summary["redis"] = protocol.redis_address(client)  # after a read: a Sentinel client has found its master
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):  # status reads only btu: keys
-			print(f"btu-scheduler status: {protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)}", file=sys.stderr)
+			print(
+				f"btu-scheduler status: {protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)}",
+				file=sys.stderr,
+			)
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
 		return EXIT_FAILED
@@ -59,14 +61,24 @@ def run(args) -> int:
 def render_metrics(figures: dict) -> str:
 	"""A process's figures (`Metrics.summary`, as its heartbeat carries them), the ones its /metrics exports."""
 	skipped = figures.get("skipped") if isinstance(figures.get("skipped"), dict) else {}
-	lag = ", ".join(f"{q} {figures[key]} ms" for q, key in (("p50", "lag_p50_ms"), ("p99", "lag_p99_ms")) if figures.get(key) is not None)
+	lag = ", ".join(
+		f"{q} {figures[key]} ms"
+		for q, key in (("p50", "lag_p50_ms"), ("p99", "lag_p99_ms"))
+		if figures.get(key) is not None
+	)
 	parts = [
 		f"fires {figures.get('fires', 0)}" + (f" (lag {lag})" if lag else ""),
 		"skipped " + (" ".join(f"{reason}={count}" for reason, count in skipped.items()) or "0"),
-		*(f"{label} {figures.get(key, 0)}" for label, key in (
-			("returned", "returned"), ("elections", "elections"), ("redis errors", "redis_errors"),
-			("database errors", "database_errors"), ("rpc commands", "rpc_commands"),
-		)),
+		*(
+			f"{label} {figures.get(key, 0)}"
+			for label, key in (
+				("returned", "returned"),
+				("elections", "elections"),
+				("redis errors", "redis_errors"),
+				("database errors", "database_errors"),
+				("rpc commands", "rpc_commands"),
+			)
+		),
 	]
 	return ", ".join(parts)
 
@@ -84,13 +96,20 @@ def render(summary: dict) -> str:
 	else:
 		lines.append("leader: none (no scheduler is running against this Redis)")
 	for process in summary["processes"]:
-		redis_at = f", redis {process['redis']}, replicas {process.get('replicas', '?')} (fires wait for {process.get('replica_acks', 0)})" if process.get("redis") else ""
+		redis_at = (
+			f", redis {process['redis']}, replicas {process.get('replicas', '?')} (fires wait for {process.get('replica_acks', 0)})"
+			if process.get("redis")
+			else ""
+		)
 		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}{redis_at}")
 		if isinstance(process.get("metrics"), dict) and process["metrics"]:
 			lines.append(f"    since start: {render_metrics(process['metrics'])}")
 	for site, entry in summary["sites"].items():
 		requests = entry.get("run_requests") or 0
-		lines.append(f"site {site}: {entry.get('schedules', 0)} schedules" + (f", of which {requests} run requests (retries, backfills, chained runs)" if requests else ""))
+		lines.append(
+			f"site {site}: {entry.get('schedules', 0)} schedules"
+			+ (f", of which {requests} run requests (retries, backfills, chained runs)" if requests else "")
+		)
 		for key in ("paused_reason", "database"):
 			if entry.get(key):
 				lines.append(f"  {key}: {entry[key]}")
@@ -104,12 +123,16 @@ def render(summary: dict) -> str:
 			lines.append(f"    {fire['fire_at']}  {fire['schedule']}")
 		lines.append("  recent fires:")
 		for fire in entry.get("recent_fires", []):
-			lines.append(f"    {fire['slot']}  {fire['schedule']}  {fire['outcome']}  lag {fire['lag_ms']} ms  {fire['job_id']}")
+			lines.append(
+				f"    {fire['slot']}  {fire['schedule']}  {fire['outcome']}  lag {fire['lag_ms']} ms  {fire['job_id']}"
+			)
 		for name, reason in (entry.get("invalid") or {}).items():
 			lines.append(f"  invalid {name}: {reason}")
 	quarantined = summary.get("quarantine") or {}
 	if quarantined:
-		lines.append(f"quarantine: {len(quarantined)} wrong values moved aside (nothing fires from them; schedules are rebuilt from their rows)")
+		lines.append(
+			f"quarantine: {len(quarantined)} wrong values moved aside (nothing fires from them; schedules are rebuilt from their rows)"
+		)
 		for what, record in sorted(quarantined.items(), key=lambda pair: pair[1].get("at") or ""):
 			lines.append(f"  {record.get('at')}  {what}: {record.get('reason')}")
 	for problem in summary.get("problems") or []:

@@ -57,5 +57,7 @@ def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
 def existing(db: SiteDatabase, names: list[str]) -> set[str]:
 	"""Which of the runs named by their key texts have a row."""
 	return {
-		RunKey(kind, name).format() for kind, named in by_kind(names).items() for name in SOURCES[kind].existing(db, named)
+		RunKey(kind, name).format()
+		for kind, named in by_kind(names).items()
+		for name in SOURCES[kind].existing(db, named)
 	}

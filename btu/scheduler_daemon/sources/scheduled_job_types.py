@@ -48,7 +48,9 @@ def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
 		row["name"]: "|".join(str(row[c]) for c in VERSION)
 		for row in select(read.db, names)
 		if not int(row["stopped"] or 0)
-		and scheduled_jobs.fired_by_btu(row["method"] or "", row["frequency"] or "", row["cron_format"], read.scheduler_interval)
+		and scheduled_jobs.fired_by_btu(
+			row["method"] or "", row["frequency"] or "", row["cron_format"], read.scheduler_interval
+		)
 	}
 
 

@@ -38,7 +38,9 @@ class FirePlan:
 	count_truncated: bool = False
 
 
-def plan(spec: ScheduleSpec, cursor: datetime, now: datetime, runs: int, grace: timedelta, ahead: timedelta) -> FirePlan:
+def plan(
+	spec: ScheduleSpec, cursor: datetime, now: datetime, runs: int, grace: timedelta, ahead: timedelta
+) -> FirePlan:
 	"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away.
 
 	`runs` is how many times the schedule has fired (against its run_limit);

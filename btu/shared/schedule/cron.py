@@ -62,18 +62,32 @@ class CronExpression:
 	"""A validated cron expression and its wall-clock matcher."""
 
 	__slots__ = (
-		"text", "canonical", "seconds", "minutes", "hours", "doms", "months", "dows",
-		"dom_star", "dow_star", "real_time", "_days",
+		"text",
+		"canonical",
+		"seconds",
+		"minutes",
+		"hours",
+		"doms",
+		"months",
+		"dows",
+		"dom_star",
+		"dow_star",
+		"real_time",
+		"_days",
 	)
 
 	def __init__(self, text: str, field: str = "cron_string") -> None:
 		self.text = text
 		source = " ".join((text or "").split())
 		if not source:
-			raise ScheduleError(field, text, _("is empty; give 5 fields (minute hour day-of-month month day-of-week), e.g. 0 9 * * 1-5"))
+			raise ScheduleError(
+				field, text, _("is empty; give 5 fields (minute hour day-of-month month day-of-week), e.g. 0 9 * * 1-5")
+			)
 		if source.startswith("@"):
 			if source.lower() not in MACROS:
-				raise ScheduleError(field, text, _("unknown macro {macro}; use one of {macros}"), macro=source, macros=", ".join(MACROS))
+				raise ScheduleError(
+					field, text, _("unknown macro {macro}; use one of {macros}"), macro=source, macros=", ".join(MACROS)
+				)
 			source = MACROS[source.lower()]
 		parts = source.split(" ")
 		if len(parts) == 5:
@@ -82,8 +96,12 @@ class CronExpression:
 			names = SIX
 		else:
 			raise ScheduleError(
-				field, text,
-				_("has {count} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)"), count=len(parts),
+				field,
+				text,
+				_(
+					"has {count} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)"
+				),
+				count=len(parts),
 			)
 		normal = {name: _normalise(field, text, name, part) for name, part in zip(names, parts)}
 		normal.setdefault("second", "0")
@@ -105,7 +123,13 @@ class CronExpression:
 		longest = max(MONTH_DAYS[m] for m in self.months)
 		if not self.dom_star and self.doms[0] > longest:
 			month_names = ", ".join(calendar.month_name[m] for m in self.months)
-			raise ScheduleError(field, text, _("day-of-month {day} never occurs in {months}; pick a day that exists"), day=self.doms[0], months=month_names)
+			raise ScheduleError(
+				field,
+				text,
+				_("day-of-month {day} never occurs in {months}; pick a day that exists"),
+				day=self.doms[0],
+				months=month_names,
+			)
 		if self.next_match(0, 0 + HORIZON_YEARS * 366 * DAY) is None:
 			raise ScheduleError(field, text, _("never matches any date; check day-of-month, month and day-of-week"))
 
@@ -190,11 +214,15 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 	out = []
 	for token in part.lower().split(","):
 		if not token:
-			raise ScheduleError(field, text, _("{name} '{part}' has an empty list item; remove the extra comma"), name=name, part=part)
+			raise ScheduleError(
+				field, text, _("{name} '{part}' has an empty list item; remove the extra comma"), name=name, part=part
+			)
 		base, slash, step = token.partition("/")
 		if slash:
 			if not step.isdigit() or int(step) == 0:
-				raise ScheduleError(field, text, _("{name} step '/{step}' must be a whole number of 1 or more"), name=name, step=step)
+				raise ScheduleError(
+					field, text, _("{name} step '/{step}' must be a whole number of 1 or more"), name=name, step=step
+				)
 		if base == "*":
 			out.append(token)
 			continue
@@ -203,7 +231,13 @@ def _normalise(field: str, text: str, name: str, part: str) -> str:
 		if dash:
 			b = _value(field, text, name, last, low, high, names)
 			if b < a:
-				raise ScheduleError(field, text, _("{name} range {span} runs backwards; write it as low-high, or as two ranges"), name=name, span=base)
+				raise ScheduleError(
+					field,
+					text,
+					_("{name} range {span} runs backwards; write it as low-high, or as two ranges"),
+					name=name,
+					span=base,
+				)
 		else:
 			b = max(a, STEP_TOP[name]) if slash else a
 		# A single value alone, never a-a: the canonical text is shown to users and compared.
@@ -236,13 +270,34 @@ def _value(field: str, text: str, name: str, item: str, low: int, high: int, nam
 	if item.isdigit():
 		value = int(item)
 		if not low <= value <= high:
-			raise ScheduleError(field, text, _("{name} {value} is outside {low}-{high}"), name=name, value=value, low=low, high=high)
+			raise ScheduleError(
+				field, text, _("{name} {value} is outside {low}-{high}"), name=name, value=value, low=low, high=high
+			)
 		return value
 	if names and item in names:
 		return names.index(item) + (1 if name == "month" else 0)
 	if item in ("l", "w", "?", "h") or "#" in item or item.endswith(("l", "w")):
-		raise ScheduleError(field, text, _("{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps"), name=name, item=item)
+		raise ScheduleError(
+			field,
+			text,
+			_(
+				"{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps"
+			),
+			name=name,
+			item=item,
+		)
 	if names:
 		listed = ", ".join(names)
-		raise ScheduleError(field, text, _("{name} '{item}' is neither a number {low}-{high} nor a name ({names})"), name=name, item=item, low=low, high=high, names=listed)
-	raise ScheduleError(field, text, _("{name} '{item}' is not a number {low}-{high}"), name=name, item=item, low=low, high=high)
+		raise ScheduleError(
+			field,
+			text,
+			_("{name} '{item}' is neither a number {low}-{high} nor a name ({names})"),
+			name=name,
+			item=item,
+			low=low,
+			high=high,
+			names=listed,
+		)
+	raise ScheduleError(
+		field, text, _("{name} '{item}' is not a number {low}-{high}"), name=name, item=item, low=low, high=high
+	)

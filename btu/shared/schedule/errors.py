@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 from btu.shared.messages import InputError, _
 

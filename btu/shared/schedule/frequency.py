@@ -32,8 +32,12 @@ def whole_number(field: str, value: Any, default: int, low: int, high: int | Non
 	if number < low or (high is not None and number > high):
 		name = field.replace("_", " ")
 		if high is None:
-			raise ScheduleError(field, value, _("{name} {number} is outside {low} or more"), name=name, number=number, low=low)
-		raise ScheduleError(field, value, _("{name} {number} is outside {low}-{high}"), name=name, number=number, low=low, high=high)
+			raise ScheduleError(
+				field, value, _("{name} {number} is outside {low} or more"), name=name, number=number, low=low
+			)
+		raise ScheduleError(
+			field, value, _("{name} {number} is outside {low}-{high}"), name=name, number=number, low=low, high=high
+		)
 	return number
 
 
@@ -47,7 +51,9 @@ def frequency_to_cron(
 ) -> str:
 	"""A 5-field cron expression for one of the form's helper frequencies."""
 	if run_frequency not in HELPERS:
-		raise ScheduleError("run_frequency", run_frequency, _("has no cron form; expected one of {choices}"), choices=", ".join(HELPERS))
+		raise ScheduleError(
+			"run_frequency", run_frequency, _("has no cron form; expected one of {choices}"), choices=", ".join(HELPERS)
+		)
 	m = whole_number("minute", minute, 0, 0, 59)
 	if run_frequency == "Hourly":
 		return f"{m} * * * *"
@@ -57,18 +63,30 @@ def frequency_to_cron(
 	if run_frequency == "Weekly":
 		name = _title(day_of_week, "Monday")
 		if name not in WEEKDAYS:
-			raise ScheduleError("day_of_week", day_of_week, _("must be one of {choices}"), choices=", ".join(WEEKDAYS[1:] + WEEKDAYS[:1]))
+			raise ScheduleError(
+				"day_of_week",
+				day_of_week,
+				_("must be one of {choices}"),
+				choices=", ".join(WEEKDAYS[1:] + WEEKDAYS[:1]),
+			)
 		return f"{m} {h} * * {WEEKDAYS.index(name)}"
 	d = whole_number("day_of_month", day_of_month, 1, 1, 31)
 	if run_frequency == "Monthly":
 		return f"{m} {h} {d} * *"
 	name = _title(month, "January")
 	if name not in MONTH_NAMES:
-		raise ScheduleError("month", month, _("must be a month name, {first} to {last}"), first=MONTH_NAMES[0], last=MONTH_NAMES[-1])
+		raise ScheduleError(
+			"month", month, _("must be a month name, {first} to {last}"), first=MONTH_NAMES[0], last=MONTH_NAMES[-1]
+		)
 	number = MONTH_NAMES.index(name) + 1
 	if d > MONTH_DAYS[number - 1]:
 		raise ScheduleError(
-			"day_of_month", day_of_month, _("{month} has no day {day}; pick a day from 1 to {last}"), month=name, day=d, last=MONTH_DAYS[number - 1]
+			"day_of_month",
+			day_of_month,
+			_("{month} has no day {day}; pick a day from 1 to {last}"),
+			month=name,
+			day=d,
+			last=MONTH_DAYS[number - 1],
 		)
 	return f"{m} {h} {d} {number} *"
 

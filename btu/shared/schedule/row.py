@@ -7,8 +7,9 @@ their columns from here.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import date, datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, parse_iso
 from btu.shared.messages import _
@@ -46,14 +47,21 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 			parse_zone(system_zone)
 		except ScheduleError:
 			raise ScheduleError(
-				"time_zone", "", _("is empty and the site's System Settings time_zone {zone} is not a known zone; set this schedule's time_zone or fix System Settings"), zone=repr(system_zone)
+				"time_zone",
+				"",
+				_(
+					"is empty and the site's System Settings time_zone {zone} is not a known zone; set this schedule's time_zone or fix System Settings"
+				),
+				zone=repr(system_zone),
 			) from None
 	zone = parse_zone(_get(row, "time_zone"), system_zone)
 	clock = clock_for(zone)
 	frequency = _get(row, "run_frequency")
 	if frequency is None:
 		# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
-		raise ScheduleError("run_frequency", "", _("is empty; set it to one of {choices}"), choices=", ".join(FREQUENCIES))
+		raise ScheduleError(
+			"run_frequency", "", _("is empty; set it to one of {choices}"), choices=", ".join(FREQUENCIES)
+		)
 	check_one_of("run_frequency", frequency, FREQUENCIES)
 	start = row_instant("start_time", _get(row, "start_time"), clock)
 	end = row_instant("end_time", _get(row, "end_time"), clock)
@@ -121,8 +129,12 @@ def _cron_text(row: Mapping[str, Any], frequency: str) -> str:
 	"""The cron expression of a helper frequency (Hourly..Yearly) or of Cron Style."""
 	if frequency in HELPERS:
 		return frequency_to_cron(
-			frequency, _get(row, "minute", 0), _get(row, "hour", 0), _get(row, "day_of_week", "Monday"),
-			_get(row, "day_of_month", 1), _get(row, "month", "January"),
+			frequency,
+			_get(row, "minute", 0),
+			_get(row, "hour", 0),
+			_get(row, "day_of_week", "Monday"),
+			_get(row, "day_of_month", 1),
+			_get(row, "month", "January"),
 		)
 	text = _get(row, "cron_string")
 	if not text:
@@ -134,17 +146,23 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 	"""An Interval row's kind, every (seconds) and origin: start_time, else creation + every."""
 	every = whole_number("every", _get(row, "every"), 0, 1)
 	if every == 0:
-		raise ScheduleError("every", _get(row, "every"), _("is required for Interval; give a whole number of 1 or more"))
+		raise ScheduleError(
+			"every", _get(row, "every"), _("is required for Interval; give a whole number of 1 or more")
+		)
 	unit = _get(row, "every_unit", "Minutes")
 	check_one_of("every_unit", unit, UNITS)
 	if every * UNITS[unit] > MAX_INTERVAL:
-		raise ScheduleError("every", every, _("{unit} is more than 100 years; use a Yearly or Once schedule"), unit=unit)
+		raise ScheduleError(
+			"every", every, _("{unit} is more than 100 years; use a Yearly or Once schedule"), unit=unit
+		)
 	if start is not None:
 		origin = start
 	else:
 		created = row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
 		if created is None:
-			raise ScheduleError("start_time", "", _("an Interval schedule needs a start_time (or a saved creation time) to anchor on"))
+			raise ScheduleError(
+				"start_time", "", _("an Interval schedule needs a start_time (or a saved creation time) to anchor on")
+			)
 		origin = created + every * UNITS[unit]
 	return {"kind": "interval", "every": every * UNITS[unit], "origin": origin}
 

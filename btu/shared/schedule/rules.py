@@ -83,7 +83,7 @@ class Rule:
 				found.append(slot)
 				slot = self.first(slot + 1)
 			if len(found) >= keep or begin == low:
-				return Tally(max(counted, len(found)), found[max(0, len(found) - keep):], True)
+				return Tally(max(counted, len(found)), found[max(0, len(found) - keep) :], True)
 			span *= 8
 
 
@@ -180,7 +180,9 @@ class ExcludingRule(Rule):
 
 	__slots__ = ("base", "skipped", "excluded", "move", "clock")
 
-	def __init__(self, base: Rule, clock: ZoneClock, skipped: frozenset[int], excluded: frozenset[int], move: bool) -> None:
+	def __init__(
+		self, base: Rule, clock: ZoneClock, skipped: frozenset[int], excluded: frozenset[int], move: bool
+	) -> None:
 		self.base = base
 		self.clock = clock
 		self.skipped = skipped

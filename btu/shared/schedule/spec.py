@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from btu.shared.messages import _
 from btu.shared.schedule import catch_up
@@ -39,9 +40,28 @@ class ScheduleSpec:
 	"""Validated schedule semantics; see the package docstring for plan()."""
 
 	__slots__ = (
-		"name", "zone_name", "kind", "cron", "every", "origin", "at", "at_ms", "start", "end",
-		"run_limit", "jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max",
-		"overlap_policy", "skipped", "calendar_policy", "excluded_dates", "zone", "rule", "_expr",
+		"name",
+		"zone_name",
+		"kind",
+		"cron",
+		"every",
+		"origin",
+		"at",
+		"at_ms",
+		"start",
+		"end",
+		"run_limit",
+		"jitter_secs",
+		"catch_up_policy",
+		"catch_up_window",
+		"catch_up_max",
+		"overlap_policy",
+		"skipped",
+		"calendar_policy",
+		"excluded_dates",
+		"zone",
+		"rule",
+		"_expr",
 	)
 
 	def __init__(
@@ -73,11 +93,17 @@ class ScheduleSpec:
 		check_one_of("overlap_policy", overlap_policy, OVERLAP_POLICIES)
 		if not 0 <= catch_up_max <= MAX_CATCH_UP:
 			raise ScheduleError(
-				"catch_up_max", catch_up_max,
-				_("must be from 0 to {limit}, the most fires one catch-up may make; lower it, or use fire_once"), limit=MAX_CATCH_UP,
+				"catch_up_max",
+				catch_up_max,
+				_("must be from 0 to {limit}, the most fires one catch-up may make; lower it, or use fire_once"),
+				limit=MAX_CATCH_UP,
 			)
 		if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms <= 999 or (at_ms and kind != "once"):
-			raise ScheduleError("run_at", at_ms, _("milliseconds must be a whole number from 0 to 999, and only a Once schedule has them"))
+			raise ScheduleError(
+				"run_at",
+				at_ms,
+				_("milliseconds must be a whole number from 0 to 999, and only a Once schedule has them"),
+			)
 		if start is not None and end is not None and end < start:
 			raise ScheduleError("end_time", utc(end).isoformat(), _("is before start_time; move it later or clear it"))
 		self.name = name
@@ -111,7 +137,9 @@ class ScheduleSpec:
 			rule = CronRule(self._expr, clock_for(self.zone))
 		elif self.kind == "interval":
 			if not self.every or self.every < 1 or self.origin is None:
-				raise ScheduleError("every", self.every, _("an interval needs every >= 1 and an anchor (start_time or creation)"))
+				raise ScheduleError(
+					"every", self.every, _("an interval needs every >= 1 and an anchor (start_time or creation)")
+				)
 			rule = IntervalRule(self.origin, self.every)
 		else:
 			if self.at is None:
@@ -119,7 +147,9 @@ class ScheduleSpec:
 			rule = OnceRule(self.at)
 		if self.skipped or self.excluded_dates:
 			days = frozenset(date.fromisoformat(text).toordinal() - _EPOCH_DAY for text in self.excluded_dates)
-			rule = ExcludingRule(rule, clock_for(self.zone), frozenset(self.skipped), days, self.calendar_policy == "move")
+			rule = ExcludingRule(
+				rule, clock_for(self.zone), frozenset(self.skipped), days, self.calendar_policy == "move"
+			)
 		return rule
 
 	# -- construction ---------------------------------------------------------
@@ -167,7 +197,9 @@ class ScheduleSpec:
 	def from_dict(cls, d: Mapping[str, Any]) -> ScheduleSpec:
 		"""The spec to_dict() or stored() gave (ScheduleError for another format version)."""
 		if d.get("v") != FORMAT_VERSION:
-			raise ScheduleError("v", d.get("v"), _("unknown spec format; this code reads version {version}"), version=FORMAT_VERSION)
+			raise ScheduleError(
+				"v", d.get("v"), _("unknown spec format; this code reads version {version}"), version=FORMAT_VERSION
+			)
 		args = {k: v for k, v in d.items() if k != "v"}
 		args["zone_name"] = args.pop("zone")
 		if "skip" in args:
@@ -259,10 +291,13 @@ class ScheduleSpec:
 		entries = []
 		for s in slots:
 			source = rule.moved_from(s)
-			entries.append({
-				"at": utc(s + self.jitter_of(s)), "mark": "moved" if source is not None else "",
-				"moved_from": None if source is None else date.fromordinal(source + _EPOCH_DAY),
-			})
+			entries.append(
+				{
+					"at": utc(s + self.jitter_of(s)),
+					"mark": "moved" if source is not None else "",
+					"moved_from": None if source is None else date.fromordinal(source + _EPOCH_DAY),
+				}
+			)
 		# Removed slots up to the last fire shown (or the end), found within a walk of bounded length.
 		stop = slots[-1] if len(slots) == n else self.end
 		low = t if self.start is None else max(t, self.start)
@@ -295,7 +330,13 @@ class ScheduleSpec:
 	# -- plan --------------------------------------------------------------------
 
 	def plan(
-		self, cursor: datetime, now: datetime, *, runs: int = 0, grace: timedelta = timedelta(seconds=10), ahead: timedelta = timedelta(0),
+		self,
+		cursor: datetime,
+		now: datetime,
+		*,
+		runs: int = 0,
+		grace: timedelta = timedelta(seconds=10),
+		ahead: timedelta = timedelta(0),
 	) -> FirePlan:
 		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
@@ -319,7 +360,12 @@ def _skipped(values) -> tuple[int, ...]:
 			raise ScheduleError("skipped_slots", value, _("is not a slot instant (whole seconds since the epoch)"))
 		out.add(value)
 	if len(out) > MAX_SKIPPED:
-		raise ScheduleError("skipped_slots", len(out), _("slots are skipped, more than {limit}; unskip some, or pause or disable the schedule"), limit=MAX_SKIPPED)
+		raise ScheduleError(
+			"skipped_slots",
+			len(out),
+			_("slots are skipped, more than {limit}; unskip some, or pause or disable the schedule"),
+			limit=MAX_SKIPPED,
+		)
 	return tuple(sorted(out))
 
 
@@ -336,7 +382,12 @@ def _excluded_dates(values) -> tuple[str, ...]:
 		except ValueError:
 			raise ScheduleError("excluded_dates", value, _("is not a date; use YYYY-MM-DD")) from None
 	if len(out) > MAX_EXCLUDED_DATES:
-		raise ScheduleError("excluded_dates", len(out), _("dates are excluded, more than {limit} (7 years of days)"), limit=MAX_EXCLUDED_DATES)
+		raise ScheduleError(
+			"excluded_dates",
+			len(out),
+			_("dates are excluded, more than {limit} (7 years of days)"),
+			limit=MAX_EXCLUDED_DATES,
+		)
 	return tuple(sorted(out))
 
 

@@ -31,7 +31,11 @@ def parse_zone(name: str | None, default: str | None = None) -> tzinfo:
 	"""
 	text = (name or "").strip() or (default or "").strip()
 	if not text:
-		raise ScheduleError("time_zone", name, _("is empty; give an IANA zone such as America/New_York, or UTC, or an offset such as +05:30"))
+		raise ScheduleError(
+			"time_zone",
+			name,
+			_("is empty; give an IANA zone such as America/New_York, or UTC, or an offset such as +05:30"),
+		)
 	if text.upper() in ("UTC", "Z", "GMT"):
 		return timezone.utc
 	match = _OFFSET.match(text)
@@ -45,7 +49,9 @@ def parse_zone(name: str | None, default: str | None = None) -> tzinfo:
 		return ZoneInfo(text)
 	except Exception:
 		raise ScheduleError(
-			"time_zone", text, _("is not a known IANA time zone (e.g. America/New_York, Europe/London) nor a UTC offset like +05:30")
+			"time_zone",
+			text,
+			_("is not a known IANA time zone (e.g. America/New_York, Europe/London) nor a UTC offset like +05:30"),
 		) from None
 
 

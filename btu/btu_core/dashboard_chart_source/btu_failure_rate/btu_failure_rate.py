@@ -18,5 +18,9 @@ def get(chart_name=None, chart=None, filters=None, from_date=None, to_date=None,
 	chart, filters = run_stats.chart_request(chart_name, chart, filters)
 	within = run_stats.period(chart, timespan, time_interval, from_date, to_date)
 	log = run_stats.task_log()
-	counts = run_stats.status_counts(log, within, [log.status.isin(run_stats.FINISHED), *run_stats.task_filter(log, filters)])
-	return run_stats.timeseries(within, counts, [_("Failure rate (%)")], lambda per_status: [run_stats.failure_rate(per_status)])
+	counts = run_stats.status_counts(
+		log, within, [log.status.isin(run_stats.FINISHED), *run_stats.task_filter(log, filters)]
+	)
+	return run_stats.timeseries(
+		within, counts, [_("Failure rate (%)")], lambda per_status: [run_stats.failure_rate(per_status)]
+	)

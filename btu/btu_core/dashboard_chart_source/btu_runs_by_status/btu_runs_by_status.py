@@ -18,4 +18,6 @@ def get(chart_name=None, chart=None, filters=None, from_date=None, to_date=None,
 	counts = run_stats.status_counts(log, within, run_stats.task_filter(log, filters))
 	names = [_(status) for status in run_stats.STATUSES]
 	zeros = [0] * len(names)
-	return run_stats.timeseries(within, counts, names, lambda per_status: [per_status.get(s, 0) for s in run_stats.STATUSES], zeros)
+	return run_stats.timeseries(
+		within, counts, names, lambda per_status: [per_status.get(s, 0) for s in run_stats.STATUSES], zeros
+	)

@@ -13,7 +13,9 @@ class BTUAlertIncident(Document):
 		from frappe.types import DF
 
 		delivery_errors: DF.Text | None
-		kind: DF.Literal["Failure", "Consecutive Failures", "Missed Fire", "Late Start", "Stuck Run", "Scheduler Down", "Paused"]
+		kind: DF.Literal[
+			"Failure", "Consecutive Failures", "Missed Fire", "Late Start", "Stuck Run", "Scheduler Down", "Paused"
+		]
 		last_key: DF.Data | None
 		last_message: DF.SmallText | None
 		log: DF.Link | None

@@ -14,7 +14,9 @@ class BTUAlertRule(Document):
 
 		by_bell: DF.Check
 		by_email: DF.Check
-		event: DF.Literal["Failure", "Consecutive Failures", "Missed Fire", "Late Start", "Stuck Run", "Scheduler Down", "Paused"]
+		event: DF.Literal[
+			"Failure", "Consecutive Failures", "Missed Fire", "Late Start", "Stuck Run", "Scheduler Down", "Paused"
+		]
 		notify_recovery: DF.Check
 		parent: DF.Data
 		parentfield: DF.Data

@@ -23,18 +23,22 @@ class BTUCalendar(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from btu.btu_core.doctype.btu_calendar_date.btu_calendar_date import BTUCalendarDate
 		from frappe.types import DF
+
+		from btu.btu_core.doctype.btu_calendar_date.btu_calendar_date import BTUCalendarDate
 
 		calendar_name: DF.Data
 		dates: DF.Table[BTUCalendarDate]
 		description: DF.SmallText | None
 		holiday_list: DF.Data | None
+
 	# end: auto-generated types
 	def validate(self):
 		if len(self.dates) > calendars.MAX_CALENDAR_DATES:
 			frappe.throw(
-				_("{0} dates: a calendar holds at most {1}; remove past years or split it").format(len(self.dates), calendars.MAX_CALENDAR_DATES),
+				_("{0} dates: a calendar holds at most {1}; remove past years or split it").format(
+					len(self.dates), calendars.MAX_CALENDAR_DATES
+				),
 				title=_("Too many dates"),
 			)
 		seen = set()
@@ -43,7 +47,9 @@ class BTUCalendar(Document):
 			try:
 				day = getdate(row.date)
 			except Exception:
-				frappe.throw(_("Row {0}: '{1}' is not a date; use YYYY-MM-DD").format(row.idx, row.date), title=_("Invalid date"))
+				frappe.throw(
+					_("Row {0}: '{1}' is not a date; use YYYY-MM-DD").format(row.idx, row.date), title=_("Invalid date")
+				)
 			if day in seen:
 				continue  # one date listed twice excludes it once
 			seen.add(day)
@@ -54,7 +60,9 @@ class BTUCalendar(Document):
 		if self.holiday_list:
 			if not calendars.holiday_lists_installed():
 				frappe.throw(
-					_("Holiday List {0}: this site has no Holiday List DocType (it comes with ERPNext or HRMS); clear the field").format(self.holiday_list)
+					_(
+						"Holiday List {0}: this site has no Holiday List DocType (it comes with ERPNext or HRMS); clear the field"
+					).format(self.holiday_list)
 				)
 			if not frappe.db.exists("Holiday List", self.holiday_list):
 				frappe.throw(_("Holiday List {0} does not exist").format(self.holiday_list))
@@ -63,10 +71,14 @@ class BTUCalendar(Document):
 		calendars.announce_users_of(self.name)
 
 	def on_trash(self):
-		users = frappe.get_all("BTU Task Schedule", filters={"calendar": self.name}, pluck="name", order_by="name", limit=20)
+		users = frappe.get_all(
+			"BTU Task Schedule", filters={"calendar": self.name}, pluck="name", order_by="name", limit=20
+		)
 		if users:
 			frappe.throw(
-				_("BTU Calendar {0} is used by the schedules {1}: set another calendar on them (or clear it) first").format(self.name, ", ".join(users)),
+				_(
+					"BTU Calendar {0} is used by the schedules {1}: set another calendar on them (or clear it) first"
+				).format(self.name, ", ".join(users)),
 				frappe.LinkExistsError,
 				title=_("Calendar in use"),
 			)

@@ -42,7 +42,10 @@ class TestSkipNextRuns(IntegrationTestCase):
 		self.assertEqual([row.slot_utc for row in self.schedule.skipped_slots], upcoming[:2])
 		self.assertIn("CET", self.schedule.skipped_slots[0].slot_local)
 		preview = next_fires(self.schedule, 2)  # two fires, and the skipped runs before them (at most as many)
-		self.assertEqual([(f["utc"], f["mark"]) for f in preview["fires"]][:3], [(upcoming[0], "skipped"), (upcoming[1], "skipped"), (upcoming[2], "")])
+		self.assertEqual(
+			[(f["utc"], f["mark"]) for f in preview["fires"]][:3],
+			[(upcoming[0], "skipped"), (upcoming[1], "skipped"), (upcoming[2], "")],
+		)
 		html = render_html(preview)
 		self.assertIn("data-mark='skipped'", html)
 		self.assertIn("line-through", html)
@@ -74,7 +77,9 @@ class TestSkipNextRuns(IntegrationTestCase):
 		self.assertIn("skipped_slots", str(caught.exception))
 
 	def test_a_skipped_run_a_catch_up_may_still_fire_is_kept_on_save(self):
-		daily = make_schedule(self.task.name, run_frequency="Daily", hour=9, minute=0, time_zone="UTC", catch_up_window=86400)
+		daily = make_schedule(
+			self.task.name, run_frequency="Daily", hour=9, minute=0, time_zone="UTC", catch_up_window=86400
+		)
 		upcoming = datetime.fromisoformat(next_fires(daily, 1)["fires"][0]["utc"].replace("Z", "+00:00"))
 		last, older = (upcoming - timedelta(days=days) for days in (1, 2))
 		for slot in (older, last):
@@ -85,7 +90,9 @@ class TestSkipNextRuns(IntegrationTestCase):
 	def test_ten_thousand_skips_are_refused(self):
 		start = datetime(2030, 1, 1, 8, tzinfo=timezone.utc)
 		for i in range(10_000):
-			self.schedule.append("skipped_slots", {"slot_utc": (start + timedelta(days=i)).strftime("%Y-%m-%dT%H:%M:%SZ")})
+			self.schedule.append(
+				"skipped_slots", {"slot_utc": (start + timedelta(days=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+			)
 		with self.assertRaises(frappe.ValidationError) as caught:
 			self.schedule.save()
 		self.assertIn("1000", str(caught.exception))
@@ -107,8 +114,14 @@ class TestCalendar(IntegrationTestCase):
 		calendar = make_calendar("BTU Test Weekend", [date(2026, 12, 6), date(2026, 12, 6), date(2026, 12, 5)])
 		self.assertEqual(len(calendar.dates), 2, "a date listed twice is kept once")
 		weekly = make_schedule(
-			self.task.name, run_frequency="Weekly", day_of_week="Sunday", hour=9, minute=0, time_zone="Europe/Paris",
-			calendar=calendar.name, calendar_policy="Move to next working day",
+			self.task.name,
+			run_frequency="Weekly",
+			day_of_week="Sunday",
+			hour=9,
+			minute=0,
+			time_zone="Europe/Paris",
+			calendar=calendar.name,
+			calendar_policy="Move to next working day",
 		)
 		preview = next_fires(weekly, 2, after=datetime(2026, 12, 1, tzinfo=timezone.utc))
 		marks = [(f["utc"], f["mark"], f["note"]) for f in preview["fires"]]

@@ -6,10 +6,10 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.shared.schedule import ScheduleError, parse_zone
 from btu.btu_core.alerts import recipients
 from btu.btu_core.messages import input_error
 from btu.btu_core.schedules import scheduled_job_types
+from btu.shared.schedule import ScheduleError, parse_zone
 
 
 class BTUConfiguration(Document):
@@ -19,8 +19,9 @@ class BTUConfiguration(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from frappe.types import DF
+
+		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 
 		default_catch_up_policy: DF.Literal["fire_once", "skip", "fire_all"]
 		default_catch_up_window: DF.Int
@@ -32,6 +33,7 @@ class BTUConfiguration(Document):
 		fire_frappe_jobs: DF.Check
 		log_retention_days: DF.Int
 		upgrade_notes: DF.Code | None
+
 	# end: auto-generated types
 	def validate_higher_perm_levels(self):
 		# Frappe resets a permlevel field its user may not write to the stored value here, before validate and
@@ -46,9 +48,9 @@ class BTUConfiguration(Document):
 		for field in SYSTEM_MANAGER_FIELDS:
 			if (self.get(field) or None) != (frappe.db.get_single_value("BTU Configuration", field) or None):
 				frappe.throw(
-					_("{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it.").format(
-						_(self.meta.get_label(field)), field, frappe.session.user
-					),
+					_(
+						"{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it."
+					).format(_(self.meta.get_label(field)), field, frappe.session.user),
 					frappe.PermissionError,
 					title=_("Not permitted"),
 				)

@@ -1,7 +1,7 @@
 import frappe
 
-from btu.btu_core.setup import install
 from btu.btu_core.schedules import scheduled_job_types
+from btu.btu_core.setup import install
 from btu.btu_core.tests.utils import make_user
 
 try:
@@ -39,7 +39,9 @@ class TestBTUConfiguration(IntegrationTestCase):
 		finally:
 			frappe.db.delete("Singles", {"doctype": CONFIG})
 			for field, value in saved:
-				frappe.db.sql("insert into `tabSingles` (doctype, field, value) values (%s, %s, %s)", (CONFIG, field, value))
+				frappe.db.sql(
+					"insert into `tabSingles` (doctype, field, value) values (%s, %s, %s)", (CONFIG, field, value)
+				)
 			frappe.db.set_value("Role", "BTU Manager", "desk_access", desk_access)
 			frappe.db.commit()  # after_install committed the defaults: so is the site's own state put back
 			frappe.db.value_cache.pop(CONFIG, None)
@@ -64,7 +66,12 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		frappe.set_user("Administrator")
 		frappe.db.rollback()
 		frappe.db.set_single_value(
-			CONFIG, {scheduled_job_types.SWITCH: self.stored, "environment_name": self.environment_name, "default_time_zone": self.default_time_zone}
+			CONFIG,
+			{
+				scheduled_job_types.SWITCH: self.stored,
+				"environment_name": self.environment_name,
+				"default_time_zone": self.default_time_zone,
+			},
 		)
 		frappe.db.commit()
 
@@ -79,7 +86,10 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		self.assertFalse(config.has_permlevel_access_to(scheduled_job_types.SWITCH, permission_type="write"))
 		self.assertTrue(config.has_permlevel_access_to(scheduled_job_types.SWITCH, permission_type="read"))
 		for ignore_permissions in (False, True):
-			with self.subTest(ignore_permissions=ignore_permissions), self.assertRaises(frappe.PermissionError) as caught:
+			with (
+				self.subTest(ignore_permissions=ignore_permissions),
+				self.assertRaises(frappe.PermissionError) as caught,
+			):
 				self.flipped().save(ignore_permissions=ignore_permissions)
 			message = str(caught.exception)
 			self.assertIn("fire_frappe_jobs", message)

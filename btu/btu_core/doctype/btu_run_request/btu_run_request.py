@@ -4,8 +4,8 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.shared import run_requests as rr
 from btu.btu_core.runs.retention import delete_expired
+from btu.shared import run_requests as rr
 
 
 class BTURunRequest(Document):
@@ -47,10 +47,16 @@ class BTURunRequest(Document):
 	def on_trash(self):
 		# A deleted pending request must leave the scheduler too; cancelling says so and keeps the record.
 		if self.status in ("Pending", "Waiting"):
-			frappe.throw(_("Run request {0} is {1}: cancel it (Cancel button or btu.btu_core.api.cancel_run_request) before deleting it").format(self.name, self.status))
+			frappe.throw(
+				_(
+					"Run request {0} is {1}: cancel it (Cancel button or btu.btu_core.api.cancel_run_request) before deleting it"
+				).format(self.name, self.status)
+			)
 
 
 def delete_expired_run_requests() -> int:
 	"""Daily (btu_schedules in hooks.py): delete Done and Cancelled requests finished (last modified) longer ago than
 	BTU Configuration.log_retention_days (0 keeps all), as their runs' Logs are; a pending one stays until it runs."""
-	return delete_expired(rr.DOCTYPE, "modified", {"status": ("in", (rr.DONE, rr.CANCELLED))}, "finished BTU Run Requests")
+	return delete_expired(
+		rr.DOCTYPE, "modified", {"status": ("in", (rr.DONE, rr.CANCELLED))}, "finished BTU Run Requests"
+	)

@@ -10,7 +10,13 @@ from btu.btu_core.alerts import recipients
 from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.insights.metrics import forget_task
 from btu.btu_core.runs import run_requests
-from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, parse_arguments, resolve_function
+from btu.btu_core.runs.task_inputs import (
+	TaskInputError,
+	check_arguments_fit,
+	check_queue,
+	parse_arguments,
+	resolve_function,
+)
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import TASK_FIELDS
@@ -26,10 +32,11 @@ class BTUTask(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
+		from frappe.types import DF
+
 		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_chained_task.btu_chained_task import BTUChainedTask
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
-		from frappe.types import DF
 
 		alert_rules: DF.Table[BTUAlertRule]
 		arguments: DF.Code | None
@@ -54,6 +61,7 @@ class BTUTask(Document):
 		run_only_as_worker: DF.Check
 		task_group: DF.Data | None
 		task_type: DF.Literal["Persistent", "One-Shot", "Subtask", "Other"]
+
 	# end: auto-generated types
 	def onload(self):
 		declared_schedules.form_hint(self, TASK_FIELDS)
@@ -81,7 +89,9 @@ class BTUTask(Document):
 		self.validate_chain()
 		if not 0 <= (self.max_concurrent_runs or 0) <= protocol.MAX_CONCURRENT_RUNS:
 			frappe.throw(
-				_("Max Concurrent Runs {0}: give a whole number from 0 (no limit) to {1}").format(self.max_concurrent_runs, protocol.MAX_CONCURRENT_RUNS),
+				_("Max Concurrent Runs {0}: give a whole number from 0 (no limit) to {1}").format(
+					self.max_concurrent_runs, protocol.MAX_CONCURRENT_RUNS
+				),
 				title=_("BTU Task {0}: invalid input").format(self.name or ""),
 			)
 
@@ -89,16 +99,22 @@ class BTUTask(Document):
 		"""Refuse a chained task that is missing, more than MAX_CHAINED_TASKS rows, or a chain that leads back to this Task."""
 		if len(self.chained_tasks or []) > MAX_CHAINED_TASKS:
 			frappe.throw(
-				_("Chained Tasks: {0} rows, more than {1}; chain fewer tasks here (one of them can start the others)").format(
-					len(self.chained_tasks), MAX_CHAINED_TASKS
-				),
+				_(
+					"Chained Tasks: {0} rows, more than {1}; chain fewer tasks here (one of them can start the others)"
+				).format(len(self.chained_tasks), MAX_CHAINED_TASKS),
 				title=_("BTU Task {0}: invalid input").format(self.name or ""),
 			)
 		for row in self.chained_tasks or []:
 			if row.next_task and not frappe.db.exists("BTU Task", row.next_task) and row.next_task != self.name:
-				frappe.throw(_("Chained Tasks row {0}: no BTU Task named {1}; pick an existing task").format(row.idx, row.next_task))
+				frappe.throw(
+					_("Chained Tasks row {0}: no BTU Task named {1}; pick an existing task").format(
+						row.idx, row.next_task
+					)
+				)
 			if (row.delay_secs or 0) < 0:
-				frappe.throw(_("Chained Tasks row {0}: Delay {1}: give 0 or more seconds").format(row.idx, row.delay_secs))
+				frappe.throw(
+					_("Chained Tasks row {0}: Delay {1}: give 0 or more seconds").format(row.idx, row.delay_secs)
+				)
 		links = {row.next_task for row in self.chained_tasks or [] if row.next_task}
 		if not links:
 			return  # a Task that starts none is on no cycle
@@ -109,9 +125,9 @@ class BTUTask(Document):
 		cycle = run_requests.chain_cycle(self.name, edges)
 		if cycle:
 			frappe.throw(
-				_("Chained Tasks: {0} leads back to {1}, so each run would start the next forever; remove one link of the cycle").format(
-					" -> ".join(cycle), self.name
-				),
+				_(
+					"Chained Tasks: {0} leads back to {1}, so each run would start the next forever; remove one link of the cycle"
+				).format(" -> ".join(cycle), self.name),
 				title=_("BTU Task {0}: chain cycle").format(self.name or ""),
 			)
 
@@ -120,7 +136,11 @@ class BTUTask(Document):
 		# minute; telling it about the first schedules applies the limit to them at once.
 		if self.has_value_changed("max_concurrent_runs"):
 			schedules = frappe.get_all(
-				"BTU Task Schedule", filters={"task": self.name, "enabled": 1}, pluck="name", order_by="name", limit=ANNOUNCED_SCHEDULES
+				"BTU Task Schedule",
+				filters={"task": self.name, "enabled": 1},
+				pluck="name",
+				order_by="name",
+				limit=ANNOUNCED_SCHEDULES,
 			)
 			for schedule in schedules:
 				announce_after_commit(protocol.CREATE_TASK_SCHEDULE, schedule)
@@ -133,13 +153,22 @@ class BTUTask(Document):
 def validate_retries(doc, title: str) -> None:
 	"""The retry settings of a Task or a Schedule within their bounds (a Schedule's 0 or blank: the Task's)."""
 	if not 0 <= (doc.max_attempts or 0) <= MAX_ATTEMPTS:
-		frappe.throw(_("Max Attempts {0}: give a whole number from 1 (no retries) to {1}").format(doc.max_attempts, MAX_ATTEMPTS), title=title)
+		frappe.throw(
+			_("Max Attempts {0}: give a whole number from 1 (no retries) to {1}").format(
+				doc.max_attempts, MAX_ATTEMPTS
+			),
+			title=title,
+		)
 	for field in ("retry_delay_secs", "retry_max_delay_secs"):
 		if (doc.get(field) or 0) < 0:
-			frappe.throw(_("{0} {1}: give 0 or more seconds").format(doc.meta.get_label(field), doc.get(field)), title=title)
+			frappe.throw(
+				_("{0} {1}: give 0 or more seconds").format(doc.meta.get_label(field), doc.get(field)), title=title
+			)
 	factor = doc.retry_backoff_factor or 0
 	if factor and not 1 <= factor <= 10:
-		frappe.throw(_("Backoff Factor {0}: give a number from 1 (the same delay each time) to 10").format(factor), title=title)
+		frappe.throw(
+			_("Backoff Factor {0}: give a number from 1 (the same delay each time) to 10").format(factor), title=title
+		)
 	if doc.retry_on and doc.retry_on not in RETRY_ON:
 		frappe.throw(_("Retry On {0}: pick one of {1}").format(doc.retry_on, ", ".join(RETRY_ON)), title=title)
 

@@ -65,10 +65,15 @@ class TestBTUTask(IntegrationTestCase):
 
 	def test_default_recipients_come_from_the_configuration(self):
 		config = frappe.get_single("BTU Configuration")
-		config.set("email_recipients", [{"email_address": "ops@example.com", "email_on_error": 1, "email_on_timeout": 1}])
+		config.set(
+			"email_recipients", [{"email_address": "ops@example.com", "email_on_error": 1, "email_on_timeout": 1}]
+		)
 		config.save()
 		task = make_task()
-		self.assertEqual([(r.email_address, r.email_on_error, r.email_on_timeout) for r in task.email_recipients], [("ops@example.com", 1, 1)])
+		self.assertEqual(
+			[(r.email_address, r.email_on_error, r.email_on_timeout) for r in task.email_recipients],
+			[("ops@example.com", 1, 1)],
+		)
 
 	def test_max_concurrent_runs_is_on_the_form_and_bounded(self):
 		field = frappe.get_meta("BTU Task").get_field("max_concurrent_runs")

@@ -11,12 +11,17 @@ import frappe
 from frappe import _
 from frappe.model.document import Document
 
-from btu.shared import protocol
 from btu.btu_core.alerts import pause, recipients
 from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
 from btu.btu_core.messages import input_error
-from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, check_queue, merge_arguments, resolve_function
+from btu.btu_core.runs.task_inputs import (
+	TaskInputError,
+	check_arguments_fit,
+	check_queue,
+	merge_arguments,
+	resolve_function,
+)
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import SCHEDULE_FIELDS
@@ -24,6 +29,7 @@ from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.schedules.skipped_slots import tidy_skipped
 from btu.btu_core.schedules.spec import spec_of
 from btu.btu_core.setup.roles import require_btu_manager, require_system_manager_for
+from btu.shared import protocol
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
@@ -36,10 +42,11 @@ class BTUTaskSchedule(Document):
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
+		from frappe.types import DF
+
 		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from btu.btu_core.doctype.btu_skipped_slot.btu_skipped_slot import BTUSkippedSlot
-		from frappe.types import DF
 
 		alert_rules: DF.Table[BTUAlertRule]
 		argument_overrides: DF.Code | None
@@ -64,7 +71,20 @@ class BTUTaskSchedule(Document):
 		jitter_secs: DF.Int
 		max_attempts: DF.Int
 		minute: DF.Int
-		month: DF.Literal["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+		month: DF.Literal[
+			"January",
+			"February",
+			"March",
+			"April",
+			"May",
+			"June",
+			"July",
+			"August",
+			"September",
+			"October",
+			"November",
+			"December",
+		]
 		overlap_policy: DF.Literal["allow", "skip"]
 		pause_after_failures: DF.Int
 		pause_note: DF.SmallText | None
@@ -83,6 +103,7 @@ class BTUTaskSchedule(Document):
 		task: DF.Link
 		task_description: DF.Data | None
 		time_zone: DF.Data | None
+
 	# end: auto-generated types
 	def onload(self):
 		declared_schedules.form_hint(self, SCHEDULE_FIELDS)
@@ -107,9 +128,9 @@ class BTUTaskSchedule(Document):
 		recipients.require_system_manager_for_outsiders(self)
 		if self.name and not RunKey(RunKind.SCHEDULE, self.name).reads_back():
 			frappe.throw(
-				_("Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it").format(
-					self.name, *RESERVED_STARTS
-				)
+				_(
+					"Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it"
+				).format(self.name, *RESERVED_STARTS)
 			)
 		validate_retries(self, _("Invalid schedule"))
 		try:
@@ -123,8 +144,11 @@ class BTUTaskSchedule(Document):
 			frappe.throw(input_error(exc), title=_("Invalid schedule"))
 		if dropped:
 			frappe.msgprint(
-				_("Removed skipped runs that are no runs of this schedule (its timing changed?): {0}").format(", ".join(dropped)),
-				title=_("Skipped runs"), indicator="orange",
+				_("Removed skipped runs that are no runs of this schedule (its timing changed?): {0}").format(
+					", ".join(dropped)
+				),
+				title=_("Skipped runs"),
+				indicator="orange",
 			)
 		self.schedule_description = spec.describe()
 		try:

@@ -4,9 +4,9 @@ from datetime import datetime, timezone
 import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.shared import protocol
 from btu.btu_core.schedules.preview import next_fires
 from btu.btu_core.tests.utils import make_schedule, make_task
+from btu.shared import protocol
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -19,13 +19,22 @@ class TestBTUTaskScheduleValidation(IntegrationTestCase):
 		self.task = make_task()
 
 	def test_helper_frequency_sets_local_cron_and_description(self):
-		schedule = make_schedule(self.task.name, run_frequency="Weekly", day_of_week="Tuesday", hour=9, minute=5, time_zone="America/New_York")
+		schedule = make_schedule(
+			self.task.name,
+			run_frequency="Weekly",
+			day_of_week="Tuesday",
+			hour=9,
+			minute=5,
+			time_zone="America/New_York",
+		)
 		self.assertEqual(schedule.cron_string, "5 9 * * 2")
 		self.assertIn("America/New_York", schedule.schedule_description)
 		self.assertIn("Tuesday", schedule.schedule_description)
 
 	def test_yearly_keeps_day_and_month(self):
-		schedule = make_schedule(self.task.name, run_frequency="Yearly", month="March", day_of_month=15, hour=6, minute=0)
+		schedule = make_schedule(
+			self.task.name, run_frequency="Yearly", month="March", day_of_month=15, hour=6, minute=0
+		)
 		self.assertEqual(schedule.cron_string, "0 6 15 3 *")
 
 	def test_bad_cron_names_field_value_and_problem(self):
@@ -54,7 +63,9 @@ class TestBTUTaskScheduleValidation(IntegrationTestCase):
 		# Where this Python's json puts the error: column 16 on 3.11, 15 on 3.13+ ("Illegal trailing comma").
 		with self.assertRaises(json.JSONDecodeError) as parsed:
 			json.loads(text)
-		self.assertIn(f"line {parsed.exception.lineno}, column {parsed.exception.colno}: {parsed.exception.msg}", message)
+		self.assertIn(
+			f"line {parsed.exception.lineno}, column {parsed.exception.colno}: {parsed.exception.msg}", message
+		)
 
 	def test_overrides_complete_the_task_arguments(self):
 		task = make_task(function="needs_company")

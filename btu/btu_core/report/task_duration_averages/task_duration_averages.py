@@ -19,7 +19,9 @@ def execute(filters=None):
 	per_task = durations_per_task(days(from_date, to_date), filters.get("status") or "Succeeded", filters.get("task"))
 	data = []
 	for task, durations in sorted(per_task.items()):
-		limit = frappe.db.get_value("BTU Task", task, ["desc_short", "max_task_duration"], as_dict=True) or frappe._dict()
+		limit = (
+			frappe.db.get_value("BTU Task", task, ["desc_short", "max_task_duration"], as_dict=True) or frappe._dict()
+		)
 		longest = durations.greatest()
 		data.append(
 			{
@@ -42,7 +44,15 @@ def columns():
 		{"fieldname": "task", "label": _("Task"), "fieldtype": "Link", "options": "BTU Task", "width": 100},
 		{"fieldname": "task_description", "label": _("Task Description"), "fieldtype": "Data", "width": 200},
 		{"fieldname": "runs", "label": _("Runs"), "fieldtype": "Int", "width": 70},
-		*({"fieldname": key, "label": label, "fieldtype": "Float", "precision": 3, "width": 100} for key, label in (("min", _("Min (s)")), ("avg", _("Average (s)")), ("p95", _("95th pct (s)")), ("max", _("Max (s)")))),
+		*(
+			{"fieldname": key, "label": label, "fieldtype": "Float", "precision": 3, "width": 100}
+			for key, label in (
+				("min", _("Min (s)")),
+				("avg", _("Average (s)")),
+				("p95", _("95th pct (s)")),
+				("max", _("Max (s)")),
+			)
+		),
 		{"fieldname": "max_task_duration", "label": _("Limit (s)"), "fieldtype": "Int", "width": 80},
 		{"fieldname": "max_share_of_limit", "label": _("Max % of Limit"), "fieldtype": "Percent", "width": 110},
 	]
@@ -54,7 +64,10 @@ def chart(data):
 	return {
 		"data": {
 			"labels": [plain_label(row["task_description"]) or row["task"] for row in data],
-			"datasets": [{"name": _("Average (s)"), "values": [round(row["avg"], 3) for row in data]}, {"name": _("95th pct (s)"), "values": [round(row["p95"], 3) for row in data]}],
+			"datasets": [
+				{"name": _("Average (s)"), "values": [round(row["avg"], 3) for row in data]},
+				{"name": _("95th pct (s)"), "values": [round(row["p95"], 3) for row in data]},
+			],
 		},
 		"type": "bar",
 	}

@@ -56,11 +56,29 @@ def columns():
 	return [
 		{"fieldname": "task", "label": _("Task"), "fieldtype": "Link", "options": "BTU Task", "width": 100},
 		{"fieldname": "task_description", "label": _("Task Description"), "fieldtype": "Data", "width": 200},
-		{"fieldname": "schedule", "label": _("Schedule"), "fieldtype": "Link", "options": "BTU Task Schedule", "width": 110},
+		{
+			"fieldname": "schedule",
+			"label": _("Schedule"),
+			"fieldtype": "Link",
+			"options": "BTU Task Schedule",
+			"width": 110,
+		},
 		{"fieldname": "runs", "label": _("Runs"), "fieldtype": "Int", "width": 70},
 		*({"fieldname": frappe.scrub(s), "label": _(s), "fieldtype": "Int", "width": 90} for s in STATUSES),
 		{"fieldname": "last_started", "label": _("Last Started"), "fieldtype": "Datetime", "width": 160},
 		{"fieldname": "last_status", "label": _("Last Status"), "fieldtype": "Data", "width": 90},
-		{"fieldname": "avg_fire_lag_ms", "label": _("Avg Fire Lag (ms)"), "fieldtype": "Float", "precision": 1, "width": 120},
-		{"fieldname": "max_fire_lag_ms", "label": _("Max Fire Lag (ms)"), "fieldtype": "Float", "precision": 1, "width": 120},
+		{
+			"fieldname": "avg_fire_lag_ms",
+			"label": _("Avg Fire Lag (ms)"),
+			"fieldtype": "Float",
+			"precision": 1,
+			"width": 120,
+		},
+		{
+			"fieldname": "max_fire_lag_ms",
+			"label": _("Max Fire Lag (ms)"),
+			"fieldtype": "Float",
+			"precision": 1,
+			"width": 120,
+		},
 	]

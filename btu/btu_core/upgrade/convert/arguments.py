@@ -32,13 +32,19 @@ def to_json(field: str, text: str | None) -> str | None:
 		value = ast.literal_eval(str(text).strip())
 	except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
 		raise LiteralError(
-			field, text, _("is neither JSON nor a Python literal ({reason}); rewrite it as a JSON object such as {example}"),
-			reason=f"{type(exc).__name__}: {exc}", example='{"days": 3}',
+			field,
+			text,
+			_("is neither JSON nor a Python literal ({reason}); rewrite it as a JSON object such as {example}"),
+			reason=f"{type(exc).__name__}: {exc}",
+			example='{"days": 3}',
 		) from None
 	if not isinstance(value, dict):
 		raise LiteralError(
-			field, text, _("is a Python {kind}, not a dict of keyword arguments; rewrite it as a JSON object such as {example}"),
-			kind=type(value).__name__, example='{"days": 3}',
+			field,
+			text,
+			_("is a Python {kind}, not a dict of keyword arguments; rewrite it as a JSON object such as {example}"),
+			kind=type(value).__name__,
+			example='{"days": 3}',
 		)
 	_check_json(field, text, value)
 	return json.dumps(value, ensure_ascii=False)
@@ -49,15 +55,22 @@ def _check_json(field: str, text: str, value) -> None:
 	if isinstance(value, dict):
 		for key, item in value.items():
 			if not isinstance(key, str):
-				raise LiteralError(field, text, _("has the key {key!r}, not a name; JSON keeps only string keys: rename it"), key=key)
+				raise LiteralError(
+					field, text, _("has the key {key!r}, not a name; JSON keeps only string keys: rename it"), key=key
+				)
 			_check_json(field, text, item)
 	elif isinstance(value, (list, tuple)):
 		for item in value:
 			_check_json(field, text, item)
 	elif isinstance(value, float) and not math.isfinite(value):
-		raise LiteralError(field, text, _("holds {number}, which JSON cannot write; replace it with a number or null"), number=value)
+		raise LiteralError(
+			field, text, _("holds {number}, which JSON cannot write; replace it with a number or null"), number=value
+		)
 	elif value is not None and not isinstance(value, (str, int, float, bool)):
 		raise LiteralError(
-			field, text, _("holds a {kind} ({item!r}), which JSON cannot write; use a list, string or number"),
-			kind=type(value).__name__, item=value,
+			field,
+			text,
+			_("holds a {kind} ({item!r}), which JSON cannot write; use a list, string or number"),
+			kind=type(value).__name__,
+			item=value,
 		)

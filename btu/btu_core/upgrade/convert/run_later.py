@@ -47,14 +47,21 @@ def entry(key: str, fields: dict[str, str]) -> Entry | None:
 	except ValueError:
 		raise RunLaterError("arguments", text, _("is not JSON; the entry {key} is left in Redis"), key=key) from None
 	if not isinstance(arguments, dict):
-		raise RunLaterError("arguments", text, _("is not a JSON object of keyword arguments; the entry {key} is left in Redis"), key=key)
+		raise RunLaterError(
+			"arguments", text, _("is not a JSON object of keyword arguments; the entry {key} is left in Redis"), key=key
+		)
 	try:
 		run_at = parse_iso(fields.get("not_before_time") or "", "not_before_time")
 	except ValueError:
 		try:
 			run_at = datetime.fromtimestamp(int(fields["not_before_timestamp"]), timezone.utc)
 		except (KeyError, ValueError):
-			raise RunLaterError("not_before_time", fields.get("not_before_time"), _("is not a moment; the entry {key} is left in Redis"), key=key) from None
+			raise RunLaterError(
+				"not_before_time",
+				fields.get("not_before_time"),
+				_("is not a moment; the entry {key} is left in Redis"),
+				key=key,
+			) from None
 	if run_at.tzinfo is None:
 		run_at = run_at.replace(tzinfo=timezone.utc)  # the original wrote it in UTC
 	return Entry(

@@ -10,8 +10,9 @@ fields say, in the zone the admin entered it in (the site's), so it no longer dr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from btu.shared.messages import InputError, _
 from btu.shared.schedule.errors import ScheduleError
@@ -75,7 +76,9 @@ def convert(row: Mapping[str, Any], *, local_schema: bool, config_zone: str | No
 	if frequency in ("Monthly", "Yearly") and not local_schema:
 		# The original dropped the day and wrote the month as text, so such a row never fired there.
 		change.notes.append(
-			_("{frequency} schedules never fired in the original BTU (its cron kept no day and a month name); this one now fires as its fields say").format(frequency=frequency)
+			_(
+				"{frequency} schedules never fired in the original BTU (its cron kept no day and a month name); this one now fires as its fields say"
+			).format(frequency=frequency)
 		)
 	return change
 
@@ -84,10 +87,14 @@ def _utc_schema_zone(cron: Any, config: str, change: ScheduleChange) -> str:
 	"""The zone the pre-v15.2 daemon read a Cron Style `cron` in."""
 	fields = str(cron or "").split()
 	if len(fields) != 5:
-		change.notes.append(_("has {count} fields; BTU reads 5 (or 6 with leading seconds): check it").format(count=len(fields)))
+		change.notes.append(
+			_("has {count} fields; BTU reads 5 (or 6 with leading seconds): check it").format(count=len(fields))
+		)
 	elif fields[4] != "*":
 		change.notes.append(
-			_("names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon read 1-7 from Sunday: check the days")
+			_(
+				"names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon read 1-7 from Sunday: check the days"
+			)
 		)
 	hour = fields[1] if len(fields) >= 2 else "*"
 	return UTC if config == UTC or hour == "*" else config
@@ -101,5 +108,9 @@ def _zone(name: Any, source: str, change: ScheduleChange) -> str | None:
 	try:
 		return zone_name(parse_zone(text))
 	except ScheduleError:
-		change.notes.append(_("{source} {name!r} is not a time zone; the schedule was given UTC instead: set its time zone").format(source=source, name=text))
+		change.notes.append(
+			_("{source} {name!r} is not a time zone; the schedule was given UTC instead: set its time zone").format(
+				source=source, name=text
+			)
+		)
 		return None
