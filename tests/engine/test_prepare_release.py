@@ -1,4 +1,5 @@
-"""A fire in two steps, driven in-process: prepared ahead (slot claimed, job written, on no queue), released at its moment.
+"""A fire in two steps, driven in-process: prepared ahead (slot claimed, job written, on no queue), released at its
+moment.
 
 Each test runs the leader's steps by hand on a real Redis and MariaDB, so it can look between them.
 """

@@ -117,7 +117,8 @@ def test_scheduler_on_a_read_only_replica_lives_and_harms_nothing(server, engine
 
 
 def one_prepared_fire(site, r) -> tuple:  # noqa: F811
-	"""A leader with one Once fire prepared 1-2 s ahead: (bench, scheduler, its moment, its prepared member, its job id)."""
+	"""A leader with one Once fire prepared 1-2 s ahead: (bench, scheduler, its moment, its prepared member, its job
+	id)."""
 	bench, data, task = site
 	instant = next_instant()
 	once_at(data, task, instant)
