@@ -41,7 +41,7 @@ JOB_FUNCTION = "benchmarks.jobs.record"
 
 
 def connect_site(bench: Path, site: str):
-	"""frappe, initialised and connected to `site` of the Frappe bench `bench` as Administrator (in-bench benchmarks)."""
+	"""frappe, initialised and connected to `site` of the bench `bench` as Administrator (in-bench benchmarks)."""
 	import frappe
 
 	os.chdir(bench / "sites")
@@ -61,7 +61,8 @@ SCRAPE_SECONDS = 1.0
 
 
 def add_metrics_argument(parser) -> None:
-	"""`--metrics off|on|both`: BTU with its /metrics endpoint off, on and scraped every SCRAPE_SECONDS, or both side by side."""
+	"""`--metrics off|on|both`: BTU with its /metrics endpoint off, on and scraped every SCRAPE_SECONDS, or both side
+	by side."""
 	parser.add_argument(
 		"--metrics",
 		choices=("off", "on", "both"),
@@ -81,7 +82,7 @@ def free_port() -> int:
 
 
 class Scraper:
-	"""Reads a scheduler's /metrics every `every` seconds on a thread, as Prometheus would; `scrapes` counts the answers."""
+	"""Reads a scheduler's /metrics every `every` seconds on a thread, as Prometheus would; `scrapes` counts answers."""
 
 	def __init__(self, port: int, every: float = SCRAPE_SECONDS):
 		self.url = f"http://127.0.0.1:{port}/metrics"
@@ -207,7 +208,10 @@ class DevBench:
 				row["name"] = f"TS-{offset:06d}"
 				names.append(row["name"])
 				values.append(tuple(row.get(c) for c in columns))
-			sql = f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+			sql = (
+				f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
+				f"VALUES ({', '.join(['%s'] * len(columns))})"
+			)
 			for i in range(0, len(values), 2000):
 				cur.executemany(sql, values[i : i + 2000])
 		return names
@@ -333,7 +337,8 @@ def table(headers: list[str], rows: list[list]) -> str:
 
 
 def merge_previous(name: str, rows: list[dict], key: tuple[str, ...]) -> list[dict]:
-	"""This run's rows, then the previous result's rows for what this run left out (each keeps the `ran_at` it was measured at).
+	"""This run's rows, then the previous result's rows for what this run left out (each keeps the `ran_at` it was
+	measured at).
 
 	So `--systems btu` re-measures BTU and keeps the peers' figures side by side.
 	"""

@@ -1,4 +1,4 @@
-"""btu.enqueue_at inside a real Frappe bench: calls per second from one process, and fire lag through the real scheduler.
+"""btu.enqueue_at inside a Frappe bench: calls per second from one process, and fire lag through the real scheduler.
 
 Needs a Frappe bench with BTU installed (tier 2's); run it with the bench's Python from the repository root:
 
@@ -178,7 +178,8 @@ def main() -> None:
 	print(table(["call", "n", "calls/s", "ms per call"], rows))
 	summary = lag_summary(lags)
 	print(
-		f"\nfire lag of {args.fires} enqueue_at requests at random milliseconds over {args.spread_secs:.0f} s (job enqueued_at - moment asked)"
+		f"\nfire lag of {args.fires} enqueue_at requests at random milliseconds over {args.spread_secs:.0f} s "
+		"(job enqueued_at - moment asked)"
 	)
 	print(
 		table(

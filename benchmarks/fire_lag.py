@@ -150,7 +150,10 @@ def run_peer(key: str, scenario_name: str, scenario: dict, seconds: float, log_d
 			"settings": peer.settings,
 			"scenario": scenario_name,
 			"slots": None,
-			"note": "cannot do it: interval jobs all start with the process (no per-schedule offset) and cron is minute-precision",
+			"note": (
+				"cannot do it: interval jobs all start with the process (no per-schedule offset) "
+				"and cron is minute-precision"
+			),
 		}
 	count = scenario["count"]
 	pre_created = count * (seconds / scenario["period"] + 1) if isinstance(peer, RqOwnScheduler) else count

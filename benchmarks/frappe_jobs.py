@@ -1,8 +1,9 @@
-"""Frappe's scheduler and BTU firing the same Scheduled Job Types on one bench: lag from the due moment to enqueue.
+r"""Frappe's scheduler and BTU firing the same Scheduled Job Types on one bench: lag from the due moment to enqueue.
 
 Needs a Frappe bench with BTU installed (tier 2's); run it with the bench's Python from the repository root:
 
-    /root/frappe-bench-v16/env/bin/python benchmarks/frappe_jobs.py --bench /root/frappe-bench-v16 --site v16.localhost --minutes 8
+    /root/frappe-bench-v16/env/bin/python benchmarks/frappe_jobs.py --bench /root/frappe-bench-v16 \
+        --site v16.localhost --minutes 8
 
 Two Scheduled Job Types call a probe (`btu.btu_core.tests.sample_tasks.probe_every_minute`, `Cron` "* * * * *",
 and `probe_all`, `All`: every `scheduler_interval`, 240 s unless set), which pushes its RQ job's `enqueued_at` to
@@ -225,7 +226,7 @@ class Benchmark:
 			start -= period
 		print(f"phase A (Frappe's scheduler) starts at {iso(start)}, {start - time.time():.0f} s from now")
 		self.wait(start)
-		# Frappe's scheduler process first: v16's workers start a scheduler thread that takes the bench's lock when free.
+		# Frappe's scheduler process first: v16's workers start a scheduler thread that takes the bench's lock if free.
 		self.processes.start("frappe-schedule", ["-m", "frappe.utils.bench_helper", "frappe", "schedule"], cwd=sites)
 		deadline = time.monotonic() + 30
 		while not self.frappe_scheduler_holds_lock():
@@ -511,7 +512,8 @@ def main() -> None:
 
 	rows, notes = analyse(records, benchmark.phases, crons, zone, benchmark.created)
 	print(
-		f"\nScheduled Job Types fired by Frappe's scheduler, then by BTU, on {args.site} (Frappe {versions['frappe']}, zone {zone})"
+		f"\nScheduled Job Types fired by Frappe's scheduler, then by BTU, on {args.site} "
+		f"(Frappe {versions['frappe']}, zone {zone})"
 	)
 	print(print_table(rows))
 	print(
@@ -522,7 +524,8 @@ def main() -> None:
 	for row in rows:
 		if row["runs_outside_measured_slots"]:
 			print(
-				f"{row['scheduler']} / {row['job_type']}: {row['runs_outside_measured_slots']} run(s) in the phase's first/last minute (not measured)"
+				f"{row['scheduler']} / {row['job_type']}: {row['runs_outside_measured_slots']} run(s) "
+				"in the phase's first/last minute (not measured)"
 			)
 	for note in notes:
 		print(f"SLOT RUN TWICE: {note}")

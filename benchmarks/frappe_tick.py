@@ -1,4 +1,4 @@
-"""What Frappe v15's own scheduler tick costs, per site and for a bench of N sites (issue 29), inside a real bench.
+r"""What Frappe v15's own scheduler tick costs, per site and for a bench of N sites (issue 29), inside a real bench.
 
 Frappe's scheduler process (`bench schedule`, `frappe.utils.scheduler.start_scheduler`) sleeps
 `scheduler_tick_interval` (60 s by default) and then runs `enqueue_events_for_all_sites`: for every site of the
@@ -23,7 +23,8 @@ scheduler enabled for the run; they are dropped at the end unless `--keep-sites`
 `enqueue_events_for_all_sites` itself over 1, 2, 4, ... of those sites (its `get_sites` narrowed), `--ticks` times
 each after one warm-up tick, to show how a tick grows with the number of sites.
 
-    cd /root/frappe-bench/sites && ../env/bin/python /work/main/benchmarks/frappe_tick.py --bench /root/frappe-bench --make-sites 8
+    cd /root/frappe-bench/sites && ../env/bin/python /work/main/benchmarks/frappe_tick.py \
+        --bench /root/frappe-bench --make-sites 8
 
 Prints tables, writes benchmarks/results/frappe_tick.json. Nothing of Frappe's configuration is changed: a site's
 `enable_scheduler` is put back as it was, and the sites it made are dropped.
@@ -675,7 +676,8 @@ def report(result: dict) -> None:
 		)
 		x = result["extrapolation"]
 		print(
-			f"\nA push: {x['push_wall_ms']:.2f} ms wall, {x['push_cpu_ms']:.2f} ms CPU, {x['push_redis_commands']:.1f} Redis commands"
+			f"\nA push: {x['push_wall_ms']:.2f} ms wall, {x['push_cpu_ms']:.2f} ms CPU, "
+			f"{x['push_redis_commands']:.1f} Redis commands"
 			f" (all-due ticks against idle ones); {x['due_per_tick']:.2f} due an average tick a site."
 		)
 		print(

@@ -142,7 +142,8 @@ def slot_lags(schedules: list[Schedule], fires: list[tuple[int, float]], start: 
 
 
 def anchored_on_first_fire(schedules: list[Schedule], fires: list[tuple[int, float]], start: float) -> list[Schedule]:
-	"""For a peer that picks its own first slot (RQ cron): each schedule's slots counted from its first fire at or after `start`."""
+	"""For a peer that picks its own first slot (RQ cron): each schedule's slots counted from its first fire at or
+	after `start`."""
 	first: dict[int, float] = {}
 	for i, t in fires:
 		if t >= start and (i not in first or t < first[i]):

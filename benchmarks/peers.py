@@ -185,7 +185,8 @@ class RqCron(Peer):
 		lines = ["from rq import cron", "from benchmarks.jobs import record", ""]
 		for s in schedules:
 			lines.append(
-				f"cron.register(record, queue_name={QUEUE!r}, kwargs={{'i': {s.i}}}, interval={int(s.period or 0)}, result_ttl=600)"
+				f"cron.register(record, queue_name={QUEUE!r}, kwargs={{'i': {s.i}}}, "
+				f"interval={int(s.period or 0)}, result_ttl=600)"
 			)
 		self.config.write_text("\n".join(lines) + "\n")
 

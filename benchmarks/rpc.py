@@ -184,17 +184,23 @@ def main() -> int:
 		f"Redis RPC, caller and listener in separate processes (redis-server {redis_version}, loopback, "
 		f"drain count {args.drain_count})"
 	)
-	header = f"{'listeners':>9}  {'ping p50':>9}  {'ping p99':>9}  {'ping max':>9}  {'burst':>5}  {'ACKed':>5}  {'last ACK med':>12}  {'last ACK max':>12}"
+	header = (
+		f"{'listeners':>9}  {'ping p50':>9}  {'ping p99':>9}  {'ping max':>9}  "
+		f"{'burst':>5}  {'ACKed':>5}  {'last ACK med':>12}  {'last ACK max':>12}"
+	)
 	print(header)
 	print("-" * len(header))
 	for row in rows:
 		ping, burst = row["ping"], row["burst"]
 		print(
-			f"{row['listener_processes']:>9}  {ping['p50_ms']:>7.3f}ms  {ping['p99_ms']:>7.3f}ms  {ping['max_ms']:>7.2f}ms  "
-			f"{burst['size']:>5}  {burst['acked_min']:>5}  {burst['last_ack_median_ms']:>10.1f}ms  {burst['last_ack_max_ms']:>10.1f}ms"
+			f"{row['listener_processes']:>9}  "
+			f"{ping['p50_ms']:>7.3f}ms  {ping['p99_ms']:>7.3f}ms  {ping['max_ms']:>7.2f}ms  "
+			f"{burst['size']:>5}  {burst['acked_min']:>5}  "
+			f"{burst['last_ack_median_ms']:>10.1f}ms  {burst['last_ack_max_ms']:>10.1f}ms"
 		)
 	print(
-		f"(pings: {args.pings} sequential protocol.call; burst: {args.burst} commands in one pipeline, {args.rounds} rounds; "
+		f"(pings: {args.pings} sequential protocol.call; "
+		f"burst: {args.burst} commands in one pipeline, {args.rounds} rounds; "
 		f"ACKed = fewest ACKs seen within the 5 s window in a round)"
 	)
 

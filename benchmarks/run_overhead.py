@@ -1,4 +1,4 @@
-"""What a run costs between its moment and its function's first line, inside a real Frappe bench, beside `frappe.enqueue`.
+"""What a run costs between its moment and its function's first line, inside a Frappe bench, beside `frappe.enqueue`.
 
 Needs a Frappe bench with BTU installed (tier 2's); run it with the bench's Python from the repository root:
 
@@ -13,20 +13,23 @@ line ran, the work-horse's CPU until then and its RQ job. The kinds of run, each
 - `btu.enqueue_at` without and with `task_log`: from the moment asked for;
 - a chained run and a retry (BTU Run Requests): from the request's run_at;
 - a Frappe Scheduled Job Type fired by BTU: BTU's job for a `frappe-job:` slot, enqueued by this script at the slot
-  in the scheduler's form (the scheduler's own fire lag, about a millisecond, is `benchmarks/fire_lag.py`'s), from the slot.
+  in the scheduler's form (the scheduler's own fire lag, about a millisecond, is `benchmarks/fire_lag.py`'s), from
+  the slot.
 
 Per kind: the start lag (moment to first line: p50 / p90 / max), split into fire lag (moment to the job's
 `enqueued_at`), pickup (to rq's `started_at` in the work-horse) and inside the job; the work-horse's CPU to the first
 line; and the worker's CPU per run (the worker process and its reaped work-horses, from /proc, over the kind's runs,
 all of the run: after the call too). Then the same runs on an instrumented worker (this script's
 `--step-worker`: rq's Worker whose work-horse times the steps) give the steps to the first line: Frappe's own job
-setup, the import of the method's module, claim, Log insert, commits, alerts, capture, other SQL; and what follows the call.
+setup, the import of the method's module, claim, Log insert, commits, alerts, capture, other SQL; and what follows
+the call.
 
 `--bytecode compiled` runs the workers with every module of the bench (standard library, site-packages, Frappe, BTU)
 compiled into a private cache (PYTHONPYCACHEPREFIX, made once with compileall); `source` as on a bench that writes no
 bytecode (PYTHONDONTWRITEBYTECODE=1, or built with uv): a private cache holding only the standard library's and
-BTU's own (what BTU's migrate writes, `btu.btu_core.setup.install.compile_bytecode`), so Frappe and its libraries are read
-from source whatever .pyc their trees hold. `both` (the default) runs one after the other. Only this bench's Frappe version is measured; the output names it.
+BTU's own (what BTU's migrate writes, `btu.btu_core.setup.install.compile_bytecode`), so Frappe and its libraries are
+read from source whatever .pyc their trees hold. `both` (the default) runs one after the other. Only this bench's
+Frappe version is measured; the output names it.
 
 Holds the bench's tier-2 lock (`.btu-tier2.lock`) while it runs, so it never shares the worker with a test run.
 Deletes what it makes. Prints tables, writes benchmarks/results/run_overhead.json.
@@ -80,7 +83,10 @@ def worker_env(mode: str) -> dict:
 
 def import_roots(python: str, sites: Path) -> list[str]:
 	"""The folders the bench's Python imports from, BTU's package among them."""
-	code = "import sys, os, btu; print('\\n'.join([p for p in sys.path if os.path.isdir(p)] + [os.path.dirname(btu.__file__)]))"
+	code = (
+		"import sys, os, btu; "
+		"print('\\n'.join([p for p in sys.path if os.path.isdir(p)] + [os.path.dirname(btu.__file__)]))"
+	)
 	out = subprocess.run([python, "-c", code], cwd=sites, capture_output=True, text=True, check=True).stdout
 	return [line for line in out.splitlines() if line and Path(line).resolve() != sites.resolve()]
 
@@ -405,7 +411,8 @@ def stop(frappe, schedule) -> None:
 
 
 class Runs:
-	"""One pass over the kinds of run on the worker `pid`: (moment, probe) pairs per kind, and the worker's CPU per run."""
+	"""One pass over the kinds of run on the worker `pid`: (moment, probe) pairs per kind, and the worker's CPU per
+	run."""
 
 	def __init__(self, frappe, pid: int, runs: int, gap: int, tag: str):
 		self.frappe, self.pid, self.runs, self.gap, self.tag = frappe, pid, runs, gap, tag
@@ -764,7 +771,8 @@ def require_this_tree(bench: Path) -> None:
 	linked = (bench / "apps" / "btu").resolve()
 	if {Path(imported or "?"), linked} != {tree}:
 		sys.exit(
-			f"the bench's btu is {linked} (imported from {imported or '?'}), not this tree {tree}: run scripts/tier2 from this tree once (it links it), then this again"
+			f"the bench's btu is {linked} (imported from {imported or '?'}), not this tree {tree}: "
+			"run scripts/tier2 from this tree once (it links it), then this again"
 		)
 
 
@@ -776,7 +784,8 @@ def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int
 		note = f"bytecode compiled for every module (PYTHONPYCACHEPREFIX={CACHE_PREFIX}, compileall {secs:.0f} s)"
 	else:
 		note = (
-			f"no bytecode for Frappe and its libraries, as a bench built with uv or under PYTHONDONTWRITEBYTECODE=1: only the "
+			"no bytecode for Frappe and its libraries, as a bench built with uv or under PYTHONDONTWRITEBYTECODE=1: "
+			"only the "
 			f"standard library's and BTU's own (what BTU's migrate writes) in PYTHONPYCACHEPREFIX={SOURCE_PREFIX}"
 		)
 	with worker_running(bench, mode) as pid:
@@ -816,7 +825,10 @@ def main() -> None:
 		"--gap-secs",
 		type=int,
 		default=0,
-		help="seconds between runs (a schedule's interval); default 2 compiled, 5 from source (a run must end before the next)",
+		help=(
+			"seconds between runs (a schedule's interval); default 2 compiled, 5 from source "
+			"(a run must end before the next)"
+		),
 	)
 	parser.add_argument(
 		"--kinds", default=",".join(KINDS), help=f"comma-separated, from {', '.join(KINDS)} (the first is the peer)"
@@ -834,7 +846,8 @@ def main() -> None:
 	frappe = connect_site(bench, args.site)
 	version = f"Frappe {frappe.__version__}, Python {sys.version.split()[0]}, rq {__import__('rq').__version__}"
 	print(
-		f"{version}; a BTU scheduler (frappe executor) and one `frappe worker --queue {QUEUE}`. Frappe v16 is not on this machine: not measured."
+		f"{version}; a BTU scheduler (frappe executor) and one `frappe worker --queue {QUEUE}`. "
+		"Frappe v16 is not on this machine: not measured."
 	)
 	modes = ["compiled", "source"] if args.bytecode == "both" else [args.bytecode]
 	kinds = [kind for kind in KINDS if kind in args.kinds.split(",")]

@@ -119,7 +119,8 @@ class ScaleBench:
 				apps={"benchmarks": common.REPO},
 			)
 			progress(
-				f"sites created: {min(i + chunk, len(self.sites))}/{len(self.sites)} ({time.monotonic() - started:.0f} s)"
+				f"sites created: {min(i + chunk, len(self.sites))}/{len(self.sites)} "
+				f"({time.monotonic() - started:.0f} s)"
 			)
 		self.schemas = load_doctypes()
 		self.root = self.server.connect()
@@ -160,7 +161,8 @@ class ScaleBench:
 			values = [tuple({**base, "name": f"BULK-{i:06d}"}.get(c) for c in columns) for i in range(1, schedules + 1)]
 			with self.root.cursor() as cur:
 				cur.executemany(
-					f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+					f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
+					f"VALUES ({', '.join(['%s'] * len(columns))})",
 					values,
 				)
 			if n % 100 == 0 or n == len(self.sites):
@@ -268,7 +270,8 @@ def schedules_per_site(r, sites: list[str]) -> dict[str, int]:
 
 
 class ExtraClients(threading.Thread):
-	"""`count` clients connecting as the users of random sites (Frappe requests) once loading began, held until `release`."""
+	"""`count` clients connecting as the users of random sites (Frappe requests) once loading began, held until
+	`release`."""
 
 	def __init__(self, bench: ScaleBench, r, count: int, mine: set):
 		super().__init__(daemon=True)
@@ -314,7 +317,8 @@ class ExtraClients(threading.Thread):
 
 
 def reconcile_metrics(port: int) -> dict[str, list[float]]:
-	"""Per kind of reconcile (full, slice of a staggered cycle, schedules), [count, sum of seconds], from the scheduler's /metrics."""
+	"""Per kind of reconcile (full, slice of a staggered cycle, schedules), [count, sum of seconds], from the
+	scheduler's /metrics."""
 	with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
 		text = response.read().decode()
 	kinds: dict[str, list[float]] = {}
@@ -460,7 +464,8 @@ class RoundTrips:
 
 
 def grant_reader(bench: ScaleBench) -> str:
-	"""`btu-scheduler setup db-reader --apply` as root: the reader's grants on every site, its login in common_site_config.json."""
+	"""`btu-scheduler setup db-reader --apply` as root: the reader's grants on every site, its login in
+	common_site_config.json."""
 	login, _ = db_reader.login_for(bench.bench, None)
 	for entry in db_reader.needed_grants(bench.bench).values():
 		db_reader.apply(entry, "root", "", db_reader.statements(login, entry.grants))
@@ -668,7 +673,9 @@ def main() -> None:
 	parser.add_argument(
 		"--profile",
 		action="store_true",
-		help="one more full reconcile under cProfile, printed (the main thread only: py-spy --threads sees the readers)",
+		help=(
+			"one more full reconcile under cProfile, printed (the main thread only: py-spy --threads sees the readers)"
+		),
 	)
 	parser.add_argument(
 		"--table-cache",
@@ -681,7 +688,10 @@ def main() -> None:
 	parser.add_argument(
 		"--reader",
 		action="store_true",
-		help="grant the bench's reader login first (btu-scheduler setup db-reader --apply): many sites a query; default: each site on its own login",
+		help=(
+			"grant the bench's reader login first (btu-scheduler setup db-reader --apply): many sites a query; "
+			"default: each site on its own login"
+		),
 	)
 	args = parser.parse_args()
 
@@ -702,7 +712,8 @@ def main() -> None:
 		redis_server = common.start_redis()
 		r = redis_server.client()
 		progress(
-			f"MariaDB (max_connections {MAX_CONNECTIONS}) on port {server.port}, Redis at {redis_server.url}; load {now_load()}"
+			f"MariaDB (max_connections {MAX_CONNECTIONS}) on port {server.port}, Redis at {redis_server.url}; "
+			f"load {now_load()}"
 		)
 		t = time.monotonic()
 		bench = ScaleBench(server, sites)
@@ -787,7 +798,8 @@ def main() -> None:
 		[
 			f"{EXTRA_CLIENTS} more clients connect as the sites' users while it loads",
 			BEFORE["clients"],
-			f"{cold['extra_clients_ok']} of {EXTRA_CLIENTS}; Connection_errors_max_connections {result['connection_errors_max_connections']}",
+			f"{cold['extra_clients_ok']} of {EXTRA_CLIENTS}; "
+			f"Connection_errors_max_connections {result['connection_errors_max_connections']}",
 			"all, 0 errors",
 		],
 		[
@@ -811,11 +823,13 @@ def main() -> None:
 		[
 			"Redis memory per schedule (used_memory loaded less before); the scheduler's RSS loaded",
 			"1.66 KB",
-			f"{cold['redis_bytes_per_schedule']:.0f} bytes ({cold['redis_bytes_per_schedule'] * 1e6 / 2**30:.2f} GB for 1M); {cold['rss_mb_loaded']:.0f} MB",
+			f"{cold['redis_bytes_per_schedule']:.0f} bytes "
+			f"({cold['redis_bytes_per_schedule'] * 1e6 / 2**30:.2f} GB for 1M); {cold['rss_mb_loaded']:.0f} MB",
 			"1M: Redis <= 1 GB, RSS <= 500 MB",
 		],
 		[
-			f"idle CPU, nothing due ({args.idle_seconds:g} s; default settings: each site read once in 0.3 s times the sites)",
+			f"idle CPU, nothing due ({args.idle_seconds:g} s; "
+			"default settings: each site read once in 0.3 s times the sites)",
 			BEFORE["cpu"],
 			f"{idle['scheduler_percent']:.2f} %",
 			"<= 0.2 %",

@@ -1,4 +1,4 @@
-"""Sustained fires per second with full Frappe-format jobs, and scheduler RSS at 10k and 100k schedules.
+r"""Sustained fires per second with full Frappe-format jobs, and scheduler RSS at 10k and 100k schedules.
 
 For each size N: N schedules every second (cron `* * * * * *`, executor `frappe`), so the
 scheduler must fire N per second. No worker: the jobs pushed onto the site's queue are
@@ -16,7 +16,8 @@ queued and every later fire is released as skipped_concurrency after checking th
 there is. "handled/s" counts the fires released either way (the site's counters), which fires/s (pushed
 jobs) then does not.
 
-    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000] [--replica no|yes|both] [--metrics off|on|both] [--max-concurrent N]
+    scripts/benchmark throughput [--seconds 30] [--sizes 10000,100000] [--replica no|yes|both] \
+        [--metrics off|on|both] [--max-concurrent N]
 """
 
 from __future__ import annotations

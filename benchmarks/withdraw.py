@@ -237,7 +237,7 @@ print(json.dumps({"max_ms": longest, "pings": pings}), flush=True)
 
 
 class Probe:
-	"""The longest a PING of another client waited: the longest Redis kept other clients out (a MULTI block included)."""
+	"""The longest a PING of another client waited: the longest Redis kept other clients out (MULTI blocks included)."""
 
 	def __init__(self, url: str):
 		self.process = subprocess.Popen(
@@ -283,7 +283,8 @@ def measure_purge(r, url: str, state: State, schedules: int, fires: int) -> dict
 		"left_behind": left,
 	}
 	print(
-		f"  purge {schedules:,} schedules / {prepared:,} prepared: longest {longest['command']} {row['longest_command_ms']:.1f} ms, "
+		f"  purge {schedules:,} schedules / {prepared:,} prepared: "
+		f"longest {longest['command']} {row['longest_command_ms']:.1f} ms, "
 		f"longest PING wait {probe.max_ms:.1f} ms, wall {wall:.2f} s",
 		file=sys.stderr,
 		flush=True,
@@ -387,7 +388,8 @@ def main() -> int:
 
 	print(f"\nnew: {new['commit']}" + (f"\nold: {old['commit']}" if old else ""))
 	print(
-		f"One schedule withdrawn, Redis time of its script (SLOWLOG), {args.reps} schedules each, {FIRES_PER_SCHEDULE} fires per schedule prepared"
+		f"One schedule withdrawn, Redis time of its script (SLOWLOG), {args.reps} schedules each, "
+		f"{FIRES_PER_SCHEDULE} fires per schedule prepared"
 	)
 	print(
 		common.table(

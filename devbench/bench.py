@@ -266,7 +266,8 @@ def site_connection(db_host: str, db_port: int, config: dict) -> pymysql.Connect
 		)
 	except pymysql.MySQLError as exc:
 		raise DevBenchError(
-			f"MariaDB at {db_host}:{db_port} refused the site user {config['db_name']!r} it just made ({exc.args[-1]}): "
+			f"MariaDB at {db_host}:{db_port} refused the site user {config['db_name']!r} it just made "
+			f"({exc.args[-1]}): "
 			"check that the server allows TCP logins of '%' users"
 		) from exc
 
@@ -281,7 +282,8 @@ def sync_tables(conn: pymysql.Connection, db_name: str, schemas: dict[str, DocTy
 			if schema.issingle:
 				continue
 			cur.execute(
-				"SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+				"SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+				"WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
 				(db_name, schema.table),
 			)
 			current_types = {name.lower(): coltype for name, coltype in cur.fetchall()}
@@ -289,7 +291,8 @@ def sync_tables(conn: pymysql.Connection, db_name: str, schemas: dict[str, DocTy
 				cur.execute(schema.create_sql())
 				continue
 			cur.execute(
-				"SELECT COLUMN_NAME, INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND SEQ_IN_INDEX=1",
+				"SELECT COLUMN_NAME, INDEX_NAME FROM information_schema.STATISTICS "
+				"WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s AND SEQ_IN_INDEX=1",
 				(db_name, schema.table),
 			)
 			rows = cur.fetchall()

@@ -43,7 +43,8 @@ def arguments(parser) -> None:
 	)
 	parser.add_argument(
 		"--app", dest="apps", action="append", default=[], metavar="NAME=DIR",
-		help="also install app NAME whose package is DIR/NAME (repeatable): the rq executor runs only functions apps declare",
+		help="also install app NAME whose package is DIR/NAME (repeatable): "
+		"the rq executor runs only functions apps declare",
 	)  # fmt: skip
 	parser.add_argument("--drop", action="store_true", help="drop the dev bench's databases and users and remove DIR")
 
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
 		return EXIT_FAILED
 	for site in bench.sites():
 		print(
-			f"dev bench {bench.path}: site {site.name}, database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}"
+			f"dev bench {bench.path}: site {site.name}, "
+			f"database {site.config['db_name']} on {site.db_params['host']}:{site.db_params['port']}"
 		)
 	print(f"redis_queue {mask_url(bench.redis_queue_url)}; queues {bench.queue_name('default')} ...")
 	return EXIT_OK

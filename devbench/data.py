@@ -220,7 +220,8 @@ class SiteData:
 		unknown = sorted(set(fields) - known)
 		if unknown:
 			raise SiteDataError(
-				f"{schema.name} has no field {', '.join(map(repr, unknown))}; its fields are in {schema.name}'s DocType JSON: "
+				f"{schema.name} has no field {', '.join(map(repr, unknown))}; "
+				f"its fields are in {schema.name}'s DocType JSON: "
 				f"{', '.join(sorted(known - set(STANDARD_FIELDS)))}"
 			)
 

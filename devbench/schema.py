@@ -123,7 +123,8 @@ SERIES_DDL = f"""CREATE TABLE IF NOT EXISTS `tabSeries` (
 # columns Frappe v15 and v16 give it: the rows BTU fires when a site turns on BTU Configuration.fire_frappe_jobs.
 FRAPPE_JOB_DDL = f"""CREATE TABLE IF NOT EXISTS `tabScheduled Job Type` (
 	`name` varchar({VARCHAR_LEN}) primary key,
-	`creation` datetime(6), `modified` datetime(6), `modified_by` varchar({VARCHAR_LEN}), `owner` varchar({VARCHAR_LEN}),
+	`creation` datetime(6), `modified` datetime(6), `modified_by` varchar({VARCHAR_LEN}), \
+`owner` varchar({VARCHAR_LEN}),
 	`docstatus` int(1) not null default '0', `idx` int(8) not null default '0',
 	`stopped` int(1) not null default '0', `method` varchar({VARCHAR_LEN}), `server_script` varchar({VARCHAR_LEN}),
 	`scheduler_event` varchar({VARCHAR_LEN}), `frequency` varchar({VARCHAR_LEN}), `cron_format` varchar({VARCHAR_LEN}),

@@ -72,7 +72,8 @@ def describe(cur, database: str, table: str) -> tuple:
 	)
 	indexes = cur.fetchall()
 	cur.execute(
-		"SELECT ENGINE, ROW_FORMAT, TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
+		"SELECT ENGINE, ROW_FORMAT, TABLE_COLLATION FROM information_schema.TABLES "
+		"WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s",
 		(database, table),
 	)
 	return columns, indexes, cur.fetchall()
@@ -108,7 +109,8 @@ def main() -> int:
 				same = frappe_side == dev_side
 				different += not same
 				print(
-					f"{table}: {'identical' if same else 'DIFFERENT'} ({len(frappe_side[0])} columns, {len(frappe_side[1])} index entries)"
+					f"{table}: {'identical' if same else 'DIFFERENT'} "
+					f"({len(frappe_side[0])} columns, {len(frappe_side[1])} index entries)"
 				)
 				for label, ours, theirs in zip(("columns", "indexes", "options"), dev_side, frappe_side):
 					if ours != theirs:
@@ -121,7 +123,8 @@ def main() -> int:
 	import frappe
 
 	print(
-		f"compared with Frappe {frappe.__version__} (bench {bench}, site {site}): {len(statements) - different}/{len(statements)} tables identical"
+		f"compared with Frappe {frappe.__version__} (bench {bench}, site {site}): "
+		f"{len(statements) - different}/{len(statements)} tables identical"
 	)
 	return 1 if different else 0
 

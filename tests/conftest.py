@@ -27,7 +27,8 @@ DB = {
 	"db_root_user": os.environ.get("BTU_TEST_DB_ROOT_USER", "root"),
 	"db_root_password": os.environ.get("BTU_TEST_DB_ROOT_PASSWORD", ""),
 }
-# The dev benches' apps besides btu and their own btu_demo: `tests`, whose tasks (tests/engine/tasks.py) the rq executor runs.
+# The dev benches' apps besides btu and their own btu_demo: `tests`, whose tasks (tests/engine/tasks.py) the rq
+# executor runs.
 APPS = {"tests": REPO}
 STARTED = pytest.StashKey[datetime]()
 

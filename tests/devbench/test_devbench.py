@@ -179,12 +179,14 @@ def test_indexes_engine_and_charset(make_bench):
 	site = make_bench().site("site1.localhost")
 	with connect(site) as conn, conn.cursor() as cur:
 		cur.execute(
-			"SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s AND SEQ_IN_INDEX=1",
+			"SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+			"WHERE TABLE_SCHEMA=%s AND SEQ_IN_INDEX=1",
 			(site.config["db_name"],),
 		)
 		indexes = {(t, i, c) for t, i, c in cur.fetchall()}
 		cur.execute(
-			"SELECT TABLE_NAME, ENGINE, ROW_FORMAT, TABLE_COLLATION FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s",
+			"SELECT TABLE_NAME, ENGINE, ROW_FORMAT, TABLE_COLLATION FROM information_schema.TABLES "
+			"WHERE TABLE_SCHEMA=%s",
 			(site.config["db_name"],),
 		)
 		table_options = cur.fetchall()

@@ -63,14 +63,16 @@ def run_once(database: dict) -> None:
 			ran = not sql(LOG_FOR_SLOT_SQL, (schedule, slot_utc, 1))
 			if ran:
 				sql(
-					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) values (%s, now(6), now(6), %s, %s, 'Succeeded')",
+					"insert into `tabBTU Task Log` (name, creation, modified, schedule, slot_utc, status) "
+					"values (%s, now(6), now(6), %s, %s, 'Succeeded')",
 					(f"{schedule}|{slot_utc}", schedule, slot_utc),
 				)
 		enqueued = (
 			job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=timezone.utc)
 		)  # rq 1.x: naive UTC
 		sql(
-			"insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, enqueued, started) values (%s, %s, %s, %s, %s, %s)",
+			"insert into btu_test_deliveries (job_id, schedule, slot_utc, ran, enqueued, started) "
+			"values (%s, %s, %s, %s, %s, %s)",
 			(job.id, schedule, slot_utc, ran, enqueued.timestamp(), time.time()),
 		)
 	finally:

@@ -27,7 +27,8 @@ def test_only_what_is_still_as_read_leaves_the_due_set(r):
 	due_entry(r, "broken", "f-bad")  # read with a spec that cannot be planned, unchanged
 	due_entry(r, "fixed", "f-fixed")  # read broken, then edited: a new fingerprint
 	dropped = State(r).drop_due([
-		(SITE, "removed", ""), (SITE, "restored", ""), (SITE, "broken", "f-bad"), (SITE, "fixed", "f-bad"), (SITE, "never-due", ""),
+		(SITE, "removed", ""), (SITE, "restored", ""), (SITE, "broken", "f-bad"), (SITE, "fixed", "f-bad"),
+		(SITE, "never-due", ""),
 	])  # fmt: skip
 	assert dropped == 2
 	assert not on_due_set(r, "removed") and not on_due_set(r, "broken")

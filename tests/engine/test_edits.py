@@ -115,8 +115,8 @@ def test_a_forged_cancel_does_not_silence_an_enabled_schedule(engine_bench, proc
 	for name in (kept, kept, disabled, deleted):  # the forged one twice, as a replay would
 		reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
 		if name == deleted and not reply.ok:
-			# The staggered reconcile took the deleted row out of the state before its cancel came: the cancel then names
-			# a schedule neither the table nor the state has, and is refused as such.
+			# The staggered reconcile took the deleted row out of the state before its cancel came: the cancel then
+			# names a schedule neither the table nor the state has, and is refused as such.
 			assert "has no BTU Task Schedule of that name" in reply.message and deleted not in state_names(r, site), (
 				reply.message
 			)

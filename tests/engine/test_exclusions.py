@@ -36,7 +36,8 @@ def skip(data, name: str, slot_ms: int) -> None:
 	"""What saving a skip does to the rows: a child row, and the schedule's modified stamp."""
 	with data.conn.cursor() as cur:
 		cur.execute(
-			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) VALUES (%s, %s, 'BTU Task Schedule', 'skipped_slots', 1, %s)",
+			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) "
+			"VALUES (%s, %s, 'BTU Task Schedule', 'skipped_slots', 1, %s)",
 			(f"skip-{name}-{slot_ms}", name, slot_text(datetime.fromtimestamp(slot_ms / 1000, timezone.utc))),
 		)
 	data.update_schedule(name, jitter_secs=0)  # bumps modified, as a save does
@@ -148,7 +149,8 @@ def test_sql_reads_calendar_dates_and_holidays_when_the_table_exists(site):
 	with data.conn.cursor() as cur:
 		cur.execute("CREATE TABLE `tabHoliday` (name varchar(140) primary key, parent varchar(140), holiday_date date)")
 		cur.execute(
-			"INSERT INTO `tabHoliday` VALUES ('h1', 'HL-2026', '2026-05-01'), ('h2', 'HL-other', '2026-06-01'), ('h3', 'HL-2026', '2040-01-01')"
+			"INSERT INTO `tabHoliday` VALUES "
+			"('h1', 'HL-2026', '2026-05-01'), ('h2', 'HL-other', '2026-06-01'), ('h3', 'HL-2026', '2040-01-01')"
 		)
 	try:
 		assert db.calendar_dates([calendar], low, high) == {
@@ -165,7 +167,8 @@ def test_hostile_rows_make_an_invalid_schedule_not_a_crash(site, r):
 	garbage = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC")
 	with data.conn.cursor() as cur:
 		cur.execute(
-			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) VALUES ('g1', %s, 'BTU Task Schedule', 'skipped_slots', 1, 'not a time')",
+			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) "
+			"VALUES ('g1', %s, 'BTU Task Schedule', 'skipped_slots', 1, 'not a time')",
 			(garbage,),
 		)
 	many = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC")
@@ -175,7 +178,8 @@ def test_hostile_rows_make_an_invalid_schedule_not_a_crash(site, r):
 	]
 	with data.conn.cursor() as cur:
 		cur.executemany(
-			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) VALUES (%s, %s, 'BTU Task Schedule', 'skipped_slots', 1, %s)",
+			"INSERT INTO `tabBTU Skipped Slot` (name, parent, parenttype, parentfield, idx, slot_utc) "
+			"VALUES (%s, %s, 'BTU Task Schedule', 'skipped_slots', 1, %s)",
 			rows,
 		)
 	fine = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, time_zone="UTC")

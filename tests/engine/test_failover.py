@@ -107,8 +107,10 @@ def test_leader_killed_every_few_seconds_loses_and_duplicates_nothing(count, eng
 	total = sum(len(s) for s in slots.values())
 	report(
 		f"failover after SIGKILL, {count} schedulers",
-		f"{len(failovers)} kills in {CHAOS_SECONDS:.0f} s (lease TTL {CHAOS_LEASE_TTL} s, seed {seed}), kill -> first fire of the new leader: "
-		f"p50 {percentile(failovers, 50):.0f} ms, max {max(failovers):.0f} ms; {total} jobs for {SCHEDULES} schedules, none twice, none missing",
+		f"{len(failovers)} kills in {CHAOS_SECONDS:.0f} s (lease TTL {CHAOS_LEASE_TTL} s, seed {seed}), "
+		"kill -> first fire of the new leader: "
+		f"p50 {percentile(failovers, 50):.0f} ms, max {max(failovers):.0f} ms; "
+		f"{total} jobs for {SCHEDULES} schedules, none twice, none missing",
 	)
 
 
@@ -143,13 +145,15 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 	assert took_over_ms < min(patient(5), 25) * 1000, f"takeover took {took_over_ms:.0f} ms: the lease was not released"
 	report(
 		"takeover after SIGTERM",
-		f"SIGTERM -> standby holds the lease: {took_over_ms:.0f} ms; -> its first fire: {fired_ms - sent * 1000:.0f} ms "
+		f"SIGTERM -> standby holds the lease: {took_over_ms:.0f} ms; "
+		f"-> its first fire: {fired_ms - sent * 1000:.0f} ms "
 		"(fires fall on whole seconds, so this includes the wait for the next slot)",
 	)
 
 
 def test_a_stopped_scheduler_leaves_the_process_list_at_once(engine_bench, processes, r):
-	"""Not read as alive, nor as leader, until its heartbeat expires (the Desk's panel, `status`, the Desk's announcements)."""
+	"""Not read as alive, nor as leader, until its heartbeat expires (the Desk's panel, `status`, the Desk's
+	announcements)."""
 	bench, data = engine_bench()
 	scheduler = processes.scheduler(bench.path)
 	assert wait_for_leader(r, processes) is scheduler

@@ -1,8 +1,9 @@
 """The leader's acknowledgement that it fires a site's Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`).
 
-Frappe's tick stands back for a site's job types only while that key lives (tier 2: btu_core/tests/test_frappe_jobs_ack.py),
-so the scheduler must write it exactly where it fires them: as the leader, for a site switched on whose database
-answers and that is not held, with the frappe executor, and under the id of its own bench. It is written with each
+Frappe's tick stands back for a site's job types only while that key lives (tier 2:
+btu_core/tests/test_frappe_jobs_ack.py), so the scheduler must write it exactly where it fires them: as the leader,
+for a site switched on whose database answers and that is not held, with the frappe executor, and under the id of
+its own bench. It is written with each
 heartbeat (one round trip, however many sites), deleted when the site stops being fired or the leader steps down.
 """
 
@@ -46,7 +47,8 @@ def edit_site_config(bench, site: str, **changes) -> None:
 
 @pytest.fixture
 def switched_on(engine_bench):
-	"""Factory: a dev bench whose sites have Frappe's scheduler enabled, BTU firing their Scheduled Job Types, and one."""
+	"""Factory: a dev bench whose sites have Frappe's scheduler enabled, BTU firing their Scheduled Job Types, and
+	one."""
 	opened: list[SiteData] = []
 
 	def make(*sites: str, **kwargs):

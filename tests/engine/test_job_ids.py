@@ -102,7 +102,8 @@ def test_look_alike_names_get_ids_of_their_own():
 
 @pytest.mark.parametrize("form", jobs.ID_FORMS, ids=lambda form: form.name)
 def test_a_namespace_gives_ids_of_its_own_and_refuses_another_benchs(form):
-	"""Two benches on one Redis, with a site and a schedule named alike: rq's job keys are one per Redis, so their ids differ."""
+	"""Two benches on one Redis, with a site and a schedule named alike: rq's job keys are one per Redis, so their
+	ids differ."""
 	slot = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 	made = {}
 	try:
@@ -121,7 +122,8 @@ def test_a_namespace_gives_ids_of_its_own_and_refuses_another_benchs(form):
 
 
 def test_form_is_frappes_where_the_installed_rq_takes_it():
-	"""Frappe v15's "<site>::" on rq 1.x, Frappe v16's "<site>||" on rq 2.0-2.7, the escaped form only when rq needs it."""
+	"""Frappe v15's "<site>::" on rq 1.x, Frappe v16's "<site>||" on rq 2.0-2.7, the escaped form only when rq needs
+	it."""
 	frappe_v15, frappe_v16, escaped = jobs.ID_FORMS
 	slot = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 	if jobs.rq_accepts("site1.localhost::btu|TS:1 é|x"):
@@ -165,7 +167,8 @@ def test_parse_refuses_what_job_id_never_writes(identifier):
 
 
 def test_look_alike_sites_and_schedules_all_fire(engine_bench, processes, r):
-	"""Two sites differing only in punctuation, each with five look-alike schedules: every one fires, none is a duplicate."""
+	"""Two sites differing only in punctuation, each with five look-alike schedules: every one fires, none is a
+	duplicate."""
 	sites = ("x.y.localhost", "x-y.localhost")
 	names = ("TS:1", "TS|1", "TS 1", "TS.1", "TS-1")
 	bench, _ = engine_bench(*sites)

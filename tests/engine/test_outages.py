@@ -41,7 +41,6 @@ def test_redis_down_for_10_seconds(wipe, engine_bench, processes):
 	server = RedisServer(persistent=True).start()
 	try:
 		bench, data = engine_bench(redis_url=server.url)
-		site = data.site.name
 		client = server.client()
 		key = queue_key(bench)
 		names = every_second_schedules(data, 3)

@@ -92,7 +92,7 @@ def test_overlap_skip_while_the_previous_run_is_queued_or_started(engine_bench, 
 		arguments={"key": runs_key, "seconds": 2.5},
 		desc_short="slow",
 	)
-	slow = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
+	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
 	scheduler = processes.scheduler(bench.path)
 	# No worker yet: the first job stays queued, so every later slot is skipped.
 	wait_until(lambda: len(recent_fires(r, site)) >= 4, 30, "four slots handled")

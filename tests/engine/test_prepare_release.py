@@ -1,4 +1,5 @@
-"""A fire in two steps, driven in-process: prepared ahead (slot claimed, job written, on no queue), released at its moment.
+"""A fire in two steps, driven in-process: prepared ahead (slot claimed, job written, on no queue), released at its
+moment.
 
 Each test runs the leader's steps by hand on a real Redis and MariaDB, so it can look between them.
 """
@@ -195,7 +196,7 @@ def test_a_fire_released_after_the_grace_goes_back_to_its_catch_up_policy(site, 
 
 def test_overlap_skip_is_decided_at_release(site, r):
 	bench, data, task = site
-	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
+	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
 	scheduler = leader(bench)
 	prepare_due(scheduler)
 	slots = sorted(int(m.decode().split("\t")[5]) for m in r.zrange(protocol.PREPARED_KEY, 0, -1))

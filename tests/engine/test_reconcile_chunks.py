@@ -99,8 +99,8 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	assert len(compiled_first) == CHUNK, f"the first hold compiled {len(compiled_first)} rows, not a chunk of {CHUNK}"
 
 	# Edits committed while the first chunk is under way, each announced by its RPC after its commit, as Frappe does:
-	# rows of the big site that the reconcile has yet to compile (one disabled, one given another cron), a new one there,
-	# and a new one on another site.
+	# rows of the big site that the reconcile has yet to compile (one disabled, one given another cron), a new one
+	# there, and a new one on another site.
 	later = [name for name in names if name not in compiled_first]
 	disabled, recronned = later[-1], later[0]
 	with SiteData(bench, BIG) as data:

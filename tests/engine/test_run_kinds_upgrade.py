@@ -31,7 +31,7 @@ def older_runner_kwargs(task, run, slot, fire_at) -> dict:
 	return {"task": task, "schedule": run.format(), "slot": slot_text(slot), "fire_at": slot_text(fire_at)}
 
 
-def test_a_scheduler_restarted_over_an_older_btus_state_fires_each_run_once(site, r, monkeypatch):
+def test_a_scheduler_restarted_over_an_older_btus_state_fires_each_run_once(site, r, monkeypatch):  # noqa: F811 (site: the fixture imported above)
 	bench, data = site
 	site_name = data.site.name
 	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")

@@ -107,7 +107,8 @@ def test_a_pending_request_fires_once_at_its_run_at_and_leaves_when_done(recordi
 
 
 def test_a_late_request_still_fires_within_the_window_and_not_beyond(recording, r):
-	"""A retry due while no scheduler ran (or whose state Redis lost) fires when found; one older than a day does not."""
+	"""A retry due while no scheduler ran (or whose state Redis lost) fires when found; one older than a day does
+	not."""
 	bench, data, task = recording
 	site = data.site.name
 	now = time.time()
@@ -226,8 +227,8 @@ def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench
 	task = data.insert_task(
 		function_string="tests.engine.tasks.record", arguments={"key": runs_key}, desc_short="record"
 	)
-	# A command the killed leader had ACKed but not carried out is picked up by the next full reconcile (the protocol ACKs
-	# before it executes): every 10 s here, so the test also covers a request whose RPC was lost with its leader.
+	# A command the killed leader had ACKed but not carried out is picked up by the next full reconcile (the protocol
+	# ACKs before it executes): every 10 s here, so the test also covers a request whose RPC was lost with its leader.
 	scheduler_flags = ("--lease-ttl-secs", "2", "--full-refresh-interval-secs", "10")
 	for _ in range(2):
 		processes.scheduler(bench.path, *scheduler_flags)

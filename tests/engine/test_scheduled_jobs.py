@@ -53,7 +53,8 @@ def insert_job_type(
 	last_execution = now if last_execution is None else last_execution
 	with data.conn.cursor() as cur:
 		cur.execute(
-			f"INSERT INTO `{TABLE}` (name, creation, modified, method, frequency, cron_format, stopped, last_execution, create_log) "
+			f"INSERT INTO `{TABLE}` "
+			"(name, creation, modified, method, frequency, cron_format, stopped, last_execution, create_log) "
 			"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 1)",
 			(
 				name,

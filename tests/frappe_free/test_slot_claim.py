@@ -1,4 +1,5 @@
-"""The slot lock on a real MariaDB: one delivery of a (schedule, slot) runs, every other finds its Log and is refused."""
+"""The slot lock on a real MariaDB: one delivery of a (schedule, slot) runs, every other finds its Log and is
+refused."""
 
 from __future__ import annotations
 
@@ -127,18 +128,21 @@ def test_an_unknown_database_type_is_refused():
 
 
 def test_each_attempt_of_a_slot_is_its_own_run(db_settings, database):
-	"""A retry (attempt 2) of a slot that has its first Log runs once; a Log from before retries (attempt 0) is the first."""
+	"""A retry (attempt 2) of a slot that has its first Log runs once; a Log from before retries (attempt 0) is the
+	first."""
 	conn = connect(db_settings, database)
 	sql = sql_of(conn)
 	slot = "2026-11-24T00:00:01Z"
 	sql(
-		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('old', 'TS-1', %s, 'Failed', 0)",
+		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) "
+		"values ('old', 'TS-1', %s, 'Failed', 0)",
 		(slot,),
 	)
 	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 1))[0][0] == "old"
 	assert not sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))
 	sql(
-		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) values ('retry', 'TS-1', %s, 'Started', 2)",
+		"insert into `tabBTU Task Log` (name, schedule, slot_utc, status, attempt) "
+		"values ('retry', 'TS-1', %s, 'Started', 2)",
 		(slot,),
 	)
 	assert sql(LOG_FOR_SLOT_SQL, ("TS-1", slot, 2))[0][0] == "retry"

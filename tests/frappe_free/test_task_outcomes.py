@@ -1,4 +1,5 @@
-"""Task outcomes on a real Redis: recorded as the task runner does, scraped through prometheus_client, parsed by its parser."""
+"""Task outcomes on a real Redis: recorded as the task runner does, scraped through prometheus_client, parsed by its
+parser."""
 
 from __future__ import annotations
 
@@ -170,7 +171,8 @@ def test_hostile_task_names_round_trip_as_labels(r, site):
 	# The name that looks like another field is one task of its own: "x" has no series.
 	assert value(samples, "btu_task_runs_total", site=site, task="x", status="failed") is None
 	assert value(samples, "btu_task_runs_total", site=site, task="ok", status="failed") == 1
-	# Each sample is one line: no raw "\n" got into a label (the text format splits lines on it alone; "\r" may stay raw).
+	# Each sample is one line: no raw "\n" got into a label (the text format splits lines on it alone; "\r" may stay
+	# raw).
 	assert all(line.startswith(("#", "btu_")) for line in body.rstrip("\n").split("\n"))
 
 

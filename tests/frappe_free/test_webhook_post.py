@@ -1,5 +1,5 @@
-"""btu.btu_core.alerts.webhook_post: internal addresses refused after resolving, posts signed as Frappe's Webhook signs them, and
-one deadline for the whole exchange; against real local servers."""
+"""btu.btu_core.alerts.webhook_post: internal addresses refused after resolving, posts signed as Frappe's Webhook
+signs them, and one deadline for the whole exchange; against real local servers."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def connected(listener: socket.socket) -> bool:
 
 @pytest.mark.parametrize(
 	"host",
-	["169.254.169.254", "127.0.0.1", "[::1]", "0x7f000001", "2130706433", "localhost", "[::ffff:127.0.0.1]", "10.0.0.5", "192.168.1.1",
-		"100.100.100.200", "0.0.0.0", "224.0.0.1", "[fd00:ec2::254]"],
+	["169.254.169.254", "127.0.0.1", "[::1]", "0x7f000001", "2130706433", "localhost", "[::ffff:127.0.0.1]",
+	 "10.0.0.5", "192.168.1.1", "100.100.100.200", "0.0.0.0", "224.0.0.1", "[fd00:ec2::254]"],
 )  # fmt: skip
 def test_an_internal_address_is_refused_after_resolving_and_never_connected(host, listener):
 	port = listener.getsockname()[1]

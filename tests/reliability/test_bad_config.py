@@ -172,7 +172,8 @@ CASES = [
 	(
 		"sentinel-node-no-port",
 		{
-			COMMON: '{"redis_queue_sentinel_enabled": true, "redis_queue_sentinels": ["10.0.0.1"], "redis_queue_master_service": "m"}'
+			COMMON: '{"redis_queue_sentinel_enabled": true, "redis_queue_sentinels": ["10.0.0.1"], '
+			'"redis_queue_master_service": "m"}'
 		},
 		{},
 		[],
@@ -181,7 +182,8 @@ CASES = [
 	(
 		"sentinel-port-out-of-range",
 		{
-			COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379", "h:99999"], "redis_queue_master_service": "m"}'
+			COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379", "h:99999"], '
+			'"redis_queue_master_service": "m"}'
 		},
 		{},
 		[],
@@ -197,7 +199,8 @@ CASES = [
 	(
 		"sentinel-password-number",
 		{
-			COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379"], "redis_queue_master_service": "m", "redis_queue_sentinel_password": 123}'
+			COMMON: '{"redis_queue_sentinel_enabled": 1, "redis_queue_sentinels": ["h:26379"], '
+			'"redis_queue_master_service": "m", "redis_queue_sentinel_password": 123}'
 		},
 		{},
 		[],

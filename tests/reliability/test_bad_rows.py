@@ -367,8 +367,8 @@ def run(redis_server, db_settings, tmp_path_factory):
 	redis_server.client().flushall()
 	path = tmp_path_factory.mktemp("bad-rows") / "bench"
 	bench = devbench.create_dev_bench(
-		path, (BAD_SITE, ZONE_SITE, OVERFLOW_SITE), redis_url=redis_server.url, bench_id=f"btutest{uuid.uuid4().hex[:8]}",
-		apps=APPS, **db_settings,
+		path, (BAD_SITE, ZONE_SITE, OVERFLOW_SITE), redis_url=redis_server.url,
+		bench_id=f"btutest{uuid.uuid4().hex[:8]}", apps=APPS, **db_settings,
 	)  # fmt: skip
 	client = redis_server.client()
 	state = BadRowsRun(bench, client, path.parent / "scheduler.log")

@@ -233,15 +233,19 @@ def test_master_killed_no_slot_runs_twice_none_lost(case, engine_bench, processe
 			(enqueued - slot, started - slot) for slot, started, enqueued in runs if slot > promoted_at + RECOVERY_SECS
 		]
 		assert late and max(fire for fire, _ in late) < patient(NORMAL_LAG_SECS), (
-			f"{site}: fire lag {max(late)[0]:.2f} s after recovery\n{late_fire_evidence(processes, runs, promoted_at + RECOVERY_SECS)}"
+			f"{site}: fire lag {max(late)[0]:.2f} s after recovery\n"
+			f"{late_fire_evidence(processes, runs, promoted_at + RECOVERY_SECS)}"
 		)
 		figures["late_lag"] += [fire for fire, _ in late]
 		figures["late_start"] += [start for _, start in late]
 	report(
 		f"Redis master failover ({case})",
-		f"promotion {promotion_secs:.1f} s after SIGKILL; first run on the new master {max(figures['first_after_kill']):.1f} s after the kill; "
-		f"worst fire lag {figures['max_lag']:.1f} s; {RECOVERY_SECS:.0f} s after promotion p99 fire lag {percentile(figures['late_lag'], 99) * 1000:.0f} ms, "
+		f"promotion {promotion_secs:.1f} s after SIGKILL; "
+		f"first run on the new master {max(figures['first_after_kill']):.1f} s after the kill; "
+		f"worst fire lag {figures['max_lag']:.1f} s; "
+		f"{RECOVERY_SECS:.0f} s after promotion p99 fire lag {percentile(figures['late_lag'], 99) * 1000:.0f} ms, "
 		f"p99 worker start {percentile(figures['late_start'], 99) * 1000:.0f} ms; "
 		f"deliveries refused by the slot claim (would have run twice with the rq executor): {figures['refused']}; "
-		f"jobs a worker dequeued as the master died, dropped by rq: {figures['dequeued_and_dropped']}; none ran twice, none lost by BTU",
+		f"jobs a worker dequeued as the master died, dropped by rq: {figures['dequeued_and_dropped']}; "
+		"none ran twice, none lost by BTU",
 	)

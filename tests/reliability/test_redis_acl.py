@@ -37,7 +37,8 @@ def frappe_rules(bench_id: str) -> dict:
 
 @pytest.fixture
 def acl_bench(engine_bench, r):
-	"""Factory: (bench, SiteData, user) with the bench's Redis user made by Frappe's rules; the user is deleted afterwards."""
+	"""Factory: (bench, SiteData, user) with the bench's Redis user made by Frappe's rules; the user is deleted
+	afterwards."""
 	users = []
 
 	def make(extra: tuple[str, ...] = (), frappe: bool = True):
@@ -183,7 +184,8 @@ def test_grants_revoked_while_running(acl_bench, processes, r):
 	r.execute_command("ACL", "SETUSER", user, *grants)
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
 	wait_until(lambda: site_job_ids(r, bench, "site1.localhost"), 20, f"a fire\n{scheduler.tail()}")
-	# enabled=True: redis-py sends "off" otherwise, and a disabled user could never log in again when a connection is remade
+	# enabled=True: redis-py sends "off" otherwise, and a disabled user could never log in again when a connection is
+	# remade
 	r.acl_setuser(user, enabled=True, **frappe_rules(bench.bench_id))  # ~btu:* gone
 	wait_until(lambda: " redis_permission_denied " in scheduler.log(), 15, f"the refusal is logged\n{scheduler.tail()}")
 	# The RPC listener learns of it when its BRPOP, blocked for up to 5 s before the revoke, next asks.

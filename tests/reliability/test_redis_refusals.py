@@ -95,7 +95,7 @@ def test_scheduler_on_a_read_only_replica_lives_and_harms_nothing(server, engine
 		bench, data = engine_bench(redis_url=server.url)
 		key = queue_key(bench)
 		client = server.client()
-		names = every_second_schedules(data, 2)
+		every_second_schedules(data, 2)
 		on_master = processes.scheduler(bench.path, *FLAGS)
 		on_replica = processes.scheduler(bench.path, *FLAGS, "--redis-url", replica.url)
 		wait_until(lambda: len(queue_ids(client, key)) >= 10, 30, "fires by the scheduler on the master")
@@ -117,7 +117,8 @@ def test_scheduler_on_a_read_only_replica_lives_and_harms_nothing(server, engine
 
 
 def one_prepared_fire(site, r) -> tuple:  # noqa: F811
-	"""A leader with one Once fire prepared 1-2 s ahead: (bench, scheduler, its moment, its prepared member, its job id)."""
+	"""A leader with one Once fire prepared 1-2 s ahead: (bench, scheduler, its moment, its prepared member, its job
+	id)."""
 	bench, data, task = site
 	instant = next_instant()
 	once_at(data, task, instant)

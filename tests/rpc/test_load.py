@@ -65,7 +65,8 @@ def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
 
 
 def test_a_flood_naming_one_schedule_costs_one_check_and_one_execution_per_batch(listener, r):
-	"""5,000 valid commands, nearly all naming one schedule: each gets its ACK, but checks and executions follow the batches."""
+	"""5,000 valid commands, nearly all naming one schedule: each gets its ACK, but checks and executions follow the
+	batches."""
 	sent = []
 	with r.pipeline(transaction=False) as pipe:
 		for n in range(5000):

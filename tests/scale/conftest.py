@@ -12,7 +12,8 @@ from tests.support.mariadb_server import MariaDBServer
 
 @pytest.fixture
 def mariadb():
-	"""Factory: a MariaDB server of the test's own (`max_connections=...`, more options as keywords), stopped and removed afterwards."""
+	"""Factory: a MariaDB server of the test's own (`max_connections=...`, more options as keywords), stopped and
+	removed afterwards."""
 	started: list[MariaDBServer] = []
 
 	def start(max_connections: int = 151, **options) -> MariaDBServer:

@@ -120,7 +120,8 @@ def test_an_edit_lands_while_a_full_reconcile_is_stuck_on_another_site(engine_be
 				root.cursor() as cur,
 			):
 				cur.execute(
-					"SELECT COUNT(*) FROM information_schema.processlist WHERE user = %s AND state LIKE 'Waiting for table%%'",
+					"SELECT COUNT(*) FROM information_schema.processlist "
+					"WHERE user = %s AND state LIKE 'Waiting for table%%'",
 					(config["user"],),
 				)
 				return cur.fetchone()[0] > 0

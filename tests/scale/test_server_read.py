@@ -60,7 +60,7 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
 	wait_until(lambda: sites_fired(r, bench) >= set(sites), 60, "every site's first fire", interval=0.5)
 	site_users = {bench.site(site).db_params["user"] for site in sites}
-	# Each site's own login reads it once (which tables it has); from then on the reader reads them all, a query a slice.
+	# Each site's own login reads it once (which tables it has); then the reader reads them all, a query a slice.
 	time.sleep(2)
 	before = selects_by_user(server)
 	time.sleep(4)  # four cycles over every site

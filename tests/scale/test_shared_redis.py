@@ -50,7 +50,8 @@ def bench_with_schedules(engine_bench, namespace: str | None, count: int = 2):
 
 
 def own_slots(r, bench, namespace: str) -> dict[str, list[int]]:
-	"""Schedule -> slots fired on the bench's queue, each id read as the bench's (a job id of another namespace is refused)."""
+	"""Schedule -> slots fired on the bench's queue, each id read as the bench's (a job id of another namespace is
+	refused)."""
 	protocol.use_namespace(namespace)
 	slots: dict[str, list[int]] = {}
 	for job_id in queue_ids(r, queue_key(bench)):

@@ -252,7 +252,8 @@ def test_sunday_as_seven_from_the_command_line():
 	ids=[f[0] for f in FORMS if len(f[0].split()) == 5],
 )
 def test_installed_croniter_means_the_same_where_it_accepts_the_form(expression, fires):
-	"""BTU's expansion is croniter 2.0's (Frappe v15's) meaning: where the installed croniter takes a form, it agrees."""
+	"""BTU's expansion is croniter 2.0's (Frappe v15's) meaning: where the installed croniter takes a form, it
+	agrees."""
 	from croniter import croniter
 
 	expr = CronExpression(expression)

@@ -164,7 +164,8 @@ def test_once_fires_once_then_finishes():
 	ids=["utc-text", "offset-text", "aware", "naive-in-zone"],
 )
 def test_once_within_a_second_fires_at_its_millisecond(run_at):
-	"""enqueue_at's moment: the slot is the whole second, the fire 250 ms into it; the fraction survives the stored spec."""
+	"""enqueue_at's moment: the slot is the whole second, the fire 250 ms into it; the fraction survives the stored
+	spec."""
 	spec = ScheduleSpec.from_row(
 		{"name": "TS-ms", "run_frequency": "Once", "run_at": run_at, "time_zone": "UTC"}, system_time_zone="UTC"
 	)
@@ -242,7 +243,8 @@ def test_catch_up_max_over_the_cap_is_refused_naming_the_limit(catch_up_max):
 
 @pytest.mark.parametrize("kind", ["cron", "interval"])
 def test_a_weeks_outage_fires_the_cap_in_bounded_steps(kind):
-	"""fire_all with the largest cap on a one-second schedule after a week: no plan lists more than MAX_FIRES_PER_PLAN slots."""
+	"""fire_all with the largest cap on a one-second schedule after a week: no plan lists more than MAX_FIRES_PER_PLAN
+	slots."""
 	origin = int(at(2025, 1, 1).timestamp())
 	shape = {"cron": {"cron": "* * * * * *"}, "interval": {"every": 1, "origin": origin}}[kind]
 	spec = ScheduleSpec(

@@ -33,17 +33,20 @@ def cron_error(text: str) -> ScheduleError:
 		("60 0 0 * * *", "cron_string '60 0 0 * * *': second 60 is outside 0-59"),
 		(
 			"* * * *",
-			"cron_string '* * * *': has 4 fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)",
+			"cron_string '* * * *': has 4 fields; use 5 (minute hour day-of-month month day-of-week) "
+			"or 6 (second minute hour day-of-month month day-of-week)",
 		),
 		("*/0 * * * *", "cron_string '*/0 * * * *': minute step '/0' must be a whole number of 1 or more"),
 		("*/x * * * *", "cron_string '*/x * * * *': minute step '/x' must be a whole number of 1 or more"),
 		(
 			"0 0 * * funday",
-			"cron_string '0 0 * * funday': day-of-week 'funday' is neither a number 0-7 nor a name (sun, mon, tue, wed, thu, fri, sat)",
+			"cron_string '0 0 * * funday': day-of-week 'funday' is neither a number 0-7 "
+			"nor a name (sun, mon, tue, wed, thu, fri, sat)",
 		),
 		(
 			"0 0 * foo *",
-			"cron_string '0 0 * foo *': month 'foo' is neither a number 1-12 nor a name (jan, feb, mar, apr, may, jun, jul, aug, sep, oct, nov, dec)",
+			"cron_string '0 0 * foo *': month 'foo' is neither a number 1-12 "
+			"nor a name (jan, feb, mar, apr, may, jun, jul, aug, sep, oct, nov, dec)",
 		),
 		(
 			"5-1 * * * *",
@@ -52,11 +55,13 @@ def cron_error(text: str) -> ScheduleError:
 		("0 0 30 2 *", "cron_string '0 0 30 2 *': day-of-month 30 never occurs in February; pick a day that exists"),
 		(
 			"@fortnightly",
-			"cron_string '@fortnightly': unknown macro @fortnightly; use one of @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually",
+			"cron_string '@fortnightly': unknown macro @fortnightly; "
+			"use one of @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually",
 		),
 		(
 			"0 0 L * *",
-			"cron_string '0 0 L * *': day-of-month 'l' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps",
+			"cron_string '0 0 L * *': day-of-month 'l' is not supported (BTU cron has no L, W, ?, # or H); "
+			"use numbers, names, lists, ranges and steps",
 		),
 		("1,,2 * * * *", "cron_string '1,,2 * * * *': minute '1,,2' has an empty list item; remove the extra comma"),
 	],
@@ -258,7 +263,8 @@ def test_a_row_without_run_frequency_is_invalid_not_daily(row):
 	with pytest.raises(ScheduleError) as info:
 		ScheduleSpec.from_row({"name": "TS-1", "hour": 0, "minute": 0, **row}, system_time_zone="UTC")
 	assert str(info.value) == (
-		"run_frequency '': is empty; set it to one of Hourly, Daily, Weekly, Monthly, Yearly, Cron Style, Interval, Once"
+		"run_frequency '': is empty; "
+		"set it to one of Hourly, Daily, Weekly, Monthly, Yearly, Cron Style, Interval, Once"
 	)
 
 
@@ -278,7 +284,10 @@ def test_describe():
 def test_describe_does_not_follow_the_process_locale(locale_name):
 	"""cron-descriptor guesses the language and clock from locale.getlocale(): C.UTF-8 is en_US on
 	Python 3.11 and "C" (24-hour) on 3.13+. BTU's text is the same under every locale and Python."""
-	code = "from btu.shared.schedule import ScheduleSpec; print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
+	code = (
+		"from btu.shared.schedule import ScheduleSpec; "
+		"print(ScheduleSpec(name='d', zone_name='UTC', kind='cron', cron='30 14 * * 1-5').describe())"
+	)
 	env = {key: value for key, value in os.environ.items() if not key.startswith("LC_") and key != "LANG"}
 	result = subprocess.run(
 		[sys.executable, "-c", code],

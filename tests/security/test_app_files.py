@@ -82,7 +82,9 @@ def bench(tmp_path):
 	write(package / "__init__.py", "")
 	write(
 		package / "hooks.py",
-		'app_name = "myapp"\nbtu_tasks = ["myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_*", "myapp.tasks.getoutput", "myapp.tasks.system", "myapp.tasks.Job"]\n',
+		'app_name = "myapp"\n'
+		'btu_tasks = ["myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_*", "myapp.tasks.getoutput", '
+		'"myapp.tasks.system", "myapp.tasks.Job"]\n',
 	)
 	write(package / "tasks.py", TASKS)
 	write(package / "helpers.py", "def cleanup():\n\tpass\n")
@@ -101,8 +103,9 @@ def refusal(files: AppFiles, path: str) -> str:
 
 @pytest.mark.parametrize(
 	"path",
-	["myapp.tasks.decorated", "myapp.tasks.decorated_by_attribute", "myapp.tasks.hooked_exactly", "myapp.tasks.hooked_by_glob_report",
-	 "myapp.tasks.popen", "otherapp.jobs.run", "btu_demo.demo_tasks.say_hello", "btu_demo.demo_tasks.add"],
+	["myapp.tasks.decorated", "myapp.tasks.decorated_by_attribute", "myapp.tasks.hooked_exactly",
+	 "myapp.tasks.hooked_by_glob_report", "myapp.tasks.popen", "otherapp.jobs.run",
+	 "btu_demo.demo_tasks.say_hello", "btu_demo.demo_tasks.add"],
 )  # fmt: skip
 def test_declared_functions_pass(bench, path):
 	AppFiles(bench, False).check(path)

@@ -26,8 +26,9 @@ def facts(function) -> dict:
 
 @pytest.mark.parametrize(
 	"path",
-	["os.system", "subprocess.getoutput", "builtins.eval", "posix.system", "importlib.import_module", "btu_evil.tasks.run",
-	 "frappex.utils.run", "myapp_evil.tasks.run", "BTU.tasks.run", "frappe.utils.execute_in_shell"],
+	["os.system", "subprocess.getoutput", "builtins.eval", "posix.system", "importlib.import_module",
+	 "btu_evil.tasks.run", "frappex.utils.run", "myapp_evil.tasks.run", "BTU.tasks.run",
+	 "frappe.utils.execute_in_shell"],
 )  # fmt: skip
 def test_a_path_outside_the_installed_apps_is_refused_before_any_import(path):
 	apps = [app for app in APPS if app != "frappe"] if path.startswith("frappe.") else APPS
@@ -41,8 +42,8 @@ def test_a_path_outside_the_installed_apps_is_refused_before_any_import(path):
 
 @pytest.mark.parametrize(
 	"path",
-	["", "   ", "btu", "btu..tasks.run", ".btu.tasks.run", "btu.tasks.run.", "btu/../os.system", "../btu.x", "btu.tasks.run()",
-	 "btu.tasks.run x", "btu.tasks.1run", "btu.tasks-x.run",
+	["", "   ", "btu", "btu..tasks.run", ".btu.tasks.run", "btu.tasks.run.", "btu/../os.system", "../btu.x",
+	 "btu.tasks.run()", "btu.tasks.run x", "btu.tasks.1run", "btu.tasks-x.run",
 	 "bt\u0443.tasks.run",  # Cyrillic u
 	 "\uff42\uff54\uff55.tasks.run",  # fullwidth "btu", which NFKC would make "btu"
 	 "btu.tasks.\u0455ay_hello",  # Cyrillic dze for "s"
@@ -181,7 +182,8 @@ def test_the_escape_hatch_lifts_only_the_declaration():
 @pytest.mark.parametrize(
 	"value, on",
 	[(True, True), (1, True), ("1", True), ("true", True), (" True ", True),
-	 (None, False), (False, False), (0, False), ("0", False), ("false", False), ("", False), ("no", False), ({}, False)],
+	 (None, False), (False, False), (0, False), ("0", False), ("false", False),
+	 ("", False), ("no", False), ({}, False)],
 )  # fmt: skip
 def test_the_escape_hatch_is_on_only_for_true_or_1(value, on):
 	assert allows_any_app_function(value) is on

@@ -34,5 +34,6 @@ def test_every_whitelisted_api_method_is_in_the_readme():
 	readme = (ROOT / "README.md").read_text()
 	missing = [name for name in names if f"`{MODULE}.{name}`" not in readme]
 	assert not missing, (
-		f"README.md does not name {', '.join(f'{MODULE}.{name}' for name in missing)}: add each to its whitelisted API table"
+		f"README.md does not name {', '.join(f'{MODULE}.{name}' for name in missing)}: "
+		"add each to its whitelisted API table"
 	)

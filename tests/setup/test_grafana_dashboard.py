@@ -83,7 +83,8 @@ LABEL_VALUES = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w
 
 
 class Query:
-	"""What one PromQL expression refers to: metric names, label names (per metric, and in by/on clauses), literal matcher values."""
+	"""What one PromQL expression refers to: metric names, label names (per metric, and in by/on clauses), literal
+	matcher values."""
 
 	def __init__(self, expr: str):
 		self.expr = expr
@@ -360,7 +361,8 @@ def families(tmp_path, redis_url, r):
 	gc.collect()  # the scheduler's clients (its objects refer to each other): closed now, not in a later test
 	empty = sorted(name for name, samples in found.items() if not samples)
 	assert not empty, (
-		f"{empty}: exported with no sample here; make scheduler_registry/frappe_registry produce one, so its names and labels are checked"
+		f"{empty}: exported with no sample here; "
+		"make scheduler_registry/frappe_registry produce one, so its names and labels are checked"
 	)
 	return found
 
@@ -428,7 +430,8 @@ def test_every_metric_btu_exports_has_a_panel(families):
 
 
 def desk_finished() -> set[str]:
-	"""The statuses the Desk's failure rate divides by (btu.btu_core.insights.run_stats.FINISHED, read from the source: it imports frappe)."""
+	"""The statuses the Desk's failure rate divides by (btu.btu_core.insights.run_stats.FINISHED, read from the
+	source: it imports frappe)."""
 	tree = ast.parse((DASHBOARD.parents[2] / "btu" / "btu_core" / "insights" / "run_stats.py").read_text())
 	found = next(
 		node.value
@@ -502,7 +505,8 @@ def test_a_broken_layout_datasource_or_variable_is_caught():
 
 def test_the_promql_reader_finds_names_not_strings_functions_or_keywords():
 	query = Query(
-		'histogram_quantile(0.99, sum by (site, le) (rate(btu_fire_lag_seconds_bucket{site=~"$site", queue!="x"}[$__rate_interval])))'
+		"histogram_quantile(0.99, sum by (site, le) "
+		'(rate(btu_fire_lag_seconds_bucket{site=~"$site", queue!="x"}[$__rate_interval])))'
 		" / on (instance) group_left () max without (job) (up offset 5m) > bool 1"
 		' or label_replace(vector(1), "dst", "btu_not_a_metric", "src", "(.*)")'
 		' or changes(max(btu_scheduler_lease_epoch)[1h:1m]) or {__name__=~"btu_a|btu_b"}'
@@ -531,7 +535,8 @@ def test_grafana_schema_knows_every_key():
 		from grafana_foundation_sdk.models.dashboard import Dashboard
 	except ImportError:
 		pytest.fail(
-			"grafana-foundation-sdk is missing: scripts/venv installs it (pip install 'grafana-foundation-sdk==1769699379!11.6.0')"
+			"grafana-foundation-sdk is missing: scripts/venv installs it "
+			"(pip install 'grafana-foundation-sdk==1769699379!11.6.0')"
 		)
 	plugins.register_default_plugins()
 	dashboard = load()

@@ -142,9 +142,9 @@ def test_no_function_or_class_outgrows_one_screen_of_reading():
 
 # -- import circles -----------------------------------------------------------------
 
-# Imports made inside a function on purpose, for start-up cost: (importer, imported module) -> why. They are left out of
-# the circle check below, and on the Frappe side (FRAPPE_SIDE) every import of a btu module inside a function must be one
-# of them: an import moved into a function to dodge a circle would otherwise hide the circle from the check.
+# Imports made inside a function on purpose, for start-up cost: (importer, imported module) -> why. They are left out
+# of the circle check below, and on the Frappe side (FRAPPE_SIDE) every import of a btu module inside a function must
+# be one of them: an import moved into a function to dodge a circle would otherwise hide the circle from the check.
 LAZY = {
 	(
 		"btu",
@@ -430,7 +430,8 @@ def stored_paths() -> list[tuple[str, str]]:
 
 
 def defined_names(path: Path) -> set[str]:
-	"""What a module defines at its top, and the names its module `__getattr__` answers (a path stored before a move)."""
+	"""What a module defines at its top, and the names its module `__getattr__` answers (a path stored before a
+	move)."""
 	names = set()
 	for node in ast.parse(path.read_text(), str(path)).body:
 		if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":

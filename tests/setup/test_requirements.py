@@ -1,4 +1,5 @@
-"""requirements.txt admits both Frappe versions' pins, so `bench get-app` never fights Frappe v15 or v16 over a version."""
+"""requirements.txt admits both Frappe versions' pins, so `bench get-app` never fights Frappe v15 or v16 over a
+version."""
 
 from __future__ import annotations
 

@@ -63,7 +63,8 @@ def test_a_module_whose_outcome_depends_on_a_library_version_is_marked(path):
 	tree = ast.parse(path.read_text(), filename=str(path))
 	reasons = why_versioned(tree)
 	assert not reasons or is_marked(tree), (
-		f"{path.relative_to(TESTS.parent)} {', '.join(reasons)}: add `pytestmark = pytest.mark.versions` at module level, "
+		f"{path.relative_to(TESTS.parent)} {', '.join(reasons)}: "
+		"add `pytestmark = pytest.mark.versions` at module level, "
 		"so the Frappe-v16-pins and newest-rq legs of scripts/test run it"
 	)
 

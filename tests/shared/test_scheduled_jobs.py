@@ -60,7 +60,8 @@ def test_a_cron_format_wins_over_the_frequency_as_frappe_reads_it():
 		("app.tasks.x", "Cron", "@hourly", True),
 		# Frappe keeps: its own watchdog of BTU, croniter's six-field (seconds last) form, what BTU cannot read.
 		("btu.btu_core.alerts.watchdog.check", "Cron", "* * * * *", False),
-		("btu.btu_core.alerts.check", "Cron", "* * * * *", False),  # its path before alerts was a package: its row until migrate
+		# Its path before alerts was a package: its row until migrate.
+		("btu.btu_core.alerts.check", "Cron", "* * * * *", False),
 		("app.tasks.x", "Cron", "0 */2 * * * *", False),
 		("app.tasks.x", "Cron", "61 * * * *", False),
 		("app.tasks.x", "Cron", "", False),
@@ -75,7 +76,8 @@ def test_which_job_types_btu_takes(method, frequency, cron, taken):
 
 def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
 	job = {"name": "app.daily", "method": "app.tasks.daily", "frequency": "Daily Long", "cron_format": None,
-		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1), "last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
+		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1),
+		"last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
 	row = fj.as_schedule_row(job, None)
 	assert (
 		row["name"] == "frappe-job:app.daily"

@@ -12,7 +12,8 @@ from btu.btu_core.upgrade.convert.run_later import RunLaterError, entry
 KEY = "btu_scheduler:run_later:abc"
 FIELDS = {
 	"uid": "abc", "short_name": "Send invoices", "target_queue": "long", "not_before_time": "2026-12-01T09:30:00+00:00",
-	"not_before_timestamp": "1796117400", "path_to_function": "myapp.billing.send", "arguments": '{"batch": 7}', "status": "pending",
+	"not_before_timestamp": "1796117400", "path_to_function": "myapp.billing.send", "arguments": '{"batch": 7}',
+	"status": "pending",
 }  # fmt: skip
 
 
