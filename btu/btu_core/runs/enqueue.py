@@ -66,14 +66,16 @@ def enqueue_at(
 	as_user: str | None = None,
 	**kwargs,
 ) -> str:
-	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for `cancel`.
+	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for
+	`cancel`.
 
 	`method`: a function or its dotted path, declared runnable. `at`: an aware datetime, ISO 8601 text with an
 	offset, or a naive one in the site's time zone (as Frappe stores Datetimes). `timeout`: seconds (None: the
 	queue's). `job_id`: a key of your own, scoped to the function's app: while its request is pending, the same call
 	with it adds nothing and returns the same handle (that request keeps its moment and user), another call with it
-	raises; once that request ran or was cancelled, it asks for a new run. `task_log`: the run writes a BTU Task Log with its output and outcome (off: only the request's Note says it).
-	`as_user`: run as this user instead of the caller (only a System Manager, or code running as Administrator, may).
+	raises; once that request ran or was cancelled, it asks for a new run. `task_log`: the run writes a BTU Task Log
+	with its output and outcome (off: only the request's Note says it). `as_user`: run as this user instead of the
+	caller (only a System Manager, or code running as Administrator, may).
 	"""
 	path = method_path(method)
 	moment = instant(at)
@@ -152,7 +154,8 @@ def request_of_job(key: str, values: dict) -> str:
 			if (doc.method, doc.kwargs) != (values["method"], values["kwargs"]):
 				raise EnqueueError(
 					_(
-						"job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give this call a job_id of its own, or cancel {1} first to replace it"
+						"job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give "
+						"this call a job_id of its own, or cancel {1} first to replace it"
 					).format(
 						key.partition(":")[2],
 						doc.name,
@@ -167,14 +170,16 @@ def request_of_job(key: str, values: dict) -> str:
 			withdraw(
 				doc,
 				_(
-					"Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was asked again."
+					"Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was "
+					"asked again."
 				).format(rr.CATCH_UP_WINDOW_SECS),
 			)
 		generation += 1
 
 
 def past_catch_up(request) -> bool:
-	"""Whether a pending request's moment is past the window within which the scheduler still fires it: it never will."""
+	"""Whether a pending request's moment is past the window within which the scheduler still fires it: it never
+	will."""
 	return parse_utc_iso(request.run_at_utc, "run_at_utc") + timedelta(seconds=rr.CATCH_UP_WINDOW_SECS) < utc_now()
 
 
@@ -191,7 +196,8 @@ def enqueue_in(seconds: float, method, **options) -> str:
 
 
 def cancel(handle: str) -> bool:
-	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was withdrawn."""
+	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was
+	withdrawn."""
 	# get_value with no name reads the first row: a handle must be a name.
 	request = (
 		frappe.db.get_value(
@@ -221,7 +227,8 @@ def run_as(as_user) -> str:
 	if caller != "Administrator" and "System Manager" not in frappe.get_roles(caller):
 		frappe.throw(
 			_(
-				"as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out to run it as {1}"
+				"as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out "
+				"to run it as {1}"
 			).format(as_user, caller),
 			frappe.PermissionError,
 			title=_("Not permitted"),
@@ -267,7 +274,8 @@ def kwargs_json(kwargs: dict) -> str:
 		except (TypeError, ValueError) as exc:
 			raise EnqueueError(
 				_(
-					"argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a document by its name)"
+					"argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a "
+					"document by its name)"
 				).format(key, type(value).__name__, exc)
 			) from None
 	text = json.dumps(kwargs, sort_keys=True)
@@ -364,7 +372,8 @@ def started_note(request, started: datetime, fire_lag_ms) -> str:
 	lag (the moment to this start in the worker: what the function waited)."""
 	start_lag_ms = (started - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000
 	return _(
-		"Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to this start)."
+		"Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to "
+		"this start)."
 	).format(
 		slot_text(started),
 		socket.gethostname(),

@@ -77,10 +77,12 @@ class TaskRun:
 			frappe.db.commit()
 			earlier = self.earlier_log()
 			if earlier is not None:
-				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was done.
+				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was
+				# done.
 				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
 				if self.request is not None and self.request.status != DONE:
-					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's state.
+					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's
+					# state.
 					run_requests.mark_done(
 						self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name)
 					)
@@ -179,7 +181,8 @@ class TaskRun:
 		return name, notes
 
 	def mail_on_start(self, log_name: str) -> list[str]:
-		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not be)."""
+		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not
+		be)."""
 		task = frappe.get_doc("BTU Task", self.task_name)
 		schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name) if self.schedule_name else None
 		note = notify(frappe.get_doc("BTU Task Log", log_name), task, schedule)
@@ -212,8 +215,8 @@ class TaskRun:
 		}
 
 	def retry_key(self, attempt: int) -> str | None:
-		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None for a run
-		with neither (Run Now)."""
+		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None
+		for a run with neither (Run Now)."""
 		if self.schedule_name and self.slot:
 			return slot_request_name(self.schedule_name, self.slot, attempt)
 		if self.request is not None and not self.request.slot_utc:
@@ -228,8 +231,8 @@ class TaskRun:
 		return frappe.db.get_value("BTU Task Log", self.request.first_log, "parent_log") or self.request.parent_log
 
 	def after(self, log, task, schedule, exc) -> None:
-		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next slot.
-		Never raises: the run's Log is committed already."""
+		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next
+		slot. Never raises: the run's Log is committed already."""
 		final, note, requested = True, None, []
 		try:
 			if log.status in ("Failed", "Timed Out"):
@@ -338,7 +341,8 @@ class TaskRun:
 		return log
 
 	def tell(self, log, elapsed: float | None, counted: bool = False) -> None:
-		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or request's) monitor entry."""
+		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or
+		request's) monitor entry."""
 		if not counted:
 			record_outcome(log.task, log.status, elapsed, self.start_lag_s)
 		add_to_monitor(

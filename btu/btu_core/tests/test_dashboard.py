@@ -108,7 +108,8 @@ class TestDashboard(IntegrationTestCase):
 		frappe.clear_cache(doctype=run_stats.LOG)  # a test's custom permissions, rolled back
 
 	def assertSpread(self, got: dict, exact: dict, unit="ms"):
-		"""p50 and p95 within the buckets' RELATIVE_ERROR of the exact ones (plus the 3 decimals' rounding), max exact."""
+		"""p50 and p95 within the buckets' RELATIVE_ERROR of the exact ones (plus the 3 decimals' rounding), max
+		exact."""
 		self.assertEqual(got[f"max ({unit})"], exact[f"max ({unit})"])
 		for name in (f"p50 ({unit})", f"p95 ({unit})"):
 			self.assertEqual(len(got[name]), len(exact[name]), name)
@@ -151,7 +152,8 @@ class TestDashboard(IntegrationTestCase):
 		self.assertSpread(values(chart), {"p50 (ms)": [250], "p95 (ms)": [1000], "max (ms)": [1000]})
 
 	def test_percentiles_stay_within_the_promised_error_over_many_decades(self):
-		"""3,000 lags spread log-uniformly from 1 µs to 1,000 s (every bucket), with repeats: each day's p50, p95 against the exact."""
+		"""3,000 lags spread log-uniformly from 1 µs to 1,000 s (every bucket), with repeats: each day's p50, p95
+		against the exact."""
 		rng = random.Random(17)
 		lags = {day: [round(10 ** rng.uniform(-3, 6), 3) for _ in range(1000)] for day in (MONDAY, TUESDAY, WEDNESDAY)}
 		lags[TUESDAY][:300] = [42.0] * 300
@@ -173,7 +175,8 @@ class TestDashboard(IntegrationTestCase):
 			run_stats.Distribution().percentile(0.5)
 
 	def test_many_runs_are_summed_up_in_sql_and_the_rows_read_stay_bounded(self):
-		"""200,000 runs in a week (50 schedules every minute): the old chart read them all (and refused past 500,000)."""
+		"""200,000 runs in a week (50 schedules every minute): the old chart read them all (and refused past
+		500,000)."""
 		days = [MONDAY + timedelta(days=d) for d in range(7)]
 		rows = [
 			(
@@ -422,7 +425,8 @@ class TestDashboard(IntegrationTestCase):
 		self.assertIn("Unknown status Started", str(caught.exception))
 
 	def test_a_btu_manager_without_read_on_task_logs_gets_nothing(self):
-		"""The queries skip get_list, so they check the DocType's role permissions themselves (Role Permission Manager)."""
+		"""The queries skip get_list, so they check the DocType's role permissions themselves (Role Permission
+		Manager)."""
 		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
 		update_permission_property(run_stats.LOG, "BTU Manager", 0, "read", 0, validate=False)
 		frappe.clear_cache(doctype=run_stats.LOG)
@@ -443,8 +447,10 @@ class TestDashboard(IntegrationTestCase):
 			ignore_permissions=True
 		)
 		translated = {
-			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for BTU",
-			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for metrics",
+			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's "
+			"Roles)": "[{1}] needed by {0} for BTU",
+			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in "
+			"the user's Roles)": "[{1}] needed by {0} for metrics",
 		}
 		for source, text in translated.items():
 			frappe.get_doc(
@@ -507,7 +513,8 @@ class TestFrappeRendersThem(IntegrationTestCase):
 		to 0, which the charts read as "not set"."""
 		for field in ("fire_lag_ms", "execution_time"):
 			column = frappe.db.sql(
-				"select numeric_scale from information_schema.columns where table_schema = database() and table_name = 'tabBTU Task Log' and column_name = %s",
+				"select numeric_scale from information_schema.columns "
+				"where table_schema = database() and table_name = 'tabBTU Task Log' and column_name = %s",
 				field,
 			)
 			self.assertGreaterEqual(column[0][0], 6, field)
@@ -533,7 +540,8 @@ class TestDeskEntry(IntegrationTestCase):
 		)
 
 	def test_a_site_that_lost_them_gets_them_back_at_the_next_migrate(self):
-		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until ensure_desk_entry."""
+		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until
+		ensure_desk_entry."""
 		frappe.db.delete(
 			"Workspace Sidebar Item",
 			{"parent": ("in", frappe.get_all("Workspace Sidebar", {"title": install.WORKSPACE}, pluck="name"))},

@@ -300,7 +300,8 @@ class TestDeclaredSchedules(IntegrationTestCase):
 				doc.set(field, value)
 				doc.save()
 			self.assertIn(
-				f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench migrate",
+				f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench "
+				"migrate",
 				str(caught.exception),
 			)
 		schedule.reload()
@@ -352,7 +353,9 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		declared_schedules.sync()
 		maintenance = {
 			"delete_expired_logs": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
-			"delete_expired_run_requests": "btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
+			"delete_expired_run_requests": (
+				"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests"
+			),
 			"mark_lost_runs_timed_out": "btu.btu_core.runs.lost_runs.mark_lost_runs_timed_out",
 		}
 		for key, function in maintenance.items():

@@ -83,7 +83,8 @@ class EndToEndBase(IntegrationTestCase):
 		self.fail(f"btu-scheduler did not answer a ping within {patient(STARTUP_SECS)} s: {self.scheduler_output()}")
 
 	def heartbeat_is_ours(self) -> bool:
-		"""The process list holds this test's scheduler: a ping alone may be answered by another one on the bench's Redis."""
+		"""The process list holds this test's scheduler: a ping alone may be answered by another one on the bench's
+		Redis."""
 		here = socket.gethostname()
 		return any(
 			p.get("pid") == self.scheduler.pid and p.get("host") == here
@@ -191,7 +192,8 @@ class TestEndToEnd(EndToEndBase):
 			self.check_log(log, schedule.name)
 		lags = sorted(log.fire_lag_ms for log in logs)
 		sys.stdout.write(
-			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, fire lag ms median {lags[len(lags) // 2]:.1f}"
+			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, fire lag ms median "
+			f"{lags[len(lags) // 2]:.1f}"
 			f" max {lags[-1]:.1f}, job ids like {logs[0].rq_job_id}\n"
 		)
 
@@ -252,7 +254,8 @@ class TestEndToEnd(EndToEndBase):
 			frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2
 		)
 		sys.stdout.write(
-			f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n"
+			f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, "
+			f"chained run fire lag {link.fire_lag_ms:.1f} ms\n"
 		)
 
 	def test_enqueue_at_runs_at_its_millisecond_once_and_a_cancelled_one_never(self):
@@ -305,7 +308,8 @@ class TestEndToEnd(EndToEndBase):
 		self.assertLess(lag, 1000, note)
 		self.assertGreaterEqual(start_lag, lag, note)
 		sys.stdout.write(
-			f"\nend to end: enqueue_at fire lag {lag:.1f} ms, start lag {start_lag:.1f} ms; with task_log, its Log {log.name} lag {log.fire_lag_ms:.1f} ms\n"
+			f"\nend to end: enqueue_at fire lag {lag:.1f} ms, start lag {start_lag:.1f} ms; with task_log, its Log "
+			f"{log.name} lag {log.fire_lag_ms:.1f} ms\n"
 		)
 
 	def test_a_backfill_runs_its_slots_one_at_a_time_through_the_scheduler(self):
@@ -355,7 +359,8 @@ class TestEndToEnd(EndToEndBase):
 		# while the schedule fires, so a burst worker would never end. Run Limit (the admin's field on a declared row)
 		# bounds the fires, and the burst ends after them whatever each run costs.
 		entry = {
-			"name": "e2e_declared", "function": f"{SAMPLES}.say_hello", "arguments": {"name": "end to end", "linger_secs": EVERY_SECS + 0.5},
+			"name": "e2e_declared", "function": f"{SAMPLES}.say_hello",
+			"arguments": {"name": "end to end", "linger_secs": EVERY_SECS + 0.5},
 			"queue": QUEUE, "every": EVERY_SECS, "every_unit": "Seconds", "catch_up_policy": "skip", "time_zone": "UTC",
 		}  # fmt: skip
 		declared_schedules.sync({"btu": [*own, entry]})
@@ -375,7 +380,8 @@ class TestEndToEnd(EndToEndBase):
 		sys.stdout.write(f"\nend to end: declared schedule fire lag {log.fire_lag_ms:.1f} ms\n")
 
 	def undeclare(self, own: list) -> None:
-		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep them)."""
+		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep
+		them)."""
 		frappe.db.rollback()
 		schedule = frappe.db.get_value(
 			"BTU Task Schedule",
