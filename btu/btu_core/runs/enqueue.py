@@ -80,16 +80,7 @@ def enqueue_at(
 	path = method_path(method)
 	moment = instant(at)
 	now = utc_now()
-	if moment < now - timedelta(seconds=GRACE_SECS):
-		raise EnqueueError(
-			_(
-				"at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)"
-			).format(slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS)
-		)
-	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
-		raise EnqueueError(
-			_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS)
-		)
+	check_moment(moment, now)
 	try:
 		check_queue(queue, "queue")
 		function = resolve_function(path, "method")
@@ -120,6 +111,20 @@ def enqueue_at(
 		doc, _inserted = run_requests.insert(rr.enqueue_request_name(), **values)
 		return doc.name
 	return request_of_job(job_key(path, job_id), values)
+
+
+def check_moment(moment: datetime, now: datetime) -> None:
+	"""Refuse a moment more than GRACE_SECS in the past or more than MAX_AHEAD_DAYS ahead."""
+	if moment < now - timedelta(seconds=GRACE_SECS):
+		raise EnqueueError(
+			_(
+				"at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)"
+			).format(slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS)
+		)
+	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
+		raise EnqueueError(
+			_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS)
+		)
 
 
 def job_key(path: str, job_id) -> str:
@@ -314,6 +319,29 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		run_requests.mark_done(request, log, note, tell_scheduler=False)  # told after the call, by `record`
 		frappe.db.commit()
 	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}" + (f" log={log}" if log else ""))
+	call, called_at = call_as(user, request, capture=log is not None)
+	if call.exc is None:
+		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
+	else:
+		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
+	start_lag_ms = (
+		round((called_at - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
+		if called_at
+		else None
+	)
+	record(request.name, note, outcome, log, call, start_lag_ms)
+	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
+	if call.exc is not None:
+		if run_requests.retry_signal(call.exc):
+			# Frappe's execute_job would call this again in-process only to find the request Done.
+			raise run_requests.RunFailed(call.result_message) from call.exc
+		raise call.exc
+	return request.name
+
+
+def call_as(user: str, request, capture: bool) -> tuple[Call, datetime | None]:
+	"""Call the request's function as `user`, committing its work if it returned: the call, and when the function was
+	called (None if resolving it or its arguments failed first)."""
 	called = {}
 
 	def function_call():
@@ -327,28 +355,12 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	frappe.set_user(user)
 	try:
 		# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
-		call = call_captured(function_call, capture=log is not None)
+		call = call_captured(function_call, capture=capture)
 		if call.exc is None:
 			frappe.db.commit()
 	finally:
 		frappe.set_user(runner)
-	if call.exc is None:
-		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
-	else:
-		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
-	start_lag_ms = (
-		round((called["at"] - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
-		if called
-		else None
-	)
-	record(request.name, note, outcome, log, call, start_lag_ms)
-	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
-	if call.exc is not None:
-		if run_requests.retry_signal(call.exc):
-			# Frappe's execute_job would call this again in-process only to find the request Done.
-			raise run_requests.RunFailed(call.result_message) from call.exc
-		raise call.exc
-	return request.name
+	return call, called.get("at")
 
 
 def enabled_user(user: str | None) -> bool:
