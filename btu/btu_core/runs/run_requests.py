@@ -298,9 +298,6 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 	Refused (frappe.ValidationError naming the bound) above MAX_BACKFILL_SLOTS slots. One at a time: each
 	slot's request waits for the run before it; else all are due now. A slot already requested keeps
 	its request, so asking twice adds nothing."""
-	# Imported here for the run path's sake, as in next_regular_fire.
-	from btu.btu_core.schedules.spec import spec_of
-
 	now = utc_now()
 	if end <= start:
 		frappe.throw(
@@ -314,28 +311,9 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 				format_utc_iso(end), format_utc_iso(now)
 			)
 		)
-	spec = spec_of(schedule)
-	slots = []
-	slot = spec.next_slot(start - timedelta(seconds=1))
-	while slot is not None and slot <= end:
-		if len(slots) == rr.MAX_BACKFILL_SLOTS:
-			frappe.throw(
-				_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
-					format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
-				)
-			)
-		slots.append(slot)
-		slot = spec.next_slot(slot)
+	slots = slots_between(schedule, start, end)
 	texts = [format_utc_iso(s) for s in slots]
-	ran = set()
-	for chunk in range(0, len(texts), 500):
-		ran |= set(
-			frappe.get_all(
-				"BTU Task Log",
-				filters={"schedule": schedule.name, "slot_utc": ("in", texts[chunk : chunk + 500])},
-				pluck="slot_utc",
-			)
-		)
+	ran = slots_that_ran(schedule.name, texts)
 	backfill_id = frappe.generate_hash(length=10)
 	requested, existing, previous = [], [], None
 	for slot, text in zip(slots, texts):
@@ -368,6 +346,40 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 		"already_requested": existing,
 		"already_ran": sorted(ran),
 	}
+
+
+def slots_between(schedule, start: datetime, end: datetime) -> list[datetime]:
+	"""The schedule's slots from `start` to `end`; refused above MAX_BACKFILL_SLOTS."""
+	# Imported here for the run path's sake, as in next_regular_fire.
+	from btu.btu_core.schedules.spec import spec_of
+
+	spec = spec_of(schedule)
+	slots = []
+	slot = spec.next_slot(start - timedelta(seconds=1))
+	while slot is not None and slot <= end:
+		if len(slots) == rr.MAX_BACKFILL_SLOTS:
+			frappe.throw(
+				_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
+					format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
+				)
+			)
+		slots.append(slot)
+		slot = spec.next_slot(slot)
+	return slots
+
+
+def slots_that_ran(schedule: str, texts: list[str]) -> set[str]:
+	"""Which of the slots `texts` (UTC ISO) of `schedule` have a Task Log, read 500 at a time."""
+	ran = set()
+	for chunk in range(0, len(texts), 500):
+		ran |= set(
+			frappe.get_all(
+				"BTU Task Log",
+				filters={"schedule": schedule, "slot_utc": ("in", texts[chunk : chunk + 500])},
+				pluck="slot_utc",
+			)
+		)
+	return ran
 
 
 def release_next(request) -> str | None:
