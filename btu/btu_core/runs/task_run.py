@@ -267,7 +267,7 @@ class TaskRun:
 		# still gets the true end, but its outcome is counted once.
 		log = locked_log(name)
 		was = log.status
-		task, schedule = self.documents(rows)
+		task, schedule = finished_documents(rows, self.task_name, self.schedule_name)
 		log.update({**call.log_values(), "date_time_ended": system_now(), "start_lag_ms": self.start_lag_ms()})
 		if task is not None:
 			log.task_desc_short = task.desc_short
@@ -290,23 +290,6 @@ class TaskRun:
 		if rows.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
-
-	def documents(self, rows):
-		"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
-		those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
-		ends), a Schedule deleted meanwhile too."""
-		recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
-		rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
-		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
-		task = document_rows("BTU Task", self.task_name, {**recipients, **rules, **chain})
-		schedule = (
-			document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules})
-			if task is not None
-			else None
-		)
-		for row in filter(None, (task, schedule)):
-			row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
-		return task, schedule
 
 	def start_lag_ms(self) -> float | None:
 		return round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None
@@ -360,3 +343,17 @@ class TaskRun:
 		self.logger.info(
 			f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}"
 		)
+
+
+def finished_documents(rows, task_name: str, schedule_name: str | None):
+	"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
+	those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
+	ends), a Schedule deleted meanwhile too."""
+	recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
+	rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
+	chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
+	task = document_rows("BTU Task", task_name, {**recipients, **rules, **chain})
+	schedule = document_rows("BTU Task Schedule", schedule_name, {**recipients, **rules}) if task is not None else None
+	for row in filter(None, (task, schedule)):
+		row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
+	return task, schedule
