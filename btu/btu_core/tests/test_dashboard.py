@@ -95,7 +95,9 @@ def values(chart):
 	return {dataset["name"]: dataset["values"] for dataset in chart["datasets"]}
 
 
-class TestDashboard(IntegrationTestCase):
+class DashboardTestCase(IntegrationTestCase):
+	"""The users and Tasks the dashboard's tests share; its subclasses hold the tests."""
+
 	def setUp(self):
 		make_user(PLAIN_USER)
 		make_user(MANAGER, ("BTU Manager",))
@@ -106,6 +108,14 @@ class TestDashboard(IntegrationTestCase):
 		frappe.set_user("Administrator")
 		frappe.db.rollback()
 		frappe.clear_cache(doctype=run_stats.LOG)  # a test's custom permissions, rolled back
+
+	def lag_chart(self, measure="Fire Lag", **arguments):
+		filters = {"measure": measure, "task": self.task, **arguments.pop("filters", {})}
+		return lag.get(chart_name="BTU Fire Lag", filters=filters, **{**RANGE, "time_interval": "Daily", **arguments})
+
+
+class TestDashboard(DashboardTestCase):
+	"""The figures: percentiles, rates and counts of known Task Logs, their filters and labels."""
 
 	def assertSpread(self, got: dict, exact: dict, unit="ms"):
 		"""p50 and p95 within the buckets' RELATIVE_ERROR of the exact ones (plus the 3 decimals' rounding), max
@@ -119,10 +129,6 @@ class TestDashboard(IntegrationTestCase):
 					run_stats.RELATIVE_ERROR * value + 0.0005,
 					f"{name}: {got[name]} for {exact[name]}",
 				)
-
-	def lag_chart(self, measure="Fire Lag", **arguments):
-		filters = {"measure": measure, "task": self.task, **arguments.pop("filters", {})}
-		return lag.get(chart_name="BTU Fire Lag", filters=filters, **{**RANGE, "time_interval": "Daily", **arguments})
 
 	def test_fire_lag_gives_nearest_rank_percentiles_per_day(self):
 		for ms in range(20, 0, -1):
@@ -358,39 +364,6 @@ class TestDashboard(IntegrationTestCase):
 		)
 		self.assertEqual(chart["labels"], [f"dashboard main ({twin})", f"dashboard main ({self.task})"])
 
-	def test_users_without_a_btu_role_get_nothing(self):
-		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
-		for user in ("Guest", PLAIN_USER):
-			frappe.set_user(user)
-			for name, get in SOURCES.items():
-				with self.subTest(user=user, chart=name), self.assertRaises(frappe.PermissionError):
-					get(chart_name=name, **RANGE)
-			for card in CARDS:
-				with self.subTest(user=user, card=card.__name__), self.assertRaises(frappe.PermissionError):
-					card()
-			for doctype, names in (
-				("Dashboard Chart", SOURCES),
-				("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
-			):
-				for name in names:
-					self.assertFalse(
-						frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}"
-					)
-
-	def test_a_btu_manager_sees_the_dashboard(self):
-		log(self.task, MONDAY, fire_lag_ms=3)
-		frappe.set_user(MANAGER)
-		self.assertEqual(values(self.lag_chart())["max (ms)"], [3])
-		for doctype, names in (
-			("Dashboard Chart", SOURCES),
-			("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
-		):
-			for name in names:
-				self.assertTrue(
-					frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}"
-				)
-		self.assertIn("value", dashboard_cards.failure_rate_today())
-
 	def test_today_s_cards(self):
 		today = getdate()
 		frappe.db.delete("BTU Task Log", {"date_time_started": (">=", today)})  # rolled back in tearDown
@@ -423,6 +396,54 @@ class TestDashboard(IntegrationTestCase):
 		with self.assertRaises(frappe.ValidationError) as caught:
 			durations.get(chart_name="BTU Task Durations", filters={"status": "Started"})
 		self.assertIn("Unknown status Started", str(caught.exception))
+
+	def test_the_dashboard_and_its_index_are_installed(self):
+		dashboard = frappe.get_doc("Dashboard", "BTU")
+		self.assertEqual(
+			{link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"}
+		)
+		self.assertEqual(len(dashboard.cards), 3)
+		workspace = frappe.get_doc("Workspace", "BTU")
+		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
+		self.assertEqual({c.number_card_name for c in workspace.number_cards}, {c.card for c in dashboard.cards})
+		self.assertTrue(frappe.db.get_column_index("tabBTU Task Log", "date_time_started", unique=False))
+
+
+class TestDashboardAccess(DashboardTestCase):
+	"""To BTU roles only: who sees the charts and cards, and how a refusal reads."""
+
+	def test_users_without_a_btu_role_get_nothing(self):
+		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
+		for user in ("Guest", PLAIN_USER):
+			frappe.set_user(user)
+			for name, get in SOURCES.items():
+				with self.subTest(user=user, chart=name), self.assertRaises(frappe.PermissionError):
+					get(chart_name=name, **RANGE)
+			for card in CARDS:
+				with self.subTest(user=user, card=card.__name__), self.assertRaises(frappe.PermissionError):
+					card()
+			for doctype, names in (
+				("Dashboard Chart", SOURCES),
+				("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+			):
+				for name in names:
+					self.assertFalse(
+						frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}"
+					)
+
+	def test_a_btu_manager_sees_the_dashboard(self):
+		log(self.task, MONDAY, fire_lag_ms=3)
+		frappe.set_user(MANAGER)
+		self.assertEqual(values(self.lag_chart())["max (ms)"], [3])
+		for doctype, names in (
+			("Dashboard Chart", SOURCES),
+			("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+		):
+			for name in names:
+				self.assertTrue(
+					frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}"
+				)
+		self.assertIn("value", dashboard_cards.failure_rate_today())
 
 	def test_a_btu_manager_without_read_on_task_logs_gets_nothing(self):
 		"""The queries skip get_list, so they check the DocType's role permissions themselves (Role Permission
@@ -472,17 +493,6 @@ class TestDashboard(IntegrationTestCase):
 			str(scrape.exception),
 			f"[System Manager, BTU Manager, BTU Metrics Reader] needed by {PLAIN_USER} for metrics",
 		)
-
-	def test_the_dashboard_and_its_index_are_installed(self):
-		dashboard = frappe.get_doc("Dashboard", "BTU")
-		self.assertEqual(
-			{link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"}
-		)
-		self.assertEqual(len(dashboard.cards), 3)
-		workspace = frappe.get_doc("Workspace", "BTU")
-		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
-		self.assertEqual({c.number_card_name for c in workspace.number_cards}, {c.card for c in dashboard.cards})
-		self.assertTrue(frappe.db.get_column_index("tabBTU Task Log", "date_time_started", unique=False))
 
 
 class TestFrappeRendersThem(IntegrationTestCase):
