@@ -67,7 +67,8 @@ btu_schedules = [
 	},
 ]
 
-# ERPNext/HRMS's Holiday List (when installed): a BTU Calendar that includes one is saved again, so its schedules recompile.
+# ERPNext/HRMS's Holiday List (when installed): a BTU Calendar that includes one is saved again, so its schedules
+# recompile.
 doc_events = {
 	"Holiday List": {"on_update": "btu.btu_core.doctype.btu_calendar.btu_calendar.holiday_list_changed"},
 	"Scheduled Job Type": {

@@ -52,7 +52,8 @@ def age_secs(moment) -> float | None:
 
 @frappe.whitelist()
 def ping() -> dict:
-	"""Ping the BTU scheduler through Redis; outcome ok, error, unreachable or denied (Redis refused the bench's user)."""
+	"""Ping the BTU scheduler through Redis; outcome ok, error, unreachable or denied (Redis refused the bench's
+	user)."""
 	require_btu_manager()
 	return _reply(scheduler_link.send(protocol.PING))
 
@@ -100,9 +101,9 @@ def sharing_message(benches: list[dict]) -> str:
 		for bench in benches
 	)
 	return _(
-		"{0} benches run BTU schedulers on this Redis under the same key names: {1}. They share one leader lease, so only "
-		"the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own {2} in its "
-		"common_site_config.json (for example its bench id) and restart its schedulers and workers."
+		"{0} benches run BTU schedulers on this Redis under the same key names: {1}. They share one leader lease, so "
+		"only the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own {2} in "
+		"its common_site_config.json (for example its bench id) and restart its schedulers and workers."
 	).format(len(benches), names, protocol.NAMESPACE_SETTING)
 
 
@@ -145,7 +146,8 @@ def run_once_at(task: str, at: str) -> dict:
 			"task": task,
 			"enabled": 1,
 			"run_frequency": "Once",
-			# The column holds the system zone's wall clock: an instant with an offset is converted, not written as text.
+			# The column holds the system zone's wall clock: an instant with an offset is converted, not written as
+			# text.
 			"run_at": to_system_naive(instant(at, "at")),
 			"time_zone": frappe.utils.get_system_timezone(),
 		}
@@ -253,8 +255,8 @@ def set_retry_policy(
 
 @frappe.whitelist(methods=["POST"])
 def set_chained_tasks(task: str, chained: str | list) -> dict:
-	"""Replace a Task's chained tasks: a list (or its JSON) of {"next_task", "on_outcome": Success|Failure|Any, "delay_secs"}.
-	A chain leading back to the Task is refused."""
+	"""Replace a Task's chained tasks: a list (or its JSON) of {"next_task", "on_outcome": Success|Failure|Any,
+	"delay_secs"}. A chain leading back to the Task is refused."""
 	require_btu_manager()
 	doc = frappe.get_doc("BTU Task", task)
 	doc.check_permission("write")
@@ -298,7 +300,8 @@ def backfill(schedule: str, start: str, end: str, one_at_a_time: int = 1) -> dic
 
 @frappe.whitelist(methods=["POST"])
 def cancel_run_request(request: str) -> dict:
-	"""Withdraw a Pending or Waiting run request (a retry or a backfilled slot, with the backfill's slots waiting on it)."""
+	"""Withdraw a Pending or Waiting run request (a retry or a backfilled slot, with the backfill's slots waiting on
+	it)."""
 	require_btu_manager()
 	doc = frappe.get_doc(RUN_REQUEST, request)
 	doc.check_permission("read")
@@ -469,6 +472,7 @@ def original_socket() -> str | None:
 
 @frappe.whitelist()
 def upgrade_report() -> dict:
-	"""What the upgrade from the original BTU left to do: values it kept unconverted, Tasks whose function no app declares."""
+	"""What the upgrade from the original BTU left to do: values it kept unconverted, Tasks whose function no app
+	declares."""
 	require_btu_manager()
 	return {"notes": notes.stored(), "undeclared": undeclared.undeclared()}

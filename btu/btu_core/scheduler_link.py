@@ -30,7 +30,8 @@ def use_bench_namespace() -> None:
 	if protocol.namespace_problem(value):
 		frappe.throw(
 			_(
-				"{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other bench on the same Redis uses), or remove it"
+				"{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other "
+				"bench on the same Redis uses), or remove it"
 			).format(protocol.NAMESPACE_SETTING, repr(value)),
 			title=_("BTU: wrong {0}").format(protocol.NAMESPACE_SETTING),
 		)
@@ -54,7 +55,8 @@ def send(request_type: str, request_content: str | None = None) -> protocol.Repl
 		return protocol.Reply(
 			"unreachable",
 			_(
-				"Redis at {0} failed ({1}: {2}); start the bench's redis_queue (bench start, or supervisor) and try again"
+				"Redis at {0} failed ({1}: {2}); start the bench's redis_queue (bench start, or supervisor) and try "
+				"again"
 			).format(redis_queue_shown(), type(exc).__name__, exc),
 			None,
 			0.0,
@@ -97,8 +99,8 @@ def announce_after_commit(
 	request_type: str, schedule: str, *, only_if_running: bool = False, quiet: bool = False
 ) -> None:
 	"""Send `request_type` for `schedule` once the current transaction has committed. `only_if_running`: not when no
-	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it starts).
-	`quiet`: the outcome is logged only, not shown to the user (one of many sent for one change)."""
+	scheduler process is alive (a worker's announcement would wait 5 s for nothing; a scheduler reads the rows when it
+	starts). `quiet`: the outcome is logged only, not shown to the user (one of many sent for one change)."""
 	frappe.db.after_commit.add(partial(_announce, request_type, schedule, frappe.session.user, only_if_running, quiet))
 
 

@@ -59,7 +59,8 @@ def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fir
 
 
 def run_request(name: str, enqueued_at, fire_lag_ms, moment=None):
-	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's call."""
+	"""A run request's fire: a retry's, a backfilled slot's or a chained run's Task run, or an enqueued function's
+	call."""
 	request = run_requests.load(name)
 	if request is not None and request.origin == ENQUEUE:
 		return enqueue.run(request, enqueued_at, fire_lag_ms)

@@ -55,7 +55,8 @@ def deliver(rule, incident, event: str) -> None:
 
 
 def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = False) -> list[str]:
-	"""Send `body` on `rule`'s channels; returns what failed. The webhook is queued (after commit) unless `webhook_now`."""
+	"""Send `body` on `rule`'s channels; returns what failed. The webhook is queued (after commit) unless
+	`webhook_now`."""
 	subject, text = render(body)
 	emails, users = audience(rule)
 	errors = []
@@ -179,7 +180,8 @@ def take_test_turn(rule, parent) -> None:
 		if pipe.execute()[1] > limit:
 			frappe.throw(
 				_(
-					"Alert rule {0} of {1} {2}: user {3} sent {4} in the last {5} s, the most allowed; wait a minute, then test again"
+					"Alert rule {0} of {1} {2}: user {3} sent {4} in the last {5} s, the most allowed; wait a minute, "
+					"then test again"
 				).format(rule.idx, _(parent.doctype), parent.name, user, sent, TEST_WINDOW_SECS),
 				frappe.RateLimitExceededError,
 				title=_("Too many test alerts"),

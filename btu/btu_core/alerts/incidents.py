@@ -92,7 +92,8 @@ def incident_filters(rule, schedule: str | None) -> dict:
 
 
 def resolve_by_hand(incident: str, note: str | None = None) -> dict:
-	"""Resolve an incident without a recovery message: the problem may not be over, and its next occurrence alerts again."""
+	"""Resolve an incident without a recovery message: the problem may not be over, and its next occurrence alerts
+	again."""
 	resolution = _("Resolved by {0}").format(frappe.session.user) + (f": {note}" if note else "")
 	closed = close(incident, resolution)
 	frappe.db.commit()

@@ -22,7 +22,8 @@ MAX_STEPS = 20_000
 def overdue_slots(
 	spec: ScheduleSpec, since: datetime, now: datetime, grace_secs: int, limit: int = MAX_SLOTS
 ) -> list[datetime]:
-	"""The newest `limit` slots s > `since` whose fire time (jitter included) + `grace_secs` <= `now`, oldest first (aware UTC).
+	"""The newest `limit` slots s > `since` whose fire time (jitter included) + `grace_secs` <= `now`, oldest first
+	(aware UTC).
 
 	A walk the step cap cuts short starts again later (each time at least halving what is left), so the slots
 	kept are the newest even then; only the older ones a dense schedule has beyond the cap go unseen."""

@@ -16,11 +16,13 @@ from btu.shared.instants import format_utc_iso
 
 
 def pause_for_failures(schedule, task, streak: int, log) -> None:
-	"""Pause the schedule (the scheduler is told after commit, as for a pause from the Desk) and raise its Paused alerts."""
+	"""Pause the schedule (the scheduler is told after commit, as for a pause from the Desk) and raise its Paused
+	alerts."""
 	if cint(frappe.db.get_value(SCHEDULE, schedule.name, "paused")):
 		return
 	note = _(
-		"Paused by BTU at {0} UTC after {1} failed runs in a row (pause_after_failures), the last {2}. Resuming clears the count."
+		"Paused by BTU at {0} UTC after {1} failed runs in a row (pause_after_failures), the last {2}. Resuming "
+		"clears the count."
 	).format(format_utc_iso(utc_now()), streak, log.name)
 	frappe.db.set_value(SCHEDULE, schedule.name, {"paused": 1, "pause_note": note})
 	if cint(schedule.enabled):

@@ -53,7 +53,8 @@ def rules_for(events: tuple[str, ...], task: str, schedule: str | None = None) -
 
 def all_rules(event: str, limit: int = MAX_CHECKED) -> list:
 	return frappe.db.sql(
-		f"select {RULE_FIELDS} from `tabBTU Alert Rule` where event = %s and parenttype in ('BTU Task', 'BTU Task Schedule') "
+		f"select {RULE_FIELDS} from `tabBTU Alert Rule` "
+		"where event = %s and parenttype in ('BTU Task', 'BTU Task Schedule') "
 		"order by parenttype, parent, idx limit %s",
 		(event, limit),
 		as_dict=True,
@@ -67,5 +68,6 @@ def watched(task, schedule=None) -> bool:
 
 
 def own_scope(rule) -> str | None:
-	"""The schedule an incident of `rule` is about: a Schedule's rule, its own; a Task's rule watches the whole Task (None)."""
+	"""The schedule an incident of `rule` is about: a Schedule's rule, its own; a Task's rule watches the whole Task
+	(None)."""
 	return rule.parent if rule.parenttype == SCHEDULE else None

@@ -26,7 +26,8 @@ def validate_rules(doc) -> None:
 		if row.webhook_url and not row.webhook_secret:
 			frappe.throw(
 				_(
-					"Alert rule {0}: a webhook needs a Webhook Secret; set one and give it to the receiver, which checks the {1} header with it"
+					"Alert rule {0}: a webhook needs a Webhook Secret; set one and give it to the receiver, which "
+					"checks the {1} header with it"
 				).format(row.idx, SIGNATURE_HEADER),
 				title=_("Invalid webhook"),
 			)

@@ -90,7 +90,8 @@ def missed_slots(rule, schedule, now: datetime) -> None:
 	)
 	missing = [slot for slot in slots if slot not in logged]
 	newest_ran = slots[-1] in logged
-	# A miss the newest slot ran after still opens an incident (then resolved at once), unless one is open: that one ends now.
+	# A miss the newest slot ran after still opens an incident (then resolved at once), unless one is open: that one
+	# ends now.
 	if missing and not (newest_ran and frappe.db.exists(INCIDENT, incident_filters(rule, schedule.name))):
 		message = _("{0} slot(s) of {1} have no Task Log {2} s after their fire time: {3}").format(
 			len(missing), schedule.name, threshold(rule), ", ".join(missing[-5:])
@@ -101,7 +102,8 @@ def missed_slots(rule, schedule, now: datetime) -> None:
 
 
 def check_stuck(now: datetime) -> None:
-	"""Runs still Started past their Task's time limit (max_task_duration, else the queue's timeout) plus the threshold."""
+	"""Runs still Started past their Task's time limit (max_task_duration, else the queue's timeout) plus the
+	threshold."""
 	rules = all_rules("Stuck Run")
 	if not rules:
 		return

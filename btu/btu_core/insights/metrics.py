@@ -82,7 +82,8 @@ def scrape():
 	if frappe.session.user == "Guest":
 		frappe.throw(
 			_(
-				"BTU's metrics need a login: send the header Authorization: token API_KEY:API_SECRET of a user with the role {0}"
+				"BTU's metrics need a login: send the header Authorization: token API_KEY:API_SECRET of a user with "
+				"the role {0}"
 			).format(_(BTU_METRICS_READER_ROLE)),
 			frappe.PermissionError,
 			title=_("Not permitted"),
@@ -90,7 +91,8 @@ def scrape():
 	require_any_role(
 		METRICS_ROLES,
 		_(
-			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"
+			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in "
+			"the user's Roles)"
 		),
 	)
 	# Imported here: every run's end imports this module to count its outcome, and a forked work-horse would pay for

@@ -181,7 +181,8 @@ def task_log():
 	if not frappe.has_permission(LOG, "read"):
 		frappe.throw(
 			_(
-				"User {0} may not read BTU Task Logs, which this chart or card counts: ask a System Manager for read access to {1} (Role Permission Manager)"
+				"User {0} may not read BTU Task Logs, which this chart or card counts: ask a System Manager for read "
+				"access to {1} (Role Permission Manager)"
 			).format(frappe.session.user, _(LOG)),
 			frappe.PermissionError,
 			title=_("Not permitted"),

@@ -31,7 +31,8 @@ MAX_COUNT = 2**63 - 1
 
 @dataclass(frozen=True)
 class Histogram:
-	"""One histogram per task: fields "<kind>_count", "<kind>_sum_us" and "<kind>_bucket" (per upper bound, not cumulative)."""
+	"""One histogram per task: fields "<kind>_count", "<kind>_sum_us" and "<kind>_bucket" (per upper bound, not
+	cumulative)."""
 
 	kind: str
 	metric: str
@@ -270,7 +271,8 @@ class TaskOutcomes:
 				else ""
 			)
 			self.logger.warning(
-				f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: {protocol.mask_url(str(exc))}{fix}"
+				f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: "
+				f"{protocol.mask_url(str(exc))}{fix}"
 			)
 			outcomes, readable = Outcomes(), 0
 		return families(self.site, outcomes, readable)
@@ -285,9 +287,10 @@ def families(site: str, outcomes: Outcomes, readable: int) -> list:
 	for (task, status), number in sorted(outcomes.runs.items()):
 		runs.add_metric([site, task, status], number)
 	last = GaugeMetricFamily(
-		"btu_task_last_finished_timestamp_seconds", "When a run of a BTU Task last finished with this status (Unix time).",
+		"btu_task_last_finished_timestamp_seconds",
+		"When a run of a BTU Task last finished with this status (Unix time).",
 		labels=["site", "task", "status"],
-	)  # fmt: skip
+	)
 	for (task, status), moment in sorted(outcomes.last.items()):
 		last.add_metric([site, task, status], moment)
 	found = [runs, last]
@@ -297,9 +300,10 @@ def families(site: str, outcomes: Outcomes, readable: int) -> list:
 			family.add_metric([site, task], entry.cumulative(histogram.les), entry.sum_us / 1_000_000)
 		found.append(family)
 	unreadable = GaugeMetricFamily(
-		"btu_task_outcomes_unreadable_fields", "Fields of the site's task-outcome hash this scrape skipped: not as BTU writes them.",
+		"btu_task_outcomes_unreadable_fields",
+		"Fields of the site's task-outcome hash this scrape skipped: not as BTU writes them.",
 		labels=["site"],
-	)  # fmt: skip
+	)
 	unreadable.add_metric([site], outcomes.unreadable)
 	state = GaugeMetricFamily(
 		"btu_task_outcomes_up",

@@ -66,28 +66,21 @@ def enqueue_at(
 	as_user: str | None = None,
 	**kwargs,
 ) -> str:
-	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for `cancel`.
+	"""Run `method(**kwargs)` at `at` on `queue`, once, as the calling user; the handle (the request's name) for
+	`cancel`.
 
 	`method`: a function or its dotted path, declared runnable. `at`: an aware datetime, ISO 8601 text with an
 	offset, or a naive one in the site's time zone (as Frappe stores Datetimes). `timeout`: seconds (None: the
 	queue's). `job_id`: a key of your own, scoped to the function's app: while its request is pending, the same call
 	with it adds nothing and returns the same handle (that request keeps its moment and user), another call with it
-	raises; once that request ran or was cancelled, it asks for a new run. `task_log`: the run writes a BTU Task Log with its output and outcome (off: only the request's Note says it).
-	`as_user`: run as this user instead of the caller (only a System Manager, or code running as Administrator, may).
+	raises; once that request ran or was cancelled, it asks for a new run. `task_log`: the run writes a BTU Task Log
+	with its output and outcome (off: only the request's Note says it). `as_user`: run as this user instead of the
+	caller (only a System Manager, or code running as Administrator, may).
 	"""
 	path = method_path(method)
 	moment = instant(at)
 	now = utc_now()
-	if moment < now - timedelta(seconds=GRACE_SECS):
-		raise EnqueueError(
-			_(
-				"at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)"
-			).format(slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS)
-		)
-	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
-		raise EnqueueError(
-			_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS)
-		)
+	check_moment(moment, now)
 	try:
 		check_queue(queue, "queue")
 		function = resolve_function(path, "method")
@@ -118,6 +111,20 @@ def enqueue_at(
 		doc, _inserted = run_requests.insert(rr.enqueue_request_name(), **values)
 		return doc.name
 	return request_of_job(job_key(path, job_id), values)
+
+
+def check_moment(moment: datetime, now: datetime) -> None:
+	"""Refuse a moment more than GRACE_SECS in the past or more than MAX_AHEAD_DAYS ahead."""
+	if moment < now - timedelta(seconds=GRACE_SECS):
+		raise EnqueueError(
+			_(
+				"at {0}: is {1} s in the past, beyond the {2} s grace; give a future moment (or call the function now)"
+			).format(slot_text(moment), int((now - moment).total_seconds()), GRACE_SECS)
+		)
+	if moment > now + timedelta(days=MAX_AHEAD_DAYS):
+		raise EnqueueError(
+			_("at {0}: is more than {1} days ahead; use a BTU Task Schedule").format(slot_text(moment), MAX_AHEAD_DAYS)
+		)
 
 
 def job_key(path: str, job_id) -> str:
@@ -152,7 +159,8 @@ def request_of_job(key: str, values: dict) -> str:
 			if (doc.method, doc.kwargs) != (values["method"], values["kwargs"]):
 				raise EnqueueError(
 					_(
-						"job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give this call a job_id of its own, or cancel {1} first to replace it"
+						"job_id {0!r}: request {1} is pending with it for {2}({3}); this call asks {4}({5}). Give "
+						"this call a job_id of its own, or cancel {1} first to replace it"
 					).format(
 						key.partition(":")[2],
 						doc.name,
@@ -167,14 +175,16 @@ def request_of_job(key: str, values: dict) -> str:
 			withdraw(
 				doc,
 				_(
-					"Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was asked again."
+					"Not run: its moment passed more than {0} s ago without a fire (no scheduler ran); its job_id was "
+					"asked again."
 				).format(rr.CATCH_UP_WINDOW_SECS),
 			)
 		generation += 1
 
 
 def past_catch_up(request) -> bool:
-	"""Whether a pending request's moment is past the window within which the scheduler still fires it: it never will."""
+	"""Whether a pending request's moment is past the window within which the scheduler still fires it: it never
+	will."""
 	return parse_utc_iso(request.run_at_utc, "run_at_utc") + timedelta(seconds=rr.CATCH_UP_WINDOW_SECS) < utc_now()
 
 
@@ -191,7 +201,8 @@ def enqueue_in(seconds: float, method, **options) -> str:
 
 
 def cancel(handle: str) -> bool:
-	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was withdrawn."""
+	"""Withdraw an enqueued run that has not started: True if this call withdrew it, False if it ran or was
+	withdrawn."""
 	# get_value with no name reads the first row: a handle must be a name.
 	request = (
 		frappe.db.get_value(
@@ -221,7 +232,8 @@ def run_as(as_user) -> str:
 	if caller != "Administrator" and "System Manager" not in frappe.get_roles(caller):
 		frappe.throw(
 			_(
-				"as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out to run it as {1}"
+				"as_user {0!r}: only a System Manager may run an enqueued function as another user; leave as_user out "
+				"to run it as {1}"
 			).format(as_user, caller),
 			frappe.PermissionError,
 			title=_("Not permitted"),
@@ -267,7 +279,8 @@ def kwargs_json(kwargs: dict) -> str:
 		except (TypeError, ValueError) as exc:
 			raise EnqueueError(
 				_(
-					"argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a document by its name)"
+					"argument {0}: {1} cannot be stored as JSON ({2}); pass plain values (a date as ISO text, a "
+					"document by its name)"
 				).format(key, type(value).__name__, exc)
 			) from None
 	text = json.dumps(kwargs, sort_keys=True)
@@ -306,6 +319,29 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 		run_requests.mark_done(request, log, note, tell_scheduler=False)  # told after the call, by `record`
 		frappe.db.commit()
 	logger.info(f"{where} started fire_lag_ms={fire_lag_ms}" + (f" log={log}" if log else ""))
+	call, called_at = call_as(user, request, capture=log is not None)
+	if call.exc is None:
+		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
+	else:
+		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
+	start_lag_ms = (
+		round((called_at - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
+		if called_at
+		else None
+	)
+	record(request.name, note, outcome, log, call, start_lag_ms)
+	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
+	if call.exc is not None:
+		if run_requests.retry_signal(call.exc):
+			# Frappe's execute_job would call this again in-process only to find the request Done.
+			raise run_requests.RunFailed(call.result_message) from call.exc
+		raise call.exc
+	return request.name
+
+
+def call_as(user: str, request, capture: bool) -> tuple[Call, datetime | None]:
+	"""Call the request's function as `user`, committing its work if it returned: the call, and when the function was
+	called (None if resolving it or its arguments failed first)."""
 	called = {}
 
 	def function_call():
@@ -319,28 +355,12 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	frappe.set_user(user)
 	try:
 		# No time limit of BTU's own: the job runs under RQ, which enforces the request's timeout (the queue's if none).
-		call = call_captured(function_call, capture=log is not None)
+		call = call_captured(function_call, capture=capture)
 		if call.exc is None:
 			frappe.db.commit()
 	finally:
 		frappe.set_user(runner)
-	if call.exc is None:
-		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
-	else:
-		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
-	start_lag_ms = (
-		round((called["at"] - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
-		if called
-		else None
-	)
-	record(request.name, note, outcome, log, call, start_lag_ms)
-	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
-	if call.exc is not None:
-		if run_requests.retry_signal(call.exc):
-			# Frappe's execute_job would call this again in-process only to find the request Done.
-			raise run_requests.RunFailed(call.result_message) from call.exc
-		raise call.exc
-	return request.name
+	return call, called.get("at")
 
 
 def enabled_user(user: str | None) -> bool:
@@ -364,7 +384,8 @@ def started_note(request, started: datetime, fire_lag_ms) -> str:
 	lag (the moment to this start in the worker: what the function waited)."""
 	start_lag_ms = (started - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000
 	return _(
-		"Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to this start)."
+		"Started {0} on {1}: fire lag {2} ms (its moment to its job on the queue), start lag {3} ms (its moment to "
+		"this start)."
 	).format(
 		slot_text(started),
 		socket.gethostname(),

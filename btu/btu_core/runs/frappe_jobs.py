@@ -55,7 +55,8 @@ def due_slot(job) -> datetime | None:
 
 def log(job_type: str, slot: datetime | None, event: str, detail: str = "") -> None:
 	frappe.logger("btu").info(
-		f"site={frappe.local.site} frappe_job={job_type} slot={slot_text(slot) if slot else '-'} {event}{' ' + detail if detail else ''}"
+		f"site={frappe.local.site} frappe_job={job_type} slot={slot_text(slot) if slot else '-'} "
+		f"{event}{' ' + detail if detail else ''}"
 	)
 
 

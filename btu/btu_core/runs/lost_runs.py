@@ -29,7 +29,8 @@ def mark_lost_runs_timed_out() -> list[str]:
 		from `tabBTU Task Log` log
 		left join `tabBTU Task` task on task.name = log.task
 		left join `tabBTU Run Request` request on request.name = log.run_request and request.origin = 'Enqueue'
-		where log.status = 'Started' and (task.name is not null or (coalesce(log.task, '') = '' and request.name is not null))
+		where log.status = 'Started'
+			and (task.name is not null or (coalesce(log.task, '') = '' and request.name is not null))
 		""",
 		as_dict=True,
 	)

@@ -29,10 +29,10 @@ RETRY_FIELDS = ("max_attempts", "retry_on", "retry_delay_secs", "retry_backoff_f
 def insert(name: str, *, run_at: datetime, exact: bool = False, **values) -> tuple[object, bool]:
 	"""The request `name` (inserted with `values` unless there): (doc, whether this call inserted it).
 
-	`run_at` is rounded up to a whole second unless `exact` (a retry's delay, enqueue_at's moment): then to the millisecond.
-	The row alone is written (defaults, stamps, one INSERT): a BTU Run Request has no validation or hooks of its
-	own and every caller checks its values, and enqueue_at is called in bulk from request handlers. A name already
-	there, from this ask before or from another delivery that committed first, is the duplicate key."""
+	`run_at` is rounded up to a whole second unless `exact` (a retry's delay, enqueue_at's moment): then to the
+	millisecond. The row alone is written (defaults, stamps, one INSERT): a BTU Run Request has no validation or hooks
+	of its own and every caller checks its values, and enqueue_at is called in bulk from request handlers. A name
+	already there, from this ask before or from another delivery that committed first, is the duplicate key."""
 	run_at = rr.millisecond_after(run_at) if exact else rr.whole_second_after(run_at)
 	doc = frappe.get_doc(
 		{
@@ -85,8 +85,8 @@ def retry_policy(task, schedule=None) -> dict:
 
 
 class RunFailed(Exception):
-	"""The run failed with what Frappe's execute_job would retry in-process (`retry_signal`); its Log (and BTU's retry) is
-	written, so the job must not run again."""
+	"""The run failed with what Frappe's execute_job would retry in-process (`retry_signal`); its Log (and BTU's retry)
+	is written, so the job must not run again."""
 
 
 def retry_signal(exc: BaseException | None) -> bool:
@@ -117,7 +117,8 @@ def retries(policy: dict, status: str, exc: BaseException | None) -> bool:
 
 def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple[str | None, bool]:
 	"""After a failed attempt: insert the next attempt's request when the policy allows. Returns the note for the
-	Log ("attempt 2 of 3 at ...", or why none follows; None when retries are off for this run) and whether one follows."""
+	Log ("attempt 2 of 3 at ...", or why none follows; None when retries are off for this run) and whether one
+	follows."""
 	policy = retry_policy(task, schedule)
 	attempt = cint(log.get("attempt")) or 1
 	if policy["max_attempts"] <= 1 or not retries(policy, log.status, exc):
@@ -136,7 +137,8 @@ def schedule_retry(run, log, task, schedule, exc: BaseException | None) -> tuple
 		following = next_regular_fire(schedule, parse_utc_iso(log.slot_utc, "slot_utc"))
 		if following is not None and run_at >= following:
 			return _(
-				"Not retried: attempt {0} would start at {1}, at or after the next slot's fire at {2} (overlap_policy skip)."
+				"Not retried: attempt {0} would start at {1}, at or after the next slot's fire at {2} (overlap_policy "
+				"skip)."
 			).format(attempt + 1, format_utc_iso(run_at), format_utc_iso(following)), False
 	first = log.get("first_attempt_log") or log.name
 	doc, _inserted = insert(
@@ -214,11 +216,13 @@ def start_chained(log, task, request=None) -> tuple[list[str], str | None]:
 	stopped = ", ".join(row.next_task for row in rows[allowed:])
 	if depth >= rr.MAX_CHAIN_DEPTH:
 		note = _(
-			"Chained tasks {0} not started: this run is {1} links from the chain's first run {2}, the most a chain may have ({3})."
+			"Chained tasks {0} not started: this run is {1} links from the chain's first run {2}, the most a chain "
+			"may have ({3})."
 		).format(stopped, depth, root, rr.MAX_CHAIN_DEPTH)
 	else:
 		note = _(
-			"Chained tasks {0} not started: the chain of the run {1} has started {2} runs, the most one run's chain may start ({3})."
+			"Chained tasks {0} not started: the chain of the run {1} has started {2} runs, the most one run's chain "
+			"may start ({3})."
 		).format(stopped, root, started + allowed, rr.MAX_CHAIN_RUNS)
 	frappe.logger("btu").warning(
 		f"site={frappe.local.site} log={log.name} chain_root={root} chained tasks not started: {stopped}"
@@ -294,9 +298,6 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 	Refused (frappe.ValidationError naming the bound) above MAX_BACKFILL_SLOTS slots. One at a time: each
 	slot's request waits for the run before it; else all are due now. A slot already requested keeps
 	its request, so asking twice adds nothing."""
-	# Imported here for the run path's sake, as in next_regular_fire.
-	from btu.btu_core.schedules.spec import spec_of
-
 	now = utc_now()
 	if end <= start:
 		frappe.throw(
@@ -310,28 +311,9 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 				format_utc_iso(end), format_utc_iso(now)
 			)
 		)
-	spec = spec_of(schedule)
-	slots = []
-	slot = spec.next_slot(start - timedelta(seconds=1))
-	while slot is not None and slot <= end:
-		if len(slots) == rr.MAX_BACKFILL_SLOTS:
-			frappe.throw(
-				_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
-					format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
-				)
-			)
-		slots.append(slot)
-		slot = spec.next_slot(slot)
+	slots = slots_between(schedule, start, end)
 	texts = [format_utc_iso(s) for s in slots]
-	ran = set()
-	for chunk in range(0, len(texts), 500):
-		ran |= set(
-			frappe.get_all(
-				"BTU Task Log",
-				filters={"schedule": schedule.name, "slot_utc": ("in", texts[chunk : chunk + 500])},
-				pluck="slot_utc",
-			)
-		)
+	ran = slots_that_ran(schedule.name, texts)
 	backfill_id = frappe.generate_hash(length=10)
 	requested, existing, previous = [], [], None
 	for slot, text in zip(slots, texts):
@@ -364,6 +346,40 @@ def backfill(schedule, start: datetime, end: datetime, one_at_a_time: bool = Tru
 		"already_requested": existing,
 		"already_ran": sorted(ran),
 	}
+
+
+def slots_between(schedule, start: datetime, end: datetime) -> list[datetime]:
+	"""The schedule's slots from `start` to `end`; refused above MAX_BACKFILL_SLOTS."""
+	# Imported here for the run path's sake, as in next_regular_fire.
+	from btu.btu_core.schedules.spec import spec_of
+
+	spec = spec_of(schedule)
+	slots = []
+	slot = spec.next_slot(start - timedelta(seconds=1))
+	while slot is not None and slot <= end:
+		if len(slots) == rr.MAX_BACKFILL_SLOTS:
+			frappe.throw(
+				_("Backfill: {0} to {1} holds more than {2} slots of {3}; backfill a shorter range at a time").format(
+					format_utc_iso(start), format_utc_iso(end), rr.MAX_BACKFILL_SLOTS, schedule.name
+				)
+			)
+		slots.append(slot)
+		slot = spec.next_slot(slot)
+	return slots
+
+
+def slots_that_ran(schedule: str, texts: list[str]) -> set[str]:
+	"""Which of the slots `texts` (UTC ISO) of `schedule` have a Task Log, read 500 at a time."""
+	ran = set()
+	for chunk in range(0, len(texts), 500):
+		ran |= set(
+			frappe.get_all(
+				"BTU Task Log",
+				filters={"schedule": schedule, "slot_utc": ("in", texts[chunk : chunk + 500])},
+				pluck="slot_utc",
+			)
+		)
+	return ran
 
 
 def release_next(request) -> str | None:

@@ -57,7 +57,9 @@ select task.name, task.desc_short, task.function_string, task.arguments, task.qu
 		where (recipient.parenttype = 'BTU Task' and recipient.parent = task.name)
 			or (recipient.parenttype = 'BTU Task Schedule' and recipient.parent = schedule.name)
 	) as has_recipients,
-	exists(select 1 from `tabBTU Chained Task` link where link.parenttype = 'BTU Task' and link.parent = task.name) as has_chain,
+	exists(
+		select 1 from `tabBTU Chained Task` link where link.parenttype = 'BTU Task' and link.parent = task.name
+	) as has_chain,
 	exists(
 		select 1 from `tabBTU Alert Rule` rule
 		where (rule.parenttype = 'BTU Task' and rule.parent = task.name)
@@ -107,7 +109,10 @@ def insert_log(values: dict) -> str:
 LOG_LISTENERS_SQL = """
 select exists(select 1 from `tabNotification` where enabled = 1 and document_type = %(doctype)s)
 	or exists(select 1 from `tabWebhook` where enabled = 1 and webhook_doctype = %(doctype)s)
-	or exists(select 1 from `tabServer Script` where disabled = 0 and script_type = 'DocType Event' and reference_doctype = %(doctype)s)
+	or exists(
+		select 1 from `tabServer Script`
+		where disabled = 0 and script_type = 'DocType Event' and reference_doctype = %(doctype)s
+	)
 """
 
 

@@ -41,7 +41,8 @@ class SlotLockTimeout(Exception):
 
 
 def lock_key(database: str, schedule: str, slot_utc: str) -> str:
-	"""The lock's name: named locks are server-wide (MariaDB caps a name at 64 characters), so it includes the database."""
+	"""The lock's name: named locks are server-wide (MariaDB caps a name at 64 characters), so it includes the
+	database."""
 	digest = hashlib.sha1(json.dumps([database, schedule, slot_utc]).encode()).hexdigest()
 	return f"btu_slot_{digest}"
 

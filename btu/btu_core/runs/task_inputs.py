@@ -40,7 +40,8 @@ def merge_arguments(task_arguments: str | None, overrides: str | None) -> dict:
 
 
 def resolve_function(path: str | None, field: str = "function_string") -> Callable:
-	"""The function `path` names, if an installed app declares it runnable (btu.shared.declared); errors name `field`."""
+	"""The function `path` names, if an installed app declares it runnable (btu.shared.declared); errors name
+	`field`."""
 	try:
 		# Checked before the import: importing a module can itself do things.
 		target = declared.target(path, frappe.get_installed_apps())
@@ -52,7 +53,8 @@ def resolve_function(path: str | None, field: str = "function_string") -> Callab
 	except ModuleNotFoundError as exc:
 		raise TaskInputError(
 			_(
-				"{0} '{1}': module '{2}' cannot be imported ({3}); check the spelling and that its app is installed in this bench"
+				"{0} '{1}': module '{2}' cannot be imported ({3}); check the spelling and that its app is installed "
+				"in this bench"
 			).format(field, path, target.module, exc)
 		) from None
 	except Exception as exc:

@@ -77,10 +77,12 @@ class TaskRun:
 			frappe.db.commit()
 			earlier = self.earlier_log()
 			if earlier is not None:
-				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was done.
+				# Redis can deliver a run again (a failover lost the release or the dequeue): the database says it was
+				# done.
 				self.event(f"log={earlier.name} ({earlier.status}) is this run's already; not run again")
 				if self.request is not None and self.request.status != DONE:
-					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's state.
+					# A backfilled slot that had run meanwhile, or a request whose Done was lost with its scheduler's
+					# state.
 					run_requests.mark_done(
 						self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name)
 					)
@@ -179,7 +181,8 @@ class TaskRun:
 		return name, notes
 
 	def mail_on_start(self, log_name: str) -> list[str]:
-		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not be)."""
+		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not
+		be)."""
 		task = frappe.get_doc("BTU Task", self.task_name)
 		schedule = frappe.get_doc("BTU Task Schedule", self.schedule_name) if self.schedule_name else None
 		note = notify(frappe.get_doc("BTU Task Log", log_name), task, schedule)
@@ -212,8 +215,8 @@ class TaskRun:
 		}
 
 	def retry_key(self, attempt: int) -> str | None:
-		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None for a run
-		with neither (Run Now)."""
+		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None
+		for a run with neither (Run Now)."""
 		if self.schedule_name and self.slot:
 			return slot_request_name(self.schedule_name, self.slot, attempt)
 		if self.request is not None and not self.request.slot_utc:
@@ -228,8 +231,8 @@ class TaskRun:
 		return frappe.db.get_value("BTU Task Log", self.request.first_log, "parent_log") or self.request.parent_log
 
 	def after(self, log, task, schedule, exc) -> None:
-		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next slot.
-		Never raises: the run's Log is committed already."""
+		"""A finished run's sequels, in their own transaction: its retry or its chain, the alerts, a backfill's next
+		slot. Never raises: the run's Log is committed already."""
 		final, note, requested = True, None, []
 		try:
 			if log.status in ("Failed", "Timed Out"):
@@ -264,7 +267,7 @@ class TaskRun:
 		# still gets the true end, but its outcome is counted once.
 		log = locked_log(name)
 		was = log.status
-		task, schedule = self.documents(rows)
+		task, schedule = finished_documents(rows, self.task_name, self.schedule_name)
 		log.update({**call.log_values(), "date_time_ended": system_now(), "start_lag_ms": self.start_lag_ms()})
 		if task is not None:
 			log.task_desc_short = task.desc_short
@@ -287,23 +290,6 @@ class TaskRun:
 		if rows.repeat_log_in_stdout and log.stdout:
 			sys.stdout.write(log.stdout + ("" if log.stdout.endswith("\n") else "\n"))
 		return log
-
-	def documents(self, rows):
-		"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
-		those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
-		ends), a Schedule deleted meanwhile too."""
-		recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
-		rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
-		chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
-		task = document_rows("BTU Task", self.task_name, {**recipients, **rules, **chain})
-		schedule = (
-			document_rows("BTU Task Schedule", self.schedule_name, {**recipients, **rules})
-			if task is not None
-			else None
-		)
-		for row in filter(None, (task, schedule)):
-			row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
-		return task, schedule
 
 	def start_lag_ms(self) -> float | None:
 		return round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None
@@ -338,7 +324,8 @@ class TaskRun:
 		return log
 
 	def tell(self, log, elapsed: float | None, counted: bool = False) -> None:
-		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or request's) monitor entry."""
+		"""A finished run's outcome to Prometheus's counts (unless `counted` already), and the run to this job's (or
+		request's) monitor entry."""
 		if not counted:
 			record_outcome(log.task, log.status, elapsed, self.start_lag_s)
 		add_to_monitor(
@@ -356,3 +343,17 @@ class TaskRun:
 		self.logger.info(
 			f"site={frappe.local.site} task={self.task_name} schedule={self.schedule_name or '-'} slot={slot} {text}"
 		)
+
+
+def finished_documents(rows, task_name: str, schedule_name: str | None):
+	"""The Task and Schedule as rows (`run_rows`) with the child tables what follows the call reads (mail, chains),
+	those the run started with `rows` saying they are there; a Task deleted while it ran is None (its Log still
+	ends), a Schedule deleted meanwhile too."""
+	recipients = {"email_recipients": "BTU Email Recipient"} if rows.has_recipients else {}
+	rules = {"alert_rules": "BTU Alert Rule"} if rows.has_alert_rules else {}
+	chain = {"chained_tasks": "BTU Chained Task"} if rows.has_chain else {}
+	task = document_rows("BTU Task", task_name, {**recipients, **rules, **chain})
+	schedule = document_rows("BTU Task Schedule", schedule_name, {**recipients, **rules}) if task is not None else None
+	for row in filter(None, (task, schedule)):
+		row.setdefault("alert_rules", [])  # none when the run started: alerts reads no rules for it
+	return task, schedule

@@ -48,8 +48,14 @@ STRICT_KEY = "btu_fail_on_bad_schedule_hooks"
 SKIPPED_KEY = "btu_declared_schedules_skipped"
 # What stays the admin's on a declared row, as a refused save names it (README: Declaring schedules).
 ADMIN_FIELDS = {
-	TASK: "Long Description, Task Group, Max Concurrent Runs, Run Only as Worker, alert rules, email recipients and chained tasks",
-	SCHEDULE: "Enabled, Paused, Time Zone, Calendar, skipped runs, Start/End Time, Run Limit, Pause After Failures, alert rules and email recipients",
+	TASK: (
+		"Long Description, Task Group, Max Concurrent Runs, Run Only as Worker, alert rules, email recipients and "
+		"chained tasks"
+	),
+	SCHEDULE: (
+		"Enabled, Paused, Time Zone, Calendar, skipped runs, Start/End Time, Run Limit, Pause After Failures, "
+		"alert rules and email recipients"
+	),
 }
 
 
@@ -106,8 +112,9 @@ def kept_keys(wanted: dict[str, list[Declared]], refused: list[Refused]) -> dict
 def skipped_line(bad: Refused) -> None:
 	"""The one line a skipped entry gets: in the migrate's output and in the "btu" log."""
 	line = (
-		f"BTU: site {frappe.local.site}: skipped {bad.reason}; the entry's rows, if any, are kept as they were. Fix the entry "
-		f"and run bench migrate (developer mode or the site config's {STRICT_KEY} makes a bad entry fail the migrate)"
+		f"BTU: site {frappe.local.site}: skipped {bad.reason}; the entry's rows, if any, are kept as they were. "
+		f"Fix the entry and run bench migrate (developer mode or the site config's {STRICT_KEY} makes a bad entry "
+		"fail the migrate)"
 	)
 	frappe.logger("btu").warning(line)
 	print(line)
@@ -198,7 +205,8 @@ def _or_default(doc, field: str, value):
 
 
 def differing(doc, values: dict) -> list[str]:
-	"""The fields whose value in `doc` is not the one in `values` (None, "" and 0 alike, as the database stores them)."""
+	"""The fields whose value in `doc` is not the one in `values` (None, "" and 0 alike, as the database stores
+	them)."""
 	return [field for field, value in values.items() if (doc.get(field) or None) != (value or None)]
 
 
@@ -271,7 +279,8 @@ def check_save(doc, fields: tuple[str, ...]) -> None:
 	if before is None:
 		frappe.throw(
 			_(
-				"{0}: declared_by_app {1} is set only by bench migrate, from that app's {2} hook; leave it empty for a schedule made here"
+				"{0}: declared_by_app {1} is set only by bench migrate, from that app's {2} hook; leave it empty for "
+				"a schedule made here"
 			).format(_(doc.doctype), app, HOOK),
 			title=_("Declared by app {0}").format(app),
 		)
@@ -279,7 +288,8 @@ def check_save(doc, fields: tuple[str, ...]) -> None:
 	if changed:
 		frappe.throw(
 			_(
-				"{0} {1}: {2} declared by app {3} in its hooks.py; edit its {4} entry there and run bench migrate. Here you may change {5}"
+				"{0} {1}: {2} declared by app {3} in its hooks.py; edit its {4} entry there and run bench migrate. "
+				"Here you may change {5}"
 			).format(_(doc.doctype), doc.name or _("(new)"), ", ".join(changed), app, HOOK, ADMIN_FIELDS[doc.doctype]),
 			title=_("Declared by app {0}").format(app),
 		)
@@ -297,8 +307,8 @@ def check_delete(doc) -> None:
 	if doc.get("declared_key") and not doc.flags.get(FLAG):
 		frappe.throw(
 			_(
-				"{0} {1}: declared by app {2} in its hooks.py ({3} entry {4}); remove the entry there and run bench migrate, "
-				"or disable or pause the schedule here"
+				"{0} {1}: declared by app {2} in its hooks.py ({3} entry {4}); remove the entry there and run bench "
+				"migrate, or disable or pause the schedule here"
 			).format(_(doc.doctype), doc.name, doc.declared_by_app, HOOK, doc.declared_key),
 			title=_("Declared by app {0}").format(doc.declared_by_app),
 		)
@@ -310,10 +320,12 @@ def form_hint(doc, fields: tuple[str, ...]) -> None:
 		return
 	if doc.declared_key:
 		intro = _(
-			"Declared by app {0} in hooks.py ({1} entry {2}): edit the hook and run bench migrate to change the greyed fields."
+			"Declared by app {0} in hooks.py ({1} entry {2}): edit the hook and run bench migrate to change the "
+			"greyed fields."
 		).format(doc.declared_by_app, HOOK, doc.declared_key)
 	else:
 		intro = _(
-			"Removed from the {0} hook of app {1}: kept disabled while Task Logs or Run Requests point to it; a later bench migrate deletes it."
+			"Removed from the {0} hook of app {1}: kept disabled while Task Logs or Run Requests point to it; a later "
+			"bench migrate deletes it."
 		).format(HOOK, doc.declared_by_app)
 	doc.set_onload("btu_declared", {"intro": intro, "fields": list(fields)})

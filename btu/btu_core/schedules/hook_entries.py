@@ -4,9 +4,9 @@ Task Schedule field values.
 An entry is a dict: a `name` (its key, unique within the app), the app's own declared `function`, one
 timing (`cron`, `frequency` with its helper fields, or `every` with `every_unit`), and optional
 settings. `check_each` checks every entry of an app's list on its own before anything is written: the good ones
-mapped, each bad one refused with why (naming the app, the entry and the key), so one bad entry costs only itself. Its sibling
-`declared_schedules` writes the rows, and the controllers' own validation (the function declared runnable, the queue,
-the retry bounds) still runs on every save. Frappe-free, so tier 1 tests it.
+mapped, each bad one refused with why (naming the app, the entry and the key), so one bad entry costs only itself. Its
+sibling `declared_schedules` writes the rows, and the controllers' own validation (the function declared runnable, the
+queue, the retry bounds) still runs on every save. Frappe-free, so tier 1 tests it.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def check_each(app: str, entries: Any) -> tuple[list[Declared], list[Refused]]:
 			where(app),
 			entries,
 			_(
-				'is a {kind}; write a list of dicts, e.g. {hook} = [{{"name": "nightly", "function": "{app}.tasks.nightly", '
-				'"cron": "0 2 * * *"}}]'
+				'is a {kind}; write a list of dicts, e.g. {hook} = [{{"name": "nightly", '
+				'"function": "{app}.tasks.nightly", "cron": "0 2 * * *"}}]'
 			),
 			kind=type(entries).__name__,
 			hook=HOOK,
@@ -161,8 +161,8 @@ def check_entry(app: str, entry: Any, index: int = 0) -> Declared:
 			f"{where(app)}, item {index + 1}, key 'name'",
 			key,
 			_(
-				"{key!r} is not a name; give a stable name of letters, digits, '_', '-' or '.' (up to 100), unique within "
-				"the app: it ties the entry to its rows across migrates"
+				"{key!r} is not a name; give a stable name of letters, digits, '_', '-' or '.' (up to 100), "
+				"unique within the app: it ties the entry to its rows across migrates"
 			),
 			key=key,
 		)
@@ -238,7 +238,8 @@ def _check_function(app: str, path: Any, at: At) -> None:
 			at("function"),
 			path,
 			_(
-				"{path!r} is not a function of app {app}: an app's {hook} names only its own functions, paths starting {app}."
+				"{path!r} is not a function of app {app}: an app's {hook} names only its own functions, paths "
+				"starting {app}."
 			),
 			path=path,
 			app=app,

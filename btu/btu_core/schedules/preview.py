@@ -28,7 +28,8 @@ def next_fires(doc, n: int = 10, after: datetime | None = None) -> dict:
 				"utc": format_utc_iso(instant),
 				"schedule_zone": instant.astimezone(spec.zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
 				"user_zone": instant.astimezone(user_zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"),
-				# "" a fire; "skipped", "excluded": a run that will not happen there; "moved": a fire moved off an excluded day.
+				# "" a fire; "skipped", "excluded": a run that will not happen there; "moved": a fire moved off an
+				# excluded day.
 				"mark": entry["mark"],
 				"note": _note(entry),
 			}
@@ -98,7 +99,8 @@ def render_html(preview: dict) -> str:
 	note_html = "".join(f"<p class='text-muted'>{escape_html(note)}</p>" for note in notes)
 	return (
 		f"<div class='btu-next-fires'><p><b>{escape_html(preview['description'])}</b></p>{note_html}"
-		f"<table class='table table-bordered table-sm'><thead>{head}</thead><tbody>{rows}</tbody></table>{pending_html(preview)}</div>"
+		f"<table class='table table-bordered table-sm'><thead>{head}</thead><tbody>{rows}</tbody></table>"
+		f"{pending_html(preview)}</div>"
 	)
 
 
@@ -108,7 +110,13 @@ def pending_html(preview: dict) -> str:
 	if not runs:
 		return ""
 	items = "".join(
-		f"<li data-origin='{escape_html(run.origin)}'>{escape_html(_('{0} of slot {1}, attempt {2}: {3} at {4} UTC').format(_(run.origin), run.slot_utc, run.attempt, _(run.status).lower(), run.run_at_utc))}</li>"
-		for run in runs
+		f"<li data-origin='{escape_html(run.origin)}'>{escape_html(pending_text(run))}</li>" for run in runs
 	)
 	return f"<p><b>{escape_html(_('Retries and backfills to run'))}</b></p><ul class='btu-pending-runs'>{items}</ul>"
+
+
+def pending_text(run) -> str:
+	"""One pending run's line: its origin, slot, attempt, status and when it runs."""
+	return _("{0} of slot {1}, attempt {2}: {3} at {4} UTC").format(
+		_(run.origin), run.slot_utc, run.attempt, _(run.status).lower(), run.run_at_utc
+	)

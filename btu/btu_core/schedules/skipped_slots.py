@@ -1,5 +1,6 @@
 """A schedule's skipped runs (BTU Skipped Slot rows): tidied on save, skipped a few at a time ("skip next runs"),
-unskipped. A skipped slot never fires (btu.shared.schedule's semantics); the scheduler reads the rows with the schedule."""
+unskipped. A skipped slot never fires (btu.shared.schedule's semantics); the scheduler reads the rows with the
+schedule."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ def require_btu_manager() -> None:
 	require_any_role(
 		BTU_ROLES,
 		_(
-			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)"
+			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's "
+			"Roles)"
 		),
 	)
 
@@ -26,7 +27,8 @@ def require_any_role(roles: tuple[str, ...], refusal: str) -> None:
 	"""Raise frappe.PermissionError with `refusal` unless the session user (Administrator always) holds one of `roles`.
 
 	`refusal` is a whole translated sentence, so translators can order it: {0} is the user, {1} the roles that would do.
-	Not `frappe.only_for`: that one returns early whenever `flags.in_test` is set, so the tests could never prove the check.
+	Not `frappe.only_for`: that one returns early whenever `flags.in_test` is set, so the tests could never prove the
+	check.
 	"""
 	user = frappe.session.user
 	if user == "Administrator":
@@ -84,6 +86,7 @@ def require_system_manager_for_rows(doc, table: str, fieldnames: tuple[str, ...]
 			if value and value != ((prior.get(fieldname) or None) if prior is not None else None):
 				raise frappe.PermissionError(
 					_(
-						"{0} {1}: only a System Manager may set {2} (row {3}); user {4} lacks that role (ask a System Manager to make the change)"
+						"{0} {1}: only a System Manager may set {2} (row {3}); user {4} lacks that role (ask a System "
+						"Manager to make the change)"
 					).format(_(doc.doctype), doc.name or _("(new)"), fieldname, row.idx, user)
 				)

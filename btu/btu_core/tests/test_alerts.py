@@ -381,7 +381,8 @@ class TestCheckedAlerts(AlertCase):
 
 
 class TestIncidentRace(AlertCase):
-	"""Two workers whose runs fail at once: one incident, whichever locks the rule second counts on it; what a message quotes."""
+	"""Two workers whose runs fail at once: one incident, whichever locks the rule second counts on it; what a message
+	quotes."""
 
 	def other_connection(self):
 		from frappe.database import get_db
@@ -505,8 +506,8 @@ class TestAlertDelivery(AlertCase):
 		)
 
 	def test_the_paths_stored_before_alerts_was_a_package_still_resolve(self):
-		"""A webhook job queued before the upgrade names alerts.post_webhook; the watchdog's Scheduled Job Type row names
-		alerts.check until migrate resyncs it."""
+		"""A webhook job queued before the upgrade names alerts.post_webhook; the watchdog's Scheduled Job Type row
+		names alerts.check until migrate resyncs it."""
 		self.assertIs(frappe.get_attr("btu.btu_core.alerts.post_webhook"), delivery.post_webhook)
 		self.assertIs(frappe.get_attr("btu.btu_core.alerts.check"), watchdog.check)
 

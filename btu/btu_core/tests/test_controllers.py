@@ -1,5 +1,6 @@
-"""Each BTU DocType's controller carries the types block Frappe's exporter writes for it (`export_python_type_annotations`
-in hooks.py), current with its fields: what an editor and a type checker read for the DocType's fields."""
+"""Each BTU DocType's controller carries the types block Frappe's exporter writes for it
+(`export_python_type_annotations` in hooks.py), current with its fields: what an editor and a type checker read for the
+DocType's fields."""
 
 import shutil
 import tempfile

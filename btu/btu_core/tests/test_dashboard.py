@@ -95,7 +95,9 @@ def values(chart):
 	return {dataset["name"]: dataset["values"] for dataset in chart["datasets"]}
 
 
-class TestDashboard(IntegrationTestCase):
+class DashboardTestCase(IntegrationTestCase):
+	"""The users and Tasks the dashboard's tests share; its subclasses hold the tests."""
+
 	def setUp(self):
 		make_user(PLAIN_USER)
 		make_user(MANAGER, ("BTU Manager",))
@@ -107,8 +109,17 @@ class TestDashboard(IntegrationTestCase):
 		frappe.db.rollback()
 		frappe.clear_cache(doctype=run_stats.LOG)  # a test's custom permissions, rolled back
 
+	def lag_chart(self, measure="Fire Lag", **arguments):
+		filters = {"measure": measure, "task": self.task, **arguments.pop("filters", {})}
+		return lag.get(chart_name="BTU Fire Lag", filters=filters, **{**RANGE, "time_interval": "Daily", **arguments})
+
+
+class TestDashboard(DashboardTestCase):
+	"""The figures: percentiles, rates and counts of known Task Logs, their filters and labels."""
+
 	def assertSpread(self, got: dict, exact: dict, unit="ms"):
-		"""p50 and p95 within the buckets' RELATIVE_ERROR of the exact ones (plus the 3 decimals' rounding), max exact."""
+		"""p50 and p95 within the buckets' RELATIVE_ERROR of the exact ones (plus the 3 decimals' rounding), max
+		exact."""
 		self.assertEqual(got[f"max ({unit})"], exact[f"max ({unit})"])
 		for name in (f"p50 ({unit})", f"p95 ({unit})"):
 			self.assertEqual(len(got[name]), len(exact[name]), name)
@@ -118,10 +129,6 @@ class TestDashboard(IntegrationTestCase):
 					run_stats.RELATIVE_ERROR * value + 0.0005,
 					f"{name}: {got[name]} for {exact[name]}",
 				)
-
-	def lag_chart(self, measure="Fire Lag", **arguments):
-		filters = {"measure": measure, "task": self.task, **arguments.pop("filters", {})}
-		return lag.get(chart_name="BTU Fire Lag", filters=filters, **{**RANGE, "time_interval": "Daily", **arguments})
 
 	def test_fire_lag_gives_nearest_rank_percentiles_per_day(self):
 		for ms in range(20, 0, -1):
@@ -151,7 +158,8 @@ class TestDashboard(IntegrationTestCase):
 		self.assertSpread(values(chart), {"p50 (ms)": [250], "p95 (ms)": [1000], "max (ms)": [1000]})
 
 	def test_percentiles_stay_within_the_promised_error_over_many_decades(self):
-		"""3,000 lags spread log-uniformly from 1 µs to 1,000 s (every bucket), with repeats: each day's p50, p95 against the exact."""
+		"""3,000 lags spread log-uniformly from 1 µs to 1,000 s (every bucket), with repeats: each day's p50, p95
+		against the exact."""
 		rng = random.Random(17)
 		lags = {day: [round(10 ** rng.uniform(-3, 6), 3) for _ in range(1000)] for day in (MONDAY, TUESDAY, WEDNESDAY)}
 		lags[TUESDAY][:300] = [42.0] * 300
@@ -173,7 +181,8 @@ class TestDashboard(IntegrationTestCase):
 			run_stats.Distribution().percentile(0.5)
 
 	def test_many_runs_are_summed_up_in_sql_and_the_rows_read_stay_bounded(self):
-		"""200,000 runs in a week (50 schedules every minute): the old chart read them all (and refused past 500,000)."""
+		"""200,000 runs in a week (50 schedules every minute): the old chart read them all (and refused past
+		500,000)."""
 		days = [MONDAY + timedelta(days=d) for d in range(7)]
 		rows = [
 			(
@@ -355,39 +364,6 @@ class TestDashboard(IntegrationTestCase):
 		)
 		self.assertEqual(chart["labels"], [f"dashboard main ({twin})", f"dashboard main ({self.task})"])
 
-	def test_users_without_a_btu_role_get_nothing(self):
-		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
-		for user in ("Guest", PLAIN_USER):
-			frappe.set_user(user)
-			for name, get in SOURCES.items():
-				with self.subTest(user=user, chart=name), self.assertRaises(frappe.PermissionError):
-					get(chart_name=name, **RANGE)
-			for card in CARDS:
-				with self.subTest(user=user, card=card.__name__), self.assertRaises(frappe.PermissionError):
-					card()
-			for doctype, names in (
-				("Dashboard Chart", SOURCES),
-				("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
-			):
-				for name in names:
-					self.assertFalse(
-						frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}"
-					)
-
-	def test_a_btu_manager_sees_the_dashboard(self):
-		log(self.task, MONDAY, fire_lag_ms=3)
-		frappe.set_user(MANAGER)
-		self.assertEqual(values(self.lag_chart())["max (ms)"], [3])
-		for doctype, names in (
-			("Dashboard Chart", SOURCES),
-			("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
-		):
-			for name in names:
-				self.assertTrue(
-					frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}"
-				)
-		self.assertIn("value", dashboard_cards.failure_rate_today())
-
 	def test_today_s_cards(self):
 		today = getdate()
 		frappe.db.delete("BTU Task Log", {"date_time_started": (">=", today)})  # rolled back in tearDown
@@ -421,8 +397,57 @@ class TestDashboard(IntegrationTestCase):
 			durations.get(chart_name="BTU Task Durations", filters={"status": "Started"})
 		self.assertIn("Unknown status Started", str(caught.exception))
 
+	def test_the_dashboard_and_its_index_are_installed(self):
+		dashboard = frappe.get_doc("Dashboard", "BTU")
+		self.assertEqual(
+			{link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"}
+		)
+		self.assertEqual(len(dashboard.cards), 3)
+		workspace = frappe.get_doc("Workspace", "BTU")
+		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
+		self.assertEqual({c.number_card_name for c in workspace.number_cards}, {c.card for c in dashboard.cards})
+		self.assertTrue(frappe.db.get_column_index("tabBTU Task Log", "date_time_started", unique=False))
+
+
+class TestDashboardAccess(DashboardTestCase):
+	"""To BTU roles only: who sees the charts and cards, and how a refusal reads."""
+
+	def test_users_without_a_btu_role_get_nothing(self):
+		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
+		for user in ("Guest", PLAIN_USER):
+			frappe.set_user(user)
+			for name, get in SOURCES.items():
+				with self.subTest(user=user, chart=name), self.assertRaises(frappe.PermissionError):
+					get(chart_name=name, **RANGE)
+			for card in CARDS:
+				with self.subTest(user=user, card=card.__name__), self.assertRaises(frappe.PermissionError):
+					card()
+			for doctype, names in (
+				("Dashboard Chart", SOURCES),
+				("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+			):
+				for name in names:
+					self.assertFalse(
+						frappe.has_permission(doctype, doc=name, user=user), f"{user} may read {doctype} {name}"
+					)
+
+	def test_a_btu_manager_sees_the_dashboard(self):
+		log(self.task, MONDAY, fire_lag_ms=3)
+		frappe.set_user(MANAGER)
+		self.assertEqual(values(self.lag_chart())["max (ms)"], [3])
+		for doctype, names in (
+			("Dashboard Chart", SOURCES),
+			("Number Card", ("BTU Failure Rate Today", "BTU Fire Lag p95 Today (ms)", "BTU Runs Today")),
+		):
+			for name in names:
+				self.assertTrue(
+					frappe.has_permission(doctype, doc=name, user=MANAGER), f"BTU Manager may not read {doctype} {name}"
+				)
+		self.assertIn("value", dashboard_cards.failure_rate_today())
+
 	def test_a_btu_manager_without_read_on_task_logs_gets_nothing(self):
-		"""The queries skip get_list, so they check the DocType's role permissions themselves (Role Permission Manager)."""
+		"""The queries skip get_list, so they check the DocType's role permissions themselves (Role Permission
+		Manager)."""
 		log(self.task, MONDAY, fire_lag_ms=3, seconds=1)
 		update_permission_property(run_stats.LOG, "BTU Manager", 0, "read", 0, validate=False)
 		frappe.clear_cache(doctype=run_stats.LOG)
@@ -443,8 +468,10 @@ class TestDashboard(IntegrationTestCase):
 			ignore_permissions=True
 		)
 		translated = {
-			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for BTU",
-			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in the user's Roles)": "[{1}] needed by {0} for metrics",
+			"User {0} may not use BTU: this needs one of the roles {1} (ask a System Manager to add it in the user's "
+			"Roles)": "[{1}] needed by {0} for BTU",
+			"User {0} may not read BTU's metrics: this needs one of the roles {1} (ask a System Manager to add it in "
+			"the user's Roles)": "[{1}] needed by {0} for metrics",
 		}
 		for source, text in translated.items():
 			frappe.get_doc(
@@ -466,17 +493,6 @@ class TestDashboard(IntegrationTestCase):
 			str(scrape.exception),
 			f"[System Manager, BTU Manager, BTU Metrics Reader] needed by {PLAIN_USER} for metrics",
 		)
-
-	def test_the_dashboard_and_its_index_are_installed(self):
-		dashboard = frappe.get_doc("Dashboard", "BTU")
-		self.assertEqual(
-			{link.chart for link in dashboard.charts} - set(SOURCES), {"BTU Start Lag", "BTU Average Duration per Day"}
-		)
-		self.assertEqual(len(dashboard.cards), 3)
-		workspace = frappe.get_doc("Workspace", "BTU")
-		self.assertIn("BTU", [s.link_to for s in workspace.shortcuts if s.type == "Dashboard"])
-		self.assertEqual({c.number_card_name for c in workspace.number_cards}, {c.card for c in dashboard.cards})
-		self.assertTrue(frappe.db.get_column_index("tabBTU Task Log", "date_time_started", unique=False))
 
 
 class TestFrappeRendersThem(IntegrationTestCase):
@@ -507,7 +523,8 @@ class TestFrappeRendersThem(IntegrationTestCase):
 		to 0, which the charts read as "not set"."""
 		for field in ("fire_lag_ms", "execution_time"):
 			column = frappe.db.sql(
-				"select numeric_scale from information_schema.columns where table_schema = database() and table_name = 'tabBTU Task Log' and column_name = %s",
+				"select numeric_scale from information_schema.columns "
+				"where table_schema = database() and table_name = 'tabBTU Task Log' and column_name = %s",
 				field,
 			)
 			self.assertGreaterEqual(column[0][0], 6, field)
@@ -533,7 +550,8 @@ class TestDeskEntry(IntegrationTestCase):
 		)
 
 	def test_a_site_that_lost_them_gets_them_back_at_the_next_migrate(self):
-		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until ensure_desk_entry."""
+		"""As on a site installed before BTU synced its dashboards early: no sidebar, no icon, until
+		ensure_desk_entry."""
 		frappe.db.delete(
 			"Workspace Sidebar Item",
 			{"parent": ("in", frappe.get_all("Workspace Sidebar", {"title": install.WORKSPACE}, pluck="name"))},

@@ -50,7 +50,9 @@ def snapshot() -> list:
 	]
 
 
-class TestDeclaredSchedules(IntegrationTestCase):
+class DeclaredSchedulesTestCase(IntegrationTestCase):
+	"""Each test's syncs undone after it; its subclasses hold the tests."""
+
 	def setUp(self):
 		frappe.set_user("Administrator")
 		frappe.db.savepoint("test_declared")
@@ -58,6 +60,10 @@ class TestDeclaredSchedules(IntegrationTestCase):
 	def tearDown(self):
 		frappe.set_user("Administrator")
 		frappe.db.rollback(save_point="test_declared")
+
+
+class TestBadEntries(DeclaredSchedulesTestCase):
+	"""A bad entry: skipped, logged and listed (the good ones sync), or failing the whole sync in strict mode."""
 
 	def conf(self, **values):
 		"""The site config for this test: developer mode and btu_fail_on_bad_schedule_hooks off unless given."""
@@ -110,6 +116,60 @@ class TestDeclaredSchedules(IntegrationTestCase):
 				sync({**HELLO, "cron": "5 2 * * *"}, {**HELLO, "name": "bad", "cron": "0 25 * * *"})
 			self.assertIn("entry 'bad', key 'cron'", str(caught.exception))
 			self.assertEqual(snapshot(), before, "nothing changed")
+
+	def test_a_bad_hook_names_app_entry_and_key_and_changes_nothing(self):
+		self.conf(**{declared_schedules.STRICT_KEY: 1})
+		sync(HELLO)
+		before = snapshot()
+		cases = {
+			"key 'colour': is not a key of btu_schedules": {**HELLO, "colour": "red"},
+			"key 'cron': cron_string '0 25 * * *': hour 25": {**HELLO, "cron": "0 25 * * *"},
+			"key 'time_zone': time_zone 'Mars/Olympus'": {**HELLO, "time_zone": "Mars/Olympus"},
+			"key 'function': 'frappe.utils.now' is not a function of app btu": {
+				**HELLO,
+				"function": "frappe.utils.now",
+			},
+			"key 'function': 'os.system' is not a function of app btu": {**HELLO, "function": "os.system"},
+			"key 'function': 'btu_evil.tasks.run' is not a function of app btu": {
+				**HELLO,
+				"function": "btu_evil.tasks.run",
+			},
+			"key 'function': function_string 'btу.tasks.run'": {**HELLO, "function": "btу.tasks.run"},  # Cyrillic "у"
+			"key 'name': two entries use this name": [HELLO, HELLO],
+		}
+		for expected, entries in cases.items():
+			with self.subTest(expected=expected), self.assertRaises(frappe.ValidationError) as caught:
+				sync(
+					*(
+						entries
+						if isinstance(entries, list)
+						else [{**HELLO, "cron": "5 2 * * *"}, {**entries, "name": "bad"}]
+					)
+				)
+			entry = "test_hello" if isinstance(entries, list) else "bad"
+			self.assertIn(f"btu_schedules in btu/hooks.py, entry '{entry}', {expected}", str(caught.exception))
+			self.assertEqual(snapshot(), before, "nothing changed")
+			self.assertEqual(rows("test_hello")[1].cron_string, "0 2 * * *")
+
+	def test_a_save_the_controllers_refuse_names_the_entry_and_is_undone_whole(self):
+		self.conf(**{declared_schedules.STRICT_KEY: 1})
+		sync(HELLO)
+		before = snapshot()
+		for bad, message in (
+			({"function": f"{SAMPLES}.undeclared_task"}, "is not declared runnable by BTU"),
+			({"queue": "nowhere"}, "is not a queue of this bench"),
+			({"arguments": {"nobody": 1}}, "do not fit"),
+			({"max_attempts": 1000}, "Max Attempts 1000"),
+		):
+			with self.subTest(bad=bad), self.assertRaises(frappe.ValidationError) as caught:
+				sync({**HELLO, "cron": "5 2 * * *"}, {**HELLO, "name": "bad", **bad})
+			self.assertIn("btu_schedules in btu/hooks.py, entry 'bad': ", str(caught.exception))
+			self.assertIn(message, str(caught.exception))
+			self.assertEqual(snapshot(), before, "the entry before it was undone too")
+
+
+class TestDeclaredSchedules(DeclaredSchedulesTestCase):
+	"""Good entries: their rows made, updated and deleted; the app's fields the app's, the admin's the admin's."""
 
 	def test_an_entry_becomes_a_task_and_a_schedule_marked_with_the_app(self):
 		frappe.db.set_single_value("BTU Configuration", "default_time_zone", "Asia/Tokyo")
@@ -233,56 +293,6 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		self.assertFalse(frappe.db.exists(SCHEDULE, schedule.name), "nothing links to it now: deleted")
 		self.assertFalse(frappe.db.exists(TASK, task.name))
 
-	def test_a_bad_hook_names_app_entry_and_key_and_changes_nothing(self):
-		self.conf(**{declared_schedules.STRICT_KEY: 1})
-		sync(HELLO)
-		before = snapshot()
-		cases = {
-			"key 'colour': is not a key of btu_schedules": {**HELLO, "colour": "red"},
-			"key 'cron': cron_string '0 25 * * *': hour 25": {**HELLO, "cron": "0 25 * * *"},
-			"key 'time_zone': time_zone 'Mars/Olympus'": {**HELLO, "time_zone": "Mars/Olympus"},
-			"key 'function': 'frappe.utils.now' is not a function of app btu": {
-				**HELLO,
-				"function": "frappe.utils.now",
-			},
-			"key 'function': 'os.system' is not a function of app btu": {**HELLO, "function": "os.system"},
-			"key 'function': 'btu_evil.tasks.run' is not a function of app btu": {
-				**HELLO,
-				"function": "btu_evil.tasks.run",
-			},
-			"key 'function': function_string 'btу.tasks.run'": {**HELLO, "function": "btу.tasks.run"},  # Cyrillic "у"
-			"key 'name': two entries use this name": [HELLO, HELLO],
-		}
-		for expected, entries in cases.items():
-			with self.subTest(expected=expected), self.assertRaises(frappe.ValidationError) as caught:
-				sync(
-					*(
-						entries
-						if isinstance(entries, list)
-						else [{**HELLO, "cron": "5 2 * * *"}, {**entries, "name": "bad"}]
-					)
-				)
-			entry = "test_hello" if isinstance(entries, list) else "bad"
-			self.assertIn(f"btu_schedules in btu/hooks.py, entry '{entry}', {expected}", str(caught.exception))
-			self.assertEqual(snapshot(), before, "nothing changed")
-			self.assertEqual(rows("test_hello")[1].cron_string, "0 2 * * *")
-
-	def test_a_save_the_controllers_refuse_names_the_entry_and_is_undone_whole(self):
-		self.conf(**{declared_schedules.STRICT_KEY: 1})
-		sync(HELLO)
-		before = snapshot()
-		for bad, message in (
-			({"function": f"{SAMPLES}.undeclared_task"}, "is not declared runnable by BTU"),
-			({"queue": "nowhere"}, "is not a queue of this bench"),
-			({"arguments": {"nobody": 1}}, "do not fit"),
-			({"max_attempts": 1000}, "Max Attempts 1000"),
-		):
-			with self.subTest(bad=bad), self.assertRaises(frappe.ValidationError) as caught:
-				sync({**HELLO, "cron": "5 2 * * *"}, {**HELLO, "name": "bad", **bad})
-			self.assertIn("btu_schedules in btu/hooks.py, entry 'bad': ", str(caught.exception))
-			self.assertIn(message, str(caught.exception))
-			self.assertEqual(snapshot(), before, "the entry before it was undone too")
-
 	def test_the_desk_may_not_change_the_apps_fields(self):
 		sync(HELLO)
 		task, schedule = rows("test_hello")
@@ -300,7 +310,8 @@ class TestDeclaredSchedules(IntegrationTestCase):
 				doc.set(field, value)
 				doc.save()
 			self.assertIn(
-				f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench migrate",
+				f"{field} declared by app btu in its hooks.py; edit its btu_schedules entry there and run bench "
+				"migrate",
 				str(caught.exception),
 			)
 		schedule.reload()
@@ -352,7 +363,9 @@ class TestDeclaredSchedules(IntegrationTestCase):
 		declared_schedules.sync()
 		maintenance = {
 			"delete_expired_logs": "btu.btu_core.doctype.btu_task_log.btu_task_log.delete_expired_logs",
-			"delete_expired_run_requests": "btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests",
+			"delete_expired_run_requests": (
+				"btu.btu_core.doctype.btu_run_request.btu_run_request.delete_expired_run_requests"
+			),
 			"mark_lost_runs_timed_out": "btu.btu_core.runs.lost_runs.mark_lost_runs_timed_out",
 		}
 		for key, function in maintenance.items():

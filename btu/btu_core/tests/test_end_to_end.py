@@ -83,7 +83,8 @@ class EndToEndBase(IntegrationTestCase):
 		self.fail(f"btu-scheduler did not answer a ping within {patient(STARTUP_SECS)} s: {self.scheduler_output()}")
 
 	def heartbeat_is_ours(self) -> bool:
-		"""The process list holds this test's scheduler: a ping alone may be answered by another one on the bench's Redis."""
+		"""The process list holds this test's scheduler: a ping alone may be answered by another one on the bench's
+		Redis."""
 		here = socket.gethostname()
 		return any(
 			p.get("pid") == self.scheduler.pid and p.get("host") == here
@@ -104,6 +105,17 @@ class EndToEndBase(IntegrationTestCase):
 			env={**os.environ, "PYTHONUNBUFFERED": "1"},
 		)
 		self.assertEqual(done.returncode, 0, done.stderr[-4000:])
+
+
+def logs_of(schedule: str) -> list:
+	"""The schedule's Task Logs, slot by slot, as the worker committed them."""
+	frappe.db.rollback()  # a fresh snapshot: the worker's writes
+	return frappe.get_all(
+		"BTU Task Log",
+		filters={"schedule": schedule},
+		fields=["name", "status", "slot_utc", "stdout", "stderr", "logging_output", "rq_job_id", "fire_lag_ms", "site"],
+		order_by="slot_utc asc",
+	)
 
 
 class TestEndToEnd(EndToEndBase):
@@ -128,10 +140,8 @@ class TestEndToEnd(EndToEndBase):
 		self.assertEqual(jobs.parse_job_id(log.rq_job_id), (frappe.local.site, schedule, slot))
 		self.assertIsNotNone(log.fire_lag_ms)
 
-	def test_two_second_schedule_fires_runs_and_logs(self):
-		self.start_scheduler()
-		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
-		start = (datetime.now(timezone.utc) + timedelta(seconds=4)).replace(microsecond=0)
+	def schedule_every_few_seconds(self, start: datetime):
+		"""An enabled schedule of this test's Task every EVERY_SECS seconds from `start`, committed."""
 		schedule = frappe.get_doc(
 			{
 				"doctype": "BTU Task Schedule",
@@ -146,7 +156,13 @@ class TestEndToEnd(EndToEndBase):
 			}
 		).insert()
 		frappe.db.commit()  # the scheduler reads committed rows; the RPC follows the commit
+		return schedule
 
+	def test_two_second_schedule_fires_runs_and_logs(self):
+		self.start_scheduler()
+		self.task = make_task(arguments='{"name": "end to end"}', queue_name=QUEUE).name
+		start = (datetime.now(timezone.utc) + timedelta(seconds=4)).replace(microsecond=0)
+		schedule = self.schedule_every_few_seconds(start)
 		ages = self.watch_status_panel(until=start + timedelta(seconds=RUN_FOR_SECS))
 		# The panel reads heartbeats live: a leader writes one every HEARTBEAT_SECONDS at its next lease renewal (a
 		# third of the TTL), 6.7 s apart at most, so none it shows is older than its 10 s refresh (the published status
@@ -162,23 +178,7 @@ class TestEndToEnd(EndToEndBase):
 		time.sleep(1)  # a fire that was being written when the cancel arrived lands now
 		self.run_worker_burst()
 
-		frappe.db.rollback()  # a fresh snapshot: the worker's writes
-		logs = frappe.get_all(
-			"BTU Task Log",
-			filters={"schedule": schedule.name},
-			fields=[
-				"name",
-				"status",
-				"slot_utc",
-				"stdout",
-				"stderr",
-				"logging_output",
-				"rq_job_id",
-				"fire_lag_ms",
-				"site",
-			],
-			order_by="slot_utc asc",
-		)
+		logs = logs_of(schedule.name)
 		self.assertGreaterEqual(len(logs), RUN_FOR_SECS // EVERY_SECS - 1, f"{logs}\n{self.scheduler_output()}")
 		slots = [datetime.strptime(log.slot_utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) for log in logs]
 		self.assertEqual(slots[0], start, "the first fire is the start_time slot")
@@ -191,8 +191,8 @@ class TestEndToEnd(EndToEndBase):
 			self.check_log(log, schedule.name)
 		lags = sorted(log.fire_lag_ms for log in logs)
 		sys.stdout.write(
-			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, fire lag ms median {lags[len(lags) // 2]:.1f}"
-			f" max {lags[-1]:.1f}, job ids like {logs[0].rq_job_id}\n"
+			f"\nend to end: {len(logs)} fires, {len(logs)} Task Logs Succeeded, "
+			f"fire lag ms median {lags[len(lags) // 2]:.1f} max {lags[-1]:.1f}, job ids like {logs[0].rq_job_id}\n"
 		)
 
 	def wait_for(self, predicate, timeout: float, what: str):
@@ -252,7 +252,8 @@ class TestEndToEnd(EndToEndBase):
 			frappe.db.count("BTU Run Request", {"task": ("in", [self.task, child.name]), "status": "Done"}), 2
 		)
 		sys.stdout.write(
-			f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, chained run fire lag {link.fire_lag_ms:.1f} ms\n"
+			f"\nend to end: retry fire lag {second.fire_lag_ms:.1f} ms, "
+			f"chained run fire lag {link.fire_lag_ms:.1f} ms\n"
 		)
 
 	def test_enqueue_at_runs_at_its_millisecond_once_and_a_cancelled_one_never(self):
@@ -305,7 +306,8 @@ class TestEndToEnd(EndToEndBase):
 		self.assertLess(lag, 1000, note)
 		self.assertGreaterEqual(start_lag, lag, note)
 		sys.stdout.write(
-			f"\nend to end: enqueue_at fire lag {lag:.1f} ms, start lag {start_lag:.1f} ms; with task_log, its Log {log.name} lag {log.fire_lag_ms:.1f} ms\n"
+			f"\nend to end: enqueue_at fire lag {lag:.1f} ms, start lag {start_lag:.1f} ms; with task_log, its Log "
+			f"{log.name} lag {log.fire_lag_ms:.1f} ms\n"
 		)
 
 	def test_a_backfill_runs_its_slots_one_at_a_time_through_the_scheduler(self):
@@ -355,7 +357,8 @@ class TestEndToEnd(EndToEndBase):
 		# while the schedule fires, so a burst worker would never end. Run Limit (the admin's field on a declared row)
 		# bounds the fires, and the burst ends after them whatever each run costs.
 		entry = {
-			"name": "e2e_declared", "function": f"{SAMPLES}.say_hello", "arguments": {"name": "end to end", "linger_secs": EVERY_SECS + 0.5},
+			"name": "e2e_declared", "function": f"{SAMPLES}.say_hello",
+			"arguments": {"name": "end to end", "linger_secs": EVERY_SECS + 0.5},
 			"queue": QUEUE, "every": EVERY_SECS, "every_unit": "Seconds", "catch_up_policy": "skip", "time_zone": "UTC",
 		}  # fmt: skip
 		declared_schedules.sync({"btu": [*own, entry]})
@@ -375,7 +378,8 @@ class TestEndToEnd(EndToEndBase):
 		sys.stdout.write(f"\nend to end: declared schedule fire lag {log.fire_lag_ms:.1f} ms\n")
 
 	def undeclare(self, own: list) -> None:
-		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep them)."""
+		"""Stop the declared schedule, let the queue drain, then let the sync delete its rows (no Logs left to keep
+		them)."""
 		frappe.db.rollback()
 		schedule = frappe.db.get_value(
 			"BTU Task Schedule",
@@ -490,10 +494,9 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 			self.assertIsNone(self.worker.poll(), "the bench worker exited")
 			time.sleep(0.5)
 
-	def test_btu_fires_them_once_beside_frappes_scheduler_and_hands_them_back(self):
-		self.start_scheduler()  # the first BTU scheduler (it answers the RPC the switch sends)
-		# A long-running worker, as a bench runs it (a burst worker's own start would be counted as lateness); what
-		# earlier tests left on the queues runs first.
+	def start_worker(self) -> None:
+		"""A long-running worker, as a bench runs it (a burst worker's own start would be counted as lateness); what
+		earlier tests left on the queues runs first."""
 		self.worker = self.spawn(
 			"worker",
 			"-m",
@@ -507,9 +510,9 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.wait_until(
 			time.time() + patient(120), done=lambda: not any(len(get_queue(name)) for name in ("default", "short"))
 		)
-		self.set_switch(1)
-		started = time.time()
-		# Frappe's scheduler starts once BTU has the job types: it must stand back from the first tick on.
+
+	def start_second_and_frappes_schedulers(self) -> None:
+		"""A second BTU scheduler (a standby beside the first) and Frappe's own scheduler, as a bench runs them."""
 		self.spawn(
 			"scheduler-2",
 			"-m",
@@ -524,6 +527,21 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.spawn(
 			"frappe-scheduler", "-m", "frappe.utils.bench_helper", "frappe", "schedule", cwd=self.bench / "sites"
 		)
+
+	def fired_slots(self) -> list[tuple[str, str]]:
+		"""(slot, lag_ms) of each fire of the job type that either BTU scheduler logged."""
+		return re.findall(
+			rf"schedule=frappe-job:{re.escape(self.job.name)} slot=(\S+) lag_ms=([\d.]+)",
+			self.scheduler_output() + (self.output_dir / "btu-e2e-scheduler-2.log").read_text(),
+		)
+
+	def test_btu_fires_them_once_beside_frappes_scheduler_and_hands_them_back(self):
+		self.start_scheduler()  # the first BTU scheduler (it answers the RPC the switch sends)
+		self.start_worker()
+		self.set_switch(1)
+		started = time.time()
+		# Frappe's scheduler starts once BTU has the job types: it must stand back from the first tick on.
+		self.start_second_and_frappes_schedulers()
 		# Counted from a minute the scheduler has had time to take; the switch's own minute may run too, once.
 		first_minute = (int(started + self.SWITCH_SECS) // 60 + 1) * 60
 		minutes = [first_minute + 60 * k for k in range(self.ON_MINUTES)]
@@ -549,10 +567,7 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 			all(b - a > self.DOUBLED_WITHIN_SECS for a, b in zip(runs, runs[1:])), f"a slot ran twice: {runs}"
 		)
 		self.assertEqual(self.job_logs(), ["Complete"] * len(runs))
-		fired = re.findall(
-			rf"schedule=frappe-job:{re.escape(self.job.name)} slot=(\S+) lag_ms=([\d.]+)",
-			self.scheduler_output() + (self.output_dir / "btu-e2e-scheduler-2.log").read_text(),
-		)
+		fired = self.fired_slots()
 		self.assertEqual(len({slot for slot, _ in fired}), len(fired), f"a slot fired twice: {fired}")
 		lags = sorted(float(lag) for _, lag in fired)
 		self.assertTrue(all(lag < patient(self.FIRED_WITHIN_MS) for lag in lags), fired)

@@ -1,4 +1,5 @@
-"""btu.enqueue_at / enqueue_in / cancel on a real Frappe site: the request a call writes, the run its job makes, the refusals.
+"""btu.enqueue_at / enqueue_in / cancel on a real Frappe site: the request a call writes, the run its job makes, the
+refusals.
 
 The scheduler's part (firing the request at its millisecond) is tier 1 (tests/engine/test_run_requests.py) and
 end to end (test_end_to_end.py). Here a fire is what the scheduler's job calls:
@@ -178,7 +179,8 @@ class TestEnqueue(EnqueueCase):
 			self.assertIn("pass what enqueue_at returned", str(refused.exception))
 
 	def test_cancel_refuses_another_origins_request(self):
-		"""A retry or backfill request is withdrawn from its schedule (cancel_run_request), not through an enqueue handle."""
+		"""A retry or backfill request is withdrawn from its schedule (cancel_run_request), not through an enqueue
+		handle."""
 		name = rr.request_name("test", self.marker)
 		doc = frappe.get_doc(
 			{

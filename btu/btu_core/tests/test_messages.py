@@ -85,7 +85,8 @@ class TestMessages(IntegrationTestCase):
 		frappe.local.lang = "de"
 		message = self.refusal(lambda: make_task("undeclared_task"))
 		self.assertIn(
-			f"function_string '{UNDECLARED}': ist für BTU nicht als ausführbar deklariert; deklarieren Sie {UNDECLARED} in btu/hooks.py",
+			f"function_string '{UNDECLARED}': ist für BTU nicht als ausführbar deklariert; deklarieren Sie "
+			f"{UNDECLARED} in btu/hooks.py",
 			message,
 		)
 

@@ -37,8 +37,8 @@ PLAIN_USER = "btu-metrics-plain@example.com"
 PLAIN_ROLE = "Translator"
 READER_USER = "btu-metrics-reader@example.com"
 MANAGER_USER = "btu-metrics-manager@example.com"
-# The endpoint's public path, what Prometheus configs hold (README): hooks.py's override_whitelisted_methods maps it onto
-# btu.btu_core.insights.metrics.scrape.
+# The endpoint's public path, what Prometheus configs hold (README): hooks.py's override_whitelisted_methods maps it
+# onto btu.btu_core.insights.metrics.scrape.
 METHOD = "btu.btu_core.metrics.scrape"
 
 

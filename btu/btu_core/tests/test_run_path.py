@@ -38,15 +38,21 @@ NOT_BEFORE_THE_CALL = {
 	"frappe.email.doctype.notification.notification": "Document.insert/save (the Log's start must be a row)",
 	"frappe.model.create_new": "Document defaults (the Log's start must be a row)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL before the call)",
-	"frappe.utils.response": "the RPC telling the scheduler a request is Done, and its realtime message (after the call)",
-	"frappe.core.doctype.scheduled_job_type.scheduled_job_type": "Frappe's controller, overridden in btu_core.schedules.scheduled_job_types (Frappe job runs only)",
+	"frappe.utils.response": (
+		"the RPC telling the scheduler a request is Done, and its realtime message (after the call)"
+	),
+	"frappe.core.doctype.scheduled_job_type.scheduled_job_type": (
+		"Frappe's controller, overridden in btu_core.schedules.scheduled_job_types (Frappe job runs only)"
+	),
 	"btu.shared.schedule": "a schedule's rules (late-start alert and retries' next fire, after the call)",
 	"croniter": "a schedule's rules, through btu.shared.schedule",
 }
 
 # Module -> what loads it, were it loaded by a run's end on a site where nothing listens to BTU Task Log.
 NOT_BY_THE_END = {
-	"frappe.model.document": "Frappe's Document: the Log's end, the Task and Schedule read after the call (rows: run_rows)",
+	"frappe.model.document": (
+		"Frappe's Document: the Log's end, the Task and Schedule read after the call (rows: run_rows)"
+	),
 	"frappe.email.doctype.notification.notification": "Document.save (the Log's end is a row where nothing listens)",
 	"frappe.utils.response": "frappe.publish_realtime's JSON encoder (run_rows.publish tells the Desk)",
 	"frappe.database.query": "frappe.db.get_value/exists/set_value with filters (plain SQL after the call too)",
@@ -260,7 +266,8 @@ class TestRunPath(IntegrationTestCase):
 
 	def test_a_bench_worker_imports_the_run_path_before_it_forks_and_no_other_command_does(self):
 		"""`bench worker` imports every app's commands module before it starts: btu.commands loads the run path there,
-		so each work-horse it forks inherits it instead of importing it for each run; other bench commands stay as fast."""
+		so each work-horse it forks inherits it instead of importing it for each run; other bench commands stay as
+		fast."""
 
 		def imported(*command: str) -> set[str]:
 			done = subprocess.run(

@@ -1,7 +1,8 @@
 """Retries, backfill and chains on a real Frappe site: the requests the Frappe side writes and the runs the task runner
 makes of them (the scheduler's part, firing a pending request once, is tier 1: tests/engine/test_run_requests.py).
 
-A request's fire is what the scheduler's job calls: run_scheduled_task(task, "run-request:<name>", run_at, kind="run-request").
+A request's fire is what the scheduler's job calls: run_scheduled_task(task, "run-request:<name>", run_at,
+kind="run-request").
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ class TestRetries(RunRequestCase):
 		task = self.task("maybe_fail", max_attempts=2, retry_delay_secs=2)
 		schedule = make_schedule(task.name)
 		frappe.db.commit()
-		# Start 50 ms into a second: a run_at rounded to whole seconds would land up to 950 ms late, past the bound below.
+		# Start 50 ms into a second: a run_at rounded to whole seconds would land up to 950 ms late, past the bound
+		# below.
 		time.sleep((1.05 - datetime.now(timezone.utc).microsecond / 1e6) % 1)
 		before = datetime.now(timezone.utc)
 		with self.assertRaises(RuntimeError):
@@ -430,7 +432,8 @@ class TestChainBounds(RunRequestCase):
 		frappe.db.commit()
 
 	def run_chain(self, root_task: str, most: int) -> tuple[str, list[str]]:
-		"""Run `root_task`, then fire its chain's requests until none is pending (at most `most`): its Log and the Logs."""
+		"""Run `root_task`, then fire its chain's requests until none is pending (at most `most`): its Log and the
+		Logs."""
 		root = run_in_this_process(root_task)
 		logs = []
 		for _ in range(most):

@@ -155,8 +155,8 @@ class TestFrappeJobs(IntegrationTestCase):
 		Job.fetch(create_job_id(self.job.rq_job_id), connection=get_redis_conn()).delete()
 
 	def test_a_live_scheduler_without_an_ack_leaves_it_to_frappe(self):
-		"""Alive but not firing this site's job types (executor rq, BTU disabled, the site's database unreachable for it,
-		a standby with no leader): Frappe's scheduler fires them."""
+		"""Alive but not firing this site's job types (executor rq, BTU disabled, the site's database unreachable for
+		it, a standby with no leader): Frappe's scheduler fires them."""
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.scheduler_alive()
 		self.assertFalse(scheduled_job_types.btu_takes(self.job))
@@ -180,7 +180,8 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.assertTrue(self.frappe_tick())
 
 	def test_redis_refusing_the_ack_read_leaves_it_to_frappe(self):
-		"""An ACL user without BTU's grant (NOPERM on btu:*) still queues Frappe's jobs: Frappe's tick must fire them."""
+		"""An ACL user without BTU's grant (NOPERM on btu:*) still queues Frappe's jobs: Frappe's tick must fire
+		them."""
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
 		user, password = f"btu-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex

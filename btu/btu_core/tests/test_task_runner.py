@@ -111,7 +111,8 @@ class TestTaskRunner(IntegrationTestCase):
 		)
 
 	def test_a_delivery_waits_for_the_slots_lock_and_then_finds_the_log_committed_under_it(self):
-		"""The race a failover makes: two deliveries of one slot at once. The other one holds the lock, commits its Log, lets go."""
+		"""The race a failover makes: two deliveries of one slot at once. The other one holds the lock, commits its Log,
+		lets go."""
 		task = self.task()
 		schedule = make_schedule(task.name)
 		slot = "2026-11-22T04:00:00Z"
@@ -127,7 +128,8 @@ class TestTaskRunner(IntegrationTestCase):
 			time.sleep(1)
 			with other.cursor() as cur:
 				cur.execute(
-					"insert into `tabBTU Task Log` (name, creation, modified, owner, modified_by, docstatus, task, schedule, slot_utc, status) "
+					"insert into `tabBTU Task Log` (name, creation, modified, owner, modified_by, docstatus, task, "
+					"schedule, slot_utc, status) "
 					"values (%s, now(6), now(6), 'Administrator', 'Administrator', 0, %s, %s, %s, 'Started')",
 					(name, task.name, schedule.name, slot),
 				)

@@ -45,18 +45,32 @@ SYSTEM_ZONE = "America/New_York"
 # A moment before the US switch to summer time (2026-03-08): the next five fires cross it.
 NOW = datetime(2026, 3, 5, 15, 0, tzinfo=timezone.utc)
 
-STANDARD = "name varchar(140) primary key, creation datetime(6), modified datetime(6), modified_by varchar(140), owner varchar(140), docstatus int not null default 0, idx int not null default 0"
+STANDARD = (
+	"name varchar(140) primary key, creation datetime(6), modified datetime(6), modified_by varchar(140), "
+	"owner varchar(140), docstatus int not null default 0, idx int not null default 0"
+)
 # The original's columns (version-15 branch) as Frappe made them (Int and Check not null with their defaults): a
 # submittable Task whose v15 form marks transient Tasks with a Check; a schedule's hour is text.
 ORIGINAL_COLUMNS = {
-	SCRATCH.task: "desc_short varchar(140), task_group varchar(140), last_runtime datetime(6), desc_long text, function_string varchar(140), "
-	"arguments text, queue_name varchar(140), max_task_duration int(11) not null default 600, repeat_log_in_stdout int(1) not null default 0, "
-	"run_only_as_worker int(1) not null default 0, amended_from varchar(140), is_transient int(1) not null default 0",
-	SCRATCH.schedule: "task varchar(140), task_description varchar(140), enabled int(1) not null default 0, queue_name varchar(140), redis_job_id varchar(140), "
-	"argument_overrides longtext, cron_string varchar(140), schedule_description varchar(140), run_frequency varchar(140), "
-	"day_of_week varchar(140), day_of_month int(11) not null default 0, month varchar(140), hour varchar(140), minute int(11) not null default 0",
-	SCRATCH.log: "task varchar(140), task_desc_short varchar(140), task_component varchar(140), date_time_started datetime(6), "
-	"execution_time decimal(21,9) not null default 0, success_fail varchar(140), result_message text, stdout longtext, `schedule` varchar(140)",
+	SCRATCH.task: (
+		"desc_short varchar(140), task_group varchar(140), last_runtime datetime(6), desc_long text, "
+		"function_string varchar(140), arguments text, queue_name varchar(140), "
+		"max_task_duration int(11) not null default 600, repeat_log_in_stdout int(1) not null default 0, "
+		"run_only_as_worker int(1) not null default 0, amended_from varchar(140), "
+		"is_transient int(1) not null default 0"
+	),
+	SCRATCH.schedule: (
+		"task varchar(140), task_description varchar(140), enabled int(1) not null default 0, queue_name varchar(140), "
+		"redis_job_id varchar(140), argument_overrides longtext, cron_string varchar(140), "
+		"schedule_description varchar(140), run_frequency varchar(140), day_of_week varchar(140), "
+		"day_of_month int(11) not null default 0, month varchar(140), hour varchar(140), "
+		"minute int(11) not null default 0"
+	),
+	SCRATCH.log: (
+		"task varchar(140), task_desc_short varchar(140), task_component varchar(140), date_time_started datetime(6), "
+		"execution_time decimal(21,9) not null default 0, success_fail varchar(140), result_message text, "
+		"stdout longtext, `schedule` varchar(140)"
+	),
 }
 # From v15.2 a schedule has its own zone, read before BTU Configuration's cron_time_zone.
 LOCAL_SCHEMA_COLUMN = "cron_timezone varchar(140)"
@@ -379,12 +393,14 @@ class TestOriginalDaemonShownInStatus(IntegrationTestCase):
 			server.listen(1)
 			# The original BTU Configuration's field, left in tabSingles by the upgrade (rolled back after the test).
 			frappe.db.sql(
-				"insert into tabSingles (doctype, field, value) values ('BTU Configuration', 'path_to_btu_scheduler_uds', %s)",
+				"insert into tabSingles (doctype, field, value) values ('BTU Configuration', "
+				"'path_to_btu_scheduler_uds', %s)",
 				path,
 			)
 			self.assertEqual(
 				api.status()["original_btu"],
-				f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice",
+				f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule "
+				"fires twice",
 			)
 
 

@@ -70,7 +70,8 @@ def delete_committed(task: str) -> None:
 
 
 def other_connection(case):
-	"""A second session on the site's database, as another worker would have (PyMySQL: MariaDB only, else the test is skipped)."""
+	"""A second session on the site's database, as another worker would have (PyMySQL: MariaDB only, else the test is
+	skipped)."""
 	import pymysql
 
 	conf = frappe.conf

@@ -17,7 +17,8 @@ def declare(app: str, *, write: bool) -> int:
 	or its hooks.py already assigns btu_tasks (edit that list by hand), else 0."""
 	if app not in frappe.get_installed_apps():
 		print(
-			f"btu-declare-tasks: {app} is not installed on {frappe.local.site}; name one of {', '.join(frappe.get_installed_apps())}"
+			f"btu-declare-tasks: {app} is not installed on {frappe.local.site}; name one of "
+			f"{', '.join(frappe.get_installed_apps())}"
 		)
 		return 1
 	tasks = undeclared()
@@ -39,7 +40,8 @@ def declare(app: str, *, write: bool) -> int:
 	with hooks.open("a") as out:
 		out.write("\n" + block)
 	print(
-		f"btu-declare-tasks: appended {HOOK} to {hooks}; restart the bench (or bench btu-scheduler resync) for it to count"
+		f"btu-declare-tasks: appended {HOOK} to {hooks}; restart the bench (or bench btu-scheduler resync) for it to "
+		"count"
 	)
 	return 0
 

@@ -66,7 +66,8 @@ def tasks(tables: Tables) -> list[dict]:
 						name,
 						"docstatus",
 						"Cancelled",
-						"was cancelled in the original BTU; BTU Tasks are not submitted or cancelled, so it is a Task like the others and its schedules keep their Enabled: disable or delete them if it is retired",
+						"was cancelled in the original BTU; BTU Tasks are not submitted or cancelled, so it is a Task "
+						"like the others and its schedules keep their Enabled: disable or delete them if it is retired",
 					)
 				)
 		# The original's v15 marked its transient (Subtask) Tasks with a Check; the sync gave every row the default.
@@ -111,7 +112,9 @@ def schedules(tables: Tables, *, config_zone: str | None, system_zone: str, bad_
 		if row.name in bad_hours:
 			values.update(
 				paused=1,
-				pause_note="Paused by the upgrade from the original BTU: its hour was not a whole hour; set it, then unpause",
+				pause_note=(
+					"Paused by the upgrade from the original BTU: its hour was not a whole hour; set it, then unpause"
+				),
 			)
 		_update(tables.schedule, row.name, values)
 	return found
@@ -127,7 +130,8 @@ def logs(tables: Tables) -> list[dict]:
 			f"logs with success_fail {value!r}",
 			"success_fail",
 			value,
-			f"is not a status the original BTU wrote; these {count} logs now say {UNKNOWN_STATUS} and keep the value in success_fail",
+			f"is not a status the original BTU wrote; these {count} logs now say {UNKNOWN_STATUS} and keep the value "
+			"in success_fail",
 		)
 		for value, count in frappe.db.sql(
 			f"select success_fail, count(*) {pending} and coalesce(success_fail, '') not in %s group by success_fail",
@@ -136,7 +140,8 @@ def logs(tables: Tables) -> list[dict]:
 	]
 	cases = " ".join(f"when {frappe.db.escape(old)} then {frappe.db.escape(new)}" for old, new in LOG_STATUS.items())
 	frappe.db.sql(
-		f"update `{tables.log}` set status = case success_fail {cases} else {frappe.db.escape(UNKNOWN_STATUS)} end where coalesce(status, '') = ''"
+		f"update `{tables.log}` set status = case success_fail {cases} else {frappe.db.escape(UNKNOWN_STATUS)} end "
+		"where coalesce(status, '') = ''"
 	)
 	return found
 

@@ -24,7 +24,8 @@ class Tables:
 		"""A table's columns and their types ({} when there is no such table)."""
 		return dict(
 			frappe.db.sql(
-				"select column_name, data_type from information_schema.columns where table_schema = database() and table_name = %s",
+				"select column_name, data_type from information_schema.columns where table_schema = database() and "
+				"table_name = %s",
 				table,
 			)
 		)

@@ -54,7 +54,8 @@ def print_report(tasks: list[dict]) -> None:
 	for task in tasks:
 		fix = (
 			_(
-				"add to {0}: {1} (if that app is not yours, put a @runnable function in your app that calls it, and point the Task there)"
+				"add to {0}: {1} (if that app is not yours, put a @runnable function in your app that calls it, and "
+				"point the Task there)"
 			).format(task["hooks_file"], task["hook_line"])
 			if task["hook_line"]
 			else task["reason"]
@@ -67,6 +68,7 @@ def print_report(tasks: list[dict]) -> None:
 	if tasks:
 		print(
 			_(
-				"BTU upgrade: bench --site {0} btu-declare-tasks --app <your app> prints (or, with --write, appends) the btu_tasks block of that app's own functions"
+				"BTU upgrade: bench --site {0} btu-declare-tasks --app <your app> prints (or, with --write, appends) "
+				"the btu_tasks block of that app's own functions"
 			).format(frappe.local.site)
 		)

@@ -1,4 +1,5 @@
-"""BTU Duration Percentiles: p50, p95 and max run time per Task over a period, slowest p95 first (run_stats says how precise)."""
+"""BTU Duration Percentiles: p50, p95 and max run time per Task over a period, slowest p95 first (run_stats says how
+precise)."""
 
 from __future__ import annotations
 

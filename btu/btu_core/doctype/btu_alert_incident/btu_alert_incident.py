@@ -1,4 +1,5 @@
-"""BTU Alert Incident: one open problem of a Task or Schedule, so an alert rule sends one message, not one per repeat."""
+"""BTU Alert Incident: one open problem of a Task or Schedule, so an alert rule sends one message, not one per
+repeat."""
 
 from frappe.model.document import Document
 

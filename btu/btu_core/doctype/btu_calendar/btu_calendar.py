@@ -61,7 +61,8 @@ class BTUCalendar(Document):
 			if not calendars.holiday_lists_installed():
 				frappe.throw(
 					_(
-						"Holiday List {0}: this site has no Holiday List DocType (it comes with ERPNext or HRMS); clear the field"
+						"Holiday List {0}: this site has no Holiday List DocType (it comes with ERPNext or HRMS); "
+						"clear the field"
 					).format(self.holiday_list)
 				)
 			if not frappe.db.exists("Holiday List", self.holiday_list):

@@ -49,7 +49,8 @@ class BTUConfiguration(Document):
 			if (self.get(field) or None) != (frappe.db.get_single_value("BTU Configuration", field) or None):
 				frappe.throw(
 					_(
-						"{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to change it."
+						"{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to "
+						"change it."
 					).format(_(self.meta.get_label(field)), field, frappe.session.user),
 					frappe.PermissionError,
 					title=_("Not permitted"),

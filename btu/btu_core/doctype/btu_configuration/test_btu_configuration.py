@@ -48,7 +48,8 @@ class TestBTUConfiguration(IntegrationTestCase):
 
 
 class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
-	"""Who fires Frappe's own jobs (backups, email, ERPNext's) is a System Manager's choice: a mistake stops them site-wide."""
+	"""Who fires Frappe's own jobs (backups, email, ERPNext's) is a System Manager's choice: a mistake stops them
+	site-wide."""
 
 	@classmethod
 	def setUpClass(cls):

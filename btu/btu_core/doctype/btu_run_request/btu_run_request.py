@@ -1,4 +1,5 @@
-"""BTU Run Request: one retry, backfilled slot or chained run, fired by the scheduler at run_at (`btu.btu_core.runs.run_requests`)."""
+"""BTU Run Request: one retry, backfilled slot or chained run, fired by the scheduler at run_at
+(`btu.btu_core.runs.run_requests`)."""
 
 import frappe
 from frappe import _
@@ -49,7 +50,8 @@ class BTURunRequest(Document):
 		if self.status in ("Pending", "Waiting"):
 			frappe.throw(
 				_(
-					"Run request {0} is {1}: cancel it (Cancel button or btu.btu_core.api.cancel_run_request) before deleting it"
+					"Run request {0} is {1}: cancel it (Cancel button or btu.btu_core.api.cancel_run_request) before "
+					"deleting it"
 				).format(self.name, self.status)
 			)
 

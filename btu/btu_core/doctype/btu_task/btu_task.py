@@ -96,7 +96,8 @@ class BTUTask(Document):
 			)
 
 	def validate_chain(self):
-		"""Refuse a chained task that is missing, more than MAX_CHAINED_TASKS rows, or a chain that leads back to this Task."""
+		"""Refuse a chained task that is missing, more than MAX_CHAINED_TASKS rows, or a chain that leads back to this
+		Task."""
 		if len(self.chained_tasks or []) > MAX_CHAINED_TASKS:
 			frappe.throw(
 				_(
@@ -126,7 +127,8 @@ class BTUTask(Document):
 		if cycle:
 			frappe.throw(
 				_(
-					"Chained Tasks: {0} leads back to {1}, so each run would start the next forever; remove one link of the cycle"
+					"Chained Tasks: {0} leads back to {1}, so each run would start the next forever; remove one link "
+					"of the cycle"
 				).format(" -> ".join(cycle), self.name),
 				title=_("BTU Task {0}: chain cycle").format(self.name or ""),
 			)
@@ -175,7 +177,8 @@ def validate_retries(doc, title: str) -> None:
 
 # What runs and with what: System Manager only (also permlevel 1 in btu_task.json).
 CODE_FIELDS = ("function_string", "arguments")
-# Whether run mails carry the return value, traceback and output: System Manager only (also permlevel 1 in btu_task.json).
+# Whether run mails carry the return value, traceback and output: System Manager only (also permlevel 1 in
+# btu_task.json).
 OUTPUT_FIELDS = ("mail_run_output",)
 # Schedules told of a changed concurrency limit on save; each is one RPC of up to 5 s when the scheduler is down.
 ANNOUNCED_SCHEDULES = 10

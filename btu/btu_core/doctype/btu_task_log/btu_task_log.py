@@ -1,5 +1,5 @@
-"""BTU Task Log: one row per run, written only by btu.btu_core.runs.task_run (a Task's run) and btu.btu_core.runs.enqueue (an
-enqueued function's, with task_log=True: no Task, its Function set)."""
+"""BTU Task Log: one row per run, written only by btu.btu_core.runs.task_run (a Task's run) and
+btu.btu_core.runs.enqueue (an enqueued function's, with task_log=True: no Task, its Function set)."""
 
 from __future__ import annotations
 

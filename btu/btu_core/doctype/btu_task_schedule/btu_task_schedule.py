@@ -129,7 +129,8 @@ class BTUTaskSchedule(Document):
 		if self.name and not RunKey(RunKind.SCHEDULE, self.name).reads_back():
 			frappe.throw(
 				_(
-					"Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled Job Types so); rename it"
+					"Name {0}: a schedule's name may not start with {1} or {2} (BTU names run requests and Scheduled "
+					"Job Types so); rename it"
 				).format(self.name, *RESERVED_STARTS)
 			)
 		validate_retries(self, _("Invalid schedule"))

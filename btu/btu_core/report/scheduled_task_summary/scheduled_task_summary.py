@@ -70,7 +70,8 @@ def execute(filters=None):
 
 
 def runs_since(schedule: str, since) -> dict[tuple[str, str], int]:
-	"""The schedule's Logs created since `since`, per (status, origin): frappe.qb, as Frappe v16 refuses count(*) in get_all's fields."""
+	"""The schedule's Logs created since `since`, per (status, origin): frappe.qb, as Frappe v16 refuses count(*) in
+	get_all's fields."""
 	log = frappe.qb.DocType("BTU Task Log")
 	query = (
 		frappe.qb.from_(log)

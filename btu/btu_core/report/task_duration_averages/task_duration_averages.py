@@ -1,6 +1,7 @@
 """Task Duration Averages: min, average, 95th percentile and max run time per Task.
 
-Summed up in SQL (btu.btu_core.insights.run_stats): min, average, max and the count exact, the 95th percentile within run_stats.RELATIVE_ERROR.
+Summed up in SQL (btu.btu_core.insights.run_stats): min, average, max and the count exact, the 95th percentile within
+run_stats.RELATIVE_ERROR.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Task Log Summary: runs per Task (and schedule), or per enqueued function, by outcome, with the last run and fire lag."""
+"""Task Log Summary: runs per Task (and schedule), or per enqueued function, by outcome, with the last run and fire
+lag."""
 
 from __future__ import annotations
 

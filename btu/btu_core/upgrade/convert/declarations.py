@@ -22,4 +22,7 @@ def hooks_block(app: str, paths) -> str:
 	if not own:
 		return ""
 	lines = "".join(f'\t"{path}",\n' for path in own)
-	return f"# Declared for BTU: the functions its Tasks ran before the upgrade from the original BTU.\n{HOOK} = [\n{lines}]\n"
+	return (
+		"# Declared for BTU: the functions its Tasks ran before the upgrade from the original BTU.\n"
+		f"{HOOK} = [\n{lines}]\n"
+	)

@@ -77,7 +77,8 @@ def convert(row: Mapping[str, Any], *, local_schema: bool, config_zone: str | No
 		# The original dropped the day and wrote the month as text, so such a row never fired there.
 		change.notes.append(
 			_(
-				"{frequency} schedules never fired in the original BTU (its cron kept no day and a month name); this one now fires as its fields say"
+				"{frequency} schedules never fired in the original BTU (its cron kept no day and a month name); this "
+				"one now fires as its fields say"
 			).format(frequency=frequency)
 		)
 	return change
@@ -93,7 +94,8 @@ def _utc_schema_zone(cron: Any, config: str, change: ScheduleChange) -> str:
 	elif fields[4] != "*":
 		change.notes.append(
 			_(
-				"names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon read 1-7 from Sunday: check the days"
+				"names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon "
+				"read 1-7 from Sunday: check the days"
 			)
 		)
 	hour = fields[1] if len(fields) >= 2 else "*"
