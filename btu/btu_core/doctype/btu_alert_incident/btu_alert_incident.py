@@ -5,6 +5,8 @@ from frappe.model.document import Document
 
 
 class BTUAlertIncident(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -31,4 +33,5 @@ class BTUAlertIncident(Document):
 		status: DF.Literal["Open", "Resolved"]
 		task: DF.Link | None
 	# end: auto-generated types
+	# isort: on
 	pass

@@ -4,6 +4,8 @@ from frappe.model.document import Document
 
 
 class BTUAlertRule(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -27,4 +29,5 @@ class BTUAlertRule(Document):
 		webhook_secret: DF.Password | None
 		webhook_url: DF.Data | None
 	# end: auto-generated types
+	# isort: on
 	pass

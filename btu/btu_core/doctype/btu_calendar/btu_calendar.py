@@ -17,15 +17,16 @@ from btu.btu_core.schedules import calendars
 
 
 class BTUCalendar(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from frappe.types import DF
-
 		from btu.btu_core.doctype.btu_calendar_date.btu_calendar_date import BTUCalendarDate
+		from frappe.types import DF
 
 		calendar_name: DF.Data
 		dates: DF.Table[BTUCalendarDate]
@@ -33,6 +34,7 @@ class BTUCalendar(Document):
 		holiday_list: DF.Data | None
 
 	# end: auto-generated types
+	# isort: on
 	def validate(self):
 		if len(self.dates) > calendars.MAX_CALENDAR_DATES:
 			frappe.throw(

@@ -4,6 +4,8 @@ from frappe.model.document import Document
 
 
 class BTUCalendarDate(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -18,4 +20,5 @@ class BTUCalendarDate(Document):
 		parentfield: DF.Data
 		parenttype: DF.Data
 	# end: auto-generated types
+	# isort: on
 	pass

@@ -13,15 +13,16 @@ from btu.shared.schedule import ScheduleError, parse_zone
 
 
 class BTUConfiguration(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from frappe.types import DF
-
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from frappe.types import DF
 
 		default_catch_up_policy: DF.Literal["fire_once", "skip", "fire_all"]
 		default_catch_up_window: DF.Int
@@ -35,6 +36,7 @@ class BTUConfiguration(Document):
 		upgrade_notes: DF.Code | None
 
 	# end: auto-generated types
+	# isort: on
 	def validate_higher_perm_levels(self):
 		# Frappe resets a permlevel field its user may not write to the stored value here, before validate and
 		# silently; and a save with ignore_permissions skips that. A change of one of them is refused on both paths.

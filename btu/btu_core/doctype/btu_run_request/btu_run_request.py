@@ -10,6 +10,8 @@ from btu.shared import run_requests as rr
 
 
 class BTURunRequest(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -44,6 +46,7 @@ class BTURunRequest(Document):
 		task_log: DF.Check
 		timeout: DF.Int
 	# end: auto-generated types
+	# isort: on
 
 	def on_trash(self):
 		# A deleted pending request must leave the scheduler too; cancelling says so and keeps the record.

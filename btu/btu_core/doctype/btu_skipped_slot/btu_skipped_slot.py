@@ -4,6 +4,8 @@ from frappe.model.document import Document
 
 
 class BTUSkippedSlot(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -19,4 +21,5 @@ class BTUSkippedSlot(Document):
 		slot_local: DF.Data | None
 		slot_utc: DF.Data
 	# end: auto-generated types
+	# isort: on
 	pass

@@ -26,17 +26,18 @@ from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 
 class BTUTask(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from frappe.types import DF
-
 		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_chained_task.btu_chained_task import BTUChainedTask
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
+		from frappe.types import DF
 
 		alert_rules: DF.Table[BTUAlertRule]
 		arguments: DF.Code | None
@@ -63,6 +64,7 @@ class BTUTask(Document):
 		task_type: DF.Literal["Persistent", "One-Shot", "Subtask", "Other"]
 
 	# end: auto-generated types
+	# isort: on
 	def onload(self):
 		declared_schedules.form_hint(self, TASK_FIELDS)
 

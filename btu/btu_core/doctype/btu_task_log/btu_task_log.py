@@ -10,6 +10,8 @@ from btu.btu_core.runs.retention import delete_expired
 
 
 class BTUTaskLog(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
@@ -47,6 +49,7 @@ class BTUTaskLog(Document):
 		traceback: DF.Code | None
 		worker: DF.Data | None
 	# end: auto-generated types
+	# isort: on
 	pass
 
 

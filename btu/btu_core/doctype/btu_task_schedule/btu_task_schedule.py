@@ -36,17 +36,18 @@ from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 
 
 class BTUTaskSchedule(Document):
+	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
+	# isort: off
 	# begin: auto-generated types
 	# This code is auto-generated. Do not modify anything in this block.
 
 	from typing import TYPE_CHECKING
 
 	if TYPE_CHECKING:
-		from frappe.types import DF
-
 		from btu.btu_core.doctype.btu_alert_rule.btu_alert_rule import BTUAlertRule
 		from btu.btu_core.doctype.btu_email_recipient.btu_email_recipient import BTUEmailRecipient
 		from btu.btu_core.doctype.btu_skipped_slot.btu_skipped_slot import BTUSkippedSlot
+		from frappe.types import DF
 
 		alert_rules: DF.Table[BTUAlertRule]
 		argument_overrides: DF.Code | None
@@ -105,6 +106,7 @@ class BTUTaskSchedule(Document):
 		time_zone: DF.Data | None
 
 	# end: auto-generated types
+	# isort: on
 	def onload(self):
 		declared_schedules.form_hint(self, SCHEDULE_FIELDS)
 
