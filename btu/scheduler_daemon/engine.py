@@ -255,9 +255,9 @@ class Scheduler:
 						pass
 
 	def reconcile_loop(self, stop: threading.Event) -> None:
-		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`);
-		and the published status, built here rather than on the firing thread (a thousand sites take it a tenth of a
-		second): when a cycle ends, and when `next_status` comes (fires were released)."""
+		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick
+		(`Reconciler.stagger`); and the published status, built here rather than on the firing thread (a thousand sites
+		take it a tenth of a second): when a cycle ends, and when `next_status` comes (fires were released)."""
 		next_slice = time.monotonic() + self.refresh_interval()
 		while not stop.is_set():
 			interval = self.refresh_interval()
@@ -279,7 +279,8 @@ class Scheduler:
 					next_slice = time.monotonic() + interval  # stands if the slice fails
 					next_slice = time.monotonic() + self.reconciler.stagger(interval)
 				ended = self.reconciler.cycles_done != cycles
-				# A cycle's end publishes unless the status is fresh: a cycle and the timer, both a minute, make one a minute.
+				# A cycle's end publishes unless the status is fresh: a cycle and the timer, both a minute, make one a
+				# minute.
 				if time.monotonic() >= self.next_status or (
 					ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2
 				):

@@ -90,7 +90,8 @@ SCRAPE_TIMEOUT_SECONDS = 10
 
 
 class BoundedLabel:
-	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a series count that cannot grow without bound."""
+	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a series count that cannot grow
+	without bound."""
 
 	def __init__(self, limit: int = MAX_LABEL_VALUES):
 		self.limit = limit
@@ -111,7 +112,8 @@ def queue_name(queue_key: str) -> str:
 
 
 class Metrics:
-	"""One process's counters and gauges, in a registry of its own; `schedules` are the names given labels of their own."""
+	"""One process's counters and gauges, in a registry of its own; `schedules` are the names given labels of their
+	own."""
 
 	def __init__(self, process_id: str = "", executor: str = "", schedules: Iterable[str] = ()):
 		# No auto_describe: it would collect (read Redis) when a collector registers.
@@ -258,7 +260,8 @@ class Metrics:
 	# -- firing ----------------------------------------------------------------------------
 
 	def released(self, fires) -> None:
-		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused or quarantined."""
+		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused or
+		quarantined."""
 		series: dict[tuple[str, str], FireCounts] = {}  # this batch's, by the entry's own site and queue key
 		named = self.schedules
 		for fire in fires:
@@ -326,7 +329,8 @@ class Metrics:
 							self.schedule_skipped.labels(site, item.schedule, reason).inc(count)
 
 	def planned(self, plan) -> None:
-		"""Schedules the planner could not plan (`planner.Plan.failed`); its corrupt states count as `State.quarantine` moves them."""
+		"""Schedules the planner could not plan (`planner.Plan.failed`); its corrupt states count as `State.quarantine`
+		moves them."""
 		for bad in plan.failed:
 			self.fire_failures.labels(self.site(bad.site), "plan").inc()
 
@@ -358,7 +362,8 @@ class Metrics:
 		return self.reconcile.labels(kind).time()
 
 	def rpc_command(self, request_type, outcome: str) -> None:
-		"""A popped command; a request type that is not the protocol's counts as "other" (a flood of made-up types adds no series)."""
+		"""A popped command; a request type that is not the protocol's counts as "other" (a flood of made-up types adds
+		no series)."""
 		kind = request_type if request_type in protocol.REQUEST_TYPES else OTHER
 		self.count("rpc_commands")
 		self.rpc.labels(kind, outcome).inc()
@@ -366,7 +371,8 @@ class Metrics:
 	# -- the figures `status` and the Desk print ---------------------------------------------
 
 	def summary(self) -> dict:
-		"""This process's figures since it started, the same a scrape reads (heartbeats carry them to status and the Desk)."""
+		"""This process's figures since it started, the same a scrape reads (heartbeats carry them to status and the
+		Desk)."""
 		lags = [sum(bucket) for bucket in zip(*(counts.buckets for counts in list(self.fire_counts.values())))] or [0]
 		buckets = list(zip((*FIRE_LAG_BUCKETS, float("inf")), accumulate(lags)))
 		with self.lock:
@@ -441,7 +447,8 @@ def quantile_ms(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 class StateCollector:
 	"""The state every process shares, read from Redis when scraped: schedules and invalid rows per site,
-	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed scrape."""
+	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed
+	scrape."""
 
 	def __init__(self, redis_conn, bench_sites: Callable[[], Iterable[str]]):
 		self.redis = redis_conn
@@ -534,7 +541,8 @@ class MetricsServer:
 
 
 def bearer_only(app, token: str):
-	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before it costs a scrape."""
+	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before it costs a
+	scrape."""
 	expected = f"Bearer {token}".encode()
 
 	def serve(environ, start_response):

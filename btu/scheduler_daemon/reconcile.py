@@ -131,7 +131,8 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 
 @dataclass
 class Cycle:
-	"""One pass over a bench's sites, each read once: by `Reconciler.full` at once, by `Reconciler.stagger` a slice a tick."""
+	"""One pass over a bench's sites, each read once: by `Reconciler.full` at once, by `Reconciler.stagger` a slice a
+	tick."""
 
 	sites: list[str] = field(default_factory=list)  # as listed when it began
 	rotation: list[str] = field(init=False)  # not read yet
@@ -141,8 +142,8 @@ class Cycle:
 		self.rotation = list(self.sites)
 
 	def next_slice(self, interval: float) -> tuple[list[str], float]:
-		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS (or `interval`), so that each site is read once per
-		`interval`."""
+		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS (or `interval`), so that each site is read
+		once per `interval`."""
 		tick = max(min(MIN_TICK_SECS, interval), interval / max(len(self.sites), 1))
 		size = max(1, math.ceil(len(self.sites) * tick / interval))
 		names, self.rotation = self.rotation[:size], self.rotation[size:]
@@ -287,7 +288,8 @@ class Reconciler(SiteReconcile):
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
 		without the lock; only then is each site brought in line, one at a time under the lock (a big site a chunk a
-		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole pass."""
+		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole
+		pass."""
 		with self.metrics.reconcile_timer("full"):
 			if self.begin_cycle():
 				names, self.cycle.rotation = self.cycle.rotation, []
@@ -323,9 +325,9 @@ class Reconciler(SiteReconcile):
 		return True
 
 	def reconcile_sites(self, names: list[str]) -> bool:
-		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing.
-		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
-		sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
+		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it
+		nothing. False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would
+		drop the sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites(
 			[self.database(site) for site in sites],
@@ -355,7 +357,8 @@ class Reconciler(SiteReconcile):
 			served = self.cycle.served
 			self.frappe_jobs.keep(served)
 			kept = {name for name in self.site_health.unreadable if site_name_problem(name) is None}
-			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads it.
+			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads
+			# it.
 			for gone in (
 				self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites))
 			):
@@ -450,7 +453,8 @@ class Reconciler(SiteReconcile):
 		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
 		if not names:
 			return
-		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at once.
+		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at
+		# once.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
 			self.apply_rows(
@@ -526,7 +530,8 @@ def compiled(
 	*,
 	active: bool,
 ) -> CompiledSchedule:
-	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state, `cursor_if_changed` from now."""
+	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state,
+	`cursor_if_changed` from now."""
 	return CompiledSchedule(
 		name=row["name"],
 		fingerprint=spec.fingerprint,
@@ -598,7 +603,8 @@ def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: 
 
 
 def row_moment(value, system_tz: str | None) -> datetime | None:
-	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
+	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant; None if
+	unreadable."""
 	try:
 		at = row_instant("modified", value, clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)))
 	except ScheduleError:

@@ -36,7 +36,8 @@ class Replication:
 		self.stale = True  # read again before the next fire (a Redis failure may have been a failover)
 
 	def refresh(self) -> bool:
-		"""Read the master's replication info and set how many replicas the fire writes wait for; True when the master changed."""
+		"""Read the master's replication info and set how many replicas the fire writes wait for; True when the master
+		changed."""
 		try:
 			info = self.redis.info("replication")
 		except redis.exceptions.NoPermissionError as exc:

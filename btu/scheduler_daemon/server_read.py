@@ -49,7 +49,8 @@ READER_PASSWORD_KEY = "btu_db_reader_password"
 BATCH_SITES = 100
 GRANTS_SECONDS = 300.0
 SINGLES_TABLE = "tabSingles"
-# What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has them.
+# What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has
+# them.
 READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE)
 # The reader's SELECT grants, as the server lists them: global, per database (a LIKE pattern) and per table.
 GRANTS_SQL = """
@@ -76,7 +77,8 @@ class ReaderLogin:
 		return cls(user.strip(), str(common_config.get(READER_PASSWORD_KEY) or ""))
 
 	def on_server_of(self, site: Site) -> Site:
-		"""The reader as a Site on `site`'s server with no database of its own: the pools and `connect` take it as any site."""
+		"""The reader as a Site on `site`'s server with no database of its own: the pools and `connect` take it as any
+		site."""
 		config = {key: site.config.get(key) for key in ("db_type", "db_host", "db_port", "db_socket")}
 		config.update(db_user=self.user, db_password=self.password, db_name="", **{READER_MARK: True})
 		return Site(f"db reader {self.user!r}", site.path, config)
@@ -177,8 +179,8 @@ class ServerReader:
 
 	def discover(self, dbs: list[SiteDatabase]) -> None:
 		"""Which tables sites whose tables are not known yet have (a cold start), a query per server: what the reader
-		sees is there. It sees only the tables granted to it, so a site it sees no schedule table of is left unknown, for
-		its own login to look (`SiteDatabase.has_table`), as is any table it does not see."""
+		sees is there. It sees only the tables granted to it, so a site it sees no schedule table of is left unknown,
+		for its own login to look (`SiteDatabase.has_table`), as is any table it does not see."""
 		by_server: dict[Server, list[SiteDatabase]] = {}
 		for db in dbs:
 			by_server.setdefault(db.server, []).append(db)
@@ -220,7 +222,8 @@ class ServerReader:
 		return SiteDatabase(self.login.on_server_of(db.site), self.connections)
 
 	def read(self, batch: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> dict[str, SiteSettings] | None:
-		"""Each site's `site_settings.read` with its checksum, in one query; None when the server refused or failed it."""
+		"""Each site's `site_settings.read` with its checksum, in one query; None when the server refused or failed
+		it."""
 		selects = [self.select_of(db, scheduled_jobs.get(db.site.name, False)) for db in batch]
 		try:
 			rows = self.reader_on(batch[0]).query(" UNION ALL ".join(selects))
@@ -233,7 +236,8 @@ class ServerReader:
 
 	def select_of(self, db: SiteDatabase, scheduled_jobs: bool) -> str:
 		"""The site's part of a batch: its settings query, named by a `site` column, with its values written in (escaped
-		once, when the site's shape changes, not at every read: the reads of a thousand sites are each second's work)."""
+		once, when the site's shape changes, not at every read: the reads of a thousand sites are each second's
+		work)."""
 		shape = (db, scheduled_jobs, db._tables)
 		made = self.selects.get(db.site.name)
 		if made is None or made[0] != shape:
@@ -262,8 +266,8 @@ class ServerReader:
 
 
 def sql_text(value: str) -> str:
-	"""A value as a MariaDB string literal. The values are site names and BTU's constants, with no quote or backslash, so
-	the literal reads the same whatever the server's sql_mode."""
+	"""A value as a MariaDB string literal. The values are site names and BTU's constants, with no quote or backslash,
+	so the literal reads the same whatever the server's sql_mode."""
 	return "'" + escape_string(str(value)) + "'"
 
 

@@ -88,7 +88,8 @@ class SentinelSettings:
 		return Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
 
 	def master_url(self, **options) -> str:
-		"""The current master as a redis:// URL (no user), asked of the sentinels now; MasterNotFoundError if none knows."""
+		"""The current master as a redis:// URL (no user), asked of the sentinels now; MasterNotFoundError if none
+		knows."""
 		host, port = self.sentinel(**options).discover_master(self.service)
 		return f"redis://{'[' + host + ']' if ':' in host else host}:{port}/0"
 

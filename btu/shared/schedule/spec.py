@@ -255,8 +255,9 @@ class ScheduleSpec:
 		return None if slot is None else utc(slot)
 
 	def fire_time(self, slot: datetime) -> datetime:
-		"""`slot` plus its deterministic jitter (always less than the gap to the next slot), and a Once slot's milliseconds:
-		slots are whole seconds, so a Once run_at of 09:00:00.250 is the slot 09:00:00 fired 250 ms into it."""
+		"""`slot` plus its deterministic jitter (always less than the gap to the next slot), and a Once slot's
+		milliseconds: slots are whole seconds, so a Once run_at of 09:00:00.250 is the slot 09:00:00 fired 250 ms into
+		it."""
 		instant = posix_seconds(slot, "slot")
 		moment = utc(instant + self.jitter_of(instant))
 		if self.at_ms and instant == self.at:
@@ -276,8 +277,8 @@ class ScheduleSpec:
 		"""The next n fires after `after` and, among them, the slots exclusions removed (at most n of those).
 
 		Each entry: "at" (UTC; a fire's jitter applied), "mark" ("" a fire, "moved" a fire moved off an
-		excluded day, "skipped" a slot skipped on request, "excluded" a slot on an excluded day, dropped or moved by the policy) and
-		"moved_from" (the local date a moved fire came from, else None).
+		excluded day, "skipped" a slot skipped on request, "excluded" a slot on an excluded day, dropped or moved by the
+		policy) and "moved_from" (the local date a moved fire came from, else None).
 		"""
 		t = posix_seconds(after, "after") + 1
 		slots: list[int] = []
@@ -338,7 +339,8 @@ class ScheduleSpec:
 		grace: timedelta = timedelta(seconds=10),
 		ahead: timedelta = timedelta(0),
 	) -> FirePlan:
-		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
+		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package
+		docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
 
 
