@@ -117,7 +117,8 @@ def check_redis_url(value, where: str) -> None:
 	if not isinstance(value, str) or not is_redis_url(value):
 		shown = repr(mask_url(value)) if isinstance(value, str) else repr(value)
 		raise BenchError(
-			f"{where} = {shown} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
+			f"{where} = {shown} is not a Redis URL; "
+			f"write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
 		)
 
 

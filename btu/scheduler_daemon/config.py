@@ -103,7 +103,8 @@ SETTINGS: tuple[Setting, ...] = (
 		"full_refresh_secs_per_site",
 		0.3,
 		"float",
-		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, when longer than its default (many sites)",
+		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, "
+		"when longer than its default (many sites)",
 		minimum=0,
 		maximum=3600,
 	),
@@ -193,13 +194,15 @@ SETTINGS: tuple[Setting, ...] = (
 		"metrics_bearer_token",
 		None,
 		"str",
-		"a scrape must send 'Authorization: Bearer <this>' (set it in the TOML file: a flag shows in ps, the environment in /proc)",
+		"a scrape must send 'Authorization: Bearer <this>' "
+		"(set it in the TOML file: a flag shows in ps, the environment in /proc)",
 	),
 	Setting(
 		"metrics_allow_unauthenticated",
 		False,
 		"bool",
-		"serve metrics without metrics_bearer_token on an address other than loopback (a network only Prometheus reaches)",
+		"serve metrics without metrics_bearer_token on an address other than loopback "
+		"(a network only Prometheus reaches)",
 	),
 )
 SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}

@@ -108,7 +108,8 @@ class ServerPool:
 				remaining = deadline - time.monotonic()
 				if remaining <= 0:
 					raise PoolTimeout(
-						f"{self.server}: all {self.limit} connections of db_max_connections stayed busy for {self.wait_secs:g} s"
+						f"{self.server}: all {self.limit} connections of db_max_connections "
+						f"stayed busy for {self.wait_secs:g} s"
 					)
 				self.waits += 1
 				self.freed.wait(remaining)

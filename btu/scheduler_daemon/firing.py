@@ -136,7 +136,10 @@ class FirePipeline:
 					acked=acks.acked,
 					wanted=acks.wanted,
 					timeout_ms=self.state.replica_ack_timeout_ms,
-					effect="fired anyway; if the master fails before a replica has them, they are planned again and the task runner refuses a slot it ran",
+					effect=(
+						"fired anyway; if the master fails before a replica has them, "
+						"they are planned again and the task runner refuses a slot it ran"
+					),
 				)
 			self.unacknowledged += len(fires)
 		elif self.unacknowledged:

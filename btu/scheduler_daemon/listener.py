@@ -390,7 +390,10 @@ class CommandListener:
 			reason = (
 				"response_key is missing"
 				if response_key is None
-				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (UTF-8, at most 256 characters)"
+				else (
+					f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} "
+					"(UTF-8, at most 256 characters)"
+				)
 			)
 			return self.reject(reason, **context)
 

@@ -148,13 +148,15 @@ class Metrics:
 		r.register(FireCollector(self.fire_counts))
 		self.skipped = Counter(
 			"btu_fires_skipped_total",
-			"Slots that queued no job, by reason (overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
+			"Slots that queued no job, by reason "
+			"(overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
 			["site", "reason"],
 			registry=r,
 		)
 		self.returned = Counter(
 			"btu_fires_returned_total",
-			"Prepared fires found past the misfire grace at release (no leader at their moment): planned again under the catch-up policy",
+			"Prepared fires found past the misfire grace at release (no leader at their moment): "
+			"planned again under the catch-up policy",
 			["site"],
 			registry=r,
 		)
@@ -172,7 +174,8 @@ class Metrics:
 		)
 		self.quarantined = Counter(
 			"btu_quarantined_total",
-			"Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)",
+			"Wrong values this process moved aside, by what held them "
+			"(schedule_state, prepared_fire, key, command_list)",
 			["what"],
 			registry=r,
 		)
@@ -589,9 +592,9 @@ def exposure_refusal(address: str, token: str | None, allow_unauthenticated: boo
 	if token or allow_unauthenticated or is_loopback(address):
 		return None
 	return (
-		f"metrics_address {address} is reachable from other hosts and metrics_bearer_token is not set; set metrics_bearer_token "
-		f"in the configuration file (Prometheus sends it with authorization: credentials), listen on 127.0.0.1, or set "
-		f"metrics_allow_unauthenticated = true if only Prometheus can reach that network"
+		f"metrics_address {address} is reachable from other hosts and metrics_bearer_token is not set; "
+		"set metrics_bearer_token in the configuration file (Prometheus sends it with authorization: credentials), "
+		"listen on 127.0.0.1, or set metrics_allow_unauthenticated = true if only Prometheus can reach that network"
 	)
 
 

@@ -111,12 +111,14 @@ def concurrency_limit(row: dict) -> int:
 	value = row.get("task_max_concurrent_runs") or 0
 	if not isinstance(value, int) or not 0 <= value <= protocol.MAX_CONCURRENT_RUNS:
 		raise RowError(
-			f"task {row['task']}: max_concurrent_runs {value!r}: give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
+			f"task {row['task']}: max_concurrent_runs {value!r}: "
+			f"give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
 		)
 	if value and not str(row["task"]).isprintable():
 		# Tabs separate the fields of the prepared members that carry it.
 		raise RowError(
-			f"task {row['task']!r}: its name holds control characters (tab, newline, ...), so its concurrency limit cannot apply; rename the task"
+			f"task {row['task']!r}: its name holds control characters (tab, newline, ...), "
+			"so its concurrency limit cannot apply; rename the task"
 		)
 	return value
 

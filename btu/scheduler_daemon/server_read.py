@@ -54,11 +54,16 @@ SINGLES_TABLE = "tabSingles"
 READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE)
 # The reader's SELECT grants, as the server lists them: global, per database (a LIKE pattern) and per table.
 GRANTS_SQL = """
-SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
-UNION ALL SELECT 'database', TABLE_SCHEMA, NULL FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
-UNION ALL SELECT 'table', TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+UNION ALL SELECT 'database', TABLE_SCHEMA, NULL FROM information_schema.SCHEMA_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+UNION ALL SELECT 'table', TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
 """.format(
-	grantee="CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+	grantee=(
+		"CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+	)
 )
 
 
@@ -190,7 +195,8 @@ class ServerReader:
 			wanted = ", ".join(["%s"] * len(KNOWN_TABLES))
 			try:
 				rows = self.reader_on(members[0]).query(
-					f"SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ({listed}) AND TABLE_NAME IN ({wanted})",
+					"SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES "
+					f"WHERE TABLE_SCHEMA IN ({listed}) AND TABLE_NAME IN ({wanted})",
 					(*names, *KNOWN_TABLES),
 				)
 			except DatabaseError as exc:
@@ -261,7 +267,10 @@ class ServerReader:
 			server=str(server),
 			user=self.login.user,
 			error=str(exc.__cause__ or exc),
-			effect="those sites are read on their own logins (slower, nothing lost); run btu-scheduler setup db-reader --apply",
+			effect=(
+				"those sites are read on their own logins (slower, nothing lost); "
+				"run btu-scheduler setup db-reader --apply"
+			),
 		)
 
 

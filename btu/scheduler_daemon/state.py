@@ -123,7 +123,9 @@ class Released:
 	"""One prepared fire whose moment came, and what the release script did with it."""
 
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push: kept prepared)
+	# enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push:
+	# kept prepared)
+	outcome: str
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or its push refused
 
