@@ -31,6 +31,7 @@ import time
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import accumulate
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -89,6 +90,107 @@ MAX_SCRAPES = 4
 SCRAPE_TIMEOUT_SECONDS = 10
 
 
+@dataclass(frozen=True)
+class Family:
+	"""A metric family `Metrics` makes in its registry: its prometheus_client class, name, help, labels and buckets."""
+
+	kind: type
+	name: str
+	documentation: str
+	labels: tuple[str, ...] = ()
+	buckets: tuple[float, ...] = ()
+
+	def make(self, registry: CollectorRegistry):
+		extra = {"buckets": self.buckets} if self.buckets else {}
+		return self.kind(self.name, self.documentation, self.labels, registry=registry, **extra)
+
+
+# `Metrics`' attribute -> its family: the leadership's, then (after the fires' collector) the rest, in that order.
+LEASE_FAMILIES = {
+	"leader": Family(Gauge, "btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)"),
+	"epoch": Family(
+		Gauge,
+		"btu_scheduler_lease_epoch",
+		"Epoch of the lease this process holds, or of the current leader's as a standby last saw it",
+	),
+	"elections": Family(Counter, "btu_leader_elections_total", "Times this process took the leader lease"),
+	"losses": Family(Counter, "btu_leader_losses_total", "Times this process stopped leading, by reason", ("reason",)),
+	"renewals": Family(Counter, "btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ("outcome",)),
+}
+FAMILIES = {
+	"skipped": Family(
+		Counter,
+		"btu_fires_skipped_total",
+		"Slots that queued no job, by reason "
+		"(overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
+		("site", "reason"),
+	),
+	"returned": Family(
+		Counter,
+		"btu_fires_returned_total",
+		"Prepared fires found past the misfire grace at release (no leader at their moment): "
+		"planned again under the catch-up policy",
+		("site",),
+	),
+	"push_refused": Family(
+		Counter,
+		"btu_fires_push_refused_total",
+		"Pushes a queue refused (the fire stays prepared and is tried again)",
+		("site", "queue"),
+	),
+	"fire_failures": Family(
+		Counter,
+		"btu_fire_failures_total",
+		"Schedules that could not be planned or prepared, by stage (plan, prepare)",
+		("site", "stage"),
+	),
+	"quarantined": Family(
+		Counter,
+		"btu_quarantined_total",
+		"Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)",
+		("what",),
+	),
+	"redis_errors": Family(
+		Counter,
+		"btu_redis_errors_total",
+		"Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)",
+		("kind",),
+	),
+	"database_errors": Family(
+		Counter, "btu_database_errors_total", "Reconciles that found a site's database unreachable", ("site",)
+	),
+	"reconcile": Family(
+		Histogram,
+		"btu_reconcile_duration_seconds",
+		"Seconds a reconcile took: full (every site) or schedules (named by RPC)",
+		("kind",),
+		RECONCILE_BUCKETS,
+	),
+	"rpc": Family(
+		Counter,
+		"btu_rpc_commands_total",
+		"RPC commands popped, by request type and outcome (accepted, rejected, crashed)",
+		("request_type", "outcome"),
+	),
+	"schedule_fires": Family(
+		Counter, "btu_schedule_fires_total", "Fires of the schedules named in metrics_schedules", ("site", "schedule")
+	),
+	"schedule_lag": Family(
+		Histogram,
+		"btu_schedule_fire_lag_seconds",
+		"Fire lag of the schedules named in metrics_schedules",
+		("site", "schedule"),
+		FIRE_LAG_BUCKETS,
+	),
+	"schedule_skipped": Family(
+		Counter,
+		"btu_schedule_skipped_total",
+		"Skipped slots of the schedules named in metrics_schedules",
+		("site", "schedule", "reason"),
+	),
+}
+
+
 class BoundedLabel:
 	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a series count that cannot grow
 	without bound."""
@@ -127,99 +229,14 @@ class Metrics:
 		Info("btu_scheduler", "This scheduler process", registry=r).info(
 			{"process": process_id, "version": __version__, "executor": executor, "host": socket.gethostname()}
 		)
-		self.leader = Gauge(
-			"btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)", registry=r
-		)
-		self.epoch = Gauge(
-			"btu_scheduler_lease_epoch",
-			"Epoch of the lease this process holds, or of the current leader's as a standby last saw it",
-			registry=r,
-		)
-		self.elections = Counter("btu_leader_elections_total", "Times this process took the leader lease", registry=r)
-		self.losses = Counter(
-			"btu_leader_losses_total", "Times this process stopped leading, by reason", ["reason"], registry=r
-		)
-		self.renewals = Counter(
-			"btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ["outcome"], registry=r
-		)
+		for attribute, family in LEASE_FAMILIES.items():
+			setattr(self, attribute, family.make(r))
 		# Fires and their lag are counted by the fire path in plain lists and exported by `FireCollector`: a locked
 		# Counter.inc and Histogram.observe per fire cost 2.4 us of the leader's CPU, these lists under 0.5 us.
 		self.fire_counts: dict[tuple[str, str], FireCounts] = {}
 		r.register(FireCollector(self.fire_counts))
-		self.skipped = Counter(
-			"btu_fires_skipped_total",
-			"Slots that queued no job, by reason "
-			"(overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
-			["site", "reason"],
-			registry=r,
-		)
-		self.returned = Counter(
-			"btu_fires_returned_total",
-			"Prepared fires found past the misfire grace at release (no leader at their moment): "
-			"planned again under the catch-up policy",
-			["site"],
-			registry=r,
-		)
-		self.push_refused = Counter(
-			"btu_fires_push_refused_total",
-			"Pushes a queue refused (the fire stays prepared and is tried again)",
-			["site", "queue"],
-			registry=r,
-		)
-		self.fire_failures = Counter(
-			"btu_fire_failures_total",
-			"Schedules that could not be planned or prepared, by stage (plan, prepare)",
-			["site", "stage"],
-			registry=r,
-		)
-		self.quarantined = Counter(
-			"btu_quarantined_total",
-			"Wrong values this process moved aside, by what held them "
-			"(schedule_state, prepared_fire, key, command_list)",
-			["what"],
-			registry=r,
-		)
-		self.redis_errors = Counter(
-			"btu_redis_errors_total",
-			"Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)",
-			["kind"],
-			registry=r,
-		)
-		self.database_errors = Counter(
-			"btu_database_errors_total", "Reconciles that found a site's database unreachable", ["site"], registry=r
-		)
-		self.reconcile = Histogram(
-			"btu_reconcile_duration_seconds",
-			"Seconds a reconcile took: full (every site) or schedules (named by RPC)",
-			["kind"],
-			buckets=RECONCILE_BUCKETS,
-			registry=r,
-		)
-		self.rpc = Counter(
-			"btu_rpc_commands_total",
-			"RPC commands popped, by request type and outcome (accepted, rejected, crashed)",
-			["request_type", "outcome"],
-			registry=r,
-		)
-		self.schedule_fires = Counter(
-			"btu_schedule_fires_total",
-			"Fires of the schedules named in metrics_schedules",
-			["site", "schedule"],
-			registry=r,
-		)
-		self.schedule_lag = Histogram(
-			"btu_schedule_fire_lag_seconds",
-			"Fire lag of the schedules named in metrics_schedules",
-			["site", "schedule"],
-			buckets=FIRE_LAG_BUCKETS,
-			registry=r,
-		)
-		self.schedule_skipped = Counter(
-			"btu_schedule_skipped_total",
-			"Skipped slots of the schedules named in metrics_schedules",
-			["site", "schedule", "reason"],
-			registry=r,
-		)
+		for attribute, family in FAMILIES.items():
+			setattr(self, attribute, family.make(r))
 		# What `summary` reports, counted beside the registry so that a heartbeat on the firing loop reads a few
 		# integers instead of collecting every series. The listener and reconciler threads count too: hence the lock.
 		self.lock = threading.Lock()
