@@ -343,16 +343,7 @@ class State:
 	def check_types(self, sites: set[str]) -> list[str]:
 		"""Move aside every key of BTU's (global, and the sites') that holds another type than BTU writes there;
 		the keys moved. What a site's schedule set held is compiled again from the rows."""
-		expected = global_types()
-		for site in sites:
-			expected.update(
-				{
-					protocol.site_schedules_key(site): "set",
-					protocol.counters_key(site): "hash",
-					protocol.invalid_rows_key(site): "hash",
-					protocol.recent_fires_key(site): "list",
-				}
-			)
+		expected = expected_types(sites)
 		with self.redis.pipeline(transaction=False) as pipe:
 			for key in expected:
 				pipe.type(key)
@@ -522,19 +513,7 @@ class State:
 				pipe.hmget(protocol.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
 				pipe.get(protocol.definition_key(entry.site, entry.schedule))
 			replies = pipe.execute(raise_on_error=False)
-		out: list[dict | Exception] = []
-		for values, definition in zip(replies[::2], replies[1::2]):
-			error = next((reply for reply in (values, definition) if isinstance(reply, Exception)), None)
-			if error is not None:
-				if not isinstance(error, redis.ResponseError) or not is_wrong_type(error):
-					raise error
-				out.append(error)
-				continue
-			state = {field: text(v) for field, v in zip(STATE_FIELDS, values)}
-			if definition is not None:
-				state["spec"], _, state["job"] = text(definition).partition("\n")
-			out.append(state)
-		return out
+		return states_of(replies)
 
 	def record_fires(self, fires: list[tuple[str, dict]]) -> None:
 		"""Add (site, fire_record) pairs to each site's recent fires, keeping the newest RECENT_FIRES.
@@ -626,6 +605,39 @@ def global_types() -> dict[str, str]:
 PURGE_CHUNK = 100
 # Schedules checked per audit script: about 2 µs of Redis each.
 AUDIT_CHUNK = 1000
+
+
+def expected_types(sites: set[str]) -> dict[str, str]:
+	"""The type each key of BTU's holds: the global keys' and those of `sites`."""
+	expected = global_types()
+	for site in sites:
+		expected.update(
+			{
+				protocol.site_schedules_key(site): "set",
+				protocol.counters_key(site): "hash",
+				protocol.invalid_rows_key(site): "hash",
+				protocol.recent_fires_key(site): "list",
+			}
+		)
+	return expected
+
+
+def states_of(replies: list) -> list[dict | Exception]:
+	"""`State.read`'s pipeline replies (each schedule's state fields, then its definition) as each schedule's state,
+	or the wrong-type error reading it raised; any other error is raised."""
+	out: list[dict | Exception] = []
+	for values, definition in zip(replies[::2], replies[1::2]):
+		error = next((reply for reply in (values, definition) if isinstance(reply, Exception)), None)
+		if error is not None:
+			if not isinstance(error, redis.ResponseError) or not is_wrong_type(error):
+				raise error
+			out.append(error)
+			continue
+		state = {field: text(v) for field, v in zip(STATE_FIELDS, values)}
+		if definition is not None:
+			state["spec"], _, state["job"] = text(definition).partition("\n")
+		out.append(state)
+	return out
 
 
 def upsert_keys(site: str, name: str) -> list[str]:
