@@ -215,12 +215,10 @@ class Reconciler(SiteReconcile):
 		self.wake = wake  # callable telling every process the state changed
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
-		self.reader = reader_for(
-			self.bench.common_config, self.connections, None
-		)  # many sites a query, when the bench has one
-		self.seen: dict[
-			str, dict[str, tuple[str, str]]
-		] = {}  # site -> schedule -> (row version, site context) compiled
+		# Many sites a query, when the bench has one.
+		self.reader = reader_for(self.bench.common_config, self.connections, None)
+		# site -> schedule -> (row version, site context) compiled
+		self.seen: dict[str, dict[str, tuple[str, str]]] = {}
 		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
 		self.site_health = SiteHealth(self.metrics)
@@ -233,9 +231,8 @@ class Reconciler(SiteReconcile):
 		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
 		self.lock = ReconcileLock()
 		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
-		self.touched: dict[
-			str, set[str]
-		] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
+		# site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
+		self.touched: dict[str, set[str]] = {}
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -359,8 +356,7 @@ class Reconciler(SiteReconcile):
 			served = self.cycle.served
 			self.frappe_jobs.keep(served)
 			kept = {name for name in self.site_health.unreadable if site_name_problem(name) is None}
-			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads
-			# it.
+			# A site made after the cycle began (its state came by RPC) was not read in it: the next cycle reads it.
 			for gone in (
 				self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites))
 			):
@@ -382,16 +378,7 @@ class Reconciler(SiteReconcile):
 		mended, moved = self.state.audit(members)
 		if moved:
 			self.metrics.quarantine("schedule_state", moved)
-		if mended or moved or moved_keys:
-			log_event(
-				logger,
-				logging.WARNING,
-				"state_mended",
-				due_entries=mended,
-				states_moved_aside=moved,
-				keys_moved_aside=",".join(moved_keys),
-				effect="due entries put right; what was moved aside is rebuilt from the database rows",
-			)
+		log_mended(mended, moved, moved_keys)
 
 	# -- some schedules, for RPC commands ------------------------------------------
 
@@ -455,13 +442,11 @@ class Reconciler(SiteReconcile):
 		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
 		if not names:
 			return
-		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at
-		# once.
+		# In chunks (APPLY_CHUNK): a site with 100k schedules costs the memory of one chunk, not of all its rows.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			self.apply_rows(
-				site, read, *read_chunk(read, names[start : start + APPLY_CHUNK], in_state, self.clock()), versions
-			)
+			chunk = names[start : start + APPLY_CHUNK]
+			self.apply_rows(site, read, *read_chunk(read, chunk, in_state, self.clock()), versions)
 		self.wake()
 
 	def apply_rows(
@@ -481,11 +466,7 @@ class Reconciler(SiteReconcile):
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz, site)
 				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
-				invalid[name] = (
-					str(exc)
-					if isinstance(exc, (ScheduleError, RowError))
-					else f"cannot be scheduled: {type(exc).__name__}: {exc}"
-				)
+				invalid[name] = row_problem(exc)
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
 				self.state.remove(site.name, name)
 				continue
@@ -502,6 +483,28 @@ class Reconciler(SiteReconcile):
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
+
+
+def row_problem(exc: Exception) -> str:
+	"""Why a row cannot be scheduled, as its site's invalid rows list it: a schedule's or row's own error as it reads,
+	anything else named with its class."""
+	if isinstance(exc, (ScheduleError, RowError)):
+		return str(exc)
+	return f"cannot be scheduled: {type(exc).__name__}: {exc}"
+
+
+def log_mended(mended: int, moved: int, moved_keys: list[str]) -> None:
+	"""One line when an audit found anything wrong: due entries put right, states and keys moved aside."""
+	if mended or moved or moved_keys:
+		log_event(
+			logger,
+			logging.WARNING,
+			"state_mended",
+			due_entries=mended,
+			states_moved_aside=moved,
+			keys_moved_aside=",".join(moved_keys),
+			effect="due entries put right; what was moved aside is rebuilt from the database rows",
+		)
 
 
 def log_refused(site: str, names: list[str], logged: set[tuple[str, str]]) -> None:
