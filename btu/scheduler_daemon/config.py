@@ -265,8 +265,7 @@ class Config:
 		return Bench.load(self.bench)
 
 	def connections(self):
-		"""The database connections these settings bound: db_max_connections per server, closed after db_idle_secs
-		unused."""
+		"""The database connections these bound: db_max_connections per server, closed after db_idle_secs unused."""
 		from btu.scheduler_daemon.connections import Connections
 		from btu.scheduler_daemon.database import connect
 

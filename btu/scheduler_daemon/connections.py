@@ -45,8 +45,7 @@ class Server:
 
 
 def login(site: Site) -> tuple:
-	"""What a connection was opened with: a site whose credentials changed never gets a connection opened with the
-	old."""
+	"""What a connection was opened with: a site whose credentials changed never gets one opened with the old."""
 	params = site.db_params
 	return (params["database"], params["user"], params["password"], params["host"], params["port"], params["socket"])
 

@@ -118,8 +118,7 @@ class FirePipeline:
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
 
 	def note_acks(self, acks: Acks, fires: list[tuple[str, str, int]]) -> None:
-		"""Log when replicas stop acknowledging fire writes (first fire named) and when they acknowledge again (with the
-		count)."""
+		"""Log when replicas stop acknowledging fire writes (the first fire named) and when they resume (the count)."""
 		if not fires:
 			return
 		if acks.short:

@@ -126,8 +126,7 @@ def effective_socket_timeout(redis_client: redis.Redis) -> float | None:
 
 
 class RejectionLog:
-	"""The rpc_rejected lines: at most `limit` per `window` seconds, then one rpc_rejected_suppressed line counting the
-	rest."""
+	"""The rpc_rejected lines: at most `limit` a `window` seconds, then one rpc_rejected_suppressed for the rest."""
 
 	def __init__(self, process_id: str, limit: int, window: float):
 		self.process_id = process_id
@@ -300,8 +299,7 @@ class CommandListener:
 		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
 
 	def quarantine(self, key: str, reason: str) -> None:
-		"""Move a key holding a wrong value aside (lua/guard.lua), logged; a failure to do so is the next BRPOP's to
-		report."""
+		"""Move a key holding a wrong value aside (lua/guard.lua), logged; if that fails, the next BRPOP reports it."""
 		try:
 			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
 			self.metrics.quarantine("command_list")
@@ -501,8 +499,7 @@ class CommandListener:
 	def reject(
 		self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any
 	) -> Rejection:
-		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or
-		None)."""
+		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (checked, or None)."""
 		self.rejections.log(reason, response_key is not None, **context)
 		return Rejection(response_key, protocol.make_error(reason, reply_type))
 

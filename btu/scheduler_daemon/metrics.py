@@ -192,8 +192,7 @@ FAMILIES = {
 
 
 class BoundedLabel:
-	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a series count that cannot grow
-	without bound."""
+	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a bounded series count."""
 
 	def __init__(self, limit: int = MAX_LABEL_VALUES):
 		self.limit = limit
@@ -214,8 +213,7 @@ def queue_name(queue_key: str) -> str:
 
 
 class Metrics:
-	"""One process's counters and gauges, in a registry of its own; `schedules` are the names given labels of their
-	own."""
+	"""One process's counters and gauges, in a registry of its own; `schedules`: the names given labels of their own."""
 
 	def __init__(self, process_id: str = "", executor: str = "", schedules: Iterable[str] = ()):
 		# No auto_describe: it would collect (read Redis) when a collector registers.
@@ -280,8 +278,7 @@ class Metrics:
 	# -- firing ----------------------------------------------------------------------------
 
 	def released(self, fires) -> None:
-		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused or
-		quarantined."""
+		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused, quarantined."""
 		series: dict[tuple[str, str], FireCounts] = {}  # this batch's, by the entry's own site and queue key
 		named = self.schedules
 		for fire in fires:
@@ -349,8 +346,7 @@ class Metrics:
 							self.schedule_skipped.labels(site, item.schedule, reason).inc(count)
 
 	def planned(self, plan) -> None:
-		"""Schedules the planner could not plan (`planner.Plan.failed`); its corrupt states count as `State.quarantine`
-		moves them."""
+		"""Schedules not planned (`planner.Plan.failed`); corrupt states count as `State.quarantine` moves them."""
 		for bad in plan.failed:
 			self.fire_failures.labels(self.site(bad.site), "plan").inc()
 
@@ -382,8 +378,7 @@ class Metrics:
 		return self.reconcile.labels(kind).time()
 
 	def rpc_command(self, request_type, outcome: str) -> None:
-		"""A popped command; a request type that is not the protocol's counts as "other" (a flood of made-up types adds
-		no series)."""
+		"""A popped command; a request type not the protocol's counts as "other" (made-up types add no series)."""
 		kind = request_type if request_type in protocol.REQUEST_TYPES else OTHER
 		self.count("rpc_commands")
 		self.rpc.labels(kind, outcome).inc()
@@ -391,8 +386,7 @@ class Metrics:
 	# -- the figures `status` and the Desk print ---------------------------------------------
 
 	def summary(self) -> dict:
-		"""This process's figures since it started, the same a scrape reads (heartbeats carry them to status and the
-		Desk)."""
+		"""This process's figures since it started, as scraped (heartbeats carry them to status and the Desk)."""
 		lags = [sum(bucket) for bucket in zip(*(counts.buckets for counts in list(self.fire_counts.values())))] or [0]
 		buckets = list(zip((*FIRE_LAG_BUCKETS, float("inf")), accumulate(lags)))
 		with self.lock:
@@ -561,8 +555,7 @@ class MetricsServer:
 
 
 def bearer_only(app, token: str):
-	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before it costs a
-	scrape."""
+	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before a scrape."""
 	expected = f"Bearer {token}".encode()
 
 	def serve(environ, start_response):

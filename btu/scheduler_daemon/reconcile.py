@@ -133,8 +133,7 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 
 @dataclass
 class Cycle:
-	"""One pass over a bench's sites, each read once: by `Reconciler.full` at once, by `Reconciler.stagger` a slice a
-	tick."""
+	"""One pass over a bench's sites, each read once: all at once by `Reconciler.full`, a slice a tick by `stagger`."""
 
 	sites: list[str] = field(default_factory=list)  # as listed when it began
 	rotation: list[str] = field(init=False)  # not read yet
@@ -608,8 +607,7 @@ def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: 
 
 
 def row_moment(value, system_tz: str | None) -> datetime | None:
-	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant; None if
-	unreadable."""
+	"""A Datetime column (naive in the site's zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
 	try:
 		at = row_instant("modified", value, clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)))
 	except ScheduleError:

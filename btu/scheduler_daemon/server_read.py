@@ -82,8 +82,7 @@ class ReaderLogin:
 		return cls(user.strip(), str(common_config.get(READER_PASSWORD_KEY) or ""))
 
 	def on_server_of(self, site: Site) -> Site:
-		"""The reader as a Site on `site`'s server with no database of its own: the pools and `connect` take it as any
-		site."""
+		"""The reader as a Site on `site`'s server with no database: the pools and `connect` take it as any site."""
 		config = {key: site.config.get(key) for key in ("db_type", "db_host", "db_port", "db_socket")}
 		config.update(db_user=self.user, db_password=self.password, db_name="", **{READER_MARK: True})
 		return Site(f"db reader {self.user!r}", site.path, config)
@@ -228,8 +227,7 @@ class ServerReader:
 		return SiteDatabase(self.login.on_server_of(db.site), self.connections)
 
 	def read(self, batch: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> dict[str, SiteSettings] | None:
-		"""Each site's `site_settings.read` with its checksum, in one query; None when the server refused or failed
-		it."""
+		"""Each site's `site_settings.read` with its checksum, in one query; None if the server refused or failed it."""
 		selects = [self.select_of(db, scheduled_jobs.get(db.site.name, False)) for db in batch]
 		try:
 			rows = self.reader_on(batch[0]).query(" UNION ALL ".join(selects))

@@ -286,8 +286,7 @@ class Release:
 
 class State:
 	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500, on_quarantine=None):
-		"""`on_quarantine(what)` hears of each value this moves aside: "schedule_state" or "key" (metrics count
-		them)."""
+		"""`on_quarantine(what)` hears of each value this moves aside, "schedule_state" or "key" (for the metrics)."""
 		self.redis = redis_conn
 		self.on_quarantine = on_quarantine or (lambda what: None)
 		# Replicas each release waits for (`replication.Replication` sets it from those connected).
@@ -310,8 +309,7 @@ class State:
 	# -- wrong values ---------------------------------------------------------------------
 
 	def quarantine(self, key: str, reason: str, *, site: str | None = None, schedule: str | None = None) -> None:
-		"""Move `key` aside with the reason; with a schedule, also take it off the due set and rebuild it from its
-		row."""
+		"""Move `key` aside with the reason; a schedule's is also taken off the due set and rebuilt from its row."""
 		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
 		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
 		self.changes += 1
@@ -359,8 +357,7 @@ class State:
 		return moved
 
 	def take_resync(self) -> set[str]:
-		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the database, taken off the
-		set."""
+		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the rows, taken off the set."""
 		members = self.guarded(protocol.RESYNC_KEY, lambda: self.redis.spop(protocol.RESYNC_KEY, 10_000))
 		return {text(m) for m in members or []}
 

@@ -54,8 +54,7 @@ def iso(ms: int | float | None) -> str | None:
 
 @dataclass(frozen=True)
 class Acks:
-	"""The leader's acknowledgements that it fires sites' Frappe Scheduled Job Types
-	(`protocol.frappe_jobs_ack_key`)."""
+	"""The leader's acks that it fires sites' Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`)."""
 
 	keys: frozenset[str]  # written again, each with the lease token as value and `ttl_secs` to live
 	dropped: frozenset[str]  # written before and not fired now: deleted, so Frappe's tick fires them at once
@@ -76,8 +75,7 @@ class SharedRedisWatch:
 		self.next_check = 0.0
 
 	def bench(self) -> dict:
-		"""{id, path, namespace, sites}: its sites' databases sampled (`liveness.site_sample`), read again every
-		IDENTITY_SECONDS."""
+		"""{id, path, namespace, sites}: its sites' databases (`liveness.site_sample`), read every IDENTITY_SECONDS."""
 		if time.monotonic() >= self.identity_until:
 			self.identity_until = time.monotonic() + IDENTITY_SECONDS
 			try:
@@ -127,8 +125,7 @@ class FrappeJobAcks:
 		self.ttl_secs = int(max(protocol.FRAPPE_JOBS_ACK_TTL_SECONDS, lease_ttl_secs * 3))
 
 	def next(self, keys: frozenset[str], lease) -> Acks:
-		"""What this heartbeat writes: `keys`, and deletes those written before and not now; nothing without a valid
-		lease."""
+		"""What this heartbeat writes (`keys`) and deletes (written before, not now); nothing without a valid lease."""
 		if not lease.valid():
 			self.written = frozenset()
 			return Acks(frozenset(), frozenset(), "", self.ttl_secs)

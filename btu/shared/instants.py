@@ -37,8 +37,7 @@ def format_utc_iso(moment: datetime, *, milliseconds: bool = False) -> str:
 
 @lru_cache(maxsize=4096)
 def slot_text(slot: datetime) -> str:
-	"""A slot as UTC ISO 8601 with Z, with milliseconds only when it has a fraction; cached, as schedules share
-	slots."""
+	"""A slot as UTC ISO 8601 with Z, with milliseconds only if it has a fraction; cached, as schedules share slots."""
 	return format_utc_iso(slot, milliseconds=bool(slot.microsecond))
 
 

@@ -264,8 +264,7 @@ class ExcludingRule(Rule):
 		return None
 
 	def moved_from(self, slot: int) -> int | None:
-		"""The local day a slot was moved from (the nearest excluded day with a slot at its wall time); None for a
-		regular slot."""
+		"""The local day a slot was moved from (the nearest excluded day with a slot at its wall time), else None."""
 		if not self.move or not self.excluded:
 			return None
 		day = self.day_of(slot)

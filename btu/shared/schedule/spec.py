@@ -323,8 +323,7 @@ class ScheduleSpec:
 		grace: timedelta = timedelta(seconds=10),
 		ahead: timedelta = timedelta(0),
 	) -> FirePlan:
-		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package
-		docstring."""
+		"""Which slots to fire at `now`, due if their fire time is at most `ahead` away; see the package docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
 
 
