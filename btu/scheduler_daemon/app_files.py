@@ -102,7 +102,8 @@ class AppFiles:
 				"function_string",
 				target.path,
 				_(
-					"app {app} is listed in {apps_txt} but {package} does not exist; get the app into apps/ (bench get-app)"
+					"app {app} is listed in {apps_txt} but {package} does not exist; "
+					"get the app into apps/ (bench get-app)"
 				),
 				app=target.app,
 				apps_txt=self.apps_txt,
@@ -159,7 +160,8 @@ class AppFiles:
 				"function_string",
 				target.path,
 				_(
-					"btu_tasks in {hooks} must be a literal list of strings (the scheduler reads hooks.py without running it); "
+					"btu_tasks in {hooks} must be a literal list of strings "
+					"(the scheduler reads hooks.py without running it); "
 					'write it as btu_tasks = ["{app}.tasks.*"]'
 				),
 				hooks=self.package(target.app) / "hooks.py",

@@ -117,7 +117,8 @@ def check_redis_url(value, where: str) -> None:
 	if not isinstance(value, str) or not is_redis_url(value):
 		shown = repr(mask_url(value)) if isinstance(value, str) else repr(value)
 		raise BenchError(
-			f"{where} = {shown} is not a Redis URL; write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
+			f"{where} = {shown} is not a Redis URL; "
+			f"write it as redis://HOST:PORT (schemes {', '.join(REDIS_URL_SCHEMES)})"
 		)
 
 
@@ -192,7 +193,7 @@ class Site:
 
 	@property
 	def bench_id(self) -> str:
-		"""`frappe.utils.get_bench_id` inside this site, whose conf has site_config.json over common_site_config.json."""
+		"""`frappe.utils.get_bench_id` inside this site: its conf has site_config.json over common_site_config.json."""
 		return frappe_bench_id(self.config, self.path.parent.parent)
 
 	@property
@@ -292,7 +293,7 @@ class Bench:
 
 	@cached_property
 	def sentinel(self) -> SentinelSettings | None:
-		"""Frappe's Sentinel settings for the queue Redis, when `redis_queue_sentinel_enabled` (Bench.load checked them)."""
+		"""Frappe's Sentinel settings for the queue Redis if `redis_queue_sentinel_enabled` (checked by Bench.load)."""
 		return SentinelSettings.from_config(self.common_config, self.sites_path / "common_site_config.json")
 
 	@property

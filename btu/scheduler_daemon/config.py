@@ -37,7 +37,8 @@ SECRET_KEYS = frozenset({"redis_url"})
 # Secrets that are no URL: shown as MASK whole.
 TOKEN_KEYS = frozenset({"metrics_bearer_token"})
 MASK = "***"
-# Each name in metrics_schedules is a series set of its own: a short list, or the cardinality is the operator's to regret.
+# Each name in metrics_schedules is a series set of its own: a short list, or the cardinality is the operator's to
+# regret.
 MAX_METRICS_SCHEDULES = 100
 HOSTNAME = re.compile(
 	r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
@@ -102,7 +103,8 @@ SETTINGS: tuple[Setting, ...] = (
 		"full_refresh_secs_per_site",
 		0.3,
 		"float",
-		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, when longer than its default (many sites)",
+		"while full_refresh_interval_secs is not set: seconds a site of a full re-read, "
+		"when longer than its default (many sites)",
 		minimum=0,
 		maximum=3600,
 	),
@@ -192,13 +194,15 @@ SETTINGS: tuple[Setting, ...] = (
 		"metrics_bearer_token",
 		None,
 		"str",
-		"a scrape must send 'Authorization: Bearer <this>' (set it in the TOML file: a flag shows in ps, the environment in /proc)",
+		"a scrape must send 'Authorization: Bearer <this>' "
+		"(set it in the TOML file: a flag shows in ps, the environment in /proc)",
 	),
 	Setting(
 		"metrics_allow_unauthenticated",
 		False,
 		"bool",
-		"serve metrics without metrics_bearer_token on an address other than loopback (a network only Prometheus reaches)",
+		"serve metrics without metrics_bearer_token on an address other than loopback "
+		"(a network only Prometheus reaches)",
 	),
 )
 SETTINGS_BY_KEY = {setting.key: setting for setting in SETTINGS}
@@ -235,10 +239,10 @@ class Config:
 	config_file_found: bool = False
 
 	def refresh_interval(self, sites: int) -> float:
-		"""Seconds in which a staggered cycle reads every site once: `full_refresh_interval_secs` where it is set; by default
-		a minute, or `full_refresh_secs_per_site` a site on a bench of more sites than that reads at this pace. Edits arrive
-		at once by RPC; the cycle is the safety net for what SQL changed, and a thousand sites read every minute were most
-		of an idle scheduler's CPU."""
+		"""Seconds in which a staggered cycle reads every site once: `full_refresh_interval_secs` where it is set; by
+		default a minute, or `full_refresh_secs_per_site` a site on a bench of more sites than that reads at this pace.
+		Edits arrive at once by RPC; the cycle is the safety net for what SQL changed, and a thousand sites read every
+		minute were most of an idle scheduler's CPU."""
 		if self.sources.get("full_refresh_interval_secs", "default") != "default":
 			return self.full_refresh_interval_secs
 		return max(self.full_refresh_interval_secs, self.full_refresh_secs_per_site * sites)
@@ -261,7 +265,7 @@ class Config:
 		return Bench.load(self.bench)
 
 	def connections(self):
-		"""The database connections these settings bound: db_max_connections per server, closed after db_idle_secs unused."""
+		"""The database connections these bound: db_max_connections per server, closed after db_idle_secs unused."""
 		from btu.scheduler_daemon.connections import Connections
 		from btu.scheduler_daemon.database import connect
 

@@ -45,7 +45,7 @@ class Server:
 
 
 def login(site: Site) -> tuple:
-	"""What a connection was opened with: a site whose credentials changed never gets a connection opened with the old."""
+	"""What a connection was opened with: a site whose credentials changed never gets one opened with the old."""
 	params = site.db_params
 	return (params["database"], params["user"], params["password"], params["host"], params["port"], params["socket"])
 
@@ -107,7 +107,8 @@ class ServerPool:
 				remaining = deadline - time.monotonic()
 				if remaining <= 0:
 					raise PoolTimeout(
-						f"{self.server}: all {self.limit} connections of db_max_connections stayed busy for {self.wait_secs:g} s"
+						f"{self.server}: all {self.limit} connections of db_max_connections "
+						f"stayed busy for {self.wait_secs:g} s"
 					)
 				self.waits += 1
 				self.freed.wait(remaining)

@@ -84,7 +84,7 @@ READER_MARK = "btu_db_reader"
 
 
 def connect(site: Site, connect_timeout: float = 5.0):
-	"""A new autocommit connection to the site's database: PyMySQL for MariaDB, psycopg2 for PostgreSQL, as Frappe uses."""
+	"""A new autocommit connection to a site's database: PyMySQL for MariaDB, psycopg2 for Postgres, as Frappe uses."""
 	params = site.db_params
 	# The bench's reader login (`server_read`) reads many sites' databases by their names, so it opens none.
 	if not params["database"] and not site.config.get(READER_MARK):
@@ -143,7 +143,7 @@ class SiteDatabase:
 
 	@property
 	def server(self) -> Server | None:
-		"""The server whose connections the site shares; None when its config cannot say (its reads fail, naming why)."""
+		"""The server whose connections the site shares; None if its config cannot say (its reads fail, naming why)."""
 		try:
 			return Server.of(self.site)
 		except (TypeError, ValueError):
@@ -222,7 +222,7 @@ class SiteDatabase:
 		return self.query(f"{sql} WHERE s.{q('name')} {_in(names)}", tuple(names))
 
 	def _chunked(self, names: list[str], sql, extra: tuple = (), names_last: bool = False) -> list[dict[str, Any]]:
-		"""The rows of `sql(chunk)` (SQL whose parameters are the chunk's names, then `extra`; `names_last`: `extra` first)
+		"""Rows of `sql(chunk)` (SQL whose parameters are the chunk's names, then `extra`; `names_last`: `extra` first)
 		for 1,000 names at a time."""
 		rows: list[dict[str, Any]] = []
 		for start in range(0, len(names), 1000):
@@ -236,9 +236,15 @@ class SiteDatabase:
 		tables of KNOWN_TABLES are read together, one query for all."""
 		if self._tables is None or table not in self._tables:
 			if self.postgres:
-				sql = "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_name "
+				sql = (
+					"SELECT table_name AS name FROM information_schema.tables "
+					"WHERE table_schema = current_schema() AND table_name "
+				)
 			else:
-				sql = "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name "
+				sql = (
+					"SELECT table_name AS name FROM information_schema.tables "
+					"WHERE table_schema = DATABASE() AND table_name "
+				)
 			wanted = tuple(dict.fromkeys((*KNOWN_TABLES, table)))
 			self._tables = frozenset(
 				row.get("name") or row.get("NAME") or row.get("TABLE_NAME")
@@ -252,7 +258,8 @@ class SiteDatabase:
 	def single_value(self, doctype: str, field: str) -> str | None:
 		"""`frappe.db.get_single_value` as stored: the text in `tabSingles`, None when never saved."""
 		rows = self.query(
-			f"SELECT {self._quote('value')} AS value FROM {self._quote('tabSingles')} WHERE doctype = %s AND field = %s",
+			f"SELECT {self._quote('value')} AS value FROM {self._quote('tabSingles')} "
+			"WHERE doctype = %s AND field = %s",
 			(doctype, field),
 		)
 		return rows[0]["value"] if rows else None
@@ -291,7 +298,8 @@ class SiteDatabase:
 		return self.has_table(REQUEST_TABLE)
 
 	def _requests_sql(self, columns: str, qualified: bool = False) -> tuple[str, tuple]:
-		"""`SELECT columns` over every pending run request, joined with its task as `t` and its schedule as `s`, and its parameters."""
+		"""`SELECT columns` over every pending run request, joined with its task as `t` and its schedule as `s`, and its
+		parameters."""
 		q, t = self._quote, lambda table: self._table(table, qualified)
 		return (
 			f"SELECT {columns} FROM {t(REQUEST_TABLE)} r LEFT JOIN {t(TASK_TABLE)} t ON t.{q('name')} = r.{q('task')} "
@@ -372,7 +380,8 @@ class SiteDatabase:
 			calendars,
 			lambda chunk: (
 				f"SELECT {q('parent')} AS calendar, {q('date')} AS day FROM {q(CALENDAR_DATE_TABLE)} "
-				f"WHERE {q('parenttype')} = 'BTU Calendar' AND {q('parent')} {_in(chunk)} AND {q('date')} BETWEEN %s AND %s"
+				f"WHERE {q('parenttype')} = 'BTU Calendar' AND {q('parent')} {_in(chunk)} "
+				f"AND {q('date')} BETWEEN %s AND %s"
 			),
 			(low, high),
 		)

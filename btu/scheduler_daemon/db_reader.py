@@ -51,7 +51,7 @@ def account(user: str, host: str) -> str:
 
 @dataclass
 class ServerGrants:
-	"""What the reader needs on one server; `unread`: sites whose tables could not be listed (their own login failed)."""
+	"""What the reader needs on one server; `unread`: sites whose tables could not be listed (own login failed)."""
 
 	server: Server
 	site: Site  # any site on the server: where its address comes from

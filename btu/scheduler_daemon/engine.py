@@ -85,6 +85,45 @@ class Clock:
 		return redis_ms / 1000 - (time.time() + self.offset)
 
 
+class Notifier:
+	"""The notifier thread: the main loop woken by each message on the wake and handoff channels, and each time this
+	subscribes (something may have changed while it was not)."""
+
+	def __init__(self, config: Config, wake: threading.Event, access: redis_acl.Access):
+		self.config = config
+		self.wake = wake
+		self.access = access
+
+	def run(self, stop: threading.Event) -> None:
+		backoff = 0.1
+		while not stop.is_set():
+			pubsub = None
+			try:
+				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(
+					ignore_subscribe_messages=True
+				)
+				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
+				self.access.ok()
+				backoff = 0.1
+				self.wake.set()  # something may have changed while unsubscribed
+				while not stop.is_set():
+					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
+						self.wake.set()
+			# BenchError: the bench's Redis settings are being edited; retry
+			except (*REDIS_ERRORS, redis.ResponseError, BenchError) as exc:
+				if protocol.is_denied(exc):
+					self.access.denied(exc)
+				stop.wait(backoff)
+				backoff = min(backoff * 2, MAX_BACKOFF)
+			finally:
+				if pubsub is not None:
+					try:
+						pubsub.close()
+					except Exception:
+						pass
+
+
 class Scheduler:
 	def __init__(self, config: Config, bench_path: str | Path):
 		self.config = config
@@ -122,6 +161,7 @@ class Scheduler:
 			for part in ("main", "notifier", "reconciler")
 		)
 		self.redis_failures = RedisFailures(self.process_id, self.access, self.replication, self.metrics)
+		self.notifier = Notifier(config, self.wake, self.notify_access)
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
@@ -147,7 +187,7 @@ class Scheduler:
 		)
 		self.reconciler.stopping = stop
 		threads = [
-			threading.Thread(target=self.notify_loop, args=(stop,), name="btu-notifier", daemon=True),
+			threading.Thread(target=self.notifier.run, args=(stop,), name="btu-notifier", daemon=True),
 			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),
 		]
 		for thread in threads:
@@ -222,42 +262,10 @@ class Scheduler:
 			pass  # the leader still wakes at its next fire or renewal; the notifier reports a refused channel
 		self.wake.set()
 
-	def notify_loop(self, stop: threading.Event) -> None:
-		backoff = 0.1
-		while not stop.is_set():
-			pubsub = None
-			try:
-				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(
-					ignore_subscribe_messages=True
-				)
-				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
-				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
-				self.notify_access.ok()
-				backoff = 0.1
-				self.wake.set()  # something may have changed while unsubscribed
-				while not stop.is_set():
-					if pubsub.get_message(timeout=NOTIFY_BLOCK_SECONDS):
-						self.wake.set()
-			except (
-				*REDIS_ERRORS,
-				redis.ResponseError,
-				BenchError,
-			) as exc:  # BenchError: the bench's Redis settings are being edited; retry
-				if protocol.is_denied(exc):
-					self.notify_access.denied(exc)
-				stop.wait(backoff)
-				backoff = min(backoff * 2, MAX_BACKOFF)
-			finally:
-				if pubsub is not None:
-					try:
-						pubsub.close()
-					except Exception:
-						pass
-
 	def reconcile_loop(self, stop: threading.Event) -> None:
-		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick (`Reconciler.stagger`);
-		and the published status, built here rather than on the firing thread (a thousand sites take it a tenth of a
-		second): when a cycle ends, and when `next_status` comes (fires were released)."""
+		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick
+		(`Reconciler.stagger`); and the published status, built here rather than on the firing thread (a thousand sites
+		take it a tenth of a second): when a cycle ends, and when `next_status` comes (fires were released)."""
 		next_slice = time.monotonic() + self.refresh_interval()
 		while not stop.is_set():
 			interval = self.refresh_interval()
@@ -279,7 +287,7 @@ class Scheduler:
 					next_slice = time.monotonic() + interval  # stands if the slice fails
 					next_slice = time.monotonic() + self.reconciler.stagger(interval)
 				ended = self.reconciler.cycles_done != cycles
-				# A cycle's end publishes unless the status is fresh: a cycle and the timer, both a minute, make one a minute.
+				# A cycle's end publishes unless the status is fresh: a minute's cycle and timer publish once a minute.
 				if time.monotonic() >= self.next_status or (
 					ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2
 				):

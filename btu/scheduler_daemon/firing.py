@@ -118,7 +118,7 @@ class FirePipeline:
 		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
 
 	def note_acks(self, acks: Acks, fires: list[tuple[str, str, int]]) -> None:
-		"""Log when replicas stop acknowledging fire writes (first fire named) and when they acknowledge again (with the count)."""
+		"""Log when replicas stop acknowledging fire writes (the first fire named) and when they resume (the count)."""
 		if not fires:
 			return
 		if acks.short:
@@ -135,7 +135,10 @@ class FirePipeline:
 					acked=acks.acked,
 					wanted=acks.wanted,
 					timeout_ms=self.state.replica_ack_timeout_ms,
-					effect="fired anyway; if the master fails before a replica has them, they are planned again and the task runner refuses a slot it ran",
+					effect=(
+						"fired anyway; if the master fails before a replica has them, "
+						"they are planned again and the task runner refuses a slot it ran"
+					),
 				)
 			self.unacknowledged += len(fires)
 		elif self.unacknowledged:
@@ -227,41 +230,47 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 				reason="its slot moved meanwhile (edited, or fired by another leader)",
 			)
 			continue
-		for job, job_outcome in zip(item.jobs, result.jobs):
-			if job_outcome == "duplicate":
-				log_event(
-					logger,
-					logging.INFO,
-					"duplicate",
-					site=item.site,
-					schedule=item.schedule,
-					slot=slot_text(from_ms(job.slot_ms)),
-					job_id=job.job_id,
-					reason="a job of this id exists already",
-				)
-		for slot_ms in item.skipped_by_request:
+		log_prepared_item(item, result)
+
+
+def log_prepared_item(item: FireItem, result: ItemResult) -> None:
+	"""The INFO lines of an item prepared: its jobs found to exist already, its slots skipped on request, the slots it
+	missed, and its end when it has no next slot."""
+	for job, job_outcome in zip(item.jobs, result.jobs):
+		if job_outcome == "duplicate":
 			log_event(
 				logger,
 				logging.INFO,
-				"skipped_by_request",
+				"duplicate",
 				site=item.site,
 				schedule=item.schedule,
-				slot=slot_text(from_ms(slot_ms)),
+				slot=slot_text(from_ms(job.slot_ms)),
+				job_id=job.job_id,
+				reason="a job of this id exists already",
 			)
-		if item.skipped or item.expired:
-			extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
-			log_event(
-				logger,
-				logging.INFO,
-				"missed",
-				site=item.site,
-				schedule=item.schedule,
-				skipped=item.skipped,
-				expired=item.expired,
-				**extra,
-			)
-		if not item.next_cursor:
-			log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
+	for slot_ms in item.skipped_by_request:
+		log_event(
+			logger,
+			logging.INFO,
+			"skipped_by_request",
+			site=item.site,
+			schedule=item.schedule,
+			slot=slot_text(from_ms(slot_ms)),
+		)
+	if item.skipped or item.expired:
+		extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
+		log_event(
+			logger,
+			logging.INFO,
+			"missed",
+			site=item.site,
+			schedule=item.schedule,
+			skipped=item.skipped,
+			expired=item.expired,
+			**extra,
+		)
+	if not item.next_cursor:
+		log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
 
 
 def log_released(released: list[Released]) -> None:

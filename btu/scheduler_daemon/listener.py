@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import redis
@@ -125,7 +126,7 @@ def effective_socket_timeout(redis_client: redis.Redis) -> float | None:
 
 
 class RejectionLog:
-	"""The rpc_rejected lines: at most `limit` per `window` seconds, then one rpc_rejected_suppressed line counting the rest."""
+	"""The rpc_rejected lines: at most `limit` a `window` seconds, then one rpc_rejected_suppressed for the rest."""
 
 	def __init__(self, process_id: str, limit: int, window: float):
 		self.process_id = process_id
@@ -168,6 +169,78 @@ class RejectionLog:
 			)
 		self.logged = self.suppressed = 0
 		self.window_start = now
+
+
+def decode_command(data: bytes, reject: Callable[..., Rejection]) -> dict | Rejection:
+	"""`data` as a JSON object, or the `Rejection` `reject` makes of it: too large to parse even for its response key,
+	not UTF-8 JSON, or not an object."""
+	size = len(data)
+	if size > protocol.MAX_COMMAND_BYTES and size > MAX_PARSED_BYTES:
+		return reject(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size)
+	try:
+		message = json.loads(data.decode("utf-8"))
+	except UnicodeDecodeError as exc:
+		return reject(f"command is not UTF-8 JSON: {exc.reason} at byte {exc.start}", size=size)
+	except (ValueError, RecursionError) as exc:
+		return reject(f"command is not JSON: {clip(str(exc), 120)}", size=size)
+	if not isinstance(message, dict):
+		return reject(f"command must be a JSON object, got {json_type(message)}", size=size)
+	return message
+
+
+def parse_command(raw: bytes | str, reject: Callable[..., Rejection]) -> Command | Rejection:
+	"""The command in `raw`, its site and target not checked yet, or its `Rejection` as `reject` logged and made it
+	(`CommandListener.reject`)."""
+	data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+	message = decode_command(data, reject)
+	if isinstance(message, Rejection):
+		return message
+	size = len(data)
+	oversized = size > protocol.MAX_COMMAND_BYTES
+	request_type = message.get("request_type")
+	response_key = message.get("response_key")
+	site = message.get("site")
+	name = message.get("request_content")
+	known_type = request_type if isinstance(request_type, str) and request_type in protocol.REQUEST_TYPES else None
+	context = {
+		"request_type": clip(request_type) if request_type is not None else None,
+		"site": clip(site) if site is not None else None,
+		"schedule": clip(name) if name is not None else None,
+		"size": size,
+	}
+	if not protocol.is_response_key(response_key):
+		reason = (
+			"response_key is missing"
+			if response_key is None
+			else (
+				f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} "
+				"(UTF-8, at most 256 characters)"
+			)
+		)
+		return reject(reason, **context)
+
+	def refuse(reason: str) -> Rejection:
+		return reject(reason, response_key=response_key, reply_type=known_type, **context)
+
+	if oversized:
+		return refuse(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit")
+	if request_type is None:
+		return refuse(f"request_type is missing; allowed: {', '.join(protocol.REQUEST_TYPES)}")
+	if known_type is None:
+		return refuse(f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}")
+	if site is not None:
+		problem = check_name("site", site)
+		if problem:
+			return refuse(problem)
+	if request_type == protocol.PING:
+		if name is not None and not isinstance(name, str):
+			return refuse(f"request_content of ping must be null, got {json_type(name)}")
+		return Command(request_type, None, None, response_key)
+
+	problem = check_name("request_content (the Task Schedule name)", name)
+	if problem:
+		return refuse(f"{request_type}: {problem}")
+	return Command(request_type, name, site, response_key, size)
 
 
 class CommandListener:
@@ -226,7 +299,7 @@ class CommandListener:
 		log_event(logger, logging.INFO, "rpc_listener_stopped", process=self.process_id)
 
 	def quarantine(self, key: str, reason: str) -> None:
-		"""Move a key holding a wrong value aside (lua/guard.lua), logged; a failure to do so is the next BRPOP's to report."""
+		"""Move a key holding a wrong value aside (lua/guard.lua), logged; if that fails, the next BRPOP reports it."""
 		try:
 			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
 			self.metrics.quarantine("command_list")
@@ -281,7 +354,7 @@ class CommandListener:
 		outcomes: list[Command | Rejection] = []
 		for raw in raws:
 			try:
-				outcomes.append(self.parse(raw))
+				outcomes.append(parse_command(raw, self.reject))
 			except Exception as exc:  # a bug must cost one command, not the listener
 				self.metrics.rpc_command(None, "crashed")
 				log_event(
@@ -355,68 +428,6 @@ class CommandListener:
 			process=self.process_id,
 		)
 
-	def parse(self, raw: bytes | str) -> Command | Rejection:
-		"""The command in `raw`, its site and target not checked yet, or its `Rejection` (already logged)."""
-		data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-		size = len(data)
-		oversized = size > protocol.MAX_COMMAND_BYTES
-		if oversized and size > MAX_PARSED_BYTES:
-			return self.reject(
-				f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size
-			)
-		try:
-			message = json.loads(data.decode("utf-8"))
-		except UnicodeDecodeError as exc:
-			return self.reject(f"command is not UTF-8 JSON: {exc.reason} at byte {exc.start}", size=size)
-		except (ValueError, RecursionError) as exc:
-			return self.reject(f"command is not JSON: {clip(str(exc), 120)}", size=size)
-		if not isinstance(message, dict):
-			return self.reject(f"command must be a JSON object, got {json_type(message)}", size=size)
-
-		request_type = message.get("request_type")
-		response_key = message.get("response_key")
-		site = message.get("site")
-		name = message.get("request_content")
-		known_type = request_type if isinstance(request_type, str) and request_type in protocol.REQUEST_TYPES else None
-		context = {
-			"request_type": clip(request_type) if request_type is not None else None,
-			"site": clip(site) if site is not None else None,
-			"schedule": clip(name) if name is not None else None,
-			"size": size,
-		}
-		if not protocol.is_response_key(response_key):
-			reason = (
-				"response_key is missing"
-				if response_key is None
-				else f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} (UTF-8, at most 256 characters)"
-			)
-			return self.reject(reason, **context)
-
-		def refuse(reason: str) -> Rejection:
-			return self.reject(reason, response_key=response_key, reply_type=known_type, **context)
-
-		if oversized:
-			return refuse(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit")
-		if request_type is None:
-			return refuse(f"request_type is missing; allowed: {', '.join(protocol.REQUEST_TYPES)}")
-		if known_type is None:
-			return refuse(
-				f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}"
-			)
-		if site is not None:
-			problem = check_name("site", site)
-			if problem:
-				return refuse(problem)
-		if request_type == protocol.PING:
-			if name is not None and not isinstance(name, str):
-				return refuse(f"request_content of ping must be null, got {json_type(name)}")
-			return Command(request_type, None, None, response_key)
-
-		problem = check_name("request_content (the Task Schedule name)", name)
-		if problem:
-			return refuse(f"{request_type}: {problem}")
-		return Command(request_type, name, site, response_key, size)
-
 	def check(self, outcomes: list[Command | Rejection]) -> list[Command | Rejection]:
 		"""Resolve each schedule command's site and check its target, refusing the ones that fail.
 
@@ -488,7 +499,7 @@ class CommandListener:
 	def reject(
 		self, reason: str, *, response_key: str | None = None, reply_type: str | None = None, **context: Any
 	) -> Rejection:
-		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (a checked one, or None)."""
+		"""Log why a command is refused (rate-limited); the reply goes to `response_key` only (checked, or None)."""
 		self.rejections.log(reason, response_key is not None, **context)
 		return Rejection(response_key, protocol.make_error(reason, reply_type))
 

@@ -31,6 +31,7 @@ import time
 from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import accumulate
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -89,8 +90,109 @@ MAX_SCRAPES = 4
 SCRAPE_TIMEOUT_SECONDS = 10
 
 
+@dataclass(frozen=True)
+class Family:
+	"""A metric family `Metrics` makes in its registry: its prometheus_client class, name, help, labels and buckets."""
+
+	kind: type
+	name: str
+	documentation: str
+	labels: tuple[str, ...] = ()
+	buckets: tuple[float, ...] = ()
+
+	def make(self, registry: CollectorRegistry):
+		extra = {"buckets": self.buckets} if self.buckets else {}
+		return self.kind(self.name, self.documentation, self.labels, registry=registry, **extra)
+
+
+# `Metrics`' attribute -> its family: the leadership's, then (after the fires' collector) the rest, in that order.
+LEASE_FAMILIES = {
+	"leader": Family(Gauge, "btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)"),
+	"epoch": Family(
+		Gauge,
+		"btu_scheduler_lease_epoch",
+		"Epoch of the lease this process holds, or of the current leader's as a standby last saw it",
+	),
+	"elections": Family(Counter, "btu_leader_elections_total", "Times this process took the leader lease"),
+	"losses": Family(Counter, "btu_leader_losses_total", "Times this process stopped leading, by reason", ("reason",)),
+	"renewals": Family(Counter, "btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ("outcome",)),
+}
+FAMILIES = {
+	"skipped": Family(
+		Counter,
+		"btu_fires_skipped_total",
+		"Slots that queued no job, by reason "
+		"(overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
+		("site", "reason"),
+	),
+	"returned": Family(
+		Counter,
+		"btu_fires_returned_total",
+		"Prepared fires found past the misfire grace at release (no leader at their moment): "
+		"planned again under the catch-up policy",
+		("site",),
+	),
+	"push_refused": Family(
+		Counter,
+		"btu_fires_push_refused_total",
+		"Pushes a queue refused (the fire stays prepared and is tried again)",
+		("site", "queue"),
+	),
+	"fire_failures": Family(
+		Counter,
+		"btu_fire_failures_total",
+		"Schedules that could not be planned or prepared, by stage (plan, prepare)",
+		("site", "stage"),
+	),
+	"quarantined": Family(
+		Counter,
+		"btu_quarantined_total",
+		"Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)",
+		("what",),
+	),
+	"redis_errors": Family(
+		Counter,
+		"btu_redis_errors_total",
+		"Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)",
+		("kind",),
+	),
+	"database_errors": Family(
+		Counter, "btu_database_errors_total", "Reconciles that found a site's database unreachable", ("site",)
+	),
+	"reconcile": Family(
+		Histogram,
+		"btu_reconcile_duration_seconds",
+		"Seconds a reconcile took: full (every site) or schedules (named by RPC)",
+		("kind",),
+		RECONCILE_BUCKETS,
+	),
+	"rpc": Family(
+		Counter,
+		"btu_rpc_commands_total",
+		"RPC commands popped, by request type and outcome (accepted, rejected, crashed)",
+		("request_type", "outcome"),
+	),
+	"schedule_fires": Family(
+		Counter, "btu_schedule_fires_total", "Fires of the schedules named in metrics_schedules", ("site", "schedule")
+	),
+	"schedule_lag": Family(
+		Histogram,
+		"btu_schedule_fire_lag_seconds",
+		"Fire lag of the schedules named in metrics_schedules",
+		("site", "schedule"),
+		FIRE_LAG_BUCKETS,
+	),
+	"schedule_skipped": Family(
+		Counter,
+		"btu_schedule_skipped_total",
+		"Skipped slots of the schedules named in metrics_schedules",
+		("site", "schedule", "reason"),
+	),
+}
+
+
 class BoundedLabel:
-	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a series count that cannot grow without bound."""
+	"""Label values as given until MAX_LABEL_VALUES distinct ones were seen, then OTHER: a bounded series count."""
 
 	def __init__(self, limit: int = MAX_LABEL_VALUES):
 		self.limit = limit
@@ -111,7 +213,7 @@ def queue_name(queue_key: str) -> str:
 
 
 class Metrics:
-	"""One process's counters and gauges, in a registry of its own; `schedules` are the names given labels of their own."""
+	"""One process's counters and gauges, in a registry of its own; `schedules`: the names given labels of their own."""
 
 	def __init__(self, process_id: str = "", executor: str = "", schedules: Iterable[str] = ()):
 		# No auto_describe: it would collect (read Redis) when a collector registers.
@@ -125,96 +227,14 @@ class Metrics:
 		Info("btu_scheduler", "This scheduler process", registry=r).info(
 			{"process": process_id, "version": __version__, "executor": executor, "host": socket.gethostname()}
 		)
-		self.leader = Gauge(
-			"btu_scheduler_leader", "1 while this process holds the leader lease, else 0 (a standby)", registry=r
-		)
-		self.epoch = Gauge(
-			"btu_scheduler_lease_epoch",
-			"Epoch of the lease this process holds, or of the current leader's as a standby last saw it",
-			registry=r,
-		)
-		self.elections = Counter("btu_leader_elections_total", "Times this process took the leader lease", registry=r)
-		self.losses = Counter(
-			"btu_leader_losses_total", "Times this process stopped leading, by reason", ["reason"], registry=r
-		)
-		self.renewals = Counter(
-			"btu_lease_renewals_total", "Lease renewals by outcome (renewed, lost)", ["outcome"], registry=r
-		)
+		for attribute, family in LEASE_FAMILIES.items():
+			setattr(self, attribute, family.make(r))
 		# Fires and their lag are counted by the fire path in plain lists and exported by `FireCollector`: a locked
 		# Counter.inc and Histogram.observe per fire cost 2.4 us of the leader's CPU, these lists under 0.5 us.
 		self.fire_counts: dict[tuple[str, str], FireCounts] = {}
 		r.register(FireCollector(self.fire_counts))
-		self.skipped = Counter(
-			"btu_fires_skipped_total",
-			"Slots that queued no job, by reason (overlap, concurrency, catch_up, expired, duplicate, requested: skipped on request)",
-			["site", "reason"],
-			registry=r,
-		)
-		self.returned = Counter(
-			"btu_fires_returned_total",
-			"Prepared fires found past the misfire grace at release (no leader at their moment): planned again under the catch-up policy",
-			["site"],
-			registry=r,
-		)
-		self.push_refused = Counter(
-			"btu_fires_push_refused_total",
-			"Pushes a queue refused (the fire stays prepared and is tried again)",
-			["site", "queue"],
-			registry=r,
-		)
-		self.fire_failures = Counter(
-			"btu_fire_failures_total",
-			"Schedules that could not be planned or prepared, by stage (plan, prepare)",
-			["site", "stage"],
-			registry=r,
-		)
-		self.quarantined = Counter(
-			"btu_quarantined_total",
-			"Wrong values this process moved aside, by what held them (schedule_state, prepared_fire, key, command_list)",
-			["what"],
-			registry=r,
-		)
-		self.redis_errors = Counter(
-			"btu_redis_errors_total",
-			"Failed Redis steps of the main loop, by kind (outage, refusal, denied, error)",
-			["kind"],
-			registry=r,
-		)
-		self.database_errors = Counter(
-			"btu_database_errors_total", "Reconciles that found a site's database unreachable", ["site"], registry=r
-		)
-		self.reconcile = Histogram(
-			"btu_reconcile_duration_seconds",
-			"Seconds a reconcile took: full (every site) or schedules (named by RPC)",
-			["kind"],
-			buckets=RECONCILE_BUCKETS,
-			registry=r,
-		)
-		self.rpc = Counter(
-			"btu_rpc_commands_total",
-			"RPC commands popped, by request type and outcome (accepted, rejected, crashed)",
-			["request_type", "outcome"],
-			registry=r,
-		)
-		self.schedule_fires = Counter(
-			"btu_schedule_fires_total",
-			"Fires of the schedules named in metrics_schedules",
-			["site", "schedule"],
-			registry=r,
-		)
-		self.schedule_lag = Histogram(
-			"btu_schedule_fire_lag_seconds",
-			"Fire lag of the schedules named in metrics_schedules",
-			["site", "schedule"],
-			buckets=FIRE_LAG_BUCKETS,
-			registry=r,
-		)
-		self.schedule_skipped = Counter(
-			"btu_schedule_skipped_total",
-			"Skipped slots of the schedules named in metrics_schedules",
-			["site", "schedule", "reason"],
-			registry=r,
-		)
+		for attribute, family in FAMILIES.items():
+			setattr(self, attribute, family.make(r))
 		# What `summary` reports, counted beside the registry so that a heartbeat on the firing loop reads a few
 		# integers instead of collecting every series. The listener and reconciler threads count too: hence the lock.
 		self.lock = threading.Lock()
@@ -258,7 +278,7 @@ class Metrics:
 	# -- firing ----------------------------------------------------------------------------
 
 	def released(self, fires) -> None:
-		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused or quarantined."""
+		"""Count a release's fires (`state.Released`): enqueued (with lag), skipped, returned, refused, quarantined."""
 		series: dict[tuple[str, str], FireCounts] = {}  # this batch's, by the entry's own site and queue key
 		named = self.schedules
 		for fire in fires:
@@ -326,7 +346,7 @@ class Metrics:
 							self.schedule_skipped.labels(site, item.schedule, reason).inc(count)
 
 	def planned(self, plan) -> None:
-		"""Schedules the planner could not plan (`planner.Plan.failed`); its corrupt states count as `State.quarantine` moves them."""
+		"""Schedules not planned (`planner.Plan.failed`); corrupt states count as `State.quarantine` moves them."""
 		for bad in plan.failed:
 			self.fire_failures.labels(self.site(bad.site), "plan").inc()
 
@@ -358,7 +378,7 @@ class Metrics:
 		return self.reconcile.labels(kind).time()
 
 	def rpc_command(self, request_type, outcome: str) -> None:
-		"""A popped command; a request type that is not the protocol's counts as "other" (a flood of made-up types adds no series)."""
+		"""A popped command; a request type not the protocol's counts as "other" (made-up types add no series)."""
 		kind = request_type if request_type in protocol.REQUEST_TYPES else OTHER
 		self.count("rpc_commands")
 		self.rpc.labels(kind, outcome).inc()
@@ -366,7 +386,7 @@ class Metrics:
 	# -- the figures `status` and the Desk print ---------------------------------------------
 
 	def summary(self) -> dict:
-		"""This process's figures since it started, the same a scrape reads (heartbeats carry them to status and the Desk)."""
+		"""This process's figures since it started, as scraped (heartbeats carry them to status and the Desk)."""
 		lags = [sum(bucket) for bucket in zip(*(counts.buckets for counts in list(self.fire_counts.values())))] or [0]
 		buckets = list(zip((*FIRE_LAG_BUCKETS, float("inf")), accumulate(lags)))
 		with self.lock:
@@ -441,7 +461,8 @@ def quantile_ms(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 class StateCollector:
 	"""The state every process shares, read from Redis when scraped: schedules and invalid rows per site,
-	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed scrape."""
+	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed
+	scrape."""
 
 	def __init__(self, redis_conn, bench_sites: Callable[[], Iterable[str]]):
 		self.redis = redis_conn
@@ -534,7 +555,7 @@ class MetricsServer:
 
 
 def bearer_only(app, token: str):
-	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before it costs a scrape."""
+	"""`app` for requests whose Authorization header is "Bearer <token>"; any other is answered 401 before a scrape."""
 	expected = f"Bearer {token}".encode()
 
 	def serve(environ, start_response):
@@ -581,9 +602,9 @@ def exposure_refusal(address: str, token: str | None, allow_unauthenticated: boo
 	if token or allow_unauthenticated or is_loopback(address):
 		return None
 	return (
-		f"metrics_address {address} is reachable from other hosts and metrics_bearer_token is not set; set metrics_bearer_token "
-		f"in the configuration file (Prometheus sends it with authorization: credentials), listen on 127.0.0.1, or set "
-		f"metrics_allow_unauthenticated = true if only Prometheus can reach that network"
+		f"metrics_address {address} is reachable from other hosts and metrics_bearer_token is not set; "
+		"set metrics_bearer_token in the configuration file (Prometheus sends it with authorization: credentials), "
+		"listen on 127.0.0.1, or set metrics_allow_unauthenticated = true if only Prometheus can reach that network"
 	)
 
 

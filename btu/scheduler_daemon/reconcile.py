@@ -111,12 +111,14 @@ def concurrency_limit(row: dict) -> int:
 	value = row.get("task_max_concurrent_runs") or 0
 	if not isinstance(value, int) or not 0 <= value <= protocol.MAX_CONCURRENT_RUNS:
 		raise RowError(
-			f"task {row['task']}: max_concurrent_runs {value!r}: give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
+			f"task {row['task']}: max_concurrent_runs {value!r}: "
+			f"give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
 		)
 	if value and not str(row["task"]).isprintable():
 		# Tabs separate the fields of the prepared members that carry it.
 		raise RowError(
-			f"task {row['task']!r}: its name holds control characters (tab, newline, ...), so its concurrency limit cannot apply; rename the task"
+			f"task {row['task']!r}: its name holds control characters (tab, newline, ...), "
+			"so its concurrency limit cannot apply; rename the task"
 		)
 	return value
 
@@ -131,7 +133,7 @@ def parse_json_object(field: str, text, owner: str) -> dict:
 
 @dataclass
 class Cycle:
-	"""One pass over a bench's sites, each read once: by `Reconciler.full` at once, by `Reconciler.stagger` a slice a tick."""
+	"""One pass over a bench's sites, each read once: all at once by `Reconciler.full`, a slice a tick by `stagger`."""
 
 	sites: list[str] = field(default_factory=list)  # as listed when it began
 	rotation: list[str] = field(init=False)  # not read yet
@@ -141,8 +143,8 @@ class Cycle:
 		self.rotation = list(self.sites)
 
 	def next_slice(self, interval: float) -> tuple[list[str], float]:
-		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS (or `interval`), so that each site is read once per
-		`interval`."""
+		"""The sites of the next tick, and the tick: at least MIN_TICK_SECS (or `interval`), so that each site is read
+		once per `interval`."""
 		tick = max(min(MIN_TICK_SECS, interval), interval / max(len(self.sites), 1))
 		size = max(1, math.ceil(len(self.sites) * tick / interval))
 		names, self.rotation = self.rotation[:size], self.rotation[size:]
@@ -212,12 +214,10 @@ class Reconciler(SiteReconcile):
 		self.wake = wake  # callable telling every process the state changed
 		self.bench = Bench.load(bench_path)
 		self.databases: dict[str, SiteDatabase] = {}
-		self.reader = reader_for(
-			self.bench.common_config, self.connections, None
-		)  # many sites a query, when the bench has one
-		self.seen: dict[
-			str, dict[str, tuple[str, str]]
-		] = {}  # site -> schedule -> (row version, site context) compiled
+		# Many sites a query, when the bench has one.
+		self.reader = reader_for(self.bench.common_config, self.connections, None)
+		# site -> schedule -> (row version, site context) compiled
+		self.seen: dict[str, dict[str, tuple[str, str]]] = {}
 		self.summaries: dict[str, tuple] = {}  # site -> (table summary, site context) at its last full reconcile
 		self.generation: str | None = None
 		self.site_health = SiteHealth(self.metrics)
@@ -230,9 +230,8 @@ class Reconciler(SiteReconcile):
 		# an RPC for its whole edit. Every write of a compiled row is made in the hold that read the row.
 		self.lock = ReconcileLock()
 		self.resets = 0  # `seen` emptied (Redis lost the state, a resync of everything)
-		self.touched: dict[
-			str, set[str]
-		] = {}  # site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
+		# site being reconciled a chunk a hold -> the runs RPCs brought in line meanwhile
+		self.touched: dict[str, set[str]] = {}
 		self.stopping = threading.Event()  # the process's stop (`Scheduler.run`): a reconcile under way gives up
 		self.audit_secs = audit_secs
 		self.next_audit = time.monotonic() + audit_secs
@@ -287,7 +286,8 @@ class Reconciler(SiteReconcile):
 
 		Each site's settings and checksum are read first, side by side on the database servers' connections and
 		without the lock; only then is each site brought in line, one at a time under the lock (a big site a chunk a
-		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole pass."""
+		hold: `reconcile_rest`), so that an RPC's edit waits for one chunk of a site at most, never for the whole
+		pass."""
 		with self.metrics.reconcile_timer("full"):
 			if self.begin_cycle():
 				names, self.cycle.rotation = self.cycle.rotation, []
@@ -323,9 +323,9 @@ class Reconciler(SiteReconcile):
 		return True
 
 	def reconcile_sites(self, names: list[str]) -> bool:
-		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it nothing.
-		False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would drop the
-		sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
+		"""Bring these sites in line; only a compile wakes the leader (`apply`): a slice that changed nothing costs it
+		nothing. False when the process began to stop meanwhile: the rest is left, and the cycle is not ended (it would
+		drop the sites it did not read), so a stop waits for one chunk of a site at most, never for a slice."""
 		sites = self.site_health.readable(self.bench, names)
 		reads = read_sites(
 			[self.database(site) for site in sites],
@@ -355,7 +355,7 @@ class Reconciler(SiteReconcile):
 			served = self.cycle.served
 			self.frappe_jobs.keep(served)
 			kept = {name for name in self.site_health.unreadable if site_name_problem(name) is None}
-			# A site made since the cycle began was not read in it (its state came from an RPC): the next cycle reads it.
+			# A site made after the cycle began (its state came by RPC) was not read in it: the next cycle reads it.
 			for gone in (
 				self.state.sites() - served - self.site_health.unreachable - kept - (listed - set(self.cycle.sites))
 			):
@@ -377,16 +377,7 @@ class Reconciler(SiteReconcile):
 		mended, moved = self.state.audit(members)
 		if moved:
 			self.metrics.quarantine("schedule_state", moved)
-		if mended or moved or moved_keys:
-			log_event(
-				logger,
-				logging.WARNING,
-				"state_mended",
-				due_entries=mended,
-				states_moved_aside=moved,
-				keys_moved_aside=",".join(moved_keys),
-				effect="due entries put right; what was moved aside is rebuilt from the database rows",
-			)
+		log_mended(mended, moved, moved_keys)
 
 	# -- some schedules, for RPC commands ------------------------------------------
 
@@ -450,12 +441,11 @@ class Reconciler(SiteReconcile):
 		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
 		if not names:
 			return
-		# In chunks (APPLY_CHUNK), so a site with 100k schedules costs the memory of one chunk, not of every row at once.
+		# In chunks (APPLY_CHUNK): a site with 100k schedules costs the memory of one chunk, not of all its rows.
 		in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
-			self.apply_rows(
-				site, read, *read_chunk(read, names[start : start + APPLY_CHUNK], in_state, self.clock()), versions
-			)
+			chunk = names[start : start + APPLY_CHUNK]
+			self.apply_rows(site, read, *read_chunk(read, chunk, in_state, self.clock()), versions)
 		self.wake()
 
 	def apply_rows(
@@ -475,11 +465,7 @@ class Reconciler(SiteReconcile):
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz, site)
 				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
-				invalid[name] = (
-					str(exc)
-					if isinstance(exc, (ScheduleError, RowError))
-					else f"cannot be scheduled: {type(exc).__name__}: {exc}"
-				)
+				invalid[name] = row_problem(exc)
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])
 				self.state.remove(site.name, name)
 				continue
@@ -496,6 +482,28 @@ class Reconciler(SiteReconcile):
 		self.state.clear_invalid(site, name)
 		self.seen.get(site, {}).pop(name, None)
 		self.summaries.pop(site, None)  # the state no longer mirrors the table: diff it next time
+
+
+def row_problem(exc: Exception) -> str:
+	"""Why a row cannot be scheduled, as its site's invalid rows list it: a schedule's or row's own error as it reads,
+	anything else named with its class."""
+	if isinstance(exc, (ScheduleError, RowError)):
+		return str(exc)
+	return f"cannot be scheduled: {type(exc).__name__}: {exc}"
+
+
+def log_mended(mended: int, moved: int, moved_keys: list[str]) -> None:
+	"""One line when an audit found anything wrong: due entries put right, states and keys moved aside."""
+	if mended or moved or moved_keys:
+		log_event(
+			logger,
+			logging.WARNING,
+			"state_mended",
+			due_entries=mended,
+			states_moved_aside=moved,
+			keys_moved_aside=",".join(moved_keys),
+			effect="due entries put right; what was moved aside is rebuilt from the database rows",
+		)
 
 
 def log_refused(site: str, names: list[str], logged: set[tuple[str, str]]) -> None:
@@ -526,7 +534,8 @@ def compiled(
 	*,
 	active: bool,
 ) -> CompiledSchedule:
-	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state, `cursor_if_changed` from now."""
+	"""What the state is to hold of a compiled row; `cursor_if_new` is its next slot if new to the state,
+	`cursor_if_changed` from now."""
 	return CompiledSchedule(
 		name=row["name"],
 		fingerprint=spec.fingerprint,
@@ -598,7 +607,7 @@ def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: 
 
 
 def row_moment(value, system_tz: str | None) -> datetime | None:
-	"""A Datetime column (naive in the site's system zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
+	"""A Datetime column (naive in the site's zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
 	try:
 		at = row_instant("modified", value, clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)))
 	except ScheduleError:

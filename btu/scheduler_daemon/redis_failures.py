@@ -61,7 +61,7 @@ class RedisFailures:
 			log_event(logger, logging.INFO, "redis_restored", process=self.process_id)
 
 	def failed(self, exc: Exception, stop: threading.Event) -> None:
-		"""Log once per kind of failure (a refused permission through `access`), then back off (capped at MAX_BACKOFF)."""
+		"""Log once per kind of failure (a refused permission through `access`), then back off (at most MAX_BACKOFF)."""
 		self.failed_at = time.monotonic()
 		self.replication.stale = (
 			True  # the Redis that answers next may be a promoted replica, with replicas of its own or none
@@ -78,7 +78,8 @@ class RedisFailures:
 			self.metrics.redis_error(error_kind)
 			if kind != self.error:
 				event = ERROR_EVENTS[error_kind]
-				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback says where.
+				# An error that is neither an outage nor a refusal is a wrong value no guard expected: its traceback
+				# says where.
 				log_event(
 					logger,
 					logging.ERROR,
@@ -95,7 +96,7 @@ class RedisFailures:
 
 
 def redis_failure(exc: Exception) -> str:
-	"""What kind of failure `exc` is, to log each kind once: "outage:" or "refusal:", its class and the error code Redis sent."""
+	"""What kind of failure `exc` is, to log each once: "outage:" or "refusal:", its class and Redis's error code."""
 	code = str(exc).split(" ", 1)[0]
 	return (
 		f"{'outage' if isinstance(exc, OUTAGES) else 'refusal'}:{type(exc).__name__}:{code if code.isupper() else ''}"
@@ -103,5 +104,5 @@ def redis_failure(exc: Exception) -> str:
 
 
 def is_outage(exc: Exception) -> bool:
-	"""Redis down, or refusing every write (out of memory, a read-only replica, loading): not a wrong value nor a bug."""
+	"""Redis down, or refusing every write (out of memory, a read-only replica, loading): no wrong value nor a bug."""
 	return isinstance(exc, (*OUTAGES, *REFUSALS)) or str(exc).split(" ", 1)[0] in REFUSAL_CODES

@@ -36,7 +36,7 @@ class Replication:
 		self.stale = True  # read again before the next fire (a Redis failure may have been a failover)
 
 	def refresh(self) -> bool:
-		"""Read the master's replication info and set how many replicas the fire writes wait for; True when the master changed."""
+		"""Read the master's replication info, set how many replicas fire writes wait for; True if the master moved."""
 		try:
 			info = self.redis.info("replication")
 		except redis.exceptions.NoPermissionError as exc:

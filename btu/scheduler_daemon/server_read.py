@@ -49,15 +49,21 @@ READER_PASSWORD_KEY = "btu_db_reader_password"
 BATCH_SITES = 100
 GRANTS_SECONDS = 300.0
 SINGLES_TABLE = "tabSingles"
-# What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has them.
+# What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has
+# them.
 READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE)
 # The reader's SELECT grants, as the server lists them: global, per database (a LIKE pattern) and per table.
 GRANTS_SQL = """
-SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
-UNION ALL SELECT 'database', TABLE_SCHEMA, NULL FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
-UNION ALL SELECT 'table', TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+UNION ALL SELECT 'database', TABLE_SCHEMA, NULL FROM information_schema.SCHEMA_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
+UNION ALL SELECT 'table', TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES
+	WHERE GRANTEE = {grantee} AND PRIVILEGE_TYPE = 'SELECT'
 """.format(
-	grantee="CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+	grantee=(
+		"CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+	)
 )
 
 
@@ -76,7 +82,7 @@ class ReaderLogin:
 		return cls(user.strip(), str(common_config.get(READER_PASSWORD_KEY) or ""))
 
 	def on_server_of(self, site: Site) -> Site:
-		"""The reader as a Site on `site`'s server with no database of its own: the pools and `connect` take it as any site."""
+		"""The reader as a Site on `site`'s server with no database: the pools and `connect` take it as any site."""
 		config = {key: site.config.get(key) for key in ("db_type", "db_host", "db_port", "db_socket")}
 		config.update(db_user=self.user, db_password=self.password, db_name="", **{READER_MARK: True})
 		return Site(f"db reader {self.user!r}", site.path, config)
@@ -177,8 +183,8 @@ class ServerReader:
 
 	def discover(self, dbs: list[SiteDatabase]) -> None:
 		"""Which tables sites whose tables are not known yet have (a cold start), a query per server: what the reader
-		sees is there. It sees only the tables granted to it, so a site it sees no schedule table of is left unknown, for
-		its own login to look (`SiteDatabase.has_table`), as is any table it does not see."""
+		sees is there. It sees only the tables granted to it, so a site it sees no schedule table of is left unknown,
+		for its own login to look (`SiteDatabase.has_table`), as is any table it does not see."""
 		by_server: dict[Server, list[SiteDatabase]] = {}
 		for db in dbs:
 			by_server.setdefault(db.server, []).append(db)
@@ -188,7 +194,8 @@ class ServerReader:
 			wanted = ", ".join(["%s"] * len(KNOWN_TABLES))
 			try:
 				rows = self.reader_on(members[0]).query(
-					f"SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ({listed}) AND TABLE_NAME IN ({wanted})",
+					"SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES "
+					f"WHERE TABLE_SCHEMA IN ({listed}) AND TABLE_NAME IN ({wanted})",
 					(*names, *KNOWN_TABLES),
 				)
 			except DatabaseError as exc:
@@ -220,7 +227,7 @@ class ServerReader:
 		return SiteDatabase(self.login.on_server_of(db.site), self.connections)
 
 	def read(self, batch: list[SiteDatabase], scheduled_jobs: dict[str, bool]) -> dict[str, SiteSettings] | None:
-		"""Each site's `site_settings.read` with its checksum, in one query; None when the server refused or failed it."""
+		"""Each site's `site_settings.read` with its checksum, in one query; None if the server refused or failed it."""
 		selects = [self.select_of(db, scheduled_jobs.get(db.site.name, False)) for db in batch]
 		try:
 			rows = self.reader_on(batch[0]).query(" UNION ALL ".join(selects))
@@ -233,7 +240,8 @@ class ServerReader:
 
 	def select_of(self, db: SiteDatabase, scheduled_jobs: bool) -> str:
 		"""The site's part of a batch: its settings query, named by a `site` column, with its values written in (escaped
-		once, when the site's shape changes, not at every read: the reads of a thousand sites are each second's work)."""
+		once, when the site's shape changes, not at every read: the reads of a thousand sites are each second's
+		work)."""
 		shape = (db, scheduled_jobs, db._tables)
 		made = self.selects.get(db.site.name)
 		if made is None or made[0] != shape:
@@ -257,13 +265,16 @@ class ServerReader:
 			server=str(server),
 			user=self.login.user,
 			error=str(exc.__cause__ or exc),
-			effect="those sites are read on their own logins (slower, nothing lost); run btu-scheduler setup db-reader --apply",
+			effect=(
+				"those sites are read on their own logins (slower, nothing lost); "
+				"run btu-scheduler setup db-reader --apply"
+			),
 		)
 
 
 def sql_text(value: str) -> str:
-	"""A value as a MariaDB string literal. The values are site names and BTU's constants, with no quote or backslash, so
-	the literal reads the same whatever the server's sql_mode."""
+	"""A value as a MariaDB string literal. The values are site names and BTU's constants, with no quote or backslash,
+	so the literal reads the same whatever the server's sql_mode."""
 	return "'" + escape_string(str(value)) + "'"
 
 

@@ -60,7 +60,8 @@ def site_read_of(db: SiteDatabase, bench: Bench, executor: str, settings: SiteSe
 	on = may_fire_jobs(site, executor) and settings.fire_frappe_jobs and settings.scheduler_enabled
 	interval = site.config.get("scheduler_interval")
 	context = (
-		f"{settings.time_zone}|{bool(held)}|{executor}|{json.dumps(bench.queue_timeouts, sort_keys=True)}|{bench.app_files.fingerprint}"
+		f"{settings.time_zone}|{bool(held)}|{executor}|{json.dumps(bench.queue_timeouts, sort_keys=True)}"
+		f"|{bench.app_files.fingerprint}"
 		f"|{on}|{interval}"
 	)
 	return SiteRead(

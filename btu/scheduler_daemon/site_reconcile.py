@@ -69,7 +69,7 @@ class ReconcileLock:
 
 @dataclass
 class Diff:
-	"""One site's reconcile between its holds of the reconciler's lock (`Reconciler.reconcile_site`): what the first hold
+	"""One site's reconcile between its holds of the reconciler lock (`Reconciler.reconcile_site`): what the first hold
 	found, the versions read without the lock, and, for a site with more than HOLD_CHUNK rows to bring in line, what is
 	left to do a chunk a hold (`Reconciler.reconcile_rest`)."""
 
@@ -80,7 +80,7 @@ class Diff:
 	ahead: SiteRows | None  # its rows read ahead of the lock (a cold site)
 	enabled: dict[str, str] | None  # run -> its version (`row_versions`), read after the first hold
 	resets: int  # `Reconciler.resets` at the first hold: a reset since (Redis lost the state) leaves the summary unkept
-	# Runs an RPC brought in line since the first hold (`Reconciler.touched`): it read their rows after that hold, so this
+	# Runs an RPC brought in line since the first hold (`Reconciler.touched`): it read their rows later, so this
 	# reconcile leaves them as the RPC left them; a later edit brings its own RPC, after the hold that read the row.
 	touched: set[str]
 	removed: list[str] = field(default_factory=list)  # not enabled: taken out
@@ -134,7 +134,7 @@ class SiteReconcile:
 	def begin_site(
 		self: Reconciler, site: Site, read: SiteRead | None | DatabaseError, has_invalid: bool, ahead: SiteRows | None
 	) -> bool | Diff:
-		"""`reconcile_site`'s first hold: done when nothing changed (most reconciles: one checksum instead of every row's
+		"""`reconcile_site`'s first hold: done when nothing changed (most reconciles: a checksum instead of every row's
 		version); else the site's `Diff`, and the runs RPCs bring in line from now on are noted (`touched`)."""
 		if isinstance(read, DatabaseError):
 			raise read
@@ -154,7 +154,7 @@ class SiteReconcile:
 		)
 
 	def diff_site(self: Reconciler, diff: Diff) -> bool:
-		"""`reconcile_site`'s second hold: the versions against what this process compiled; the site brought in line when
+		"""`reconcile_site`'s second hold: the versions against what this process compiled; the site brought in line if
 		that is at most HOLD_CHUNK rows (or it was read ahead), else False: the rest is left to `reconcile_rest`."""
 		site, read, touched = diff.site, diff.read, diff.touched
 		self.site_answered(site, read.held)

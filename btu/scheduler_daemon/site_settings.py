@@ -1,8 +1,8 @@
 """What a reconcile reads of a site before its rows, in one query: the values of tabSingles the scheduler obeys, and
 the summary (row count and checksum) of what fires, computed by the database.
 
-Functions of a `SiteDatabase` (its connection, quoting and which tables it has), as `sources.scheduled_job_types` is; the
-query's text is made once per shape (`SiteDatabase.settings_sql`), since a reader's batch (`server_read`) asks for
+Functions of a `SiteDatabase` (its connection, quoting and which tables it has), as `sources.scheduled_job_types` is;
+the query's text is made once per shape (`SiteDatabase.settings_sql`), since a reader's batch (`server_read`) asks for
 every site's each second.
 """
 

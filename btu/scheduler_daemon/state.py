@@ -123,7 +123,9 @@ class Released:
 	"""One prepared fire whose moment came, and what the release script did with it."""
 
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	outcome: str  # enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push: kept prepared)
+	# enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push:
+	# kept prepared)
+	outcome: str
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or its push refused
 
@@ -284,7 +286,7 @@ class Release:
 
 class State:
 	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500, on_quarantine=None):
-		"""`on_quarantine(what)` hears of each value this moves aside: "schedule_state" or "key" (metrics count them)."""
+		"""`on_quarantine(what)` hears of each value this moves aside, "schedule_state" or "key" (for the metrics)."""
 		self.redis = redis_conn
 		self.on_quarantine = on_quarantine or (lambda what: None)
 		# Replicas each release waits for (`replication.Replication` sets it from those connected).
@@ -307,7 +309,7 @@ class State:
 	# -- wrong values ---------------------------------------------------------------------
 
 	def quarantine(self, key: str, reason: str, *, site: str | None = None, schedule: str | None = None) -> None:
-		"""Move `key` aside with the reason; with a schedule, also take it off the due set and rebuild it from its row."""
+		"""Move `key` aside with the reason; a schedule's is also taken off the due set and rebuilt from its row."""
 		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
 		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
 		self.changes += 1
@@ -339,16 +341,7 @@ class State:
 	def check_types(self, sites: set[str]) -> list[str]:
 		"""Move aside every key of BTU's (global, and the sites') that holds another type than BTU writes there;
 		the keys moved. What a site's schedule set held is compiled again from the rows."""
-		expected = global_types()
-		for site in sites:
-			expected.update(
-				{
-					protocol.site_schedules_key(site): "set",
-					protocol.counters_key(site): "hash",
-					protocol.invalid_rows_key(site): "hash",
-					protocol.recent_fires_key(site): "list",
-				}
-			)
+		expected = expected_types(sites)
 		with self.redis.pipeline(transaction=False) as pipe:
 			for key in expected:
 				pipe.type(key)
@@ -364,7 +357,7 @@ class State:
 		return moved
 
 	def take_resync(self) -> set[str]:
-		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the database, taken off the set."""
+		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the rows, taken off the set."""
 		members = self.guarded(protocol.RESYNC_KEY, lambda: self.redis.spop(protocol.RESYNC_KEY, 10_000))
 		return {text(m) for m in members or []}
 
@@ -510,26 +503,14 @@ class State:
 		return Due.of(self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms]))
 
 	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
-		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised (a
-		key of the wrong type)."""
+		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised
+		(a key of the wrong type)."""
 		with self.redis.pipeline(transaction=False) as pipe:
 			for entry in entries:
 				pipe.hmget(protocol.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
 				pipe.get(protocol.definition_key(entry.site, entry.schedule))
 			replies = pipe.execute(raise_on_error=False)
-		out: list[dict | Exception] = []
-		for values, definition in zip(replies[::2], replies[1::2]):
-			error = next((reply for reply in (values, definition) if isinstance(reply, Exception)), None)
-			if error is not None:
-				if not isinstance(error, redis.ResponseError) or not is_wrong_type(error):
-					raise error
-				out.append(error)
-				continue
-			state = {field: text(v) for field, v in zip(STATE_FIELDS, values)}
-			if definition is not None:
-				state["spec"], _, state["job"] = text(definition).partition("\n")
-			out.append(state)
-		return out
+		return states_of(replies)
 
 	def record_fires(self, fires: list[tuple[str, dict]]) -> None:
 		"""Add (site, fire_record) pairs to each site's recent fires, keeping the newest RECENT_FIRES.
@@ -621,6 +602,39 @@ def global_types() -> dict[str, str]:
 PURGE_CHUNK = 100
 # Schedules checked per audit script: about 2 µs of Redis each.
 AUDIT_CHUNK = 1000
+
+
+def expected_types(sites: set[str]) -> dict[str, str]:
+	"""The type each key of BTU's holds: the global keys' and those of `sites`."""
+	expected = global_types()
+	for site in sites:
+		expected.update(
+			{
+				protocol.site_schedules_key(site): "set",
+				protocol.counters_key(site): "hash",
+				protocol.invalid_rows_key(site): "hash",
+				protocol.recent_fires_key(site): "list",
+			}
+		)
+	return expected
+
+
+def states_of(replies: list) -> list[dict | Exception]:
+	"""`State.read`'s pipeline replies (each schedule's state fields, then its definition) as each schedule's state,
+	or the wrong-type error reading it raised; any other error is raised."""
+	out: list[dict | Exception] = []
+	for values, definition in zip(replies[::2], replies[1::2]):
+		error = next((reply for reply in (values, definition) if isinstance(reply, Exception)), None)
+		if error is not None:
+			if not isinstance(error, redis.ResponseError) or not is_wrong_type(error):
+				raise error
+			out.append(error)
+			continue
+		state = {field: text(v) for field, v in zip(STATE_FIELDS, values)}
+		if definition is not None:
+			state["spec"], _, state["job"] = text(definition).partition("\n")
+		out.append(state)
+	return out
 
 
 def upsert_keys(site: str, name: str) -> list[str]:

@@ -54,7 +54,7 @@ def iso(ms: int | float | None) -> str | None:
 
 @dataclass(frozen=True)
 class Acks:
-	"""The leader's acknowledgements that it fires sites' Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`)."""
+	"""The leader's acks that it fires sites' Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`)."""
 
 	keys: frozenset[str]  # written again, each with the lease token as value and `ttl_secs` to live
 	dropped: frozenset[str]  # written before and not fired now: deleted, so Frappe's tick fires them at once
@@ -75,7 +75,7 @@ class SharedRedisWatch:
 		self.next_check = 0.0
 
 	def bench(self) -> dict:
-		"""{id, path, namespace, sites}: its sites' databases sampled (`liveness.site_sample`), read again every IDENTITY_SECONDS."""
+		"""{id, path, namespace, sites}: its sites' databases (`liveness.site_sample`), read every IDENTITY_SECONDS."""
 		if time.monotonic() >= self.identity_until:
 			self.identity_until = time.monotonic() + IDENTITY_SECONDS
 			try:
@@ -125,7 +125,7 @@ class FrappeJobAcks:
 		self.ttl_secs = int(max(protocol.FRAPPE_JOBS_ACK_TTL_SECONDS, lease_ttl_secs * 3))
 
 	def next(self, keys: frozenset[str], lease) -> Acks:
-		"""What this heartbeat writes: `keys`, and deletes those written before and not now; nothing without a valid lease."""
+		"""What this heartbeat writes (`keys`) and deletes (written before, not now); nothing without a valid lease."""
 		if not lease.valid():
 			self.written = frozenset()
 			return Acks(frozenset(), frozenset(), "", self.ttl_secs)
@@ -158,10 +158,11 @@ def write_heartbeat(
 	acks: Acks | None = None,
 	bench: dict | None = None,
 ) -> None:
-	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures (`Metrics.summary`);
-	`databases`: its connections per database server (`Connections.snapshot`: open, idle, peak, limit, waits);
-	`acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there are;
-	`bench`: which bench the process serves ({id, path, namespace, sites}: `liveness.benches_sharing` tells benches apart)."""
+	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures
+	(`Metrics.summary`); `databases`: its connections per database server (`Connections.snapshot`: open, idle, peak,
+	limit, waits); `acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there
+	are; `bench`: which bench the process serves ({id, path, namespace, sites}: `liveness.benches_sharing` tells benches
+	apart)."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -196,7 +197,8 @@ def write_heartbeat(
 
 def forget_process(redis_conn, process_id: str) -> None:
 	"""Take a stopping process out of the process list, so nothing reads it as alive (or as leader) until its
-	heartbeat expires: the Desk's panel, `status`, and the Desk's announcements (sent only while a scheduler is alive)."""
+	heartbeat expires: the Desk's panel, `status`, and the Desk's announcements (sent only while a scheduler is
+	alive)."""
 	with redis_conn.pipeline(transaction=False) as pipe:
 		pipe.delete(protocol.process_key(process_id))
 		pipe.zrem(protocol.PROCESSES_KEY, process_id)
@@ -373,8 +375,8 @@ class Publisher:
 
 	The sites' part is read again only when the state changed since (`State.changes`), the health did, a fire was
 	overdue (its age grows) or REBUILD_SECONDS passed (a write by another process); else the last one is published with
-	the time, the leader and the processes read anew. At a thousand sites reading it was a fifth of an idle leader's CPU,
-	for a document that had not changed."""
+	the time, the leader and the processes read anew. At a thousand sites reading it was a fifth of an idle leader's
+	CPU, for a document that had not changed."""
 
 	def __init__(self):
 		self.sites: dict[str, dict] | None = None

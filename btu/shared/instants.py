@@ -26,7 +26,10 @@ def from_ms(ms: int | str) -> datetime:
 def format_utc_iso(moment: datetime, *, milliseconds: bool = False) -> str:
 	"""`moment` as UTC ISO 8601 with Z: "2026-11-22T02:33:00Z", with `milliseconds` "2026-11-22T02:33:00.250Z"."""
 	moment = moment.astimezone(timezone.utc)
-	text = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+	text = (
+		f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+		f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+	)
 	if milliseconds:
 		text += f".{moment.microsecond // 1000:03d}"
 	return text + "Z"
@@ -34,7 +37,7 @@ def format_utc_iso(moment: datetime, *, milliseconds: bool = False) -> str:
 
 @lru_cache(maxsize=4096)
 def slot_text(slot: datetime) -> str:
-	"""A slot as UTC ISO 8601 with Z, with milliseconds only when it has a fraction; cached, as schedules share slots."""
+	"""A slot as UTC ISO 8601 with Z, with milliseconds only if it has a fraction; cached, as schedules share slots."""
 	return format_utc_iso(slot, milliseconds=bool(slot.microsecond))
 
 

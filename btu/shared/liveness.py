@@ -154,8 +154,8 @@ def sharing_message(benches: list[dict]) -> str:
 	"""One line for an operator: which benches share BTU's keys, and the fix."""
 	names = "; ".join(f"{b['path']} (bench_id {b['id']}, on {', '.join(b['hosts'])})" for b in benches)
 	return (
-		f"{len(benches)} benches run BTU schedulers on this Redis under the same key names: {names}. They share one leader "
-		"lease, so only the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own "
-		f"{protocol.NAMESPACE_SETTING} in its common_site_config.json (for example its bench id) and restart its schedulers "
-		"and workers"
+		f"{len(benches)} benches run BTU schedulers on this Redis under the same key names: {names}. "
+		"They share one leader lease, so only the leader's bench fires, and it takes the other bench's sites for gone. "
+		f"Give each bench its own {protocol.NAMESPACE_SETTING} in its common_site_config.json "
+		"(for example its bench id) and restart its schedulers and workers"
 	)

@@ -37,8 +37,10 @@ class OldDaemon:
 	def describe(self) -> str:
 		if self.polled:
 			return (
-				f"the original BTU's daemon may still be running on this Redis: {NEXT_FIRES_KEY} holds {self.entries} next fires, "
-				f"none overdue; stop it (systemctl stop btu_scheduler, or btu-py's service) so no schedule fires twice, then DEL {NEXT_FIRES_KEY}"
+				"the original BTU's daemon may still be running on this Redis: "
+				f"{NEXT_FIRES_KEY} holds {self.entries} next fires, none overdue; "
+				"stop it (systemctl stop btu_scheduler, or btu-py's service) so no schedule fires twice, "
+				f"then DEL {NEXT_FIRES_KEY}"
 			)
 		return (
 			f"the original BTU's daemon left {NEXT_FIRES_KEY} behind ({self.entries} entries, the earliest "
@@ -80,4 +82,7 @@ def socket_report(path: str | None) -> str | None:
 			client.connect(path)
 		except OSError:
 			return None
-	return f"the original BTU's daemon listens on {path}: stop it (systemctl stop btu_scheduler) so no schedule fires twice"
+	return (
+		f"the original BTU's daemon listens on {path}: "
+		"stop it (systemctl stop btu_scheduler) so no schedule fires twice"
+	)

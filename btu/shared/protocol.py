@@ -457,7 +457,8 @@ def namespace_problem(namespace) -> str | None:
 		return None
 	if not isinstance(namespace, str) or not NAMESPACE_FORM.match(namespace):
 		return (
-			f"{NAMESPACE_SETTING} {namespace!r} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' "
+			f"{NAMESPACE_SETTING} {namespace!r} in common_site_config.json: "
+			"give 1 to 64 letters, digits, '_', '.' or '-' "
 			"(a name no other bench on the same Redis uses, such as the bench's id), or remove it"
 		)
 	return None

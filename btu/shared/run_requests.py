@@ -34,7 +34,7 @@ CATCH_UP_WINDOW_SECS = 86400
 MAX_BACKFILL_SLOTS = 1000
 MAX_ATTEMPTS = 100
 # Chains are bounded at run time (a cycle written past the save's check, or a fan-out that doubles at each link, stops
-# here) and on save. A chained run carries its lineage: the Log of the run that started the chain (its root) and its depth.
+# here) and on save. A chained run carries its lineage: the Log of its chain's first run (its root) and its depth.
 # The longest chain of links from a root run: a run this deep starts no chained task.
 MAX_CHAIN_DEPTH = 10
 # The most chained runs one root run may start, at every depth together.

@@ -56,13 +56,15 @@ class SentinelSettings:
 		example = '["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"]'
 		if not isinstance(nodes, list) or not nodes:
 			raise SentinelConfigError(
-				f'{path}: {SENTINELS} must be a list of "host:port" such as {example}, found {json_type(nodes)}; fix the file or turn {ENABLED} off'
+				f'{path}: {SENTINELS} must be a list of "host:port" such as {example}, '
+				f"found {json_type(nodes)}; fix the file or turn {ENABLED} off"
 			)
 		sentinels = tuple(parse_node(node, path) for node in nodes)
 		service = conf.get(SERVICE)
 		if not isinstance(service, str) or not service.strip():
 			raise SentinelConfigError(
-				f"{path}: {SERVICE} must name the master's service as the sentinels know it (sentinel monitor NAME ...), found {service!r}; fix the file"
+				f"{path}: {SERVICE} must name the master's service as the sentinels know it "
+				f"(sentinel monitor NAME ...), found {service!r}; fix the file"
 			)
 		text = {key: optional_text(conf, key, path) for key in KEYS[3:]}
 		return cls(
@@ -88,7 +90,8 @@ class SentinelSettings:
 		return Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)
 
 	def master_url(self, **options) -> str:
-		"""The current master as a redis:// URL (no user), asked of the sentinels now; MasterNotFoundError if none knows."""
+		"""The current master as a redis:// URL (no user), asked of the sentinels now; MasterNotFoundError if none
+		knows."""
 		host, port = self.sentinel(**options).discover_master(self.service)
 		return f"redis://{'[' + host + ']' if ':' in host else host}:{port}/0"
 

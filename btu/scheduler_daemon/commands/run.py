@@ -90,7 +90,8 @@ def metrics_exposed(config) -> str | None:
 
 def metrics_unbound(config, exc: OSError) -> str:
 	return (
-		f"metrics_port {config.metrics_port} (from {config.sources['metrics_port']}) on metrics_address {config.metrics_address} "
+		f"metrics_port {config.metrics_port} (from {config.sources['metrics_port']}) "
+		f"on metrics_address {config.metrics_address} "
 		f"(from {config.sources['metrics_address']}) cannot be bound: {exc.strerror or exc}; choose a free port, "
 		f"or an address of this host"
 	)

@@ -84,7 +84,9 @@ def arguments(parser) -> None:
 	parser.add_argument(
 		"--admin-user",
 		default="root",
-		help=f"db-reader --apply: a MariaDB user that may grant (default root; its password in ${DB_ADMIN_PASSWORD_ENV})",
+		help=(
+			f"db-reader --apply: a MariaDB user that may grant (default root; its password in ${DB_ADMIN_PASSWORD_ENV})"
+		),
 	)
 	parser.add_argument(
 		"--admin-url",
@@ -118,10 +120,16 @@ def run(args) -> int:
 		user = args.user or owner_of(bench)
 		if args.target == "supervisor":
 			text, path = supervisor_program(bench, command, user), bench / "config" / "btu_scheduler.supervisor.conf"
-			hint = f"link it: sudo ln -s {path} /etc/supervisor/conf.d/{bench.name}-btu-scheduler.conf && sudo supervisorctl reread && sudo supervisorctl update"
+			hint = (
+				f"link it: sudo ln -s {path} /etc/supervisor/conf.d/{bench.name}-btu-scheduler.conf"
+				" && sudo supervisorctl reread && sudo supervisorctl update"
+			)
 		else:
 			text, path = systemd_unit(bench, command, user), bench / "config" / f"{bench.name}-btu-scheduler.service"
-			hint = f"install it: sudo ln -s {path} /etc/systemd/system/ && sudo systemctl daemon-reload && sudo systemctl enable --now {path.name}"
+			hint = (
+				f"install it: sudo ln -s {path} /etc/systemd/system/"
+				f" && sudo systemctl daemon-reload && sudo systemctl enable --now {path.name}"
+			)
 		if not args.write:
 			sys.stdout.write(text)
 			return EXIT_OK
@@ -140,7 +148,8 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 	if not apply:
 		print(redis_acl.setuser_line(user, bench.bench_id))
 		print(
-			"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), or: btu-scheduler setup redis-acl "
+			"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), "
+			"or: btu-scheduler setup redis-acl "
 			"--apply. It only adds grants. Redis 6.0 has no channel rules: leave out the & ones; Redis before 6 has no "
 			"ACL and needs nothing.",
 			file=sys.stderr,
@@ -169,20 +178,23 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 		if bench.sentinel and applied == EXIT_OK:
 			# Redis does not replicate ACL rules: a replica promoted later must already know the user.
 			print(
-				f"note: {bench.sentinel.describe()}: ACL rules are not replicated; run this again with --admin-url for each replica",
+				f"note: {bench.sentinel.describe()}: ACL rules are not replicated; "
+				"run this again with --admin-url for each replica",
 				file=sys.stderr,
 			)
 		return applied
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):
 			print(
-				f"btu-scheduler setup redis-acl: Redis at {shown} refused user {protocol.redis_user(admin) if admin else 'default'!r} ({exc}); pass "
+				f"btu-scheduler setup redis-acl: Redis at {shown} "
+				f"refused user {protocol.redis_user(admin) if admin else 'default'!r} ({exc}); pass "
 				f"--admin-url with a user that may run ACL SETUSER and ACL SAVE (default, or ${ADMIN_PASSWORD_ENV})",
 				file=sys.stderr,
 			)
 			return EXIT_BAD_INPUT
 		print(
-			f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); start it or fix --admin-url",
+			f"btu-scheduler setup redis-acl: Redis at {shown} failed ({type(exc).__name__}: {exc}); "
+			"start it or fix --admin-url",
 			file=sys.stderr,
 		)
 		return EXIT_FAILED
@@ -197,12 +209,14 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 	major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
 	if major_minor < (6, 0):
 		print(
-			f"Redis {version} at {shown} has no ACL (Redis 6.0 added it): its clients are not restricted, BTU needs no grant"
+			f"Redis {version} at {shown} has no ACL (Redis 6.0 added it): "
+			"its clients are not restricted, BTU needs no grant"
 		)
 		return EXIT_OK
 	if admin.acl_getuser(user) is None:
 		print(
-			f"btu-scheduler setup redis-acl: Redis at {shown} has no ACL user {user!r}; make it first (bench create-rq-users), "
+			f"btu-scheduler setup redis-acl: Redis at {shown} has no ACL user {user!r}; "
+			"make it first (bench create-rq-users), "
 			"or name an existing one with --user",
 			file=sys.stderr,
 		)
@@ -238,7 +252,8 @@ def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: st
 	servers = db_reader.needed_grants(bench)
 	if not servers:
 		print(
-			"no site of this bench has BTU's tables on MariaDB: nothing to grant (PostgreSQL sites are read on their own logins)"
+			"no site of this bench has BTU's tables on MariaDB: nothing to grant "
+			"(PostgreSQL sites are read on their own logins)"
 		)
 		return EXIT_OK
 	failed = False
@@ -255,7 +270,8 @@ def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: st
 			db_reader.apply(entry, admin_user, os.environ.get(DB_ADMIN_PASSWORD_ENV, ""), sql)
 		except Exception as exc:  # PyMySQL's errors: refused, unreachable
 			print(
-				f"btu-scheduler setup db-reader: {entry.server} as {admin_user!r}: {exc}; pass --admin-user with a user that may "
+				f"btu-scheduler setup db-reader: {entry.server} as {admin_user!r}: {exc}; "
+				"pass --admin-user with a user that may "
 				f"CREATE USER and GRANT (its password in ${DB_ADMIN_PASSWORD_ENV})",
 				file=sys.stderr,
 			)
@@ -265,7 +281,8 @@ def db_reader_target(bench: Bench, user: str | None, apply: bool, admin_user: st
 	if not apply:
 		if new:
 			print(
-				f"-- then: bench set-config -g {READER_USER_KEY} {login.user} && bench set-config -g {READER_PASSWORD_KEY} '{login.password}'"
+				f"-- then: bench set-config -g {READER_USER_KEY} {login.user} "
+				f"&& bench set-config -g {READER_PASSWORD_KEY} '{login.password}'"
 			)
 		print(
 			"# Run it as the server's admin, or: btu-scheduler setup db-reader --apply; again after bench new-site.",

@@ -41,10 +41,8 @@ def run(args) -> int:
 		summary["redis"] = protocol.redis_address(client)  # after a read: a Sentinel client has found its master
 	except redis.RedisError as exc:
 		if protocol.is_denied(exc):  # status reads only btu: keys
-			print(
-				f"btu-scheduler status: {protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)}",
-				file=sys.stderr,
-			)
+			denied = protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)
+			print(f"btu-scheduler status: {denied}", file=sys.stderr)
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)
 		return EXIT_FAILED
@@ -97,7 +95,8 @@ def render(summary: dict) -> str:
 		lines.append("leader: none (no scheduler is running against this Redis)")
 	for process in summary["processes"]:
 		redis_at = (
-			f", redis {process['redis']}, replicas {process.get('replicas', '?')} (fires wait for {process.get('replica_acks', 0)})"
+			f", redis {process['redis']}, replicas {process.get('replicas', '?')}"
+			f" (fires wait for {process.get('replica_acks', 0)})"
 			if process.get("redis")
 			else ""
 		)
@@ -131,7 +130,8 @@ def render(summary: dict) -> str:
 	quarantined = summary.get("quarantine") or {}
 	if quarantined:
 		lines.append(
-			f"quarantine: {len(quarantined)} wrong values moved aside (nothing fires from them; schedules are rebuilt from their rows)"
+			f"quarantine: {len(quarantined)} wrong values moved aside "
+			"(nothing fires from them; schedules are rebuilt from their rows)"
 		)
 		for what, record in sorted(quarantined.items(), key=lambda pair: pair[1].get("at") or ""):
 			lines.append(f"  {record.get('at')}  {what}: {record.get('reason')}")

@@ -32,7 +32,7 @@ def select(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:
 
 
 def summary_sql(db: SiteDatabase, qualified: bool = False) -> str:
-	"""The query of (n, checksum) over VERSION, computed by the database (`qualified`: the table named with its database)."""
+	"""The query of (n, checksum) over VERSION, computed by the database (`qualified`: the table with its database)."""
 	q = db._quote
 	crc = "hashtext" if db.postgres else "CRC32"
 	columns = ", ".join(q(column) for column in ("name", *VERSION))

@@ -99,7 +99,8 @@ class CronExpression:
 				field,
 				text,
 				_(
-					"has {count} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (second minute hour day-of-month month day-of-week)"
+					"has {count} fields; use 5 (minute hour day-of-month month day-of-week) "
+					"or 6 (second minute hour day-of-month month day-of-week)"
 				),
 				count=len(parts),
 			)
@@ -281,7 +282,8 @@ def _value(field: str, text: str, name: str, item: str, low: int, high: int, nam
 			field,
 			text,
 			_(
-				"{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); use numbers, names, lists, ranges and steps"
+				"{name} '{item}' is not supported (BTU cron has no L, W, ?, # or H); "
+				"use numbers, names, lists, ranges and steps"
 			),
 			name=name,
 			item=item,

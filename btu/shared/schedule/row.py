@@ -22,7 +22,8 @@ from btu.shared.schedule.zones import zone_name as canonical_zone_name
 SPEC_FIELDS = (
 	"name", "creation", "run_frequency", "minute", "hour", "day_of_week", "day_of_month", "month",
 	"cron_string", "every", "every_unit", "run_at", "time_zone", "start_time", "end_time", "run_limit",
-	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy", "calendar", "calendar_policy",
+	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
+	"calendar", "calendar_policy",
 )  # fmt: skip
 # Not columns: what a row's readers attach from its child tables and its calendar (row_with_exclusions).
 SKIPPED_KEY = "skipped_slots"
@@ -50,7 +51,8 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 				"time_zone",
 				"",
 				_(
-					"is empty and the site's System Settings time_zone {zone} is not a known zone; set this schedule's time_zone or fix System Settings"
+					"is empty and the site's System Settings time_zone {zone} is not a known zone; "
+					"set this schedule's time_zone or fix System Settings"
 				),
 				zone=repr(system_zone),
 			) from None

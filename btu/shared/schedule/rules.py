@@ -73,7 +73,8 @@ class Rule:
 		return Tally(count, list(last))
 
 	def _look_back(self, low: int, high: int, stop: int, keep: int, counted: int) -> Tally:
-		"""The last `keep` slots before `stop`, found in growing spans back from `high`; the count is at least theirs."""
+		"""The last `keep` slots before `stop`, found in growing spans back from `high`; the count is at least
+		theirs."""
 		span = LOOK_BACK
 		while True:
 			begin = max(low, high - span)
@@ -263,7 +264,7 @@ class ExcludingRule(Rule):
 		return None
 
 	def moved_from(self, slot: int) -> int | None:
-		"""The local day a slot was moved from (the nearest excluded day with a slot at its wall time); None for a regular slot."""
+		"""The local day a slot was moved from (the nearest excluded day with a slot at its wall time), else None."""
 		if not self.move or not self.excluded:
 			return None
 		day = self.day_of(slot)

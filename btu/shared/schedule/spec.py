@@ -87,23 +87,7 @@ class ScheduleSpec:
 		calendar_policy: str = "skip",
 		excluded_dates: tuple[str, ...] | list[str] = (),
 	) -> None:
-		check_one_of("kind", kind, KINDS)
-		check_one_of("calendar_policy", calendar_policy, CALENDAR_POLICIES)
-		check_one_of("catch_up_policy", catch_up_policy, CATCH_UP_POLICIES)
-		check_one_of("overlap_policy", overlap_policy, OVERLAP_POLICIES)
-		if not 0 <= catch_up_max <= MAX_CATCH_UP:
-			raise ScheduleError(
-				"catch_up_max",
-				catch_up_max,
-				_("must be from 0 to {limit}, the most fires one catch-up may make; lower it, or use fire_once"),
-				limit=MAX_CATCH_UP,
-			)
-		if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms <= 999 or (at_ms and kind != "once"):
-			raise ScheduleError(
-				"run_at",
-				at_ms,
-				_("milliseconds must be a whole number from 0 to 999, and only a Once schedule has them"),
-			)
+		_check_choices(kind, calendar_policy, catch_up_policy, overlap_policy, catch_up_max, at_ms)
 		if start is not None and end is not None and end < start:
 			raise ScheduleError("end_time", utc(end).isoformat(), _("is before start_time; move it later or clear it"))
 		self.name = name
@@ -255,8 +239,9 @@ class ScheduleSpec:
 		return None if slot is None else utc(slot)
 
 	def fire_time(self, slot: datetime) -> datetime:
-		"""`slot` plus its deterministic jitter (always less than the gap to the next slot), and a Once slot's milliseconds:
-		slots are whole seconds, so a Once run_at of 09:00:00.250 is the slot 09:00:00 fired 250 ms into it."""
+		"""`slot` plus its deterministic jitter (always less than the gap to the next slot), and a Once slot's
+		milliseconds: slots are whole seconds, so a Once run_at of 09:00:00.250 is the slot 09:00:00 fired 250 ms into
+		it."""
 		instant = posix_seconds(slot, "slot")
 		moment = utc(instant + self.jitter_of(instant))
 		if self.at_ms and instant == self.at:
@@ -276,8 +261,8 @@ class ScheduleSpec:
 		"""The next n fires after `after` and, among them, the slots exclusions removed (at most n of those).
 
 		Each entry: "at" (UTC; a fire's jitter applied), "mark" ("" a fire, "moved" a fire moved off an
-		excluded day, "skipped" a slot skipped on request, "excluded" a slot on an excluded day, dropped or moved by the policy) and
-		"moved_from" (the local date a moved fire came from, else None).
+		excluded day, "skipped" a slot skipped on request, "excluded" a slot on an excluded day, dropped or moved by the
+		policy) and "moved_from" (the local date a moved fire came from, else None).
 		"""
 		t = posix_seconds(after, "after") + 1
 		slots: list[int] = []
@@ -338,7 +323,7 @@ class ScheduleSpec:
 		grace: timedelta = timedelta(seconds=10),
 		ahead: timedelta = timedelta(0),
 	) -> FirePlan:
-		"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away; see the package docstring."""
+		"""Which slots to fire at `now`, due if their fire time is at most `ahead` away; see the package docstring."""
 		return catch_up.plan(self, cursor, now, runs, grace, ahead)
 
 
@@ -348,6 +333,29 @@ STORED_DEFAULTS = {
 	for name, parameter in inspect.signature(ScheduleSpec.__init__).parameters.items()
 	if parameter.default is not inspect.Parameter.empty
 }
+
+
+def _check_choices(
+	kind: str, calendar_policy: str, catch_up_policy: str, overlap_policy: str, catch_up_max: int, at_ms: int
+) -> None:
+	"""A spec's kind and policies are among their choices, catch_up_max and a Once run's milliseconds in their range."""
+	check_one_of("kind", kind, KINDS)
+	check_one_of("calendar_policy", calendar_policy, CALENDAR_POLICIES)
+	check_one_of("catch_up_policy", catch_up_policy, CATCH_UP_POLICIES)
+	check_one_of("overlap_policy", overlap_policy, OVERLAP_POLICIES)
+	if not 0 <= catch_up_max <= MAX_CATCH_UP:
+		raise ScheduleError(
+			"catch_up_max",
+			catch_up_max,
+			_("must be from 0 to {limit}, the most fires one catch-up may make; lower it, or use fire_once"),
+			limit=MAX_CATCH_UP,
+		)
+	if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms <= 999 or (at_ms and kind != "once"):
+		raise ScheduleError(
+			"run_at",
+			at_ms,
+			_("milliseconds must be a whole number from 0 to 999, and only a Once schedule has them"),
+		)
 
 
 def _skipped(values) -> tuple[int, ...]:
