@@ -37,7 +37,7 @@ from btu.scheduler_daemon.database import (
 	SiteDatabase,
 )
 from btu.scheduler_daemon.log import log_event
-from btu.scheduler_daemon.site_settings import SiteSettings, settings_sql, summaries_of
+from btu.scheduler_daemon.site_settings import SiteSettings, settings_row, settings_sql, summaries_of
 from btu.scheduler_daemon.sources import scheduled_job_types
 
 logger = logging.getLogger("btu.scheduler")
@@ -236,7 +236,13 @@ class ServerReader:
 			with self.lock:  # the grants may have changed: read them again before the next batch
 				self.grants.pop(batch[0].server, None)
 			return None
-		return {row["site"]: SiteSettings.of(row, summaries_of(row)) for row in rows}
+		by_site: dict[str, list[dict]] = {}
+		for row in rows:
+			by_site.setdefault(row["site"], []).append(row)
+		return {
+			site: SiteSettings.of(row, summaries_of(row))
+			for site, row in ((site, settings_row(part_rows)) for site, part_rows in by_site.items())
+		}
 
 	def select_of(self, db: SiteDatabase, scheduled_jobs: bool) -> str:
 		"""The site's part of a batch: its settings query, named by a `site` column, with its values written in (escaped
@@ -246,9 +252,7 @@ class ServerReader:
 		made = self.selects.get(db.site.name)
 		if made is None or made[0] != shape:
 			sql, params = settings_sql(db, checksum=True, scheduled_jobs=scheduled_jobs, qualified=True, cached=True)
-			text = sql.replace("SELECT ", "SELECT %s AS site, ", 1) % tuple(
-				sql_text(value) for value in (db.site.name, *params)
-			)
+			text = sql % tuple(sql_text(value) for value in params)  # each part's row names the site (`qualified`)
 			made = self.selects[db.site.name] = (shape, text)
 		return made[1]
 

@@ -80,18 +80,32 @@ def read(db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool) -> SiteSetti
 	if not db.has_btu_tables():
 		return None
 	sql, params = settings_sql(db, checksum=checksum, scheduled_jobs=scheduled_jobs)
-	[row] = db.query(sql, params)
+	row = settings_row(db.query(sql, params))
 	return SiteSettings.of(row, summaries_of(row) if checksum else None)
+
+
+def settings_row(rows: list[dict]) -> dict:
+	"""The rows of one site's `settings_sql` (one a part) as one row: the singles' values and each part's `<part>_n`
+	and `<part>_checksum` (None for a part the site lacks)."""
+	row: dict = {f"{part}_{column}": None for part in SUMMARY_PARTS for column in ("n", "checksum")}
+	for part_row in rows:
+		part = part_row["part"]
+		if part == "g":
+			row.update({alias: part_row[alias] for alias, _, _ in SETTINGS_SINGLES})
+		else:
+			row[f"{part}_n"], row[f"{part}_checksum"] = part_row["n"], part_row["checksum"]
+	return row
 
 
 def settings_sql(
 	db: SiteDatabase, *, checksum: bool, scheduled_jobs: bool, qualified: bool = False, cached: bool = False
 ) -> tuple[str, tuple]:
-	"""`read`'s one-row query and its parameters: the singles, and with `checksum` each part's `<part>_n` and
-	`<part>_checksum` (SUMMARY_PARTS; NULL for a part the site lacks, so that `server_read` can join many sites' rows
-	in one UNION ALL). `qualified`: tables named with their database; `cached`: which tables the site has as last
-	read, without asking (`has_table` asks again for one not seen). Made once per shape: a reader's batch asks for
-	every site's each second."""
+	"""`read`'s query and its parameters: a row a part (`settings_row` makes them one), its `part` column "g" for the
+	singles, and with `checksum` one for each of SUMMARY_PARTS the site has, with its `n` and `checksum` (the same
+	columns in each, so that `server_read` can join many sites' rows in one UNION ALL). `qualified`: tables named with
+	their database, and each row with the site's name as `site`; `cached`: which tables the site has as last read,
+	without asking (`has_table` asks again for one not seen). Made once per shape: a reader's batch asks for every
+	site's each second."""
 	if not cached and checksum:
 		# Looked for again while not seen, as before a shape is picked: a migrate that adds one is seen at once.
 		db.has_table(REQUEST_TABLE)
@@ -105,34 +119,43 @@ def settings_sql(
 
 
 def make_settings_sql(db: SiteDatabase, checksum: bool, scheduled_jobs: bool, qualified: bool) -> tuple[str, tuple]:
+	"""Each part a SELECT of its own, joined by UNION ALL, never a derived table: MariaDB materialises a derived table
+	with an aggregate in a temporary table, and one with tabSingles' `value` (LONGTEXT) on disk, which was most of
+	what a full pass cost the server (about 1 ms of its CPU a site: "The full pass's query" in docs/PERFORMANCE.md)."""
 	has_table = lambda table: table in (db._tables or ())  # noqa: E731
 	q = db._quote
+	params: list = []
+
+	def lead(part: str) -> str:
+		"""A row's first columns: the site's name when many sites are read in one query, and its part."""
+		if qualified:
+			params.append(db.site.name)
+		return f"{'%s AS site, ' if qualified else ''}'{part}' AS part"
+
 	# One read of tabSingles for every value (a table read once is one table the server opens, not four).
 	picked = ", ".join(
 		f"MAX(CASE WHEN {q('doctype')} = %s AND {q('field')} = %s THEN {q('value')} END) AS {q(alias)}"
 		for alias, _, _ in SETTINGS_SINGLES
 	)
 	doctypes = tuple(dict.fromkeys(doctype for _, doctype, _ in SETTINGS_SINGLES))
-	singles = f"(SELECT {picked} FROM {db._table('tabSingles', qualified)} WHERE {q('doctype')} {_in(doctypes)}) g"
-	params: list = [*(value for _, doctype, field in SETTINGS_SINGLES for value in (doctype, field)), *doctypes]
-	values = ", ".join(f"g.{q(alias)}" for alias, _, _ in SETTINGS_SINGLES)
+	summary = ", NULL AS n, NULL AS checksum" if checksum else ""
+	selects = [
+		f"SELECT {lead('g')}{summary}, {picked} FROM {db._table('tabSingles', qualified)} "
+		f"WHERE {q('doctype')} {_in(doctypes)}"
+	]
+	params += [*(value for _, doctype, field in SETTINGS_SINGLES for value in (doctype, field)), *doctypes]
 	if not checksum:
-		return f"SELECT {values} FROM {singles}", tuple(params)
-	parts = {"x": (db._schedules_sql(checksum_columns(db, "schedules"), qualified), ())}
+		return selects[0], tuple(params)
+	# A part's row: its summary, then NULL for each of the singles' columns.
+	nulls = ", NULL" * len(SETTINGS_SINGLES)
+	selects.append(db._schedules_sql(f"{lead('x')}, {checksum_columns(db, 'schedules')}{nulls}", qualified))
 	if has_table(REQUEST_TABLE):
-		parts["r"] = db._requests_sql(checksum_columns(db, "requests"), qualified)
-	if scheduled_jobs and has_table(scheduled_job_types.TABLE):
-		parts["j"] = (scheduled_job_types.summary_sql(db, qualified), ())
-	selected = ", ".join(
-		f"{part}.n AS {part}_n, {part}.checksum AS {part}_checksum"
-		if part in parts
-		else f"NULL AS {part}_n, NULL AS {part}_checksum"
-		for part in SUMMARY_PARTS
-	)
-	sources = " CROSS JOIN ".join([singles, *(f"({sql}) {part}" for part, (sql, _) in parts.items())])
-	for _, extra in parts.values():
+		sql, extra = db._requests_sql(f"{lead('r')}, {checksum_columns(db, 'requests')}{nulls}", qualified)
+		selects.append(sql)
 		params += extra
-	return f"SELECT {values}, {selected} FROM {sources}", tuple(params)
+	if scheduled_jobs and has_table(scheduled_job_types.TABLE):
+		selects.append(scheduled_job_types.summary_sql(db, qualified, lead=f"{lead('j')}, ", trail=nulls))
+	return " UNION ALL ".join(selects), tuple(params)
 
 
 def checksum_columns(db: SiteDatabase, part: str) -> str:

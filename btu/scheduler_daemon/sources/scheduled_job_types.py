@@ -31,12 +31,16 @@ def select(db: SiteDatabase, names: list[str] | None) -> list[dict[str, Any]]:
 	return db._chunked(names, lambda chunk: f"{sql} WHERE {q('name')} IN ({', '.join(['%s'] * len(chunk))})")
 
 
-def summary_sql(db: SiteDatabase, qualified: bool = False) -> str:
-	"""The query of (n, checksum) over VERSION, computed by the database (`qualified`: the table with its database)."""
+def summary_sql(db: SiteDatabase, qualified: bool = False, lead: str = "", trail: str = "") -> str:
+	"""The query of (n, checksum) over VERSION, computed by the database (`qualified`: the table named with its
+	database; `lead` and `trail`: columns selected before and after them)."""
 	q = db._quote
 	crc = "hashtext" if db.postgres else "CRC32"
 	columns = ", ".join(q(column) for column in ("name", *VERSION))
-	return f"SELECT COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum FROM {db._table(TABLE, qualified)}"
+	return (
+		f"SELECT {lead}COUNT(*) AS n, SUM({crc}(CONCAT_WS('|', {columns}))) AS checksum{trail} "
+		f"FROM {db._table(TABLE, qualified)}"
+	)
 
 
 def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
