@@ -5,8 +5,8 @@ let in first between two holds (`ReconcileLock`).
 
 What may not be lost or doubled: an RPC comes after its edit's commit and reads its rows under the lock. The runs an
 RPC brought in line after a site's reconcile began (`Reconciler.touched`) are left as the RPC left them, since this
-reconcile's versions may be older than its read; any other row is read by a chunk in the hold that writes it, after
-every RPC processed before that hold, and an edit committed after that read brings its own RPC, which waits for it.
+reconcile's versions and rows may be older than the RPC's read; any other row is written as read here, and an edit
+committed after that read brings its own RPC, which brings the row in line after this write (it waits for the hold).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.site_read import SiteRead
-from btu.scheduler_daemon.site_rows import HOLD_CHUNK, SiteRows, read_chunk
+from btu.scheduler_daemon.site_rows import APPLY_CHUNK, HOLD_CHUNK, SiteRows, read_chunk
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.reconcile import Reconciler
@@ -186,36 +186,47 @@ class SiteReconcile:
 		return True
 
 	def reconcile_rest(self: Reconciler, diff: Diff) -> bool:
-		"""The rest of a big site's reconcile, HOLD_CHUNK rows a hold of the lock: removals first, then compiles, each
-		chunk's rows read and written in its hold. Between two holds an RPC may bring any run in line, of this site too;
-		the runs it touched are left as it left them. A stop leaves the rest to the next cycle."""
-		site, read = diff.site, diff.read
+		"""The rest of a big site's reconcile: its rows read APPLY_CHUNK at a time without the lock, as a read-ahead
+		site's are, and written HOLD_CHUNK a hold of it, removals first. Between two holds an RPC may bring any run in
+		line, of this site too; the runs it touched are left as it left them (it read their rows after this read). A
+		stop leaves the rest to the next cycle."""
+		read = diff.read
 		work = [(name, False) for name in diff.removed] + [(name, True) for name in diff.changed]
 		try:
-			for start in range(0, len(work), HOLD_CHUNK):
-				if self.stopping.is_set():
-					return True  # the summary is not kept: the next cycle diffs the site again
-				self.lock.let_edits_in()
-				with self.lock:
-					chunk = [
-						(name, compile)
-						for name, compile in work[start : start + HOLD_CHUNK]
-						if name not in diff.touched
-					]
-					for name, compile in chunk:
-						if not compile:
-							self.remove(site.name, name, reason="disabled or deleted")
-					names = [name for name, compile in chunk if compile]
-					if names:
-						# After a reset the state lost what it held: a schedule resumes after its newest logged slot.
-						in_state = diff.in_state if self.resets == diff.resets else self.state.names(site.name)
-						self.apply_rows(site, read, *read_chunk(read, names, in_state, self.clock()), diff.enabled)
+			for start in range(0, len(work), APPLY_CHUNK):
+				part = work[start : start + APPLY_CHUNK]
+				wanted = [name for name, compile in part if compile and name not in diff.touched]
+				rows, logged = read_chunk(read, wanted, diff.in_state, self.clock()) if wanted else ([], {})
+				for hold in range(0, len(part), HOLD_CHUNK):
+					if self.stopping.is_set():
+						return True  # the summary is not kept: the next cycle diffs the site again
+					self.lock.let_edits_in()
+					with self.lock:
+						self.apply_hold(diff, part[hold : hold + HOLD_CHUNK], rows, logged)
 			self.lock.let_edits_in()
 			with self.lock:
 				self.site_done(diff)
 		finally:
 			self.wake()
 		return True
+
+	def apply_hold(
+		self: Reconciler, diff: Diff, chunk: list[tuple[str, bool]], rows: list[dict], logged: dict[str, str]
+	) -> None:
+		"""One hold of `reconcile_rest`: the chunk's removals, then its rows from the part read before, but for the runs
+		an RPC touched meanwhile. After a reset (Redis lost the state) the chunk's rows are read again here, so that a
+		schedule no longer in the state resumes after its newest logged slot."""
+		site, read = diff.site, diff.read
+		chunk = [(name, compile) for name, compile in chunk if name not in diff.touched]
+		for name, compile in chunk:
+			if not compile:
+				self.remove(site.name, name, reason="disabled or deleted")
+		names = {name for name, compile in chunk if compile}
+		if not names:
+			return
+		if self.resets != diff.resets:
+			rows, logged = read_chunk(read, sorted(names), self.state.names(site.name), self.clock())
+		self.apply_rows(site, read, [row for row in rows if row["name"] in names], logged, diff.enabled)
 
 	def site_done(self: Reconciler, diff: Diff) -> None:
 		"""The state mirrors the site's table as read: its summary kept, so the next reconcile that reads the same
