@@ -28,7 +28,7 @@ import redis  # noqa: E402
 
 from btu.shared import protocol  # noqa: E402
 from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from devbench.data import SiteData  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402,F401 (chaos.py uses common.RedisServer)
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -181,40 +181,16 @@ class DevBench:
 		return f"rq:queue:{self.bench.queue_name('default')}"
 
 	def insert_schedules(self, rows: list[dict]) -> list[str]:
-		"""Insert many BTU Task Schedule rows with executemany, standard columns filled as SiteData does."""
-		schema = self.data.schema("BTU Task Schedule")
-		now = self.data.now()
-		base = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
-		base.update(
-			{
-				"owner": ADMINISTRATOR,
-				"modified_by": ADMINISTRATOR,
-				"creation": now,
-				"modified": now,
-				"docstatus": 0,
-				"idx": 0,
-				"task": self.task,
-			}
-		)
-		columns = [col.name for col in schema.columns]
-		names = []
-		values = []
+		"""Insert many BTU Task Schedule rows of the bench's task by executemany (`SiteData.insert_many`)."""
 		with self.data.conn.cursor() as cur:
 			cur.execute("SELECT COUNT(*) FROM `tabBTU Task Schedule`")
 			start = cur.fetchone()[0]
-			for offset, given in enumerate(rows, start=start + 1):
-				row = dict(base)
-				row.update({k: self.data.to_db(v, schema.field(k)) for k, v in given.items()})
-				row["name"] = f"TS-{offset:06d}"
-				names.append(row["name"])
-				values.append(tuple(row.get(c) for c in columns))
-			sql = (
-				f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
-				f"VALUES ({', '.join(['%s'] * len(columns))})"
-			)
-			for i in range(0, len(values), 2000):
-				cur.executemany(sql, values[i : i + 2000])
-		return names
+		named = [
+			{**given, "name": f"TS-{offset:06d}", "task": self.task}
+			for offset, given in enumerate(rows, start=start + 1)
+		]
+		self.data.insert_many("BTU Task Schedule", named)
+		return [row["name"] for row in named]
 
 	def close(self) -> None:
 		self.data.close()

@@ -58,7 +58,7 @@ from btu.scheduler_daemon.reconcile import Reconciler  # noqa: E402
 from btu.scheduler_daemon.state import State  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
-from devbench.data import ADMINISTRATOR, SiteData, static_default  # noqa: E402
+from devbench.data import SiteData  # noqa: E402
 from devbench.schema import load_doctypes  # noqa: E402
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402
 from tests.support.ports import claim_port  # noqa: E402
@@ -141,30 +141,10 @@ class ScaleBench:
 			self.tasks[site] = data.insert_task(
 				desc_short="scale task", function_string=common.JOB_FUNCTION, queue_name="default", max_task_duration=60
 			)
-			schema = data.schema("BTU Task Schedule")
-			now = data.now()
-			base = {df["fieldname"]: static_default(df) for df in schema.value_fields()}
-			base.update(
-				{
-					"owner": ADMINISTRATOR,
-					"modified_by": ADMINISTRATOR,
-					"creation": now,
-					"modified": now,
-					"docstatus": 0,
-					"idx": 0,
-					"task": self.tasks[site],
-					"run_frequency": "Cron Style",
-					"cron_string": cron,
-				}
+			shared = {"task": self.tasks[site], "run_frequency": "Cron Style", "cron_string": cron}
+			data.insert_many(
+				"BTU Task Schedule", [{**shared, "name": f"BULK-{i:06d}"} for i in range(1, schedules + 1)]
 			)
-			columns = [col.name for col in schema.columns]
-			values = [tuple({**base, "name": f"BULK-{i:06d}"}.get(c) for c in columns) for i in range(1, schedules + 1)]
-			with self.root.cursor() as cur:
-				cur.executemany(
-					f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
-					f"VALUES ({', '.join(['%s'] * len(columns))})",
-					values,
-				)
 			if n % 100 == 0 or n == len(self.sites):
 				progress(f"rows inserted: {n}/{len(self.sites)} sites ({time.monotonic() - started:.0f} s)")
 		return time.monotonic() - started
