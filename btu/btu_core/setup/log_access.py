@@ -18,12 +18,13 @@ def reads_enqueued_runs(user: str | None) -> bool:
 	return "System Manager" in frappe.get_roles(user)
 
 
-def log_has_permission(doc, ptype=None, user=None) -> bool | None:
-	"""`has_permission` hook of BTU Task Log: False for an enqueued run's Log unless `user` is a System Manager; None
-	(the DocType's permissions decide) otherwise."""
+def log_has_permission(doc, ptype=None, user=None) -> bool:
+	"""`has_permission` hook of BTU Task Log: False for an enqueued run's Log unless `user` is a System Manager; True
+	(no objection: the DocType's permissions decide) otherwise. A hook only takes away, on both lines: v15 reads None
+	as "undecided", but v16 reads every falsy answer, None included, as a refusal."""
 	if doc.get("origin") == ENQUEUE and not reads_enqueued_runs(user):
 		return False
-	return None
+	return True
 
 
 def log_query_conditions(user=None) -> str:
