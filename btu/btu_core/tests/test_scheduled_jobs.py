@@ -15,8 +15,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import frappe
-from frappe.installer import update_site_config
-from frappe.utils import background_jobs, get_bench_id
+from frappe.utils import get_bench_id
 from frappe.utils.background_jobs import create_job_id, get_redis_conn
 from redis.exceptions import RedisError
 from rq.job import Job
@@ -25,6 +24,7 @@ from btu.btu_core.runs import frappe_jobs
 from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
+from btu.btu_core.tests.utils import site_config
 from btu.shared import protocol
 from btu.shared import scheduled_jobs as fj
 from btu.shared.instants import slot_text
@@ -186,33 +186,20 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.acknowledge()
 		user, password = f"btu-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
 		get_redis_conn().execute_command("ACL", "SETUSER", user, "on", f">{password}", "~rq:*", "+@all", "-@admin")
-		saved = {key: frappe.local.conf.get(key) for key in ("use_rq_auth", "rq_username", "rq_password")}
 		try:
-			# get_redis_conn reads the user from site_config.json, use_rq_auth from the conf in memory.
-			for key, value in (("rq_username", user), ("rq_password", password)):
-				update_site_config(key, value)
-			frappe.local.conf.update(use_rq_auth=1, rq_username=user, rq_password=password)
-			with self.assertRaises(RedisError):
-				get_redis_conn().exists(self.acks[0])
-			self.assertFalse(scheduled_job_types.btu_takes(self.job))
-			self.assertTrue(self.frappe_tick())
+			with site_config(use_rq_auth=1, rq_username=user, rq_password=password):
+				with self.assertRaises(RedisError):
+					get_redis_conn().exists(self.acks[0])
+				self.assertFalse(scheduled_job_types.btu_takes(self.job))
+				self.assertTrue(self.frappe_tick())
 		finally:
-			for key in ("rq_username", "rq_password"):
-				update_site_config(key, "None")
-			frappe.local.conf.update(saved)
 			get_redis_conn().execute_command("ACL", "DELUSER", user)
 
 	def test_the_queue_redis_not_answering_leaves_it_to_frappe(self):
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		self.acknowledge()
-		saved = frappe.local.conf.redis_queue
-		try:
-			frappe.local.conf.redis_queue = "redis://127.0.0.1:1"
-			background_jobs._redis_queue_conn = None  # Frappe keeps one client: the next one is made from the conf
+		with site_config(redis_queue="redis://127.0.0.1:1"):
 			self.assertFalse(scheduled_job_types.btu_takes(self.job))
-		finally:
-			frappe.local.conf.redis_queue = saved
-			background_jobs._redis_queue_conn = None
 
 	def test_btus_watchdog_and_crons_btu_reads_otherwise_stay_with_frappe(self):
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+from contextlib import contextmanager
 
 import frappe
+from frappe.installer import update_site_config
 
 SAMPLES = "btu.btu_core.tests.sample_tasks"
 
@@ -84,3 +87,27 @@ def other_connection(case):
 		password=conf.db_password,
 		database=conf.db_name,
 	)
+
+
+@contextmanager
+def site_config(**values):
+	"""`values` in this site's config, both where v15 reads the queue Redis's settings (the config in memory,
+	frappe.local.conf) and where v16's get_redis_conn reads them (site_config.json, read again on each call); the
+	file and memory are as they were afterwards, and Frappe's kept queue client is dropped both times."""
+	from frappe.utils import background_jobs
+
+	with open(frappe.get_site_path("site_config.json")) as file:
+		on_disk = json.load(file)
+	in_memory = {key: frappe.local.conf.get(key) for key in values if key in frappe.local.conf}
+	for key, value in values.items():
+		update_site_config(key, value)
+	frappe.local.conf.update(values)
+	background_jobs._redis_queue_conn = None
+	try:
+		yield
+	finally:
+		for key in values:
+			update_site_config(key, on_disk.get(key, "None"))  # "None" removes the key
+			frappe.local.conf.pop(key, None)
+		frappe.local.conf.update(in_memory)
+		background_jobs._redis_queue_conn = None
