@@ -43,6 +43,21 @@ def to_system_naive(value: datetime) -> datetime:
 	return value.astimezone(system_zone()).replace(tzinfo=None)
 
 
+def with_offset_to_system_clock(value):
+	"""A Datetime field's value as Frappe stores it: one with a UTC offset (an aware datetime, or ISO text a REST client
+	sent, "2026-12-01T09:00:00+09:00") moved to the system zone's wall clock at the same moment; anything else (naive,
+	empty, unreadable: the field's own checks name it) as it is."""
+	moment = value
+	if isinstance(value, str):
+		try:
+			moment = parse_iso(value, "")
+		except ValueError:
+			return value
+	if isinstance(moment, datetime) and moment.tzinfo is not None:
+		return to_system_naive(moment)
+	return value
+
+
 def system_now() -> datetime:
 	"""Now as a Frappe Datetime field stores it."""
 	return to_system_naive(utc_now())

@@ -43,7 +43,6 @@ from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.run_kind import RESERVED_STARTS, RunKind
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import row_instant
-from btu.shared.schedule.zones import clock_for, parse_zone
 from btu.shared.task_args import ArgumentsError, parse_arguments
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -609,7 +608,7 @@ def resume_after(logged_slot: str | None, modified, system_tz: str | None, now: 
 def row_moment(value, system_tz: str | None) -> datetime | None:
 	"""A Datetime column (naive in the site's zone, as Frappe stores it) as an aware UTC instant; None if unreadable."""
 	try:
-		at = row_instant("modified", value, clock_for(parse_zone((system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)))
+		at = row_instant("modified", value, (system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)
 	except ScheduleError:
 		return None
 	return None if at is None else datetime.fromtimestamp(at, timezone.utc)

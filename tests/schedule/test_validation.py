@@ -222,11 +222,43 @@ def test_from_row_interval_anchors():
 	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
 	first = spec.next_slot(datetime(2024, 1, 1, tzinfo=timezone.utc))
 	assert first == datetime(2025, 1, 1, 6, 30, tzinfo=timezone.utc)  # creation (Kolkata) + 2 h
+	# start_time is on the system zone's wall clock (Kolkata) as every Frappe Datetime; the description says the
+	# instant in the schedule's zone.
 	row["start_time"] = "2025-06-01 08:00:00"
 	row["time_zone"] = "Europe/London"
 	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
-	assert spec.next_slot(datetime(2024, 1, 1, tzinfo=timezone.utc)) == datetime(2025, 6, 1, 7, tzinfo=timezone.utc)
-	assert spec.describe() == "Every 2 hours, from 2025-06-01 08:00:00 (Europe/London)"
+	assert spec.next_slot(datetime(2024, 1, 1, tzinfo=timezone.utc)) == datetime(2025, 6, 1, 2, 30, tzinfo=timezone.utc)
+	assert spec.describe() == "Every 2 hours, from 2025-06-01 03:30:00 (Europe/London)"
+
+
+def test_run_at_start_and_end_are_on_the_system_zones_clock_not_the_schedules():
+	"""Frappe stores every Datetime as the system zone's wall clock (its Desk converts from the person's zone), so
+	BTU reads Run At, Start and End so; the schedule's zone (New York here) places its recurrence only."""
+	system, schedule = "Asia/Kolkata", "America/New_York"
+	once = ScheduleSpec.from_row(
+		{"run_frequency": "Once", "run_at": "2026-12-01 09:00:00", "time_zone": schedule}, system_time_zone=system
+	)
+	assert once.next_slot(datetime(2026, 1, 1, tzinfo=timezone.utc)) == datetime(
+		2026, 12, 1, 3, 30, tzinfo=timezone.utc
+	)
+	daily = {"run_frequency": "Daily", "hour": 9, "minute": 0, "time_zone": schedule}
+	bounded = ScheduleSpec.from_row(
+		{**daily, "start_time": "2026-12-01 19:00:00", "end_time": "2026-12-03 19:00:00"}, system_time_zone=system
+	)
+	slots, after = [], datetime(2026, 11, 1, tzinfo=timezone.utc)
+	while (after := bounded.next_slot(after)) is not None:
+		slots.append(after)
+	# 19:00 in Kolkata is 13:30Z: 09:00 in New York (14:00Z) of December 1 is inside, of December 3 outside.
+	assert slots == [datetime(2026, 12, day, 14, tzinfo=timezone.utc) for day in (1, 2)]
+
+
+def test_a_naive_datetime_on_an_unknown_system_zone_names_the_field():
+	with pytest.raises(ScheduleError) as info:
+		ScheduleSpec.from_row(
+			{"run_frequency": "Daily", "time_zone": "UTC", "start_time": "2026-12-01 19:00:00"},
+			system_time_zone="Mars/Olympus",
+		)
+	assert info.value.field == "start_time" and "System Settings" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -275,7 +307,8 @@ def test_describe():
 	assert describe("0 9 * * 1-5") == "At 09:00 AM, Monday through Friday (America/New_York)"
 	assert describe("*/10 * * * * *", "UTC") == "Every 10 seconds (UTC)"
 	once = ScheduleSpec.from_row(
-		{"run_frequency": "Once", "run_at": "2025-07-04 12:00:00", "time_zone": "+05:30"}, system_time_zone=None
+		{"run_frequency": "Once", "run_at": "2025-07-04 12:00:00", "time_zone": "+05:30"},
+		system_time_zone="Asia/Kolkata",
 	)
 	assert once.describe() == "Once, at 2025-07-04 12:00:00 (+05:30)"
 

@@ -15,7 +15,9 @@ Slots and zones
 	its first occurrence. Intervals are origin + k * every in real time,
 	origin being start_time, else creation + every. A Once schedule has one
 	slot, run_at (in a gap: the transition instant; repeated: the first).
-	start_time and end_time bound the slots (inclusive).
+	start_time and end_time bound the slots (inclusive). These three columns
+	are on the site's system zone's wall clock, as every Frappe Datetime
+	is; the schedule's time_zone is the zone of its recurrence only.
 
 Jitter
 	fire_time(slot) = slot + a whole number of seconds in [0, jitter_secs],

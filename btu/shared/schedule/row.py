@@ -15,7 +15,7 @@ from btu.shared.instants import FRAPPE_DEFAULT_ZONE, parse_iso
 from btu.shared.messages import _
 from btu.shared.schedule.errors import ScheduleError, check_one_of
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron, whole_number
-from btu.shared.schedule.zones import ZoneClock, clock_for, parse_zone, wall_seconds
+from btu.shared.schedule.zones import clock_for, parse_zone, wall_seconds
 from btu.shared.schedule.zones import zone_name as canonical_zone_name
 
 # The columns a spec is made of.
@@ -57,7 +57,6 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 				zone=repr(system_zone),
 			) from None
 	zone = parse_zone(_get(row, "time_zone"), system_zone)
-	clock = clock_for(zone)
 	frequency = _get(row, "run_frequency")
 	if frequency is None:
 		# Not the form's default Daily: a row that lost its frequency must not start firing at 00:00.
@@ -65,12 +64,12 @@ def spec_arguments(row: Mapping[str, Any], *, system_time_zone: str | None) -> d
 			"run_frequency", "", _("is empty; set it to one of {choices}"), choices=", ".join(FREQUENCIES)
 		)
 	check_one_of("run_frequency", frequency, FREQUENCIES)
-	start = row_instant("start_time", _get(row, "start_time"), clock)
-	end = row_instant("end_time", _get(row, "end_time"), clock)
+	start = row_instant("start_time", _get(row, "start_time"), system_zone)
+	end = row_instant("end_time", _get(row, "end_time"), system_zone)
 	if frequency == "Interval":
 		slots = _interval(row, start, system_zone)
 	elif frequency == "Once":
-		slots = _once(row, clock)
+		slots = _once(row, system_zone)
 	else:
 		slots = {"kind": "cron", "cron": _cron_text(row, frequency)}
 	return dict(
@@ -160,7 +159,7 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 	if start is not None:
 		origin = start
 	else:
-		created = row_instant("creation", _get(row, "creation"), clock_for(parse_zone(system_zone)))
+		created = row_instant("creation", _get(row, "creation"), system_zone)
 		if created is None:
 			raise ScheduleError(
 				"start_time", "", _("an Interval schedule needs a start_time (or a saved creation time) to anchor on")
@@ -169,10 +168,10 @@ def _interval(row: Mapping[str, Any], start: int | None, system_zone: str) -> di
 	return {"kind": "interval", "every": every * UNITS[unit], "origin": origin}
 
 
-def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
+def _once(row: Mapping[str, Any], system_zone: str) -> dict[str, Any]:
 	"""A Once row's kind and at."""
 	value = _get(row, "run_at")
-	at = row_instant("run_at", value, clock)
+	at = row_instant("run_at", value, system_zone)
 	if at is None:
 		raise ScheduleError("run_at", "", _("is required for a Once schedule; give the date and time to run"))
 	# Once is the one kind whose moment may fall within a second (enqueue_at, a Datetime with a fraction).
@@ -181,8 +180,10 @@ def _once(row: Mapping[str, Any], clock: ZoneClock) -> dict[str, Any]:
 	return {"kind": "once", "at": at, "at_ms": value.microsecond // 1000}
 
 
-def row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
-	"""A Datetime column (naive in `clock`'s zone, as Frappe stores it, or aware, or ISO text) as epoch seconds."""
+def row_instant(field_name: str, value: Any, system_zone: str) -> int | None:
+	"""A Datetime column as epoch seconds: naive on `system_zone`'s wall clock, as Frappe stores every Datetime (its
+	Desk shows and takes it in the person's zone), or aware, or ISO text. The schedule's own time_zone is the zone of
+	its recurrence only, never of these columns."""
 	if value is None or value == "":
 		return None
 	if isinstance(value, str):
@@ -194,4 +195,13 @@ def row_instant(field_name: str, value: Any, clock: ZoneClock) -> int | None:
 		raise ScheduleError(field_name, value, _("is not a date and time; use YYYY-MM-DD HH:MM:SS"))
 	if value.tzinfo is not None:
 		return math.floor(value.timestamp())
+	try:
+		clock = clock_for(parse_zone(system_zone))
+	except ScheduleError:
+		raise ScheduleError(
+			field_name,
+			value.isoformat(sep=" "),
+			_("is on the site's System Settings time_zone {zone}, which is not a known zone; fix System Settings"),
+			zone=repr(system_zone),
+		) from None
 	return clock.instant(wall_seconds(value))

@@ -14,6 +14,7 @@ from frappe.model.document import Document
 from btu.btu_core.alerts import pause, recipients
 from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
+from btu.btu_core.instants import with_offset_to_system_clock
 from btu.btu_core.messages import input_error
 from btu.btu_core.runs.task_inputs import (
 	TaskInputError,
@@ -33,6 +34,9 @@ from btu.shared import protocol
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
+
+# Moments, not wall times of the schedule's zone: on the system zone's clock as every Frappe Datetime (row_instant).
+MOMENT_FIELDS = ("run_at", "start_time", "end_time")
 
 
 class BTUTaskSchedule(Document):
@@ -116,6 +120,8 @@ class BTUTaskSchedule(Document):
 			self.time_zone = frappe.db.get_single_value("BTU Configuration", "default_time_zone") or None
 
 	def before_validate(self):
+		for field in MOMENT_FIELDS:
+			self.set(field, with_offset_to_system_clock(self.get(field)))
 		if self.task:
 			self.task_description = frappe.db.get_value("BTU Task", self.task, "desc_short")
 		if not self.paused:
@@ -138,9 +144,7 @@ class BTUTaskSchedule(Document):
 		validate_retries(self, _("Invalid schedule"))
 		try:
 			if self.run_frequency in HELPERS:
-				self.cron_string = frequency_to_cron(
-					self.run_frequency, self.minute, self.hour, self.day_of_week, self.day_of_month, self.month
-				)
+				self.cron_string = self.helper_cron()
 			dropped = tidy_skipped(self, spec_of(self, skipped=False))
 			spec = spec_of(self)
 		except ScheduleError as exc:
@@ -190,4 +194,11 @@ class BTUTaskSchedule(Document):
 		except ScheduleError as exc:
 			message = input_error(exc)
 			return {"error": message, "html": f"<p class='text-danger'>{frappe.utils.escape_html(message)}</p>"}
-		return {**preview, "html": render_html(preview)}
+		# A helper's cron, shown as the person changes the helper's fields, not only after the save that writes it.
+		cron = self.helper_cron() if self.run_frequency in HELPERS else None
+		return {**preview, "html": render_html(preview), "cron_string": cron}
+
+	def helper_cron(self) -> str:
+		return frequency_to_cron(
+			self.run_frequency, self.minute, self.hour, self.day_of_week, self.day_of_month, self.month
+		)
