@@ -90,7 +90,10 @@ function btu_render_preview(frm) {
 	const field = frm.get_field("next_fires_html");
 	if (!field) return;
 	frm.call({ method: "preview_next_fires", doc: frm.doc, args: { n: 10 } }).then((r) => {
-		if (r.message) field.$wrapper.html(r.message.html);
+		if (!r.message) return;
+		field.$wrapper.html(r.message.html);
+		const cron = r.message.cron_string;
+		if (cron && cron !== frm.doc.cron_string) frm.set_value("cron_string", cron);
 	});
 }
 
@@ -165,8 +168,8 @@ function btu_recent_runs(frm) {
 function btu_backfill(frm) {
 	frappe.prompt(
 		[
-			{ fieldname: "start", fieldtype: "Datetime", label: __("From (system time zone)"), reqd: 1 },
-			{ fieldname: "end", fieldtype: "Datetime", label: __("To (system time zone)"), reqd: 1 },
+			{ fieldname: "start", fieldtype: "Datetime", label: __("From"), reqd: 1 },
+			{ fieldname: "end", fieldtype: "Datetime", label: __("To"), reqd: 1 },
 			{
 				fieldname: "one_at_a_time",
 				fieldtype: "Check",
@@ -181,7 +184,7 @@ function btu_backfill(frm) {
 				.then((r) => {
 					const m = r.message;
 					frappe.msgprint({
-						title: __("Backfill {0}", [btu_esc(m.backfill)]),
+						title: __("Backfill of {0}", [btu_esc(frm.doc.name)]),
 						indicator: "green",
 						message: __("{0} slots in the range: {1} requested, {2} requested before, {3} ran already.", [
 							m.slots, m.requested.length, m.already_requested.length, m.already_ran.length,
