@@ -4,7 +4,10 @@
 frappe.ui.form.on("BTU Task", {
 	refresh(frm) {
 		btu_declared(frm);
-		if (frm.is_new()) return;
+		if (frm.is_new()) {
+			btu_who_creates_tasks(frm);
+			return;
+		}
 		const run = __("Run");
 		if (!frm.doc.run_only_as_worker) {
 			frm.add_custom_button(__("Run on Web Server"), () => btu_run_on_webserver(frm), run);
@@ -27,6 +30,19 @@ function btu_declared(frm) {
 	if (!declared) return;
 	frm.set_intro(frappe.utils.escape_html(declared.intro), "blue");
 	for (const field of declared.fields) frm.set_df_property(field, "read_only", 1);
+}
+
+// A Task names code to run, so only a System Manager creates one (docs/SECURITY.md): anyone else opening a new Task
+// (a link, a typed route) is told so before filling in a form they could not save.
+function btu_who_creates_tasks(frm) {
+	if (frappe.model.can_create("BTU Task")) return;
+	frm.set_intro(
+		__("Only a System Manager creates BTU Tasks, since a Task chooses the code that runs. Ask one to create it, then schedule and run it here."),
+		"orange"
+	);
+	frm.disable_save();
+	frm.set_read_only();
+	frm.refresh_fields();
 }
 
 // Alerts: the open incidents, and a test message on one rule's channels (email, Desk notification, webhook).
