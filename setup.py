@@ -33,7 +33,8 @@ setup(
 	install_requires=read_requirements(),
 	extras_require={
 		"postgres": ["psycopg2-binary>=2.9.1"],
-		"test": ["pytest>=7", "hypothesis>=6"],
+		# selenium: tier 2's browser tests drive Debian's chromium through chromium-driver (scripts/tier2 installs it).
+		"test": ["pytest>=7", "hypothesis>=6", "selenium>=4.20"],
 	},
 	entry_points={"console_scripts": ["btu-scheduler=btu.scheduler_daemon.cli:main"]},
 	classifiers=[
@@ -42,5 +43,6 @@ setup(
 		"Programming Language :: Python :: 3.10",
 		"Programming Language :: Python :: 3.11",
 		"Programming Language :: Python :: 3.12",
+		"Programming Language :: Python :: 3.14",
 	],
 )

@@ -21,6 +21,9 @@ after_migrate = [
 after_app_install = "btu.btu_core.schedules.declared_schedules.app_installed"
 after_app_uninstall = "btu.btu_core.schedules.declared_schedules.app_uninstalled"
 
+# run-tests: a site whose setup wizard never ran shows it on every Desk page, which the browser tests open.
+before_tests = "btu.btu_core.tests.site.before_tests"
+
 # bench keeps the types block of each DocType controller current when it exports a DocType (developer_mode).
 export_python_type_annotations = True
 
