@@ -151,7 +151,7 @@ class TestEndToEnd(EndToEndBase):
 				"every": EVERY_SECS,
 				"every_unit": "Seconds",
 				"time_zone": "UTC",
-				"start_time": start.replace(tzinfo=None),
+				"start_time": start,  # an instant: stored on the system zone's clock
 				"catch_up_policy": "skip",
 			}
 		).insert()
@@ -229,7 +229,7 @@ class TestEndToEnd(EndToEndBase):
 				"enabled": 1,
 				"run_frequency": "Once",
 				"time_zone": "UTC",
-				"run_at": run_at.replace(tzinfo=None),
+				"run_at": run_at,
 			}
 		).insert()
 		frappe.db.commit()

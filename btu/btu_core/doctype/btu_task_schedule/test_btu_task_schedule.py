@@ -97,7 +97,7 @@ class TestBTUTaskScheduleValidation(IntegrationTestCase):
 		self.assertIn("html", schedule.preview_next_fires(3))
 
 	def test_once_schedule_has_one_fire(self):
-		schedule = make_schedule(self.task.name, run_frequency="Once", run_at="2030-01-01 08:00:00")
+		schedule = make_schedule(self.task.name, run_frequency="Once", run_at="2030-01-01T08:00:00Z")
 		preview = next_fires(schedule, 10, after=datetime(2026, 1, 1, tzinfo=timezone.utc))
 		self.assertEqual([f["utc"] for f in preview["fires"]], ["2030-01-01T08:00:00Z"])
 
