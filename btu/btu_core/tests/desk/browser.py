@@ -70,7 +70,7 @@ class DeskBrowser:
 			options.add_argument(flag)
 		options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 		self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-		self.console_errors: list[str] = []
+		self.expected: list[re.Pattern] = []
 
 	def close(self) -> None:
 		self.driver.quit()
@@ -259,14 +259,22 @@ class DeskBrowser:
 
 	# -- the console and screenshots -----------------------------------------------------------------------------
 
+	def expect_console(self, pattern: str) -> None:
+		"""A console error this test's step causes on purpose (Frappe's 404 for a page a person may not open), allowed
+		until the test ends."""
+		self.expected.append(re.compile(pattern))
+
 	def take_console_errors(self) -> list[str]:
-		"""The console's errors since the last call, but the socket.io noise of a bench without socketio."""
-		errors = [
+		"""The console's errors since the last call, but the socket.io noise of a bench without socketio and what the
+		test expected."""
+		allowed = [IGNORED_CONSOLE, *self.expected]
+		self.expected = []
+		return [
 			entry["message"]
 			for entry in self.driver.get_log("browser")
-			if entry.get("level") == "SEVERE" and not IGNORED_CONSOLE.search(entry.get("message", ""))
+			if entry.get("level") == "SEVERE"
+			and not any(pattern.search(entry.get("message", "")) for pattern in allowed)
 		]
-		return errors
 
 	def failure_picture(self) -> str:
 		"""What the person saw when a wait failed, saved beside the bench's logs."""
