@@ -74,7 +74,6 @@ class TestAlertWebhooks(AlertCase):
 	def test_a_failed_delivery_tells_a_btu_manager_only_that_it_failed(self):
 		closed = self.closed_port()
 		task = self.webhook_task(f"http://127.0.0.1:{closed}/hook")
-		before = frappe.db.count("Error Log")
 		frappe.set_user(MANAGER)
 		reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
 		self.assertEqual(reply["errors"], [webhooks.delivery_failed()])
@@ -83,11 +82,9 @@ class TestAlertWebhooks(AlertCase):
 		reply = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
 		self.assertIn(f"webhook http://127.0.0.1:{closed}/hook of alert rule", reply["errors"][0])
 		self.assertIn("accepts a connection", reply["errors"][0])
-		logged = frappe.get_all("Error Log", fields=["method", "error"], order_by="creation desc", limit=2)
-		self.assertEqual(frappe.db.count("Error Log") - before, 2)
-		self.assertTrue(
-			all(log.method == "BTU webhook delivery failed" and str(closed) in log.error for log in logged), logged
-		)
+		# Other processes of the site (a worker pulling mail) may log errors meanwhile: count only this port's.
+		logged = frappe.get_all("Error Log", filters={"error": ["like", f"%127.0.0.1:{closed}%"]}, pluck="method")
+		self.assertEqual(logged, ["BTU webhook delivery failed"] * 2)
 		frappe.db.delete("Error Log", {"method": "BTU webhook delivery failed"})
 		frappe.db.commit()
 
