@@ -118,8 +118,10 @@ function btu_run_once_at(frm) {
 				fieldtype: "Datetime",
 				label: __("Run At"),
 				reqd: 1,
-				default: frappe.datetime.add_minutes(frappe.datetime.now_datetime(), 5),
-				description: __("System time zone ({0}). Creates an enabled one-off schedule.", [frappe.utils.escape_html(frappe.boot.time_zone ? frappe.boot.time_zone.system : "")]),
+				// A Datetime's value is on the system zone's clock; the control shows it, and takes what is typed, in the
+				// person's zone (named under the field).
+				default: moment(frappe.datetime.system_datetime(), frappe.defaultDatetimeFormat).add(5, "minutes").format(frappe.defaultDatetimeFormat),
+				description: __("Creates an enabled one-off schedule that runs this Task once, at this moment."),
 			},
 		],
 		primary_action_label: __("Create Schedule"),
