@@ -68,6 +68,8 @@ frappe.ui.form.on("BTU Task Schedule", {
 
 for (const field of BTU_PREVIEW_FIELDS) {
 	frappe.ui.form.on("BTU Task Schedule", field, (frm) => {
+		// A preview on its way now shows values no longer on screen: btu_render_preview drops it.
+		frm.__btu_preview_asked = (frm.__btu_preview_asked || 0) + 1;
 		clearTimeout(frm.__btu_preview_timer);
 		frm.__btu_preview_timer = setTimeout(() => btu_render_preview(frm), 400);
 	});
@@ -89,8 +91,14 @@ function btu_declared(frm) {
 function btu_render_preview(frm) {
 	const field = frm.get_field("next_fires_html");
 	if (!field) return;
-	frm.call({ method: "preview_next_fires", doc: frm.doc, args: { n: 10 } }).then((r) => {
-		if (!r.message) return;
+	// Not frm.call with the doc: its reply carries the doc as sent, which Frappe writes over the form's and redraws
+	// every field from, so what the person typed or saved while the preview was on its way was undone.
+	const asked = (frm.__btu_preview_asked = (frm.__btu_preview_asked || 0) + 1);
+	frappe.call({
+		method: "btu.btu_core.doctype.btu_task_schedule.btu_task_schedule.preview",
+		args: { doc: frm.doc, n: 10 },
+	}).then((r) => {
+		if (asked !== frm.__btu_preview_asked || !r.message) return;
 		field.$wrapper.html(r.message.html);
 		const cron = r.message.cron_string;
 		if (cron && cron !== frm.doc.cron_string) frm.set_value("cron_string", cron);
@@ -141,7 +149,7 @@ function btu_next_fires_dialog(frm) {
 		frappe.msgprint({
 			title: __("Next fires of {0}", [btu_esc(frm.doc.name)]),
 			wide: true,
-			message: `<p><b>${btu_esc(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${btu_esc(p.time_zone)}</th><th>${btu_esc(p.user_time_zone)} (${__("you")})</th><th>${__("UTC")}</th></tr></thead><tbody>${rows}</tbody></table>`,
+			message: `<p><b>${btu_esc(p.description)}</b></p><table class="table table-bordered table-sm"><thead><tr><th>#</th><th>${btu_esc(__("{0} (schedule)", [p.time_zone]))}</th><th>${btu_esc(__("{0} (you)", [p.user_time_zone]))}</th><th>${__("UTC")}</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
 		});
 	});
 }

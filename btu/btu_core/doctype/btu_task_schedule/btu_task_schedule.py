@@ -202,3 +202,18 @@ class BTUTaskSchedule(Document):
 		return frequency_to_cron(
 			self.run_frequency, self.minute, self.hour, self.day_of_week, self.day_of_month, self.month
 		)
+
+
+@frappe.whitelist()
+def preview(doc: str | dict, n: int = 10) -> dict:
+	"""The form's preview of the schedule on screen, saved or not, sent as an argument. The form calls this rather
+	than preview_next_fires through frm.call, whose reply carries the document as sent: Frappe writes that copy over
+	the form's and redraws every field from it, undoing what the person typed or saved while the preview was on its
+	way."""
+	require_btu_manager()
+	schedule = frappe.get_doc(frappe.parse_json(doc))
+	if schedule.doctype != "BTU Task Schedule":
+		frappe.throw(_("doc: give a BTU Task Schedule, not a {0}").format(_(schedule.doctype)))
+	if not schedule.is_new():
+		schedule.check_permission("read")
+	return schedule.preview_next_fires(n)

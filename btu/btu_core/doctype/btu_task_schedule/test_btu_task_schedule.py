@@ -4,8 +4,9 @@ from datetime import datetime, timezone
 import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
+from btu.btu_core.doctype.btu_task_schedule.btu_task_schedule import preview
 from btu.btu_core.schedules.preview import next_fires
-from btu.btu_core.tests.utils import make_schedule, make_task
+from btu.btu_core.tests.utils import make_schedule, make_task, make_user
 from btu.shared import protocol
 
 try:
@@ -96,6 +97,31 @@ class TestBTUTaskScheduleValidation(IntegrationTestCase):
 		self.assertIn("2026-11-23 02:30:00", first["schedule_zone"])
 		self.assertIn("html", schedule.preview_next_fires(3))
 
+	def test_the_forms_preview_takes_the_unsaved_values_and_sends_no_doc_back(self):
+		schedule = make_schedule(self.task.name, run_frequency="Daily", hour=2, minute=30, time_zone="UTC")
+		on_screen = {**schedule.as_dict(), "hour": 7}
+		frappe.response.docs = []
+		answer = preview(json.dumps(on_screen, default=str), 2)
+		self.assertEqual(answer["cron_string"], "30 7 * * *")
+		self.assertIn("07:30:00", answer["fires"][0]["schedule_zone"])
+		# The form writes a doc in the reply over its own: none goes back, so nothing typed meanwhile is undone.
+		self.assertEqual(frappe.response.docs, [])
+		unsaved = {"doctype": "BTU Task Schedule", "name": "new-btu-task-schedule-1", "__islocal": 1,
+			"task": self.task.name, "run_frequency": "Hourly", "minute": 5, "time_zone": "UTC"}  # fmt: skip
+		self.assertEqual(preview(unsaved)["cron_string"], "5 * * * *")
+
+	def test_the_forms_preview_refuses_other_doctypes_and_users_without_a_btu_role(self):
+		with self.assertRaises(frappe.ValidationError):
+			preview({"doctype": "BTU Task", "name": self.task.name})
+		make_user("btu-preview-plain@example.com")
+		schedule = make_schedule(self.task.name)
+		frappe.set_user("btu-preview-plain@example.com")
+		try:
+			with self.assertRaises(frappe.PermissionError):
+				preview(schedule.as_dict())
+		finally:
+			frappe.set_user("Administrator")
+
 	def test_once_schedule_has_one_fire(self):
 		schedule = make_schedule(self.task.name, run_frequency="Once", run_at="2030-01-01T08:00:00Z")
 		preview = next_fires(schedule, 10, after=datetime(2026, 1, 1, tzinfo=timezone.utc))
@@ -107,8 +133,13 @@ def commands_for(schedule: str) -> list[dict]:
 
 
 def raw_commands_for(schedule: str) -> list[bytes]:
+	"""This site's commands for `schedule`: the bench's other sites share the list, and their names too (TS-000006)."""
 	raw = get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1)
-	return [item for item in raw if json.loads(item).get("request_content") == schedule]
+	return [
+		item
+		for item in raw
+		if json.loads(item).get("request_content") == schedule and json.loads(item).get("site") == frappe.local.site
+	]
 
 
 def acknowledged(schedule: str) -> int:
