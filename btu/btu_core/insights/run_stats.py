@@ -283,18 +283,30 @@ def timeseries(
 	"""A chart over the period's buckets: values(entry) gives one value per dataset.
 
 	A bucket without data shows `empty` (zero runs is a fact) or, without `empty`, is left out: the
-	frappe-charts Frappe v15 and v16 ship (2.0.0-rc22) draw null as 0 and have no gaps, and a lag
-	or a failure rate of 0 on a day nothing ran would be false. No data at all gives {}, which the
-	Desk shows as "No Data".
+	frappe-charts Frappe v15 and v16 ship (2.0.0-rc22, rc27) draw null as 0 and have no gaps, and a
+	lag or a failure rate of 0 on a day nothing ran would be false. No data at all gives {}, which
+	the Desk shows as "No Data".
+
+	One bucket alone is drawn as bars (frappe-charts honours a dataset's chartType in a Line chart):
+	a line needs two points, and frappe-charts first draws a chart with its last label dropped, so a
+	one-point line is an empty path ("<path> attribute d: Unexpected end of attribute" in the
+	console) and nothing shows. A marker at 0 starts the axis at 0, where bars stand (a Line
+	chart's axis starts at its least value, and bars would hang below it).
 	"""
 	if not per_bucket:
 		return {}
 	buckets = [b for b in within.buckets() if empty is not None or b in per_bucket]
 	columns = [values(per_bucket[b]) if b in per_bucket else empty for b in buckets]
-	return {
+	alone = {"chartType": "bar"} if len(buckets) == 1 else {}
+	chart = {
 		"labels": [within.label(b) for b in buckets],
-		"datasets": [{"name": name, "values": [column[i] for column in columns]} for i, name in enumerate(names)],
+		"datasets": [
+			{"name": name, "values": [column[i] for column in columns], **alone} for i, name in enumerate(names)
+		],
 	}
+	if alone:
+		chart["yMarkers"] = [{"label": "", "value": 0}]
+	return chart
 
 
 def plain_label(text: str) -> str:
