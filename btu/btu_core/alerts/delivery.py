@@ -57,10 +57,17 @@ def deliver(rule, incident, event: str) -> None:
 def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = False) -> list[str]:
 	"""Send `body` on `rule`'s channels; returns what failed. The webhook is queued (after commit) unless
 	`webhook_now`."""
+	return [error for _channel, error in send_on_channels(rule, body, reference, webhook_now=webhook_now)]
+
+
+def send_on_channels(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = False) -> list[tuple]:
+	"""`send`, each failure with its channel ("email", "bell", "webhook")."""
 	subject, text = render(body)
 	emails, users = audience(rule)
 	errors = []
 	if cint(rule.by_email) and emails:
+		messages = getattr(frappe.local, "message_log", None)
+		shown = len(messages) if messages is not None else 0
 		try:
 			frappe.sendmail(
 				recipients=emails,
@@ -71,7 +78,10 @@ def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = Fa
 				now=False,
 			)
 		except Exception as exc:
-			errors.append(_("email to {0}: {1}: {2}").format(", ".join(emails), type(exc).__name__, exc))
+			if messages is not None:  # Frappe's own message of this error ("Please setup default Email Account"):
+				del messages[shown:]  # the error below says it, once, naming the recipients
+
+			errors.append(("email", _("email to {0}: {1}: {2}").format(", ".join(emails), type(exc).__name__, exc)))
 	for user in users if cint(rule.by_bell) else []:
 		try:
 			frappe.get_doc(
@@ -86,10 +96,10 @@ def send(rule, body: dict, reference: tuple[str, str], *, webhook_now: bool = Fa
 				}
 			).insert(ignore_permissions=True)
 		except Exception as exc:
-			errors.append(_("Desk notification to {0}: {1}: {2}").format(user, type(exc).__name__, exc))
+			errors.append(("bell", _("Desk notification to {0}: {1}: {2}").format(user, type(exc).__name__, exc)))
 	if rule.webhook_url and webhook_now:
 		error = post(rule.name, body)
-		errors += [error if is_system_manager() else delivery_failed()] if error else []
+		errors += [("webhook", error if is_system_manager() else delivery_failed())] if error else []
 	elif rule.webhook_url:
 		frappe.db.after_commit.add(partial(queue_webhook, rule.name, body, reference[1]))
 	return errors
@@ -207,11 +217,14 @@ def test_fire(rule, parent) -> dict:
 		),
 		"url": get_url_to_form(parent.doctype, parent.name),
 	}
-	errors = send(rule, body, (parent.doctype, parent.name), webhook_now=True)
+	failed = send_on_channels(rule, body, (parent.doctype, parent.name), webhook_now=True)
 	frappe.db.commit()
 	emails, users = audience(rule)
+	# Whom it reached: an email that could not be queued (no outgoing Email Account) is among the errors, not here.
+	emailed = cint(rule.by_email) and not any(channel == "email" for channel, _error in failed)
+	errors = [error for _channel, error in failed]
 	return {
-		"emails": emails if cint(rule.by_email) else [],
+		"emails": emails if emailed else [],
 		"users": users if cint(rule.by_bell) else [],
 		"webhook": (protocol.mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook"))
 		if rule.webhook_url

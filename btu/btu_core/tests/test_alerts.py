@@ -567,3 +567,19 @@ class TestAlertDelivery(AlertCase):
 		frappe.set_user("Administrator")
 		run_in_this_process(task.name)
 		self.assertEqual([i.status for i in self.incidents(task.name)], ["Resolved", "Open"])
+
+	def test_a_test_alert_whose_email_cannot_be_queued_names_it_once(self):
+		"""A site without an outgoing Email Account: the email is one error naming its recipients, Frappe's own
+		message of it taken back (the Desk showed both), and the test reached only the Desk notification's user."""
+
+		def no_account(**_mail):
+			frappe.throw("Please setup default Email Account from Settings > Email Account", frappe.OutgoingEmailError)
+
+		task = self.task([rule("Failure", by_email=1, by_bell=1, recipients="Administrator")])
+		frappe.local.message_log = []
+		with mock.patch("frappe.sendmail", side_effect=no_account):
+			result = api.test_alert("BTU Task", task.name, task.alert_rules[0].name)
+		self.assertEqual((result["emails"], result["users"]), ([], ["Administrator"]))
+		self.assertEqual(len(result["errors"]), 1)
+		self.assertIn("OutgoingEmailError: Please setup default Email Account", result["errors"][0])
+		self.assertEqual(frappe.local.message_log, [])
