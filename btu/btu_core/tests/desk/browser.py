@@ -126,7 +126,8 @@ class DeskBrowser:
 		self.type_into(self.displayed(By.ID, "login_email"), self.email)
 		self.type_into(self.displayed(By.ID, "login_password"), PASSWORD)
 		self.click(self.displayed(By.CSS_SELECTOR, ".btn-login"))
-		self.wait(lambda: "/app" in self.driver.current_url, "the Desk after logging in")
+		# v15's Desk is at /app, v16's at /desk (its /app redirects there).
+		self.wait(lambda: re.search(r"/(app|desk)(/|$)", self.driver.current_url), "the Desk after logging in")
 		self.wait(lambda: self.driver.execute_script("return !!(window.frappe && frappe.boot)"), "the Desk to boot")
 		return self
 
@@ -192,6 +193,8 @@ class DeskBrowser:
 		return bool(self.all_displayed(By.CSS_SELECTOR, ".modal.show"))
 
 	def type_into(self, element: WebElement, text: str) -> None:
+		# Centred, as a person scrolls to it: at the window's top edge the Desk's sticky navbar takes the click.
+		self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
 		element.click()
 		element.send_keys(Keys.CONTROL, "a")
 		element.send_keys(Keys.DELETE)
@@ -205,7 +208,8 @@ class DeskBrowser:
 			return
 		self.type_into(element, text)
 		if blur:
-			element.send_keys(Keys.ESCAPE)
+			if not self.dialog_open():  # Escape closes a dialog (on a form it closes a datepicker or suggestions)
+				element.send_keys(Keys.ESCAPE)
 			element.send_keys(Keys.TAB)
 		self.wait_for_idle()
 
@@ -221,8 +225,9 @@ class DeskBrowser:
 		element = self.field(fieldname)
 		self.type_into(element, value)
 		literal = xpath_text(value)
+		# Frappe v15's awesomplete draws each suggestion as a div with role option, not an li.
 		suggestion = (
-			f"//ul[contains(@class, 'awesomplete') or @role='listbox']//li"
+			f"//ul[contains(@class, 'awesomplete') or @role='listbox']//*[self::li or @role='option']"
 			f"[.//*[normalize-space()={literal}] or normalize-space()={literal} or contains(., {literal})]"
 		)
 		self.click(self.displayed(By.XPATH, suggestion))
