@@ -128,18 +128,26 @@ class TestBTUTaskScheduleValidation(IntegrationTestCase):
 		self.assertEqual([f["utc"] for f in preview["fires"]], ["2030-01-01T08:00:00Z"])
 
 
-def commands_for(schedule: str) -> list[dict]:
-	return [json.loads(raw) for raw in raw_commands_for(schedule)]
+def commands_for(schedule: str, before: frozenset[bytes]) -> list[dict]:
+	return [json.loads(raw) for raw in raw_commands_for(schedule, before)]
 
 
-def raw_commands_for(schedule: str) -> list[bytes]:
-	"""This site's commands for `schedule`: the bench's other sites share the list, and their names too (TS-000006)."""
+def raw_commands_for(schedule: str, before: frozenset[bytes]) -> list[bytes]:
+	"""This site's commands for `schedule` not in `before`: the bench's other sites share the list, and their names too
+	(TS-000006); with no scheduler running, saves of earlier tests leave theirs, for a schedule name Frappe gives again
+	once the schedule is deleted (each command is told apart by its response key)."""
 	raw = get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1)
 	return [
 		item
 		for item in raw
-		if json.loads(item).get("request_content") == schedule and json.loads(item).get("site") == frappe.local.site
+		if item not in before
+		and json.loads(item).get("request_content") == schedule
+		and json.loads(item).get("site") == frappe.local.site
 	]
+
+
+def command_list() -> frozenset[bytes]:
+	return frozenset(get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1))
 
 
 def acknowledged(schedule: str) -> int:
@@ -154,12 +162,13 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 
 	def setUp(self):
 		self.created = []
+		self.before = command_list()
 		frappe.local.message_log = []
 
 	def tearDown(self):
 		frappe.db.rollback()
 		for name in self.created:
-			for raw in raw_commands_for(name):
+			for raw in raw_commands_for(name, self.before):
 				get_redis_conn().lrem(protocol.COMMANDS_KEY, 0, raw)
 		if self.task:
 			frappe.db.delete("BTU Task Schedule", {"task": self.task})
@@ -170,10 +179,12 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 		self.task = make_task().name
 		schedule = make_schedule(self.task, enabled=1)
 		self.created.append(schedule.name)
-		self.assertEqual(commands_for(schedule.name), [], "create_task_schedule was pushed before the commit")
+		self.assertEqual(
+			commands_for(schedule.name, self.before), [], "create_task_schedule was pushed before the commit"
+		)
 
 		frappe.db.commit()
-		sent = commands_for(schedule.name)
+		sent = commands_for(schedule.name, self.before)
 		# Still in the list when no scheduler runs (the reply said "unreachable"),
 		# or taken and acknowledged by a running scheduler.
 		self.assertTrue(sent or acknowledged(schedule.name), frappe.local.message_log)
@@ -186,11 +197,13 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 		schedule.enabled = 0
 		schedule.save()
 		self.assertFalse(
-			[c for c in commands_for(schedule.name) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE],
+			[c for c in commands_for(schedule.name, self.before) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE],
 			"cancel_task_schedule was pushed before the commit",
 		)
 		frappe.db.commit()
-		cancels = [c for c in commands_for(schedule.name) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE]
+		cancels = [
+			c for c in commands_for(schedule.name, self.before) if c["request_type"] == protocol.CANCEL_TASK_SCHEDULE
+		]
 		self.assertTrue(cancels or acknowledged(schedule.name) >= 2, frappe.local.message_log)
 
 	def test_rolled_back_save_sends_nothing(self):
@@ -199,5 +212,5 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 		self.created.append(schedule.name)
 		frappe.db.rollback()
 		frappe.db.commit()
-		self.assertEqual(commands_for(schedule.name), [])
+		self.assertEqual(commands_for(schedule.name, self.before), [])
 		self.assertFalse(acknowledged(schedule.name))
