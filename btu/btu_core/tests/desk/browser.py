@@ -54,6 +54,16 @@ def xpath_text(text: str) -> str:
 	return "concat(" + ', "\'", '.join(f"'{part}'" for part in text.split("'")) + ")"
 
 
+def button_xpath(label: str) -> str:
+	"""A button, or a dropdown item, whose own text is `label`."""
+	literal = xpath_text(label)
+	return (
+		f"//button[normalize-space()={literal}]"
+		f" | //a[contains(@class, 'dropdown-item')][normalize-space()={literal}]"
+		f" | //button[.//span[normalize-space()={literal}]]"
+	)
+
+
 class DeskBrowser:
 	"""A headless Chromium logged in at /login as one person."""
 
@@ -125,7 +135,7 @@ class DeskBrowser:
 		self.driver.get(f"{self.base_url}/login")
 		self.type_into(self.displayed(By.ID, "login_email"), self.email)
 		self.type_into(self.displayed(By.ID, "login_password"), PASSWORD)
-		self.click(self.displayed(By.CSS_SELECTOR, ".btn-login"))
+		self.click_shown(By.CSS_SELECTOR, ".btn-login")
 		# v15's Desk is at /app, v16's at /desk (its /app redirects there).
 		self.wait(lambda: re.search(r"/(app|desk)(/|$)", self.driver.current_url), "the Desk after logging in")
 		self.wait(lambda: self.driver.execute_script("return !!(window.frappe && frappe.boot)"), "the Desk to boot")
@@ -164,22 +174,31 @@ class DeskBrowser:
 
 		self.wait(clicked, f"a click on {element.tag_name} {element.text!r}")
 
+	def click_shown(self, by: str, selector: str) -> None:
+		"""Click the first shown element `selector` finds, found again on each try: the Desk redraws lists and
+		toolbars as their data arrives, and an element found before a redraw can no longer be clicked."""
+
+		def clicked():
+			shown = self.all_displayed(by, selector)
+			if not shown:
+				return False
+			try:
+				shown[0].click()
+			except (ElementClickInterceptedException, StaleElementReferenceException):
+				return False
+			return True
+
+		self.wait(clicked, f"a click on {selector}")
+
 	def button(self, label: str, seconds: float = 20) -> WebElement:
 		"""A shown button (or a dropdown item) whose own text is `label`."""
-		literal = xpath_text(label)
-		return self.displayed(
-			By.XPATH,
-			f"//button[normalize-space()={literal}]"
-			f" | //a[contains(@class, 'dropdown-item')][normalize-space()={literal}]"
-			f" | //button[.//span[normalize-space()={literal}]]",
-			seconds,
-		)
+		return self.displayed(By.XPATH, button_xpath(label), seconds)
 
 	def click_button(self, label: str, group: str | None = None) -> None:
 		"""Click a form's button; one in a group (Actions, Skip, Alerts) after opening the group's menu."""
 		if group:
-			self.click(self.button(group))
-		self.click(self.button(label))
+			self.click_shown(By.XPATH, button_xpath(group))
+		self.click_shown(By.XPATH, button_xpath(label))
 		self.wait_for_idle()
 
 	def field(self, fieldname: str, within: WebElement | None = None) -> WebElement:
@@ -230,7 +249,7 @@ class DeskBrowser:
 			f"//ul[contains(@class, 'awesomplete') or @role='listbox']//*[self::li or @role='option']"
 			f"[.//*[normalize-space()={literal}] or normalize-space()={literal} or contains(., {literal})]"
 		)
-		self.click(self.displayed(By.XPATH, suggestion))
+		self.click_shown(By.XPATH, suggestion)
 		self.wait_for_idle()
 
 	def check(self, fieldname: str, ticked: bool = True) -> None:

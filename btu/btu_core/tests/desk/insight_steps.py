@@ -220,7 +220,7 @@ def row_values(browser: DeskBrowser, table: str, fieldname: str) -> list:
 
 
 def close_row(browser: DeskBrowser) -> None:
-	browser.click(browser.displayed(By.CSS_SELECTOR, ".grid-row-open .grid-collapse-row"))
+	browser.click_shown(By.CSS_SELECTOR, ".grid-row-open .grid-collapse-row")
 	browser.wait(lambda: not browser.all_displayed(By.CSS_SELECTOR, ".grid-row-open"), "the row's form to close")
 
 

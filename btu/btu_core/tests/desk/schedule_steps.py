@@ -255,7 +255,7 @@ def wait_for_dialog(browser: DeskBrowser, title: str) -> str:
 
 def dialog_primary(browser: DeskBrowser) -> None:
 	"""Click the shown dialog's primary button (its label may also be a button's on the form behind it)."""
-	browser.click(browser.displayed(By.CSS_SELECTOR, ".modal.show .modal-footer .btn-primary"))
+	browser.click_shown(By.CSS_SELECTOR, ".modal.show .modal-footer .btn-primary")
 	browser.wait_for_idle()
 
 

@@ -44,7 +44,7 @@ def save_form(browser: DeskBrowser) -> None:
 def fill_code(browser: DeskBrowser, fieldname: str, text: str) -> None:
 	"""Type `text` into a Code field (an Ace editor) as a person does: click into it, select all, type over it.
 	The form takes the text after Ace's debounce; a person's Ctrl+S comes later, so wait until the form holds it."""
-	browser.click(browser.displayed(By.CSS_SELECTOR, f"[data-fieldname='{fieldname}'] .ace_content"))
+	browser.click_shown(By.CSS_SELECTOR, f"[data-fieldname='{fieldname}'] .ace_content")
 	typing = browser.driver.switch_to.active_element
 	typing.send_keys(Keys.CONTROL, "a")
 	typing.send_keys(Keys.DELETE)
@@ -115,7 +115,7 @@ def list_row_links(name: str) -> str:
 
 def open_list_row(browser: DeskBrowser, name: str) -> None:
 	"""Click the list's row of document `name`, as a person opens it."""
-	browser.click(browser.displayed(By.CSS_SELECTOR, list_row_links(name)))
+	browser.click_shown(By.CSS_SELECTOR, list_row_links(name))
 	browser.wait(lambda: browser.route().endswith(f"/{name}"), f"the form of {name}")
 	browser.wait_for_idle()
 

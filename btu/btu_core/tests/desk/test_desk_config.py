@@ -12,7 +12,7 @@ import frappe
 from frappe.utils import now_datetime
 from selenium.webdriver.common.keys import Keys
 
-from btu.btu_core.tests.desk.case import DeskTestCase
+from btu.btu_core.tests.desk.case import Desk, DeskTestCase
 from btu.btu_core.tests.desk.insight_steps import (
 	add_row,
 	close_row,
@@ -52,6 +52,7 @@ class TestConfiguration(DeskTestCase):
 	def setUpClass(cls):
 		cls.enterClassContext(site_config(btu_namespace=f"btu-desk-{frappe.generate_hash(length=8)}"))
 		super().setUpClass()
+		cls.server = Desk.new_server()
 		# A schedule (disabled) for Resync All Schedules to send.
 		cls.task = committed_task(cls, desc_short="desk configuration")
 		make_schedule(cls.task)

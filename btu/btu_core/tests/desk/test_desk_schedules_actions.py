@@ -89,7 +89,7 @@ class TestScheduleActions(DeskTestCase):
 		rows = steps.preview_rows(browser)
 		self.assertEqual([row[:2] + row[4:] for row in rows[:3]],
 			[["1", first, ""], ["", second, "skipped"], ["2", third, ""]])  # fmt: skip
-		browser.click(browser.button("Skip"))
+		browser.click_button("Skip")
 		browser.button(f"Undo skip of {second}")
 		self.assertFalse(browser.all_displayed(By.XPATH, f"//a[normalize-space()='Undo skip of {first}']"))
 		self.assertEqual(len(self.stored_skips()), 1)

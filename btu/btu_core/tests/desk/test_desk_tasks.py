@@ -178,7 +178,7 @@ class TestTaskDesk(DeskTestCase):
 		typed = (tokyo_now + timedelta(days=1)).replace(hour=9, minute=30, second=0, microsecond=0)
 		moment = typed.replace(tzinfo=ZoneInfo("Asia/Tokyo")).astimezone(ZoneInfo(frappe.utils.get_system_timezone()))
 		browser.fill("at", typed_datetime(typed), blur=False)  # Escape would close the dialog
-		browser.click(browser.displayed(By.CSS_SELECTOR, ".modal.show .modal-title"))  # leaves the field
+		browser.click_shown(By.CSS_SELECTOR, ".modal.show .modal-title")  # leaves the field
 		# What the dialog sends: the typed moment on the system's clock.
 		system_text = moment.strftime("%Y-%m-%d %H:%M:%S")
 		browser.wait(

@@ -99,7 +99,7 @@ class TestWorkspace(DeskTestCase):
 				shortcut = "//*[contains(@class, 'shortcut-widget-box')]//*[normalize-space()=" + xpath_text(
 					"Dashboard"
 				)
-				browser.click(browser.displayed(By.XPATH, shortcut + "]"))
+				browser.click_shown(By.XPATH, shortcut + "]")
 				browser.wait(lambda: browser.route() == "dashboard-view/BTU Dashboard", "the BTU Dashboard")
 				browser.wait_for_text("BTU Dashboard")
 				self.assertCardsRead(cards(browser, NUMBER_CARDS))
