@@ -27,6 +27,7 @@ from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
 from btu.shared import liveness, protocol
+from btu.shared.instants import parse_utc_iso
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -569,7 +570,9 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		self.assertEqual(self.job_logs(), ["Complete"] * len(runs))
 		fired = self.fired_slots()
 		self.assertEqual(len({slot for slot, _ in fired}), len(fired), f"a slot fired twice: {fired}")
-		lags = sorted(float(lag) for _, lag in fired)
+		# The counted minutes' lags: the switch's own minute, when BTU takes the job types over seconds into it, is
+		# fired late by design (a catch-up within the grace), not by a slow scheduler.
+		lags = sorted(float(lag) for slot, lag in fired if parse_utc_iso(slot, "slot").timestamp() >= first_minute)
 		self.assertTrue(all(lag < patient(self.FIRED_WITHIN_MS) for lag in lags), fired)
 		# Switched off: Frappe's scheduler takes it back at its next tick; no slot runs twice.
 		self.set_switch(0)

@@ -56,6 +56,9 @@ class Desk:
 	def new_server(cls) -> DeskServer:
 		"""A web server started now, for a class that changed the site's config (v16's keeps it for 60 s); the
 		browsers stay logged in, as a session's cookie is the host's whatever the port."""
+		# Each page left open would call the old server (Frappe's deferred route history) once it is gone.
+		for browser in cls.browsers.values():
+			browser.driver.get("about:blank")
 		if cls.server is not None:
 			cls.server.stop()
 			cls.server = None
