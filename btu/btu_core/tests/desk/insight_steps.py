@@ -7,7 +7,11 @@ import time
 from datetime import datetime, timedelta
 
 import frappe
-from selenium.common.exceptions import ElementClickInterceptedException
+from selenium.common.exceptions import (
+	ElementClickInterceptedException,
+	ElementNotInteractableException,
+	StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -195,8 +199,19 @@ def add_row(browser: DeskBrowser, table: str) -> WebElement:
 		return found[-1] if len(found) > rows else None
 
 	row = browser.wait(added, f"a new row in {table}")
-	if not browser.all_displayed(By.CSS_SELECTOR, ".grid-row-open .form-in-grid"):
-		browser.click(row.find_element(By.CSS_SELECTOR, ".btn-open-row"))
+
+	def opened() -> bool:
+		"""The row's form shown; else its edit button clicked, unless Frappe is opening the form itself meanwhile
+		(v16 does, and hides the button as it does)."""
+		if browser.all_displayed(By.CSS_SELECTOR, ".grid-row-open .form-in-grid"):
+			return True
+		try:
+			row.find_element(By.CSS_SELECTOR, ".btn-open-row").click()
+		except (ElementNotInteractableException, ElementClickInterceptedException, StaleElementReferenceException):
+			pass
+		return False
+
+	browser.wait(opened, f"the new row of {table} opened")
 	return browser.displayed(By.CSS_SELECTOR, ".grid-row-open .form-in-grid")
 
 

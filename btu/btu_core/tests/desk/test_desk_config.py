@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import frappe
 from frappe.utils import now_datetime
+from selenium.common.exceptions import (
+	ElementClickInterceptedException,
+	ElementNotInteractableException,
+	StaleElementReferenceException,
+)
 from selenium.webdriver.common.keys import Keys
 
 from btu.btu_core.tests.desk.case import Desk, DeskTestCase
@@ -179,10 +184,19 @@ class TestConfiguration(DeskTestCase):
 				self.assertFalse(browser.shows("Ping Scheduler"))
 
 	def check_in_row(self, browser, row, fieldname: str, ticked: bool) -> None:
-		box = row_input(browser, row, fieldname)
-		if box.is_selected() != ticked:
-			browser.click(box)
-		browser.wait(lambda: row_input(browser, row, fieldname).is_selected() == ticked, f"{fieldname} set")
+		"""Tick or untick a box of the open row, clicking again while a click is lost to the row form's opening."""
+
+		def settled() -> bool:
+			box = row_input(browser, row, fieldname)
+			if box.is_selected() == ticked:
+				return True
+			try:
+				box.click()
+			except (ElementClickInterceptedException, ElementNotInteractableException, StaleElementReferenceException):
+				pass
+			return False
+
+		browser.wait(settled, f"{fieldname} set")
 
 	@staticmethod
 	def remove(doctype: str, name: str) -> None:
