@@ -119,6 +119,16 @@ class DeskBrowser:
 	def wait_for_text(self, text: str, seconds: float = 20) -> None:
 		self.wait(lambda: self.shows(text), f"the text {text!r}", seconds)
 
+	def wait_for_texts(self, *texts: str) -> None:
+		"""Until the page shows every one of `texts` (any letter case), read in one go from the page's rendered text."""
+		wanted = [text.casefold() for text in texts]
+
+		def missing():
+			shown = self.driver.execute_script("return document.body.innerText").casefold()
+			return [text for text in wanted if text not in shown]
+
+		self.wait(lambda: not missing(), f"the texts {texts}")
+
 	def wait_for_idle(self) -> None:
 		"""Until Frappe has no request in flight and no freeze is shown."""
 		self.wait(
@@ -146,6 +156,21 @@ class DeskBrowser:
 		self.driver.get(f"{self.base_url}{path}")
 		self.wait(lambda: self.driver.execute_script("return document.readyState") == "complete", f"{path} to load")
 		self.wait_for_idle()
+
+	def slow_network(self, latency_ms: int) -> None:
+		"""Every request takes `latency_ms` more each way (0: as fast as it is), as on a distant person's line."""
+		self.driver.execute_cdp_cmd("Network.enable", {})
+		self.driver.execute_cdp_cmd(
+			"Network.emulateNetworkConditions",
+			{"offline": False, "latency": latency_ms, "downloadThroughput": -1, "uploadThroughput": -1},
+		)
+
+	def request_in_flight(self) -> None:
+		"""Until the page has a request on its way (polled in the page: a slow network keeps it there for a while)."""
+		self.wait(
+			lambda: self.driver.execute_script("return !!(window.frappe && frappe.request.ajax_count > 0)"),
+			"a request on its way",
+		)
 
 	def route(self) -> str:
 		return self.driver.execute_script("return frappe.get_route_str()")
@@ -270,16 +295,6 @@ class DeskBrowser:
 	def dialog_text(self, seconds: float = 20) -> str:
 		"""The text of the shown dialog (msgprint, prompt, confirm)."""
 		return self.displayed(By.CSS_SELECTOR, ".modal.show .modal-content", seconds).text
-
-	def close_dialog(self) -> None:
-		for button in self.all_displayed(By.CSS_SELECTOR, ".modal.show .btn-modal-close, .modal.show .close"):
-			self.click(button)
-			break
-		self.wait(lambda: not self.dialog_open(), "the dialog to close")
-
-	def alert_text(self, seconds: float = 20) -> str:
-		"""The text of the newest alert toast (frappe.show_alert)."""
-		return self.displayed(By.CSS_SELECTOR, "#alert-container .desk-alert, .alert-container .alert", seconds).text
 
 	# -- the console and screenshots -----------------------------------------------------------------------------
 

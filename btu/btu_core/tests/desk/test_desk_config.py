@@ -18,38 +18,34 @@ from selenium.common.exceptions import (
 from selenium.webdriver.common.keys import Keys
 
 from btu.btu_core.tests.desk.case import Desk, DeskTestCase
-from btu.btu_core.tests.desk.insight_steps import (
+from btu.btu_core.tests.desk.forms import (
 	add_row,
+	check_in_row,
+	close_dialog,
 	close_row,
-	committed_task,
 	dialog_titled,
-	dismiss_dialog,
+	open_calendar,
 	open_form,
 	open_section,
 	read_only,
 	refused,
-	restore_single,
 	row_input,
 	row_values,
 	save_form,
-	unique,
 	user_date,
-	wait_for_texts,
 )
 from btu.btu_core.tests.desk.people import LOGINS, Person
+from btu.btu_core.tests.desk.records import (
+	committed_task,
+	fresh_single,
+	restore_single,
+	unique,
+)
 from btu.btu_core.tests.utils import make_schedule, site_config
 
 CONFIGURATION = "/app/btu-configuration"
 MANAGERS = (Person.SYSTEM_MANAGER, Person.BTU_MANAGER)
 NO_ANSWER = "The BTU Scheduler did not respond within 5 seconds"
-
-
-def fresh_single(doctype: str, fieldname: str):
-	"""A Single's value as the web server committed it, read from the table: this test's transaction, and the value
-	cache Frappe keeps per connection, would show what it read before."""
-	frappe.db.rollback()
-	found = frappe.db.sql("select value from tabSingles where doctype = %s and field = %s", (doctype, fieldname))
-	return found[0][0] if found else None
 
 
 class TestConfiguration(DeskTestCase):
@@ -68,9 +64,9 @@ class TestConfiguration(DeskTestCase):
 			with self.subTest(person=person):
 				browser = self.as_person(person)
 				open_form(browser, CONFIGURATION, "BTU Configuration")
-				wait_for_texts(browser, "Scheduler Status", "No scheduler status in Redis.", "bench btu-scheduler")
+				browser.wait_for_texts("Scheduler Status", "No scheduler status in Redis.", "bench btu-scheduler")
 				browser.click_button("Refresh Status")
-				wait_for_texts(browser, "No scheduler status in Redis.")
+				browser.wait_for_texts("No scheduler status in Redis.")
 				if person is Person.SYSTEM_MANAGER:
 					browser.screenshot("configuration_status")
 
@@ -81,12 +77,12 @@ class TestConfiguration(DeskTestCase):
 				open_form(browser, CONFIGURATION, "BTU Configuration")
 				browser.click_button("Ping Scheduler")
 				self.assertIn(NO_ANSWER, dialog_titled(browser, "BTU Scheduler"))
-				dismiss_dialog(browser)
+				close_dialog(browser)
 				browser.click_button("Resync All Schedules")
 				text = dialog_titled(browser, "Resync")
 				self.assertRegex(text, r"Sent 1 of \d+\.")
 				self.assertIn(NO_ANSWER, text)
-				dismiss_dialog(browser)
+				close_dialog(browser)
 
 	def test_only_a_system_manager_sets_the_environment_name_and_frappe_s_jobs(self):
 		restore_single(self, "BTU Configuration", "environment_name", "log_retention_days")
@@ -101,7 +97,7 @@ class TestConfiguration(DeskTestCase):
 
 		browser = self.as_person(Person.BTU_MANAGER)
 		open_form(browser, CONFIGURATION, "BTU Configuration")
-		wait_for_texts(browser, name)  # shown, as a value
+		browser.wait_for_texts(name)  # shown, as a value
 		self.assertTrue(read_only(browser, "environment_name"))
 		self.assertTrue(read_only(browser, "fire_frappe_jobs"))
 		browser.fill("log_retention_days", "31", blur=False)  # what a BTU Manager may set
@@ -118,6 +114,7 @@ class TestConfiguration(DeskTestCase):
 		for day, description in (("2026-12-25", "Christmas"), ("2027-01-01", "New Year")):
 			row = add_row(browser, "dates")
 			date = row_input(browser, row, "date")
+			open_calendar(browser, date)
 			browser.type_into(date, user_date(browser, day))
 			date.send_keys(Keys.TAB)  # on to the description (Escape would close the row)
 			browser.wait(lambda day=day: row_values(browser, "dates", "date")[-1:] == [day], f"the row to hold {day}")
@@ -125,14 +122,14 @@ class TestConfiguration(DeskTestCase):
 			close_row(browser)
 		save_form(browser)
 		browser.wait(lambda: browser.route() == f"Form/BTU Calendar/{name}", "the saved calendar")
-		wait_for_texts(browser, user_date(browser, "2026-12-25"), "Christmas", user_date(browser, "2027-01-01"))
+		browser.wait_for_texts(user_date(browser, "2026-12-25"), "Christmas", user_date(browser, "2027-01-01"))
 		frappe.db.rollback()  # to read what the web server committed
 		dates = frappe.get_all("BTU Calendar Date", {"parent": name}, ["date", "description"], order_by="idx")
 		self.assertEqual(
 			[(str(d.date), d.description) for d in dates], [("2026-12-25", "Christmas"), ("2027-01-01", "New Year")]
 		)
 		browser.open("/app/btu-calendar")
-		wait_for_texts(browser, name)
+		browser.wait_for_texts(name)
 
 	def test_a_btu_manager_adds_an_alert_rule_and_sends_a_test(self):
 		email = LOGINS[Person.BTU_MANAGER].email
@@ -143,8 +140,8 @@ class TestConfiguration(DeskTestCase):
 		open_section(browser, "Alerts")
 		row = add_row(browser, "alert_rules")
 		browser.wait(lambda: row_input(browser, row, "by_email").is_selected(), "Email ticked, as rules start")
-		self.check_in_row(browser, row, "by_email", False)  # no outgoing mail on a test site
-		self.check_in_row(browser, row, "by_bell", True)
+		check_in_row(browser, row, "by_email", False)  # no outgoing mail on a test site
+		check_in_row(browser, row, "by_bell", True)
 		browser.type_into(row_input(browser, row, "recipients"), email)
 		close_row(browser)
 		save_form(browser)
@@ -154,7 +151,7 @@ class TestConfiguration(DeskTestCase):
 		dialog_titled(browser, "Test an Alert Rule")
 		browser.click_button("Send")
 		self.assertIn(f"Sent to: {email}", dialog_titled(browser, "Test alert sent"))
-		dismiss_dialog(browser)
+		close_dialog(browser)
 		frappe.db.rollback()
 		self.assertTrue(frappe.db.exists("Notification Log", {"for_user": email, "document_name": task}))
 
@@ -174,7 +171,7 @@ class TestConfiguration(DeskTestCase):
 		frappe.db.commit()
 		browser = self.as_person(Person.BTU_MANAGER)
 		browser.open("/app/btu-alert-incident")
-		wait_for_texts(browser, incident.name, "Open")
+		browser.wait_for_texts(incident.name, "Open")
 
 	def test_a_user_without_a_btu_role_is_refused(self):
 		browser = self.as_person(Person.PLAIN_USER)
@@ -182,21 +179,6 @@ class TestConfiguration(DeskTestCase):
 			with self.subTest(path=path):
 				refused(browser, path)
 				self.assertFalse(browser.shows("Ping Scheduler"))
-
-	def check_in_row(self, browser, row, fieldname: str, ticked: bool) -> None:
-		"""Tick or untick a box of the open row, clicking again while a click is lost to the row form's opening."""
-
-		def settled() -> bool:
-			box = row_input(browser, row, fieldname)
-			if box.is_selected() == ticked:
-				return True
-			try:
-				box.click()
-			except (ElementClickInterceptedException, ElementNotInteractableException, StaleElementReferenceException):
-				pass
-			return False
-
-		browser.wait(settled, f"{fieldname} set")
 
 	@staticmethod
 	def remove(doctype: str, name: str) -> None:

@@ -9,15 +9,19 @@ import frappe
 from frappe.utils import getdate
 
 from btu.btu_core.tests.desk.case import DeskTestCase
-from btu.btu_core.tests.desk.insight_steps import (
+from btu.btu_core.tests.desk.forms import (
 	REFUSED_REPORT,
-	committed_logs,
-	committed_task,
+)
+from btu.btu_core.tests.desk.insight_steps import (
 	report_ready,
 	report_table,
-	unique,
 )
 from btu.btu_core.tests.desk.people import Person
+from btu.btu_core.tests.desk.records import (
+	committed_logs,
+	committed_task,
+	unique,
+)
 from btu.btu_core.tests.utils import make_schedule
 
 MANAGERS = (Person.SYSTEM_MANAGER, Person.BTU_MANAGER)

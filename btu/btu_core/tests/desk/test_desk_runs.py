@@ -18,15 +18,17 @@ from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.task_runner import run_request
 from btu.btu_core.tests.desk.case import DeskTestCase
-from btu.btu_core.tests.desk.people import Person
-from btu.btu_core.tests.desk.task_steps import (
+from btu.btu_core.tests.desk.forms import (
 	REFUSED_REQUEST,
-	committed_task,
-	fresh_value,
 	list_shows,
 	open_list_row,
 	refused,
 	shown,
+)
+from btu.btu_core.tests.desk.people import Person
+from btu.btu_core.tests.desk.records import (
+	committed_task,
+	fresh_value,
 	unique,
 )
 from btu.btu_core.tests.utils import SAMPLES, make_schedule

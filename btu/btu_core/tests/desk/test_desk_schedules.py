@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import frappe
 
+from btu.btu_core.tests.desk import forms, records
 from btu.btu_core.tests.desk import schedule_steps as steps
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.people import Person
@@ -17,9 +18,8 @@ SLOW_MS = 1500
 class TestScheduleForm(DeskTestCase):
 	def setUp(self):
 		super().setUp()
-		self.label = f"Desk schedule {frappe.generate_hash(length=6)}"
-		self.task = steps.make_task(self.label)
-		self.addCleanup(steps.remove_task, self.task)
+		self.label = records.unique("Desk schedule")
+		self.task = records.committed_task(self, desc_short=self.label)
 
 	def stored(self, name: str, *fields: str) -> tuple:
 		frappe.db.rollback()
@@ -36,21 +36,21 @@ class TestScheduleForm(DeskTestCase):
 		browser.link("task", self.label)
 		browser.fill("time_zone", "Europe/London")
 		browser.choose("run_frequency", "Hourly")
-		browser.wait(lambda: steps.shown_text(browser, "cron_string") == "0 * * * *", "the hourly cron")
+		browser.wait(lambda: forms.shown(browser, "cron_string") == "0 * * * *", "the hourly cron")
 		browser.fill("minute", "10")
-		browser.wait(lambda: steps.shown_text(browser, "cron_string") == "10 * * * *", "the cron at minute 10")
+		browser.wait(lambda: forms.shown(browser, "cron_string") == "10 * * * *", "the cron at minute 10")
 		browser.wait(lambda: ":10:00 " in self.first_fire(browser), "the first fire at minute 10")
 		self.assertIn("At 10 minutes past the hour (Europe/London)", steps.preview_text(browser))
 
 		browser.choose("run_frequency", "Daily")
 		# The helper's cron at once, not only after a save writes it.
-		browser.wait(lambda: steps.shown_text(browser, "cron_string") == "10 0 * * *", "the daily cron")
+		browser.wait(lambda: forms.shown(browser, "cron_string") == "10 0 * * *", "the daily cron")
 		browser.wait(lambda: self.first_fire(browser).endswith(" 00:10:00 GMT"), "the first fire at 00:10")
 		before = self.first_fire(browser)
 		browser.fill("hour", "6")
 		browser.wait(lambda: self.first_fire(browser).endswith(" 06:10:00 GMT"), "the first fire at 06:10")
 		self.assertNotEqual(self.first_fire(browser), before)
-		self.assertEqual(steps.shown_text(browser, "cron_string"), "10 6 * * *")
+		self.assertEqual(forms.shown(browser, "cron_string"), "10 6 * * *")
 		self.assertIn("At 06:10 AM (Europe/London)", steps.preview_text(browser))
 		# None of it saved: still the new form, and no schedule of the Task in the database.
 		self.assertTrue(browser.driver.execute_script("return cur_frm.is_new()"))
@@ -70,7 +70,7 @@ class TestScheduleForm(DeskTestCase):
 		self.assertTrue(self.first_fire(browser).endswith(" 02:30:00 IST"))
 		browser.fill("hour", "14")
 		browser.wait(lambda: self.first_fire(browser).endswith(" 14:30:00 IST"), "the first fire at 14:30")
-		self.assertEqual(steps.shown_text(browser, "cron_string"), "30 14 * * *")
+		self.assertEqual(forms.shown(browser, "cron_string"), "30 14 * * *")
 		self.assertTrue(browser.shows("Not Saved"))
 		self.assertEqual(self.stored(name, "hour", "cron_string"), (2, "30 2 * * *"))
 		browser.save()
@@ -84,9 +84,9 @@ class TestScheduleForm(DeskTestCase):
 		browser.choose("run_frequency", "Daily")
 		browser.fill("hour", "7")
 		browser.fill("minute", "25", blur=False)
-		steps.ctrl_s_here(browser)
+		forms.ctrl_s_here(browser)
 		name = steps.saved_name(browser)
-		self.assertEqual((steps.shown_text(browser, "hour"), steps.shown_text(browser, "minute")), ("7", "25"))
+		self.assertEqual((forms.shown(browser, "hour"), forms.shown(browser, "minute")), ("7", "25"))
 		self.assertEqual(self.stored(name, "hour", "minute", "cron_string"), (7, 25, "25 7 * * *"))
 
 	def test_an_hour_typed_last_on_a_saved_schedule_is_saved_by_ctrl_s(self):
@@ -95,9 +95,9 @@ class TestScheduleForm(DeskTestCase):
 		steps.open_saved(browser, name)
 		browser.fill("minute", "5")
 		browser.fill("hour", "23", blur=False)
-		steps.ctrl_s_here(browser)
+		forms.ctrl_s_here(browser)
 		steps.saved_name(browser)
-		self.assertEqual((steps.shown_text(browser, "hour"), steps.shown_text(browser, "minute")), ("23", "5"))
+		self.assertEqual((forms.shown(browser, "hour"), forms.shown(browser, "minute")), ("23", "5"))
 		self.assertEqual(self.stored(name, "hour", "minute", "cron_string"), (23, 5, "5 23 * * *"))
 
 	def test_an_hour_typed_while_the_preview_is_on_its_way_is_saved(self):
@@ -108,16 +108,16 @@ class TestScheduleForm(DeskTestCase):
 		browser.link("task", self.label)
 		browser.choose("run_frequency", "Daily")
 		browser.fill("minute", "40")
-		steps.slow_network(browser, SLOW_MS)
-		self.addCleanup(steps.slow_network, browser, 0)
-		steps.request_in_flight(browser)
+		browser.slow_network(SLOW_MS)
+		self.addCleanup(browser.slow_network, 0)
+		browser.request_in_flight()
 		browser.fill("hour", "9", blur=False)
 		browser.wait_for_idle()
-		self.assertEqual(steps.shown_text(browser, "hour"), "9")
-		steps.ctrl_s_here(browser)
+		self.assertEqual(forms.shown(browser, "hour"), "9")
+		forms.ctrl_s_here(browser)
 		name = steps.saved_name(browser)
-		steps.slow_network(browser, 0)
-		self.assertEqual((steps.shown_text(browser, "hour"), steps.shown_text(browser, "minute")), ("9", "40"))
+		browser.slow_network(0)
+		self.assertEqual((forms.shown(browser, "hour"), forms.shown(browser, "minute")), ("9", "40"))
 		self.assertEqual(self.stored(name, "hour", "minute", "cron_string"), (9, 40, "40 9 * * *"))
 
 	def test_a_user_without_a_btu_role_is_refused_the_list_and_the_form(self):

@@ -13,6 +13,7 @@ from rq.job import Job
 from selenium.webdriver.common.by import By
 
 from btu.btu_core.instants import system_now, utc_now
+from btu.btu_core.tests.desk import forms, records
 from btu.btu_core.tests.desk import schedule_steps as steps
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.people import Person
@@ -37,9 +38,8 @@ def withdraw_job(job_id: str) -> None:
 class TestScheduleActions(DeskTestCase):
 	def setUp(self):
 		super().setUp()
-		self.label = f"Desk actions {frappe.generate_hash(length=6)}"
-		self.task = steps.make_task(self.label)
-		self.addCleanup(steps.remove_task, self.task)
+		self.label = records.unique("Desk actions")
+		self.task = records.committed_task(self, desc_short=self.label)
 		self.schedule = steps.make_schedule(self.task)
 
 	def stored(self, *fields: str):
@@ -52,19 +52,19 @@ class TestScheduleActions(DeskTestCase):
 				browser = self.as_person(person)
 				steps.open_saved(browser, self.schedule)
 				browser.click_button("Pause")
-				steps.wait_for_dialog(browser, f"Pause {self.schedule}")
+				forms.dialog_titled(browser, f"Pause {self.schedule}")
 				browser.fill("note", "Desk test: the supplier's API is down")
-				steps.dialog_primary(browser)
+				forms.dialog_primary(browser)
 				browser.button("Resume")
 				browser.wait(lambda: PAUSED in steps.preview_text(browser), "the preview saying it is paused")
-				self.assertEqual(steps.headline(browser), "Paused: Desk test: the supplier's API is down")
+				self.assertEqual(forms.headline(browser), "Paused: Desk test: the supplier's API is down")
 				browser.screenshot("schedule-paused")
 				self.assertEqual(self.stored("paused", "pause_note"), (1, "Desk test: the supplier's API is down"))
 
 				browser.click_button("Resume")
 				browser.button("Pause")
 				browser.wait(lambda: PAUSED not in steps.preview_text(browser), "the preview without the pause")
-				self.assertEqual(steps.headline(browser), "")
+				self.assertEqual(forms.headline(browser), "")
 				self.assertEqual(self.stored("paused", "pause_note"), (0, None))
 
 	def test_skip_the_next_two_runs_and_undo_one(self):
@@ -74,9 +74,9 @@ class TestScheduleActions(DeskTestCase):
 		steps.open_saved(browser, self.schedule)
 		first, second, third = (row[1] for row in steps.preview_rows(browser)[:3])
 		browser.click_button("Skip Next Run", group="Skip")
-		steps.wait_for_dialog(browser, f"Skip the next runs of {self.schedule}")
+		forms.dialog_titled(browser, f"Skip the next runs of {self.schedule}")
 		browser.fill("count", "2")
-		steps.dialog_primary(browser)
+		forms.dialog_primary(browser)
 		browser.wait(lambda: steps.preview_rows(browser)[0][4] == "skipped", "the first run marked skipped")
 		rows = steps.preview_rows(browser)
 		self.assertEqual([row[:2] + row[4:] for row in rows[:3]],
@@ -102,24 +102,24 @@ class TestScheduleActions(DeskTestCase):
 		browser = self.as_person(Person.BTU_MANAGER)
 		steps.open_saved(browser, self.schedule)
 		browser.click_button("Backfill", group="Actions")
-		steps.wait_for_dialog(browser, f"Backfill {self.schedule}")
+		forms.dialog_titled(browser, f"Backfill {self.schedule}")
 		# Ten days ago from midnight, three days long: three of the 02:30 UTC slots, whichever the zone's offset.
 		start = datetime.combine(system_now().date() - timedelta(days=10), datetime.min.time())
-		steps.fill_datetime(browser, "start", start)
-		steps.fill_datetime(browser, "end", start + timedelta(days=3))
-		steps.dialog_primary(browser)
-		text = steps.wait_for_dialog(browser, f"Backfill of {self.schedule}")
+		forms.fill_datetime(browser, "start", start)
+		forms.fill_datetime(browser, "end", start + timedelta(days=3))
+		forms.dialog_primary(browser)
+		text = forms.dialog_titled(browser, f"Backfill of {self.schedule}")
 		self.assertIn("3 slots in the range: 3 requested, 0 requested before, 0 ran already.", text)
 		browser.screenshot("schedule-backfill-result")
 		frappe.db.rollback()
 		self.assertEqual(frappe.db.count("BTU Run Request", {"schedule": self.schedule, "origin": "Backfill"}), 3)
-		steps.close_dialog(browser, f"Backfill of {self.schedule}")
+		forms.close_dialog(browser, f"Backfill of {self.schedule}")
 
 	def test_run_now_queues_the_task(self):
 		browser = self.as_person(Person.BTU_MANAGER)
 		steps.open_saved(browser, self.schedule)
 		browser.click_button("Run Now", group="Actions")
-		alert = browser.wait(lambda: re.search(r"Queued on default as job (\S+)", browser.alert_text()), "the alert")
+		alert = forms.alert_matching(browser, r"Queued on default as job (\S+)")
 		self.addCleanup(withdraw_job, alert.group(1))
 		job = Job.fetch(alert.group(1), connection=get_redis_conn())
 		arguments = job.kwargs["kwargs"]  # Frappe wraps the call: site, user, method, then its own kwargs
@@ -129,12 +129,12 @@ class TestScheduleActions(DeskTestCase):
 		browser = self.as_person(Person.SYSTEM_MANAGER)
 		steps.open_saved(browser, self.schedule)
 		browser.click_button("Next Fires", group="Actions")
-		text = steps.wait_for_dialog(browser, f"Next fires of {self.schedule}")
+		text = forms.dialog_titled(browser, f"Next fires of {self.schedule}")
 		self.assertIn("At 02:30 AM (UTC)", text)
-		head = steps.table_rows(browser, ".modal.show thead tr")[0]
+		head = forms.table_rows(browser, ".modal.show thead tr")[0]
 		# Named as in the form's preview: which zone is the schedule's, which the person's.
 		self.assertEqual(head, ["#", "UTC (schedule)", f"{SYSTEM_ZONE} (you)", "UTC", ""])
-		rows = steps.table_rows(browser, ".modal.show tbody tr")
+		rows = forms.table_rows(browser, ".modal.show tbody tr")
 		self.assertEqual(len(rows), 25)
 		self.assertEqual([row[0] for row in rows], [str(n) for n in range(1, 26)])
 		for row in rows:
@@ -142,14 +142,14 @@ class TestScheduleActions(DeskTestCase):
 			self.assertRegex(row[2], r"^\w{3} \d{4}-\d\d-\d\d 2[12]:30:00 E[SD]T$")
 			self.assertRegex(row[3], r"T02:30:00Z$")
 		browser.screenshot("schedule-next-fires-dialog")
-		steps.close_dialog(browser, f"Next fires of {self.schedule}")
+		forms.close_dialog(browser, f"Next fires of {self.schedule}")
 
 	def test_recent_runs(self):
 		browser = self.as_person(Person.BTU_MANAGER)
 		steps.open_saved(browser, self.schedule)
 		browser.click_button("Recent Runs", group="Actions")
-		self.assertIn("No runs yet.", steps.wait_for_dialog(browser, f"Recent runs of {self.schedule}"))
-		steps.close_dialog(browser, f"Recent runs of {self.schedule}")
+		self.assertIn("No runs yet.", forms.dialog_titled(browser, f"Recent runs of {self.schedule}"))
+		forms.close_dialog(browser, f"Recent runs of {self.schedule}")
 
 		log = frappe.get_doc(
 			{
@@ -165,12 +165,12 @@ class TestScheduleActions(DeskTestCase):
 		).insert(ignore_permissions=True)
 		frappe.db.commit()
 		browser.click_button("Recent Runs", group="Actions")
-		steps.wait_for_dialog(browser, f"Recent runs of {self.schedule}")
-		self.assertEqual(steps.table_rows(browser, ".modal.show thead tr")[0],
+		forms.dialog_titled(browser, f"Recent runs of {self.schedule}")
+		self.assertEqual(forms.table_rows(browser, ".modal.show thead tr")[0],
 			["Log", "Status", "Slot (UTC)", "Started", "Duration (s)", "Fire lag (ms)"])  # fmt: skip
-		self.assertEqual(steps.table_rows(browser, ".modal.show tbody tr"),
+		self.assertEqual(forms.table_rows(browser, ".modal.show tbody tr"),
 			[[log.name, "Succeeded", "2026-01-02T02:30:00Z", "2026-01-01 21:30:02", "1.500", "12.3"]])  # fmt: skip
-		steps.close_dialog(browser, f"Recent runs of {self.schedule}")
+		forms.close_dialog(browser, f"Recent runs of {self.schedule}")
 
 	def test_pending_runs(self):
 		request = frappe.get_doc(

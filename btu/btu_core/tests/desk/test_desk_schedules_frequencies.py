@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import frappe
 
+from btu.btu_core.tests.desk import forms, records
 from btu.btu_core.tests.desk import schedule_steps as steps
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.people import Person
@@ -68,9 +69,8 @@ DATETIMES = ("start_time", "run_at")
 class TestScheduleFrequencies(DeskTestCase):
 	def setUp(self):
 		super().setUp()
-		self.label = f"Desk frequencies {frappe.generate_hash(length=6)}"
-		self.task = steps.make_task(self.label)
-		self.addCleanup(steps.remove_task, self.task)
+		self.label = records.unique("Desk frequencies")
+		self.task = records.committed_task(self, desc_short=self.label)
 
 	def test_the_system_manager_creates_a_schedule_of_each_frequency(self):
 		self.create_each(Person.SYSTEM_MANAGER)
@@ -88,7 +88,7 @@ class TestScheduleFrequencies(DeskTestCase):
 				browser.choose("run_frequency", frequency.name)
 				for fieldname, value in frequency.fields:
 					if fieldname in DATETIMES:
-						steps.fill_datetime(browser, fieldname, datetime.fromisoformat(value))
+						forms.fill_datetime(browser, fieldname, datetime.fromisoformat(value))
 					else:
 						browser.fill(fieldname, value)
 				browser.save()
@@ -99,15 +99,15 @@ class TestScheduleFrequencies(DeskTestCase):
 				self.assert_stored(name, frequency)
 
 	def assert_saved_form(self, browser, frequency: Frequency) -> None:
-		self.assertEqual(steps.shown_text(browser, "task"), self.label)
-		self.assertEqual(steps.shown_text(browser, "run_frequency"), frequency.name)
-		self.assertEqual(steps.shown_text(browser, "time_zone"), frequency.zone)
+		self.assertEqual(forms.shown(browser, "task"), self.label)
+		self.assertEqual(forms.shown(browser, "run_frequency"), frequency.name)
+		self.assertEqual(forms.shown(browser, "time_zone"), frequency.zone)
 		for fieldname, value in frequency.fields:
 			if fieldname not in DATETIMES:
-				self.assertEqual(steps.shown_text(browser, fieldname), value, fieldname)
+				self.assertEqual(forms.shown(browser, fieldname), value, fieldname)
 		if frequency.cron:
-			self.assertEqual(steps.shown_text(browser, "cron_string"), frequency.cron)
-		self.assertEqual(steps.shown_text(browser, "schedule_description"), frequency.description)
+			self.assertEqual(forms.shown(browser, "cron_string"), frequency.cron)
+		self.assertEqual(forms.shown(browser, "schedule_description"), frequency.description)
 		self.assertIn(frequency.description, steps.preview_text(browser))
 		self.assertEqual(
 			steps.preview_head(browser), ["#", f"{frequency.zone} (schedule)", f"{SYSTEM_ZONE} (you)", "UTC", ""]

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import frappe
 
+from btu.btu_core.tests.desk import forms, records
 from btu.btu_core.tests.desk import schedule_steps as steps
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.people import LOGINS, Person
@@ -55,9 +56,8 @@ class TestScheduleZones(DeskTestCase):
 
 	def setUp(self):
 		super().setUp()
-		self.label = f"Desk zones {frappe.generate_hash(length=6)}"
-		self.task = steps.make_task(self.label)
-		self.addCleanup(steps.remove_task, self.task)
+		self.label = records.unique("Desk zones")
+		self.task = records.committed_task(self, desc_short=self.label)
 		self.browser = self.as_person(PERSON)
 
 	def stored(self, name: str, fieldname: str) -> str:
@@ -72,8 +72,8 @@ class TestScheduleZones(DeskTestCase):
 
 	def type_moment(self, fieldname: str, wall: str) -> None:
 		"""Type `wall` (ISO) into a Datetime field as the person does, having read the zone named under it."""
-		self.assertEqual(steps.field_description(self.browser, fieldname).splitlines()[-1], PERSON_ZONE)
-		steps.fill_datetime(self.browser, fieldname, datetime.fromisoformat(wall))
+		self.assertEqual(forms.field_description(self.browser, fieldname).splitlines()[-1], PERSON_ZONE)
+		forms.fill_datetime(self.browser, fieldname, datetime.fromisoformat(wall))
 
 	def assert_preview(self, fires: list[datetime]) -> None:
 		"""The preview names the schedule's zone and the person's ("you"), and shows `fires` in each and in UTC."""
@@ -94,8 +94,8 @@ class TestScheduleZones(DeskTestCase):
 		Frappe v16's Datetime control may show an empty input after a first value is typed and left (its calendar
 		keeps no selection and rewrites the input from it); the value itself is kept and saved."""
 		steps.open_saved(self.browser, name)
-		self.assertEqual(steps.shown_text(self.browser, fieldname), steps.typed_datetime(datetime.fromisoformat(wall)))
-		self.assertEqual(steps.field_description(self.browser, fieldname).splitlines()[-1], PERSON_ZONE)
+		self.assertEqual(forms.shown(self.browser, fieldname), forms.typed_datetime(datetime.fromisoformat(wall)))
+		self.assertEqual(forms.field_description(self.browser, fieldname).splitlines()[-1], PERSON_ZONE)
 
 	def test_run_at_is_the_moment_typed_in_the_persons_zone(self):
 		self.new_form("Once")
@@ -105,7 +105,7 @@ class TestScheduleZones(DeskTestCase):
 		moment = in_person_zone("2030-01-15 09:30:00")
 		self.assertEqual(self.stored(name, "run_at"), on_system_clock(moment))
 		self.assert_shown(name, "run_at", "2030-01-15 09:30:00")
-		self.assertEqual(steps.shown_text(self.browser, "schedule_description"),
+		self.assertEqual(forms.shown(self.browser, "schedule_description"),
 			"Once, at 2030-01-15 00:30:00 (Europe/London)")  # fmt: skip
 		self.assert_preview([moment])
 		self.assertEqual(len(steps.preview_rows(self.browser)), 1)
@@ -130,9 +130,7 @@ class TestScheduleZones(DeskTestCase):
 		)
 		steps.open_saved(self.browser, name)
 		# The stored start, on New York's clock, shown on the person's.
-		self.assertEqual(
-			steps.shown_text(self.browser, "start_time"), steps.typed_datetime(datetime(2030, 1, 10, 9, 30))
-		)
+		self.assertEqual(forms.shown(self.browser, "start_time"), forms.typed_datetime(datetime(2030, 1, 10, 9, 30)))
 		self.type_moment("end_time", "2030-01-10 12:30:00")
 		self.browser.save()
 		steps.saved_name(self.browser)
@@ -147,13 +145,13 @@ class TestScheduleZones(DeskTestCase):
 		name = steps.make_schedule(self.task, run_frequency="Hourly", minute=0, time_zone=SCHEDULE_ZONE)
 		steps.open_saved(self.browser, name)
 		self.browser.click_button("Backfill", group="Actions")
-		steps.wait_for_dialog(self.browser, f"Backfill {name}")
+		forms.dialog_titled(self.browser, f"Backfill {name}")
 		for fieldname, wall in (("start", start), ("end", end)):
-			self.assertEqual(steps.field_description(self.browser, fieldname, dialog=True), PERSON_ZONE)
-			steps.fill_datetime(self.browser, fieldname, wall)
-		steps.dialog_primary(self.browser)
-		text = steps.wait_for_dialog(self.browser, f"Backfill of {name}")
-		steps.close_dialog(self.browser, f"Backfill of {name}")
+			self.assertEqual(forms.field_description(self.browser, fieldname), PERSON_ZONE)
+			forms.fill_datetime(self.browser, fieldname, wall)
+		forms.dialog_primary(self.browser)
+		text = forms.dialog_titled(self.browser, f"Backfill of {name}")
+		forms.close_dialog(self.browser, f"Backfill of {name}")
 		frappe.db.rollback()
 		slots = frappe.get_all("BTU Run Request", filters={"schedule": name}, pluck="slot_utc", order_by="slot_utc asc")
 		return text, slots

@@ -10,26 +10,28 @@ import frappe
 from selenium.webdriver.common.by import By
 
 from btu.btu_core.tests.desk.case import DeskTestCase
-from btu.btu_core.tests.desk.people import Person
-from btu.btu_core.tests.desk.task_steps import (
+from btu.btu_core.tests.desk.forms import (
 	REFUSED_REQUEST,
 	alert_matching,
 	buttons_shown,
-	committed_task,
+	close_dialog,
 	datetime_pattern,
-	dismiss_dialog,
-	field_is_read_only,
 	fill_code,
-	fresh_value,
-	in_zone,
 	open_list_row,
-	perform_job,
+	read_only,
 	refused,
 	save_form,
 	shown,
 	typed_datetime,
+)
+from btu.btu_core.tests.desk.people import Person
+from btu.btu_core.tests.desk.records import (
+	committed_task,
+	fresh_value,
+	in_zone,
 	unique,
 )
+from btu.btu_core.tests.desk.worker import perform_job
 from btu.btu_core.tests.utils import SAMPLES
 
 WHO_CREATES = "Only a System Manager creates BTU Tasks, since a Task chooses the code that runs."
@@ -84,7 +86,7 @@ class TestTaskDesk(DeskTestCase):
 			text = browser.dialog_text()
 			self.assertIn("invalid input", text)
 			self.assertIn(message, text)
-			dismiss_dialog(browser)
+			close_dialog(browser)
 		self.assertTrue(browser.route().startswith("Form/BTU Task/new"))
 		self.assertIsNone(fresh_value("BTU Task", {"desc_short": title}))
 
@@ -103,8 +105,8 @@ class TestTaskDesk(DeskTestCase):
 		browser = self.as_person(Person.BTU_MANAGER)
 		browser.open(f"/app/btu-task/{task}")
 		browser.wait_for_text(f"{SAMPLES}.say_hello")
-		self.assertTrue(field_is_read_only(browser, "function_string"))
-		self.assertTrue(field_is_read_only(browser, "arguments"))
+		self.assertTrue(read_only(browser, "function_string"))
+		self.assertTrue(read_only(browser, "arguments"))
 		self.assertIn('"Grace"', shown(browser, "arguments"))
 		note = unique("looked after by the managers")
 		browser.fill("desc_long", note)

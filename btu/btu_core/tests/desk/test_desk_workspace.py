@@ -15,16 +15,19 @@ from selenium.webdriver.common.by import By
 
 from btu.btu_core.tests.desk.browser import xpath_text
 from btu.btu_core.tests.desk.case import DeskTestCase
+from btu.btu_core.tests.desk.forms import (
+	dialog_titled,
+	refused,
+)
 from btu.btu_core.tests.desk.insight_steps import (
 	cards,
 	charts,
-	committed_logs,
-	committed_task,
-	dialog_titled,
-	refused,
-	wait_for_texts,
 )
 from btu.btu_core.tests.desk.people import LOGINS, Person
+from btu.btu_core.tests.desk.records import (
+	committed_logs,
+	committed_task,
+)
 
 SHORTCUTS = ("Tasks", "Schedules", "Logs", "Configuration", "Dashboard")
 CHARTS = (
@@ -91,7 +94,7 @@ class TestWorkspace(DeskTestCase):
 			with self.subTest(person=person):
 				browser = self.as_person(person)
 				browser.open(WORKSPACE)
-				wait_for_texts(browser, "Background Tasks Unleashed", *SHORTCUTS, *REPORTS, "BTU Calendar")
+				browser.wait_for_texts("Background Tasks Unleashed", *SHORTCUTS, *REPORTS, "BTU Calendar")
 				self.assertCardsRead(cards(browser, NUMBER_CARDS))
 				self.assertReadable(charts(browser, CHARTS))
 				if person is Person.SYSTEM_MANAGER:
