@@ -58,8 +58,13 @@ function btu_alert_buttons(frm, filters) {
 				frappe
 					.call({ method: "btu.btu_core.api.test_alert", args: { doctype: frm.doctype, name: frm.doc.name, rule } })
 					.then(({ message }) => {
-						const sent = [...message.emails, ...message.users, ...(message.webhook ? [message.webhook] : [])];
-						const lines = [__("Sent to: {0}", [frappe.utils.escape_html(sent.join(", ") || __("nobody"))])];
+						// One line per channel: an address both mailed and notified in the Desk is named on each.
+						const listed = (names) => frappe.utils.escape_html(names.join(", "));
+						const lines = [];
+						if (message.emails.length) lines.push(__("Email sent to: {0}", [listed(message.emails)]));
+						if (message.users.length) lines.push(__("Desk notification sent to: {0}", [listed(message.users)]));
+						if (message.webhook) lines.push(__("Webhook called: {0}", [listed([message.webhook])]));
+						if (!lines.length) lines.push(__("Sent to nobody."));
 						lines.push(...message.errors.map((error) => frappe.utils.escape_html(error)));
 						frappe.msgprint(lines.join("<br>"), message.errors.length ? __("Test alert: some failed") : __("Test alert sent"));
 					}),

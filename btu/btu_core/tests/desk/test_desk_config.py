@@ -150,7 +150,9 @@ class TestConfiguration(DeskTestCase):
 		browser.click_button("Test an Alert Rule...", group="Alerts")
 		dialog_titled(browser, "Test an Alert Rule")
 		browser.click_button("Send")
-		self.assertIn(f"Sent to: {email}", dialog_titled(browser, "Test alert sent"))
+		text = dialog_titled(browser, "Test alert sent")
+		self.assertIn(f"Desk notification sent to: {email}", text)
+		self.assertNotIn("Email sent to", text)  # the rule's Email is unticked
 		close_dialog(browser)
 		frappe.db.rollback()
 		self.assertTrue(frappe.db.exists("Notification Log", {"for_user": email, "document_name": task}))
