@@ -5,6 +5,7 @@ from __future__ import annotations
 import frappe
 from frappe import _
 from frappe.model.document import Document
+from frappe.utils import cast
 
 from btu.btu_core.alerts import recipients
 from btu.btu_core.messages import input_error
@@ -48,7 +49,10 @@ class BTUConfiguration(Document):
 		if "System Manager" in frappe.get_roles():
 			return
 		for field in SYSTEM_MANAGER_FIELDS:
-			if (self.get(field) or None) != (frappe.db.get_single_value("BTU Configuration", field) or None):
+			# As the field's type (a REST body may send an Int as text), so an unchanged value is not a change.
+			fieldtype = self.meta.get_field(field).fieldtype
+			stored = frappe.db.get_single_value("BTU Configuration", field)
+			if (cast(fieldtype, self.get(field)) or None) != (cast(fieldtype, stored) or None):
 				frappe.throw(
 					_(
 						"{0} ({1}) can only be changed by a System Manager; {2} is not one. Ask a System Manager to "
@@ -73,6 +77,8 @@ class BTUConfiguration(Document):
 
 
 # A System Manager's (also permlevel 1 in btu_configuration.json): who fires Frappe's own jobs (backups, email,
-# ERPNext's), a mistake there stops them for the whole site; and the prefix of every BTU mail's subject, which
-# must not be a BTU Manager's free text (a test alert sends at once to whom its rule names).
-SYSTEM_MANAGER_FIELDS = (scheduled_job_types.SWITCH, "environment_name")
+# ERPNext's), a mistake there stops them for the whole site; the prefix of every BTU mail's subject, which must not
+# be a BTU Manager's free text (a test alert sends at once to whom its rule names); and the log retention, since
+# who shortens it deletes Logs and Run Requests, a System Manager's enqueued runs' among them, which a BTU Manager
+# may neither read nor delete.
+SYSTEM_MANAGER_FIELDS = (scheduled_job_types.SWITCH, "environment_name", "log_retention_days")

@@ -107,3 +107,62 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		frappe.set_user(SYSTEM_MANAGER)
 		self.flipped().save()
 		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0, 0 if self.stored else 1)
+
+
+class TestWhoMayShortenRetention(IntegrationTestCase):
+	"""Who shortens the log retention deletes: the daily job then removes Logs and Run Requests older than it, a System
+	Manager's enqueued runs' among them, which a BTU Manager may neither read nor delete."""
+
+	@classmethod
+	def setUpClass(cls):
+		super().setUpClass()
+		make_user(MANAGER, ("BTU Manager",))
+		make_user(SYSTEM_MANAGER, ("System Manager",))
+		frappe.db.commit()
+
+	def setUp(self):
+		self.stored = frappe.db.get_single_value(CONFIG, "log_retention_days")
+		kept = {
+			field: frappe.db.get_single_value(CONFIG, field) for field in ("log_retention_days", "default_time_zone")
+		}
+		self.addCleanup(frappe.db.commit)
+		self.addCleanup(frappe.db.set_single_value, CONFIG, kept)
+		self.addCleanup(frappe.set_user, "Administrator")
+
+	def test_a_btu_manager_is_refused_on_every_path(self):
+		from frappe import client
+
+		frappe.set_user(MANAGER)
+		config = frappe.get_single(CONFIG)
+		self.assertFalse(config.has_permlevel_access_to("log_retention_days", permission_type="write"))
+		attempts = {
+			"frappe.client.set_value": lambda: client.set_value(CONFIG, CONFIG, "log_retention_days", 1),
+			"frappe.client.save": lambda: client.save({**config.as_dict(), "log_retention_days": 1}),
+			"save(ignore_permissions=True)": lambda: (
+				frappe.get_single(CONFIG).update({"log_retention_days": 1}).save(ignore_permissions=True)
+			),
+			"as text, by REST": lambda: frappe.get_single(CONFIG).update({"log_retention_days": "1"}).save(),
+		}
+		for path, attempt in attempts.items():
+			with self.subTest(path=path):
+				with self.assertRaises(frappe.PermissionError) as caught:
+					attempt()
+				self.assertIn("log_retention_days", str(caught.exception))
+				self.assertIn("Ask a System Manager", str(caught.exception))
+				frappe.db.rollback()
+				self.assertEqual(frappe.db.get_single_value(CONFIG, "log_retention_days"), self.stored)
+
+	def test_a_btu_manager_still_saves_the_rest_with_the_retention_unchanged(self):
+		frappe.set_user(MANAGER)
+		config = frappe.get_single(CONFIG)
+		config.log_retention_days = str(self.stored)  # the same value, as text (a REST body's)
+		config.default_time_zone = "UTC"
+		config.save()
+		self.assertEqual(frappe.db.get_single_value(CONFIG, "default_time_zone"), "UTC")
+
+	def test_a_system_manager_shortens_it(self):
+		frappe.set_user(SYSTEM_MANAGER)
+		config = frappe.get_single(CONFIG)
+		config.log_retention_days = 1
+		config.save()
+		self.assertEqual(frappe.db.get_single_value(CONFIG, "log_retention_days"), 1)

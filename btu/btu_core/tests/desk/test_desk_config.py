@@ -84,12 +84,13 @@ class TestConfiguration(DeskTestCase):
 				self.assertIn(NO_ANSWER, text)
 				close_dialog(browser)
 
-	def test_only_a_system_manager_sets_the_environment_name_and_frappe_s_jobs(self):
-		restore_single(self, "BTU Configuration", "environment_name", "log_retention_days")
+	def test_only_a_system_manager_sets_the_environment_name_frappe_s_jobs_and_retention(self):
+		restore_single(self, "BTU Configuration", "environment_name", "default_catch_up_window")
 		name = unique("Desk QA")
 		browser = self.as_person(Person.SYSTEM_MANAGER)
 		open_form(browser, CONFIGURATION, "BTU Configuration")
 		self.assertFalse(read_only(browser, "environment_name"))
+		self.assertFalse(read_only(browser, "log_retention_days"))
 		browser.fill("environment_name", name, blur=False)  # Tab would go on into the recipients
 		save_form(browser)
 		self.assertEqual(browser.value("environment_name"), name)
@@ -100,9 +101,10 @@ class TestConfiguration(DeskTestCase):
 		browser.wait_for_texts(name)  # shown, as a value
 		self.assertTrue(read_only(browser, "environment_name"))
 		self.assertTrue(read_only(browser, "fire_frappe_jobs"))
-		browser.fill("log_retention_days", "31", blur=False)  # what a BTU Manager may set
+		self.assertTrue(read_only(browser, "log_retention_days"))  # who shortens it deletes
+		browser.fill("default_catch_up_window", "1800", blur=False)  # what a BTU Manager may set
 		save_form(browser)
-		self.assertEqual(fresh_single("BTU Configuration", "log_retention_days"), "31")
+		self.assertEqual(fresh_single("BTU Configuration", "default_catch_up_window"), "1800")
 		self.assertEqual(fresh_single("BTU Configuration", "environment_name"), name)
 
 	def test_a_btu_manager_makes_a_calendar_of_dates(self):
