@@ -53,8 +53,9 @@ class AppFiles:
 				parts.append("-")
 		return "/".join(parts)
 
-	def check(self, path: str) -> None:
-		"""Raise NotRunnable (naming the function and how to declare it) unless `path` may run."""
+	def check(self, path: str, *, allow_tests: bool = False) -> None:
+		"""Raise NotRunnable (naming the function and how to declare it) unless `path` may run on a site that does
+		(`allow_tests`) or does not run tests."""
 		if path not in self.checked:
 			try:
 				self.check_files(path)
@@ -65,6 +66,7 @@ class AppFiles:
 		if refusal is not None:
 			# Without its last traceback: raised again at every check, it would keep each one.
 			raise refusal.with_traceback(None)
+		declared.check_not_a_test_fixture(declared.target(path, self.apps), allow_tests=allow_tests)
 
 	def check_files(self, path: str) -> None:
 		target = declared.target(path, self.apps)

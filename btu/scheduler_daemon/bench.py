@@ -20,7 +20,7 @@ from pathlib import Path
 
 from btu.scheduler_daemon.app_files import AppFiles
 from btu.shared import protocol
-from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, allows_any_app_function
+from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, config_flag
 from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.sentinel import SentinelConfigError, SentinelSettings
@@ -258,7 +258,7 @@ class Bench:
 
 		`btu_allow_any_app_function` counts from common_site_config.json only: rq jobs run in no site.
 		"""
-		return AppFiles(self.path, allows_any_app_function(self.common_config.get(ALLOW_ANY_APP_FUNCTION)))
+		return AppFiles(self.path, config_flag(self.common_config.get(ALLOW_ANY_APP_FUNCTION)))
 
 	@cached_property
 	def any_app_files(self) -> AppFiles:
@@ -269,7 +269,7 @@ class Bench:
 	def app_files_for(self, site: Site, executor: str) -> AppFiles:
 		"""What may fire on `site` with `executor`: the bench's declarations, or any app function where the site's
 		own config allows it and the task runner runs the job in that site."""
-		if executor != RQ_EXECUTOR and allows_any_app_function(site.config.get(ALLOW_ANY_APP_FUNCTION)):
+		if executor != RQ_EXECUTOR and config_flag(site.config.get(ALLOW_ANY_APP_FUNCTION)):
 			return self.any_app_files
 		return self.app_files
 

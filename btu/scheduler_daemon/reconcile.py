@@ -37,7 +37,7 @@ from btu.scheduler_daemon.site_reconcile import ReconcileLock, SiteReconcile
 from btu.scheduler_daemon.site_rows import APPLY_CHUNK, read_ahead, read_chunk
 from btu.scheduler_daemon.state import CompiledSchedule, State
 from btu.shared import protocol
-from btu.shared.declared import NotRunnable
+from btu.shared.declared import ALLOW_TESTS, NotRunnable, config_flag
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, slot_text, to_ms
 from btu.shared.job_contract import RQ_EXECUTOR
 from btu.shared.run_kind import RESERVED_STARTS, RunKind
@@ -99,7 +99,7 @@ def compile_row(
 		# Never fired: rq's jobs would call it with no task runner to refuse it, the task runner would only fail
 		# each run (a site upgraded from the original BTU, which ran any callable, may hold many such Tasks).
 		try:
-			bench.app_files_for(site, executor).check(function)
+			bench.app_files_for(site, executor).check(function, allow_tests=config_flag(site.config.get(ALLOW_TESTS)))
 		except NotRunnable as exc:
 			raise RowError(f"task {row['task']}: {exc}") from None
 	return spec, template

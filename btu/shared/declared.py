@@ -12,6 +12,11 @@ not be able to point it at `os.system`. A path is runnable when
 `btu_allow_any_app_function` set in site_config.json or common_site_config.json
 lifts rule 3 (rules 1 and 2 stay): for single-tenant benches only.
 
+A function of an app's test modules (a `tests` package, a `test_*` module) runs
+only on a site whose config sets `allow_tests`, as Frappe's run-tests needs:
+test fixtures ship inside the app's package but must not run in production,
+whatever declares them.
+
 Both halves check with this module: the Frappe side after importing the
 function (btu.btu_core.runs.task_inputs), the scheduler from the app's files,
 without importing them (btu.scheduler_daemon.app_files). It imports nothing
@@ -29,6 +34,7 @@ from btu.shared.messages import InputError, _
 
 HOOK = "btu_tasks"
 ALLOW_ANY_APP_FUNCTION = "btu_allow_any_app_function"
+ALLOW_TESTS = "allow_tests"  # Frappe's own: run-tests refuses a site without it
 MARK = "__btu_runnable__"
 # ASCII only: a look-alike letter (Cyrillic "у" in "btу") must not pass for an app's name.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -42,8 +48,9 @@ def runnable(function):
 	return function
 
 
-def allows_any_app_function(value) -> bool:
-	"""The config value of `btu_allow_any_app_function` read strictly: on only for true or 1.
+def config_flag(value) -> bool:
+	"""A config value that switches a check off (`btu_allow_any_app_function`, `allow_tests`) read strictly: on only
+	for true or 1.
 
 	`bench set-config btu_allow_any_app_function 0` stores the string "0", which must stay off.
 	"""
@@ -136,6 +143,28 @@ def check_declared(
 		path=target.path,
 		name=target.name,
 		module_file=target.module_file,
+	)
+
+
+def is_test_module(module: str) -> bool:
+	"""Whether `module` is in a test package of its app (a `tests` segment) or is a test module (`test_*`)."""
+	return any(part == "tests" or part.startswith("test_") for part in module.split(".")[1:])
+
+
+def check_not_a_test_fixture(target: Target, *, allow_tests: bool) -> None:
+	"""Refuse a function of the app's test modules unless the site runs tests (`allow_tests`)."""
+	if allow_tests or not is_test_module(target.module):
+		return
+	raise NotRunnable(
+		"function_string",
+		target.path,
+		_(
+			"is in {module}, a test module of app {app}, which BTU runs only on a site whose config sets allow_tests "
+			"(a test site: bench --site SITE set-config allow_tests true); point the Task at a function outside the "
+			"app's tests"
+		),
+		module=target.module,
+		app=target.app,
 	)
 
 

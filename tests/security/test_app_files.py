@@ -206,3 +206,27 @@ def test_the_fingerprint_changes_with_the_apps_the_hooks_and_the_escape_hatch(be
 	assert edited != first
 	(bench / "sites" / "apps.txt").write_text("frappe\nbtu\nmyapp\n")
 	assert AppFiles(bench, False).fingerprint != edited
+
+
+@pytest.mark.parametrize(
+	"path",
+	["myapp.tests.fixtures.decorated", "myapp.reports.tests.fixtures.decorated", "myapp.test_helpers.decorated",
+	 "btu.btu_core.tests.sample_tasks.say_hello"],
+)  # fmt: skip
+def test_a_declared_test_fixture_runs_only_where_the_site_runs_tests(bench, path):
+	"""Fixtures ship inside the app's package: a production site must not run them, whatever declares them."""
+	package = bench / "apps" / "myapp" / "myapp"
+	for module in ("tests/fixtures.py", "reports/tests/fixtures.py", "test_helpers.py"):
+		write(package / module, "from btu import runnable\n\n@runnable\ndef decorated():\n\tpass\n")
+	files = AppFiles(bench, True)  # not even the escape hatch lets a fixture run in production
+	message = refusal(files, path)
+	assert "a test module of app" in message
+	assert "allow_tests" in message
+	files.check(path, allow_tests=True)
+
+
+@pytest.mark.parametrize("path", ["myapp.contests.run", "myapp.testsuite.run", "myapp.attest.run"])
+def test_a_module_named_like_a_test_is_not_one(bench, path):
+	package = bench / "apps" / "myapp" / "myapp"
+	write(package / f"{path.split('.')[1]}.py", "from btu import runnable\n\n@runnable\ndef run():\n\tpass\n")
+	AppFiles(bench, False).check(path)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from btu import runnable
-from btu.shared.declared import NotRunnable, Target, allows_any_app_function, check_declared, target
+from btu.shared.declared import NotRunnable, Target, check_declared, config_flag, target
 
 pytestmark = pytest.mark.versions
 
@@ -186,4 +186,4 @@ def test_the_escape_hatch_lifts_only_the_declaration():
 	 ("", False), ("no", False), ({}, False)],
 )  # fmt: skip
 def test_the_escape_hatch_is_on_only_for_true_or_1(value, on):
-	assert allows_any_app_function(value) is on
+	assert config_flag(value) is on

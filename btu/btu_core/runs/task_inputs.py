@@ -83,7 +83,10 @@ def resolve_function(path: str | None, field: str = "function_string") -> Callab
 			defined_in=function.__module__ if inspect.isfunction(function) else None,
 			decorated=getattr(function, declared.MARK, False) is True,
 			patterns=frappe.get_hooks(declared.HOOK, app_name=target.app),
-			allow_any_app_function=declared.allows_any_app_function(frappe.conf.get(declared.ALLOW_ANY_APP_FUNCTION)),
+			allow_any_app_function=declared.config_flag(frappe.conf.get(declared.ALLOW_ANY_APP_FUNCTION)),
+		)
+		declared.check_not_a_test_fixture(
+			target, allow_tests=declared.config_flag(frappe.conf.get(declared.ALLOW_TESTS))
 		)
 	except declared.NotRunnable as exc:
 		raise TaskInputError(input_error(exc, field)) from None

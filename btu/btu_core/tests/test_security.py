@@ -68,6 +68,31 @@ class TestDeclaredFunctions(IntegrationTestCase):
 					make_task(function_string=path)
 
 
+class TestFixturesOutOfProduction(IntegrationTestCase):
+	"""BTU's test fixtures (btu.btu_core.tests.sample_tasks, declared @runnable) ship in the package: a site that does
+	not run tests (no allow_tests in its config) refuses them on save and at run time, whatever else allows them."""
+
+	def test_a_fixture_is_refused_on_save(self):
+		for off in (None, 0, "0", "false"):
+			with self.subTest(allow_tests=off), in_conf(declared.ALLOW_TESTS, off), hatch(1):
+				with self.assertRaises(frappe.ValidationError) as caught:
+					make_task("say_hello")
+				message = str(caught.exception)
+				self.assertIn(
+					f"function_string '{SAMPLES}.say_hello': is in {SAMPLES}, a test module of app btu", message
+				)
+				self.assertIn("set-config allow_tests true", message)
+
+	def test_a_fixture_saved_on_a_test_site_does_not_run_on_a_production_one(self):
+		task = make_task("say_hello", arguments='{"name": "Ada"}')
+		with in_conf(declared.ALLOW_TESTS, None):
+			log = run_in_this_process(task.name)
+		self.assertEqual(log.status, "Failed")
+		self.assertIn("a test module of app btu", log.result_message)
+		self.assertNotIn("hello Ada", log.stdout or "")
+		self.assertEqual(run_in_this_process(task.name).status, "Succeeded")
+
+
 class TestRunTimeCheck(IntegrationTestCase):
 	"""A Task row that holds an undeclared function (an old row, a forced UPDATE) fails its run and does not run it."""
 
@@ -224,12 +249,17 @@ class TestCodeFieldsNeedSystemManager(IntegrationTestCase):
 		self.assertEqual(self.stored("function_string"), f"{SAMPLES}.needs_company")
 
 
-@contextmanager
 def hatch(value):
 	"""`btu_allow_any_app_function` in this site's config for the block, as site_config.json would set it."""
-	before = frappe.local.conf.get(HATCH)
-	frappe.local.conf[HATCH] = value
+	return in_conf(HATCH, value)
+
+
+@contextmanager
+def in_conf(key: str, value):
+	"""`key` in this site's config for the block, as site_config.json would set it."""
+	before = frappe.local.conf.get(key)
+	frappe.local.conf[key] = value
 	try:
 		yield
 	finally:
-		frappe.local.conf[HATCH] = before
+		frappe.local.conf[key] = before
