@@ -8,7 +8,7 @@ first use, inside Frappe.
 
 from btu.shared.declared import runnable  # noqa: F401  (apps write `from btu import runnable`)
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _FRAPPE_API = ("enqueue_at", "enqueue_in", "cancel")
 

@@ -36,9 +36,15 @@ class OldDaemon:
 
 	def describe(self) -> str:
 		if self.polled:
+			late = int(self.now - self.earliest)
+			earliest = (
+				f"the earliest {late} s overdue, as a daemon polling every 60 s may leave it"
+				if late > 0
+				else f"the earliest due in {-late} s"
+			)
 			return (
 				"the original BTU's daemon may still be running on this Redis: "
-				f"{NEXT_FIRES_KEY} holds {self.entries} next fires, none overdue; "
+				f"{NEXT_FIRES_KEY} holds {self.entries} next fires, {earliest}; "
 				"stop it (systemctl stop btu_scheduler, or btu-py's service) so no schedule fires twice, "
 				f"then DEL {NEXT_FIRES_KEY}"
 			)

@@ -1,4 +1,5 @@
-"""The original daemon's sorted set on a real Redis: running (entries none overdue) or left behind, as status says."""
+"""The original daemon's sorted set on a real Redis: running (no entry overdue longer than a poll leaves one) or left
+behind, as status says."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ def test_entries_all_ahead_mean_a_daemon_may_run(r):
 	found = find(r, now)
 	assert found.entries == 2 and found.polled
 	assert "may still be running" in found.describe() and "stop it" in found.describe()
+	assert "2 next fires, the earliest due in 60 s" in found.describe()
+
+
+def test_entries_overdue_within_a_poll_are_said_so(r):
+	now = 1_800_000_000.0
+	r.zadd(NEXT_FIRES_KEY, {"TS-000001|1": now - STALE_AFTER_SECS + 1, "TS-000002|2": now + 60})
+	found = find(r, now)
+	assert found.polled
+	assert f"the earliest {STALE_AFTER_SECS - 1} s overdue" in found.describe()
+	assert "none overdue" not in found.describe()
 
 
 def test_entries_long_overdue_mean_it_was_left_behind(r):

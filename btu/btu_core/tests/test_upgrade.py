@@ -37,6 +37,9 @@ except ImportError:
 	from frappe.tests.utils import FrappeTestCase as IntegrationTestCase
 
 SAMPLES = "btu.btu_core.tests.sample_tasks"
+# A function of btu that no app declares runnable, outside its tests (a declaration of a test fixture would not make it
+# run on a production site).
+UNDECLARED = "btu.btu_core.instants.utc_now"
 SCRATCH = Tables(
 	task="tabBTU Upgrade Test Task", schedule="tabBTU Upgrade Test Schedule", log="tabBTU Upgrade Test Log"
 )
@@ -79,7 +82,7 @@ TASKS = [
 	# name, docstatus, function, arguments, is_transient
 	("BTU-00001", 1, f"{SAMPLES}.say_hello", "{'name': 'Ada', 'punctuation': '?'}", 0),
 	("BTU-00002", 0, "site_app.tasks.nightly", "{'ids': {1, 2}}", 0),
-	("BTU-00003", 2, f"{SAMPLES}.undeclared_task", "", 0),
+	("BTU-00003", 2, UNDECLARED, "", 0),
 	("BTU-00004", 1, f"{SAMPLES}.needs_company", '{"company": "ACME"}', 1),
 	# A function of the original app itself, gone with it.
 	("BTU-00005", 1, "btu.manual_tests.ping_with_wait", "", 0),
@@ -215,7 +218,7 @@ class UpgradeCase(IntegrationTestCase):
 			[(t["task"], t["function_string"], t["hook_line"]) for t in listed],
 			[
 				("BTU-00002", "site_app.tasks.nightly", ""),
-				("BTU-00003", f"{SAMPLES}.undeclared_task", f'btu_tasks = ["{SAMPLES}.undeclared_task"]'),
+				("BTU-00003", UNDECLARED, f'btu_tasks = ["{UNDECLARED}"]'),
 				("BTU-00005", "btu.manual_tests.ping_with_wait", ""),
 			],
 		)
@@ -412,7 +415,7 @@ class TestDeclareTasksCommand(IntegrationTestCase):
 			{
 				"doctype": "BTU Task",
 				"desc_short": "upgraded",
-				"function_string": f"{SAMPLES}.undeclared_task",
+				"function_string": UNDECLARED,
 				"queue_name": "default",
 			}
 		)
@@ -423,24 +426,57 @@ class TestDeclareTasksCommand(IntegrationTestCase):
 	def tearDown(self):
 		frappe.db.rollback()
 
-	def run_declare(self, hooks_text: str, write: bool) -> tuple[int, str, str]:
+	def run_declare(self, hooks_text: str, write: bool, app: str = "btu", yours=("btu",)) -> tuple[int, str, str]:
+		"""declare(app) against a hooks.py of `hooks_text`; btu stands for the site's own app (`yours`): the test
+		site has no other app whose Tasks may run undeclared functions."""
 		with tempfile.TemporaryDirectory() as folder:
 			hooks = Path(folder) / "hooks.py"
 			hooks.write_text(hooks_text)
 			output = io.StringIO()
-			with mock.patch("frappe.get_app_path", return_value=str(hooks)), redirect_stdout(output):
-				code = declare.declare("btu", write=write)
+			not_yours = tuple(name for name in declare.NOT_YOURS if name not in yours)
+			with (
+				mock.patch("frappe.get_app_path", return_value=str(hooks)),
+				mock.patch.object(declare, "NOT_YOURS", not_yours),
+				redirect_stdout(output),
+			):
+				code = declare.declare(app, write=write)
 			return code, output.getvalue(), hooks.read_text()
+
+	def test_frappes_and_btus_own_hooks_are_refused(self):
+		for app in ("frappe", "btu"):
+			with self.subTest(app=app):
+				code, printed, written = self.run_declare('app_name = "x"\n', write=True, app=app, yours=())
+				self.assertEqual((code, written), (1, 'app_name = "x"\n'))
+				self.assertIn(f"{app}'s hooks.py is not yours to edit", printed)
+				self.assertIn(f"BTU Task {self.task} runs {UNDECLARED}", printed)
+				self.assertNotIn("btu_tasks = [", printed)
+
+	def test_a_test_fixture_is_never_offered_a_declaration(self):
+		"""It would run on test sites only (allow_tests): declaring it would not make an upgraded site run it."""
+		frappe.db.set_value("BTU Task", self.task, "function_string", f"{SAMPLES}.undeclared_task")
+		code, printed, _ = self.run_declare('app_name = "btu"\n', write=False)
+		self.assertEqual(code, 0)
+		self.assertIn(f"# btu's, but no declaration makes it run: BTU Task {self.task}:", printed)
+		self.assertNotIn("btu_tasks = [", printed)
+
+	def test_an_own_function_no_declaration_can_help_is_named(self):
+		"""A Task of the original BTU's own module, gone in this one: not "no undeclared function"."""
+		frappe.db.set_value("BTU Task", self.task, "function_string", "btu.manual_tests.ping_with_wait")
+		code, printed, _ = self.run_declare('app_name = "btu"\n', write=False)
+		self.assertEqual(code, 0)
+		self.assertIn(f"# btu's, but no declaration makes it run: BTU Task {self.task}:", printed)
+		self.assertIn("none of btu's functions a Task runs can be declared", printed)
+		self.assertNotIn("no undeclared function", printed)
 
 	def test_prints_or_appends_the_block_and_never_a_second_btu_tasks(self):
 		code, printed, _ = self.run_declare('app_name = "btu"\n', write=False)
 		self.assertEqual(code, 0)
-		self.assertIn(f'"{SAMPLES}.undeclared_task",', printed)
+		self.assertIn(f'"{UNDECLARED}",', printed)
 		code, _, written = self.run_declare('app_name = "btu"\n', write=True)
 		self.assertEqual(code, 0)
 		namespace = {}
 		exec(compile(written, "hooks.py", "exec"), namespace)
-		self.assertIn(f"{SAMPLES}.undeclared_task", namespace["btu_tasks"])
+		self.assertIn(UNDECLARED, namespace["btu_tasks"])
 		code, printed, written = self.run_declare('btu_tasks = ["btu.x.*"]\n', write=True)
 		self.assertEqual((code, written), (1, 'btu_tasks = ["btu.x.*"]\n'))
 		self.assertIn("add these entries to it by hand", printed)

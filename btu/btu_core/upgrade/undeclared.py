@@ -40,9 +40,11 @@ def undeclared(tables: Tables = SITE) -> list[dict]:
 
 def declarable(path: str | None) -> bool:
 	"""Whether a declaration would do: `path` is a function defined in a module of an installed app (not one gone
-	with the original BTU, nor one imported into the module it names)."""
+	with the original BTU, nor one imported into the module it names), outside the app's tests."""
 	try:
 		target = declared.target(path, frappe.get_installed_apps())
+		if declared.is_test_module(target.module):
+			return False
 		function = getattr(importlib.import_module(target.module), target.name)
 	except Exception:
 		return False
