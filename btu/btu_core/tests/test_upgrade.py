@@ -448,16 +448,20 @@ class TestDeclareTasksCommand(IntegrationTestCase):
 				code, printed, written = self.run_declare('app_name = "x"\n', write=True, app=app, yours=())
 				self.assertEqual((code, written), (1, 'app_name = "x"\n'))
 				self.assertIn(f"{app}'s hooks.py is not yours to edit", printed)
-				self.assertIn(f"BTU Task {self.task} runs {UNDECLARED}", printed)
-				self.assertNotIn("btu_tasks = [", printed)
+				self.assertIn(f"BTU Task {self.task} runs {UNDECLARED}, which no app declares", printed)
+				self.assertNotIn("btu_tasks = [", printed)  # neither a block nor a hint to write one
 
 	def test_a_test_fixture_is_never_offered_a_declaration(self):
 		"""It would run on test sites only (allow_tests): declaring it would not make an upgraded site run it."""
 		frappe.db.set_value("BTU Task", self.task, "function_string", f"{SAMPLES}.undeclared_task")
 		code, printed, _ = self.run_declare('app_name = "btu"\n', write=False)
 		self.assertEqual(code, 0)
-		self.assertIn(f"# btu's, but no declaration makes it run: BTU Task {self.task}:", printed)
-		self.assertNotIn("btu_tasks = [", printed)
+		self.assertIn(
+			f"# btu's, but no declaration makes it run: BTU Task {self.task}: function_string "
+			f"'{SAMPLES}.undeclared_task': is in {SAMPLES}, a test module of app btu",
+			printed,
+		)
+		self.assertNotIn("btu_tasks = [", printed)  # neither a block nor a hint to write one
 
 	def test_an_own_function_no_declaration_can_help_is_named(self):
 		"""A Task of the original BTU's own module, gone in this one: not "no undeclared function"."""

@@ -32,7 +32,7 @@ def declare(app: str, *, write: bool) -> int:
 			f"put a @runnable function in it that calls the one a Task names, and point the Task at it"
 		)
 		for task in tasks:
-			print(f"# BTU Task {task['task']} runs {task['function_string']}: {task['reason']}")
+			print(f"# BTU Task {task['task']} runs {task['function_string']}, which no app declares")
 		return 1
 	block = hooks_block(app, [t["function_string"] for t in tasks if t["hook_line"]])
 	own_undeclarable = 0

@@ -8,6 +8,7 @@ import inspect
 import frappe
 from frappe import _
 
+from btu.btu_core.messages import input_error
 from btu.btu_core.runs.task_inputs import TaskInputError, resolve_function
 from btu.btu_core.upgrade.convert.declarations import app_of, hook_line
 from btu.btu_core.upgrade.tables import SITE, Tables
@@ -30,12 +31,25 @@ def undeclared(tables: Tables = SITE) -> list[dict]:
 					"task": name,
 					"function_string": function,
 					"schedules": schedules.get(name, []),
-					"reason": str(exc),
+					"reason": fixture_refusal(function) or str(exc),
 					"hook_line": hook_line(function) if app else "",
 					"hooks_file": f"{app}/hooks.py" if app else "",
 				}
 			)
 	return found
+
+
+def fixture_refusal(path: str | None) -> str | None:
+	"""Why a production site refuses `path` when it is a function of an app's tests: no declaration helps that."""
+	try:
+		target = declared.target(path, frappe.get_installed_apps())
+	except declared.NotRunnable:
+		return None
+	try:
+		declared.check_not_a_test_fixture(target, allow_tests=False)
+	except declared.NotRunnable as exc:
+		return input_error(exc)
+	return None
 
 
 def declarable(path: str | None) -> bool:
