@@ -1,16 +1,17 @@
 """BTU's whitelisted methods, callable from the Desk and over REST (/api/method/btu.btu_core.api.<name>).
 
-Every method checks roles first (System Manager or BTU Manager).
+Every method checks roles first (System Manager or BTU Manager). The parameters' annotations are real types, not
+strings (no `from __future__ import annotations` in a module that whitelists): Frappe's whitelist checks each argument
+against them and skips string ones, and a name sent as a number or an object would reach SQL (MariaDB finds
+'TS-000001' equal to 0.0).
 """
-
-from __future__ import annotations
 
 import frappe
 from frappe import _
 from frappe.utils import cint
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.btu_core import scheduler_link
+from btu.btu_core import field_bounds, scheduler_link
 from btu.btu_core.alerts import delivery, incidents
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
@@ -21,7 +22,7 @@ from btu.btu_core.schedules import declared_schedules, skipped_slots
 from btu.btu_core.schedules.preview import next_fires as schedule_next_fires
 from btu.btu_core.setup.roles import require_btu_manager
 from btu.btu_core.upgrade import notes, undeclared
-from btu.shared import liveness, old_daemon, protocol
+from btu.shared import liveness, old_daemon, protocol, task_args
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.schedule import ScheduleError
 
@@ -260,7 +261,10 @@ def set_chained_tasks(task: str, chained: str | list) -> dict:
 	require_btu_manager()
 	doc = frappe.get_doc("BTU Task", task)
 	doc.check_permission("write")
-	rows = frappe.parse_json(chained) if isinstance(chained, str) else chained
+	try:
+		rows = task_args.parse_json(chained, "chained") if isinstance(chained, str) else chained
+	except task_args.ArgumentsError as exc:
+		frappe.throw(input_error(exc))
 	if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
 		frappe.throw(_("chained: give a list of objects with next_task, on_outcome and delay_secs"))
 	doc.set("chained_tasks", [])
@@ -339,15 +343,20 @@ def pending_runs(schedule: str | None = None, task: str | None = None, limit: in
 
 
 def instant(text: str, field: str):
-	"""A UTC ISO instant, or a naive date and time in the system zone, as an aware UTC datetime."""
+	"""A UTC ISO instant, or a naive date and time in the system zone, as an aware UTC datetime, within the years
+	every zone converts (field_bounds)."""
 	try:
-		return to_utc(str(text), field)
-	except (ValueError, TypeError):
+		moment = to_utc(str(text), field)
+	except (ValueError, TypeError, OverflowError):
+		moment = None
+	if moment is None or not field_bounds.EARLIEST <= moment.replace(tzinfo=None) <= field_bounds.LATEST:
 		frappe.throw(
 			_(
-				"{0} {1}: give a date and time, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 (system zone)"
-			).format(field, repr(text))
+				"{0} {1}: give a date and time from {2} to {3}, e.g. 2026-11-01T00:00:00Z (UTC) or 2026-11-01 00:00:00 "
+				"(system zone)"
+			).format(field, repr(str(text)[:60]), field_bounds.EARLIEST.year, field_bounds.LATEST.year)
 		)
+	return moment
 
 
 @frappe.whitelist()

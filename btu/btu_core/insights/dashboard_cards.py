@@ -3,8 +3,6 @@
 Frappe calls a card's method with the card's `filters`; these cards have none.
 """
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
 from frappe.utils import fmt_money, getdate

@@ -7,8 +7,6 @@ holding "BTU Metrics Reader" with that user's API key and secret (README, "Task 
 Neither recording nor the monitor entry ever fails a run.
 """
 
-from __future__ import annotations
-
 import time
 from functools import partial
 

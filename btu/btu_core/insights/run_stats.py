@@ -37,6 +37,9 @@ from frappe.utils.dateutils import (
 )
 from pypika.terms import CustomFunction, LiteralValue
 
+from btu.btu_core.messages import input_error
+from btu.shared import task_args
+
 LOG = "BTU Task Log"
 FINISHED = ("Succeeded", "Failed", "Timed Out")
 FAILED = ("Failed", "Timed Out")
@@ -166,14 +169,29 @@ def today() -> Period:
 def chart_request(chart_name=None, chart=None, filters=None) -> tuple[frappe._dict, frappe._dict]:
 	"""The chart a custom source was called for and its filters (the caller's, else the chart's)."""
 	if chart_name:
+		if not isinstance(chart_name, str):
+			frappe.throw(_("chart_name: give a Dashboard Chart's name, not {0}").format(type(chart_name).__name__))
 		chart = frappe.get_doc("Dashboard Chart", chart_name).as_dict()
-	chart = frappe._dict(frappe.parse_json(chart) or {})
-	filters = frappe.parse_json(filters) or frappe.parse_json(chart.get("filters_json")) or {}
+	chart = json_argument(chart, "chart") or {}
+	if not isinstance(chart, dict):
+		frappe.throw(_("chart: give the Dashboard Chart as a JSON object"))
+	chart = frappe._dict(chart)
+	filters = json_argument(filters, "filters") or json_argument(chart.get("filters_json"), "filters_json") or {}
 	if not isinstance(filters, dict):
 		frappe.throw(
 			_("This chart takes its filters as fieldname: value pairs, got {0}").format(frappe.as_json(filters))
 		)
 	return chart, frappe._dict(filters)
+
+
+def json_argument(value, field: str):
+	"""A request's JSON text parsed (bounded: task_args.parse_json), or the value itself when it came parsed."""
+	if not isinstance(value, str):
+		return value
+	try:
+		return task_args.parse_json(value, field) if value.strip() else None
+	except task_args.ArgumentsError as exc:
+		frappe.throw(input_error(exc))
 
 
 def task_log():

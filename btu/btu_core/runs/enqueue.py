@@ -40,11 +40,10 @@ from btu.btu_core.runs.task_inputs import TaskInputError, check_arguments_fit, c
 from btu.shared import run_requests as rr
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.messages import InputError
+from btu.shared.task_args import MAX_ARGUMENTS_CHARS
 
 # A moment at most this far in the past runs at once (the caller's clock, a slow request); further back is refused.
 GRACE_SECS = 60
-# A request's arguments are JSON in its row; a bigger payload belongs in a document the function reads.
-MAX_KWARGS_CHARS = 64_000
 # The furthest ahead a moment may be.
 MAX_AHEAD_DAYS = 3660
 # A job key ("<app>:<job_id>") fits the request's Job ID field.
@@ -284,11 +283,11 @@ def kwargs_json(kwargs: dict) -> str:
 				).format(key, type(value).__name__, exc)
 			) from None
 	text = json.dumps(kwargs, sort_keys=True)
-	if len(text) > MAX_KWARGS_CHARS:
+	if len(text) > MAX_ARGUMENTS_CHARS:
 		raise EnqueueError(
 			_(
 				"arguments: {0} characters of JSON, more than {1}; store the data in a document and pass its name"
-			).format(len(text), MAX_KWARGS_CHARS)
+			).format(len(text), MAX_ARGUMENTS_CHARS)
 		)
 	return text
 

@@ -23,6 +23,7 @@ from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user
 from btu.shared import run_requests as rr
+from btu.shared import task_args
 from btu.shared.instants import parse_utc_iso
 from btu.shared.run_kind import RunKey, RunKind
 
@@ -252,7 +253,7 @@ class TestEnqueue(EnqueueCase):
 			((NOTE_CALL, soon), {}, "marker"),  # a required argument missing
 			((NOTE_CALL, soon), {"marker": "m", "colour": "red"}, "colour"),
 			((NOTE_CALL, soon), {"marker": datetime(2026, 1, 1)}, "argument marker: datetime cannot be stored as JSON"),
-			((NOTE_CALL, soon), {"marker": "x" * (enqueue.MAX_KWARGS_CHARS + 1)}, "store the data in a document"),
+			((NOTE_CALL, soon), {"marker": "x" * (task_args.MAX_ARGUMENTS_CHARS + 1)}, "store the data in a document"),
 			((NOTE_CALL, soon), {"marker": "m", "queue": "no-such-queue"}, "queue 'no-such-queue'"),
 			((NOTE_CALL, soon), {"marker": "m", "timeout": 0}, "timeout 0"),
 			((NOTE_CALL, soon), {"marker": "m", "task_log": "yes"}, "task_log 'yes': give True or False"),

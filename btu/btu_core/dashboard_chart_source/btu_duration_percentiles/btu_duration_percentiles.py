@@ -1,8 +1,6 @@
 """BTU Duration Percentiles: p50, p95 and max run time per Task over a period, slowest p95 first (run_stats says how
 precise)."""
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
 

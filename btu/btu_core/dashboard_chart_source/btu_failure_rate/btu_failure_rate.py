@@ -3,8 +3,6 @@
 A period without finished runs is left out: it had no rate, not a rate of 0.
 """
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
 

@@ -5,8 +5,6 @@ run's start (the scheduler's part plus the wait for a worker). Both are wall-clo
 the system time zone, as the Task Log stores them. A period without scheduled runs is left out.
 """
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
 

@@ -1,7 +1,5 @@
 """BTU Runs by Status: how many runs started per period, one dataset per Task Log status (0 where none)."""
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
 

@@ -1,10 +1,10 @@
 """BTU Alert Incident: one open problem of a Task or Schedule, so an alert rule sends one message, not one per
 repeat."""
 
-from frappe.model.document import Document
+from btu.btu_core.field_bounds import BoundedDocument
 
 
-class BTUAlertIncident(Document):
+class BTUAlertIncident(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

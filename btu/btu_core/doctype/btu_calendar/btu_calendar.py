@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.model.document import Document
 from frappe.utils import getdate
 
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.schedules import calendars
 
 
-class BTUCalendar(Document):
+class BTUCalendar(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

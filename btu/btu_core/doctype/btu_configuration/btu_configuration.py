@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.model.document import Document
 from frappe.utils import cast
 
 from btu.btu_core.alerts import recipients
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.messages import input_error
 from btu.btu_core.schedules import scheduled_job_types
 from btu.shared.schedule import ScheduleError, parse_zone
 
 
-class BTUConfiguration(Document):
+class BTUConfiguration(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

@@ -3,13 +3,13 @@
 
 import frappe
 from frappe import _
-from frappe.model.document import Document
 
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.runs.retention import delete_expired
 from btu.shared import run_requests as rr
 
 
-class BTURunRequest(Document):
+class BTURunRequest(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

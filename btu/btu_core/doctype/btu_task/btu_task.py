@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import frappe
 from frappe import _
-from frappe.model.document import Document
 
 from btu.btu_core.alerts import recipients
 from btu.btu_core.alerts.validation import validate_rules
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.insights.metrics import forget_task
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.task_inputs import (
@@ -25,7 +25,7 @@ from btu.shared import protocol
 from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 
-class BTUTask(Document):
+class BTUTask(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

@@ -4,12 +4,12 @@ btu.btu_core.runs.enqueue (an enqueued function's, with task_log=True: no Task, 
 from __future__ import annotations
 
 import frappe
-from frappe.model.document import Document
 
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.runs.retention import delete_expired
 
 
-class BTUTaskLog(Document):
+class BTUTaskLog(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

@@ -5,15 +5,15 @@ Validation goes through the same semantics the scheduler fires with
 told about a change only after it commits (btu.btu_core.scheduler_link).
 """
 
-from __future__ import annotations
-
 import frappe
 from frappe import _
-from frappe.model.document import Document
+from frappe.utils import cint
 
+from btu.btu_core import field_bounds
 from btu.btu_core.alerts import pause, recipients
 from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.doctype.btu_task.btu_task import validate_retries
+from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.instants import with_offset_to_system_clock
 from btu.btu_core.messages import input_error
 from btu.btu_core.runs.task_inputs import (
@@ -30,7 +30,7 @@ from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.schedules.skipped_slots import tidy_skipped
 from btu.btu_core.schedules.spec import spec_of
 from btu.btu_core.setup.roles import require_btu_manager, require_system_manager_for
-from btu.shared import protocol
+from btu.shared import protocol, task_args
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
 from btu.shared.schedule import ScheduleError
 from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
@@ -39,7 +39,7 @@ from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 MOMENT_FIELDS = ("run_at", "start_time", "end_time")
 
 
-class BTUTaskSchedule(Document):
+class BTUTaskSchedule(BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types
@@ -189,8 +189,9 @@ class BTUTaskSchedule(Document):
 	def preview_next_fires(self, n: int = 10):
 		"""The form's preview, from the values on screen (saved or not)."""
 		require_btu_manager()
+		field_bounds.check(self)  # the values on screen, not yet saved
 		try:
-			preview = next_fires(self, int(n))
+			preview = next_fires(self, cint(n) or 10)
 		except ScheduleError as exc:
 			message = input_error(exc)
 			return {"error": message, "html": f"<p class='text-danger'>{frappe.utils.escape_html(message)}</p>"}
@@ -211,7 +212,13 @@ def preview(doc: str | dict, n: int = 10) -> dict:
 	the form's and redraws every field from it, undoing what the person typed or saved while the preview was on its
 	way."""
 	require_btu_manager()
-	schedule = frappe.get_doc(frappe.parse_json(doc))
+	try:
+		values = task_args.parse_json(doc, "doc") if isinstance(doc, str) else doc
+	except task_args.ArgumentsError as exc:
+		frappe.throw(input_error(exc))
+	if not isinstance(values, dict):
+		frappe.throw(_("doc: give the BTU Task Schedule as a JSON object"))
+	schedule = frappe.get_doc(values)
 	if schedule.doctype != "BTU Task Schedule":
 		frappe.throw(_("doc: give a BTU Task Schedule, not a {0}").format(_(schedule.doctype)))
 	if not schedule.is_new():
