@@ -39,7 +39,7 @@ ROLES = {
 	"BTU Manager": ("btu-fuzz-manager@example.com", ("BTU Manager",)),
 	"System Manager": ("btu-fuzz-sysman@example.com", ("System Manager",)),
 }
-EXAMPLES = 12
+EXAMPLES = 8
 # Methods whose valid calls wait for a scheduler's answer (5 s when none runs): fewer inputs, same kinds.
 FEWER = {"resync": 3, "ping": 1, "status": 1, "upgrade_report": 1}
 DOCTYPES = (

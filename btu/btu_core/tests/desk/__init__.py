@@ -1,5 +1,5 @@
-"""The Desk in a real browser. `run-tests --module btu.btu_core.tests.desk` runs the whole suite (load_tests), as
-scripts/tier2-bench does on a site of its own beside the other tier-2 tests."""
+"""The Desk in a real browser. `bench --site S run-tests --module btu.btu_core.tests.desk` runs the whole suite alone
+(load_tests); `run-tests --app btu` runs it with the rest of tier 2."""
 
 import importlib
 from pathlib import Path
