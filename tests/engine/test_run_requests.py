@@ -207,13 +207,19 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
 	assert "os" in invalid[request_key(hostile)] and request_key(empty) in invalid
 	assert [entry[1] for entry in prepare_due(scheduler)] == [request_key(name)]
+	# A release 150 ms early (later, if this process is late on a loaded machine) and one at the millisecond: the fire
+	# is never before its millisecond, and comes within 250 ms of the later of its millisecond and the release that
+	# let it go (the scheduler's own promptness, not this process's).
 	sleep_until_ms(moment * 1000 - 150)
-	assert release(scheduler) and recent_fires(r, site) == [], "not released before its millisecond"
+	released = [time.time()]
+	assert release(scheduler)
 	sleep_until_ms(moment * 1000)
+	released.append(time.time())
 	assert release(scheduler)
 	[fire] = recent_fires(r, site)
 	assert fire["outcome"] == "enqueued" and fire["slot_ms"] == int(moment) * 1000
-	assert fire["enqueued_ms"] >= moment * 1000 and 0 <= fire["lag_ms"] < 250
+	assert fire["enqueued_ms"] >= moment * 1000, "released before its millisecond"
+	assert any(0 <= fire["enqueued_ms"] - max(moment, at_) * 1000 < 250 for at_ in released), (fire, released)
 	assert queue_ids(r, queue_key(bench, "short")) == [fire["job_id"]]
 	from rq.job import Job
 
