@@ -189,9 +189,15 @@ class DeskBrowser:
 	def all_displayed(self, by: str, selector: str) -> list[WebElement]:
 		return [element for element in self.driver.find_elements(by, selector) if element.is_displayed()]
 
+	def centre(self, element: WebElement) -> None:
+		"""Scroll `element` to the middle of the window, as a person does before clicking: Selenium scrolls it only to
+		the top edge, where the Desk's sticky navbar takes the click (a form's toolbar after its page scrolled)."""
+		self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+
 	def click(self, element: WebElement) -> None:
 		def clicked():
 			try:
+				self.centre(element)
 				element.click()
 			except ElementClickInterceptedException:
 				return False
@@ -208,6 +214,7 @@ class DeskBrowser:
 			if not shown:
 				return False
 			try:
+				self.centre(shown[0])
 				shown[0].click()
 			except (ElementClickInterceptedException, StaleElementReferenceException):
 				return False
@@ -237,9 +244,7 @@ class DeskBrowser:
 		return bool(self.all_displayed(By.CSS_SELECTOR, ".modal.show"))
 
 	def type_into(self, element: WebElement, text: str) -> None:
-		# Centred, as a person scrolls to it: at the window's top edge the Desk's sticky navbar takes the click.
-		self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-		element.click()
+		self.click(element)
 		element.send_keys(Keys.CONTROL, "a")
 		element.send_keys(Keys.DELETE)
 		element.send_keys(text)

@@ -166,7 +166,6 @@ def open_calendar(browser: DeskBrowser, element: WebElement) -> None:
 	Frappe's calendar rewrites the input from its own (empty) selection when its opening animation ends
 	(air-datepicker's onShow(true) -> update_datepicker_position -> update): what is typed before, as when tabbing
 	in and typing at once, is wiped."""
-	browser.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
 	browser.click(element)
 	browser.wait(lambda: browser.driver.execute_script(CALENDAR_OPEN_JS, element), "the date field's calendar open")
 
