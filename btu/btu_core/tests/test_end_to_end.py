@@ -406,7 +406,7 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 	METHOD = "btu.btu_core.tests.sample_tasks.note_frappe_job"
 	ON_MINUTES = 2  # two consecutive minutes, each run once at its moment
 	OFF_SECS = 150
-	DOUBLED_WITHIN_SECS = 30  # two runs of an every-minute job this close are one slot run twice
+	WATCH_SECS = 35  # after Frappe's first run, how long a second run of the same minute is watched for
 	FIRED_WITHIN_MS = 1000  # from its minute to its job on the queue: the scheduler's part
 	SWITCH_SECS = 10  # the scheduler takes the job types over within this of the switch (an RPC and a read)
 
@@ -575,25 +575,34 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 		# fired late by design (a catch-up within the grace), not by a slow scheduler.
 		lags = sorted(float(lag) for slot, lag in fired if parse_utc_iso(slot, "slot").timestamp() >= first_minute)
 		self.assertTrue(all(lag < patient(self.FIRED_WITHIN_MS) for lag in lags), fired)
-		# Switched off: Frappe's scheduler takes it back at its next tick; no slot runs twice.
+		after, off = self.handed_back(calls)
+		sys.stdout.write(
+			f"\nend to end: Scheduled Job Type fired by BTU {len(calls)} times, fire lag {lags}; "
+			f"after hand-back Frappe ran it {len(after)} times, first {after[0] - off:.0f} s after the switch\n"
+		)
+
+	def handed_back(self, calls: list[float]) -> tuple[list[float], float]:
+		"""Switched off: Frappe's scheduler takes the job type back at its first tick after a minute, and no minute's
+		slot runs twice across the switch. Frappe's runs after BTU's last, and the moment of the switch."""
 		self.set_switch(0)
 		off = time.time()
 
 		def handed_back_and_watched() -> bool:
 			"""Frappe ran it, and long enough ago for a doubled slot (a second run close behind) to show."""
 			first = next((c for c in self.call_times() if c > calls[-1]), None)
-			return first is not None and time.time() > first + self.DOUBLED_WITHIN_SECS + 5
+			return first is not None and time.time() > first + self.WATCH_SECS
 
 		self.wait_until(off + self.OFF_SECS, done=handed_back_and_watched)
 		after = [c for c in self.call_times() if c > calls[-1]]
 		self.assertGreaterEqual(len(after), 1, "Frappe's scheduler ran it again after the hand-back")
-		gaps = [b - a for a, b in zip([calls[-1], *after], after)]
-		self.assertTrue(
-			all(gap > self.DOUBLED_WITHIN_SECS for gap in gaps),
-			f"two runs within {self.DOUBLED_WITHIN_SECS} s (a slot run twice): {gaps}",
+		# One run a minute across the hand-back, told by the runs' minutes as above: not by the gap between two runs
+		# (BTU's last run, 43 s into its minute behind the worker's queue, and Frappe's prompt one 4 s into the next are
+		# two slots 20 s apart).
+		handed = [calls[-1], *after]
+		self.assertEqual(
+			len({int(run // 60) for run in handed}),
+			len(handed),
+			f"a minute's slot ran twice around the hand-back: {handed}",
 		)
 		self.assertLess(after[0] - off, patient(90), "Frappe's scheduler took it back at its first tick after a minute")
-		sys.stdout.write(
-			f"\nend to end: Scheduled Job Type fired by BTU {len(calls)} times, fire lag {lags}; "
-			f"after hand-back Frappe ran it {len(after)} times, first {after[0] - off:.0f} s after the switch\n"
-		)
+		return after, off
