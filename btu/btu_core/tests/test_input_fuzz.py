@@ -88,6 +88,19 @@ HOSTILE = st.one_of(
 )
 
 
+def fuzz_settings(examples: int):
+	"""hypothesis's settings for `examples` inputs: the same ones every run (derandomized, no example database), none
+	shrunk (a failure names its input), no deadline (a valid call may wait on the database or Redis)."""
+	return settings(
+		max_examples=examples,
+		derandomize=True,
+		database=None,
+		deadline=None,
+		phases=(Phase.explicit, Phase.generate),
+		suppress_health_check=list(HealthCheck),
+	)
+
+
 def whitelisted_btu_functions() -> list:
 	"""Every function BTU whitelists (its modules imported, tests and patches aside)."""
 	for module in pkgutil.walk_packages(btu.btu_core.__path__, "btu.btu_core."):
@@ -248,14 +261,7 @@ class TestNoInputGetsATraceback(IntegrationTestCase):
 	def fuzz_method(self, fn, role: str) -> None:
 		label = f"{fn.__module__}.{fn.__name__}"
 
-		@settings(
-			max_examples=FEWER.get(fn.__name__, EXAMPLES),
-			derandomize=True,
-			database=None,
-			deadline=None,
-			phases=(Phase.explicit, Phase.generate),
-			suppress_health_check=list(HealthCheck),
-		)
+		@fuzz_settings(FEWER.get(fn.__name__, EXAMPLES))
 		@given(self.arguments(fn))
 		def attempt(kwargs):
 			self.tried[label, role] += 1
@@ -323,14 +329,7 @@ class TestNoInputGetsATraceback(IntegrationTestCase):
 			"BTU Configuration": "BTU Configuration",
 		}
 
-		@settings(
-			max_examples=EXAMPLES,
-			derandomize=True,
-			database=None,
-			deadline=None,
-			phases=(Phase.explicit, Phase.generate),
-			suppress_health_check=list(HealthCheck),
-		)
+		@fuzz_settings(EXAMPLES)
 		@given(self.changes(doctype))
 		def attempt(changes):
 			self.rest_tried[doctype, action, role] += 1

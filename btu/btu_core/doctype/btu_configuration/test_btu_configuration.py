@@ -47,9 +47,8 @@ class TestBTUConfiguration(IntegrationTestCase):
 			frappe.db.value_cache.pop(CONFIG, None)
 
 
-class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
-	"""Who fires Frappe's own jobs (backups, email, ERPNext's) is a System Manager's choice: a mistake stops them
-	site-wide."""
+class WithBothManagers(IntegrationTestCase):
+	"""A BTU Manager (MANAGER) and a System Manager who is not Administrator (SYSTEM_MANAGER), committed."""
 
 	@classmethod
 	def setUpClass(cls):
@@ -57,6 +56,11 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		make_user(MANAGER, ("BTU Manager",))
 		make_user(SYSTEM_MANAGER, ("System Manager",))
 		frappe.db.commit()
+
+
+class TestWhoMaySwitchFrappesJobs(WithBothManagers):
+	"""Who fires Frappe's own jobs (backups, email, ERPNext's) is a System Manager's choice: a mistake stops them
+	site-wide."""
 
 	def setUp(self):
 		self.stored = frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0
@@ -109,16 +113,9 @@ class TestWhoMaySwitchFrappesJobs(IntegrationTestCase):
 		self.assertEqual(frappe.db.get_single_value(CONFIG, scheduled_job_types.SWITCH) or 0, 0 if self.stored else 1)
 
 
-class TestWhoMayShortenRetention(IntegrationTestCase):
+class TestWhoMayShortenRetention(WithBothManagers):
 	"""Who shortens the log retention deletes: the daily job then removes Logs and Run Requests older than it, a System
 	Manager's enqueued runs' among them, which a BTU Manager may neither read nor delete."""
-
-	@classmethod
-	def setUpClass(cls):
-		super().setUpClass()
-		make_user(MANAGER, ("BTU Manager",))
-		make_user(SYSTEM_MANAGER, ("System Manager",))
-		frappe.db.commit()
 
 	def setUp(self):
 		self.stored = frappe.db.get_single_value(CONFIG, "log_retention_days")

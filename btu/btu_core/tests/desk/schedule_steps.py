@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import frappe
 
+from btu.btu_core.tests import utils
 from btu.btu_core.tests.desk import forms
 from btu.btu_core.tests.desk.browser import DeskBrowser
 
@@ -14,18 +15,7 @@ PREVIEW = "[data-fieldname='next_fires_html']"
 def make_schedule(task: str, **values) -> str:
 	"""A committed, enabled schedule (Daily at 02:30 UTC unless `values` say otherwise) for the person to open. Saved
 	disabled and enabled in the database: no scheduler is told (without one, telling it waits 5 s), so none fires it."""
-	doc = frappe.get_doc(
-		{
-			"doctype": DOCTYPE,
-			"task": task,
-			"enabled": 0,
-			"run_frequency": "Daily",
-			"hour": 2,
-			"minute": 30,
-			"time_zone": "UTC",
-			**values,
-		}
-	).insert(ignore_permissions=True)
+	doc = utils.make_schedule(task, **values)
 	frappe.db.set_value(DOCTYPE, doc.name, "enabled", 1, update_modified=False)
 	frappe.db.commit()
 	return doc.name
