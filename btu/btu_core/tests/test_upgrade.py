@@ -274,9 +274,19 @@ class TestUpgradeFromUTCSchema(UpgradeCase):
 			("BTU Task", "BTU-00002", "arguments"),
 			("BTU Task", "BTU-00003", "docstatus"),
 			("BTU Task Log", "logs with success_fail 'Crashed'", "success_fail"),
+			("BTU Task Schedule", "TS-000003", "next fires"),  # the original's frozen offset
 			("BTU Task Schedule", "TS-000004", "hour"),
+			("BTU Task Schedule", "TS-000004", "cron_string"),  # a Weekly's cron names its weekday
+			("BTU Task Schedule", "TS-000004", "next fires"),
 			("BTU Task Schedule", "TS-000005", "cron_string"),
+			("BTU Task Schedule", "TS-000005", "next fires"),  # the Rust daemon's 1-5 was Sunday to Thursday
 		})  # fmt: skip
+		listed = {n["name"]: n["note"] for n in found if n["field"] == "next fires"}
+		# The original's 13:05 UTC was 09:05 in New York's summer, where BTU keeps 08:05.
+		self.assertRegex(
+			listed["TS-000003"], r"original BTU's \w{3} [\d-]+ 13:05 \(\w{3} 09:05\).*BTU's \w{3} [\d-]+ 12:05 "
+		)
+		self.assertIn("For the original's moments make it Cron Style '5 13 * * *' in UTC", listed["TS-000003"])
 
 
 class TestUpgradeFromLocalSchema(UpgradeCase):

@@ -8,10 +8,13 @@ beside its `success_fail`. Each converted row gets a value there, so running thi
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import frappe
 
 from btu.btu_core.runs.task_inputs import TaskInputError, check_queue
 from btu.btu_core.upgrade import notes
+from btu.btu_core.upgrade.convert import moments
 from btu.btu_core.upgrade.convert.arguments import LiteralError, to_json
 from btu.btu_core.upgrade.convert.schedules import convert as convert_schedule
 from btu.btu_core.upgrade.convert.statuses import LOG_STATUS, UNKNOWN_STATUS
@@ -103,11 +106,17 @@ def schedules(tables: Tables, *, config_zone: str | None, system_zone: str, bad_
 	# An app's declared schedule (btu_schedules) is this BTU's own, synced after the patches.
 	pending = "coalesce(time_zone, '') = '' and coalesce(declared_by_app, '') = ''"
 	rows = frappe.db.sql(f"select {fields} from `{tables.schedule}` where {pending}", as_dict=True)
+	now = datetime.now(timezone.utc)
 	for row in rows:
 		change = convert_schedule(row, local_schema=local_schema, config_zone=config_zone, system_zone=system_zone)
 		values = dict(change.values)
 		if change.notes:
 			found.append(notes.note(SCHEDULE, row.name, "cron_string", row.cron_string, "; ".join(change.notes)))
+		moved = moments.changed(
+			row, values, local_schema=local_schema, config_zone=config_zone, system_zone=system_zone, now=now
+		)
+		if moved:
+			found.append(notes.note(SCHEDULE, row.name, moments.FIELD, row.cron_string, moments.describe(moved)))
 		found += _json(SCHEDULE, row.name, "argument_overrides", row.argument_overrides, values)
 		if row.name in bad_hours:
 			values.update(

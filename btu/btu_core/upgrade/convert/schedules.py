@@ -68,6 +68,8 @@ def convert(row: Mapping[str, Any], *, local_schema: bool, config_zone: str | No
 		zone = _zone(system_zone, "System Settings time_zone", change) or UTC
 	else:
 		zone = _utc_schema_zone(row.get("cron_string"), config, change)
+	if not local_schema:
+		_weekdays_note(row.get("cron_string"), change)
 	if zone != row.get("time_zone"):
 		change.values["time_zone"] = zone
 	month = (row.get("month") or "").strip()
@@ -91,15 +93,20 @@ def _utc_schema_zone(cron: Any, config: str, change: ScheduleChange) -> str:
 		change.notes.append(
 			_("has {count} fields; BTU reads 5 (or 6 with leading seconds): check it").format(count=len(fields))
 		)
-	elif fields[4] != "*":
+	hour = fields[1] if len(fields) >= 2 else "*"
+	return UTC if config == UTC or hour == "*" else config
+
+
+def _weekdays_note(cron: Any, change: ScheduleChange) -> None:
+	"""A UTC-schema cron naming weekdays, a helper's too: the original's two daemons read them differently."""
+	fields = str(cron or "").split()
+	if len(fields) == 5 and fields[4] != "*":
 		change.notes.append(
 			_(
 				"names weekdays; BTU reads 0-6 from Sunday (as the original's help said), the original's Rust daemon "
 				"read 1-7 from Sunday: check the days"
 			)
 		)
-	hour = fields[1] if len(fields) >= 2 else "*"
-	return UTC if config == UTC or hour == "*" else config
 
 
 def _zone(name: Any, source: str, change: ScheduleChange) -> str | None:
