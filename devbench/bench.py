@@ -30,6 +30,7 @@ import pymysql
 
 import btu
 from btu.scheduler_daemon.bench import Bench, BenchError, read_json
+from btu.shared import sealed
 from devbench.data import read_single, write_single
 from devbench.schema import FRAPPE_JOB_DDL, SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes
 
@@ -278,6 +279,7 @@ def sync_tables(conn: pymysql.Connection, db_name: str, schemas: dict[str, DocTy
 		cur.execute(SINGLES_DDL)
 		cur.execute(SERIES_DDL)
 		cur.execute(FRAPPE_JOB_DDL)
+		cur.execute(sealed.MARIADB_DDL)
 		for schema in schemas.values():
 			if schema.issingle:
 				continue

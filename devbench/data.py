@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pymysql
 
 from btu.scheduler_daemon.bench import Bench
+from btu.shared import sealed
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE
 from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes
 
@@ -38,6 +39,27 @@ def write_single(cur, doctype: str, fieldname: str, value) -> None:
 	"""`frappe.db.set_single_value`: delete the row, insert the new value."""
 	cur.execute("DELETE FROM `tabSingles` WHERE doctype=%s AND field=%s", (doctype, fieldname))
 	cur.execute("INSERT INTO `tabSingles` (doctype, field, value) VALUES (%s, %s, %s)", (doctype, fieldname, value))
+
+
+def write_sealed(cur, doctype: str, name: str, values: dict) -> None:
+	"""A document's sealed fields where BTU keeps them (btu.shared.sealed), as its Document writes them: an empty value
+	removes the field's row."""
+	for field, value in values.items():
+		if value in (None, ""):
+			cur.execute(
+				f"DELETE FROM `{sealed.TABLE}` WHERE doctype=%s AND name=%s AND fieldname=%s", (doctype, name, field)
+			)
+		else:
+			cur.execute(
+				f"INSERT INTO `{sealed.TABLE}` (doctype, name, fieldname, value) VALUES (%s, %s, %s, %s) "
+				"ON DUPLICATE KEY UPDATE value = VALUES(value)",
+				(doctype, name, field, value),
+			)
+
+
+def sealed_values(doctype: str, row: dict) -> dict:
+	"""Take `doctype`'s sealed fields out of `row` (its column stays NULL): {field: value}."""
+	return {field: row.pop(field) for field in sealed.FIELDS.get(doctype, ()) if field in row}
 
 
 def generate_hash(length: int = 10) -> str:
@@ -153,7 +175,9 @@ class SiteData:
 			self.conn.begin()
 			try:
 				row["name"] = row.get("name") or self.autoname(cur, schema, row, now)
+				hidden = sealed_values(doctype, row)
 				self.insert_row(cur, schema, row)
+				write_sealed(cur, doctype, row["name"], hidden)
 				for fieldname, rows in children.items():
 					self.insert_children(cur, schema, fieldname, row["name"], rows, now)
 				self.conn.commit()
@@ -187,10 +211,9 @@ class SiteData:
 		fields = {key: schema.field(key) for key in keys}
 		base = self.new_row(schema, self.now())
 		columns = [col.name for col in schema.columns]
-		values = [
-			tuple({**base, **{k: self.to_db(v, fields[k]) for k, v in given.items()}}.get(c) for c in columns)
-			for given in rows
-		]
+		merged = [{**base, **{k: self.to_db(v, fields[k]) for k, v in given.items()}} for given in rows]
+		hidden = [(row["name"], sealed_values(doctype, row)) for row in merged]
+		values = [tuple(row.get(c) for c in columns) for row in merged]
 		sql = (
 			f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
 			f"VALUES ({', '.join(['%s'] * len(columns))})"
@@ -198,6 +221,8 @@ class SiteData:
 		with self.conn.cursor() as cur:
 			for start in range(0, len(values), batch):
 				cur.executemany(sql, values[start : start + batch])
+			for name, fields_of_row in hidden:
+				write_sealed(cur, doctype, name, fields_of_row)
 
 	def update(self, doctype: str, name: str, **fields) -> None:
 		"""Set `fields` and the modified stamp of one document."""
@@ -208,6 +233,7 @@ class SiteData:
 				f"{doctype} {name}: Table fields cannot be updated here; delete and insert the document"
 			)
 		values = {k: self.to_db(v, schema.field(k)) for k, v in fields.items()}
+		hidden = sealed_values(doctype, values)
 		values.setdefault("modified", self.now())
 		values.setdefault("modified_by", ADMINISTRATOR)
 		assignments = ", ".join(f"`{column}`=%s" for column in values)
@@ -215,6 +241,7 @@ class SiteData:
 			if not cur.execute(f"SELECT 1 FROM `{schema.table}` WHERE name=%s", (name,)):
 				raise SiteDataError(f"{doctype} {name!r} does not exist in site {self.site.name}")
 			cur.execute(f"UPDATE `{schema.table}` SET {assignments} WHERE name=%s", (*values.values(), name))
+			write_sealed(cur, doctype, name, hidden)
 
 	def delete(self, doctype: str, name: str) -> None:
 		"""Delete one document and its child rows; deleting a missing one is not an error."""
@@ -224,12 +251,19 @@ class SiteData:
 				child = self.schema(df["options"])
 				cur.execute(f"DELETE FROM `{child.table}` WHERE parent=%s AND parenttype=%s", (name, doctype))
 			cur.execute(f"DELETE FROM `{schema.table}` WHERE name=%s", (name,))
+			cur.execute(f"DELETE FROM `{sealed.TABLE}` WHERE doctype=%s AND name=%s", (doctype, name))
 
 	def get(self, doctype: str, name: str) -> dict | None:
 		schema = self.schema(doctype)
 		with self.conn.cursor(pymysql.cursors.DictCursor) as cur:
 			cur.execute(f"SELECT * FROM `{schema.table}` WHERE name=%s", (name,))
-			return cur.fetchone()
+			row = cur.fetchone()
+			if row is not None:
+				cur.execute(
+					f"SELECT fieldname, value FROM `{sealed.TABLE}` WHERE doctype=%s AND name=%s", (doctype, name)
+				)
+				row.update({item["fieldname"]: item["value"] for item in cur.fetchall()})
+			return row
 
 	def set_single(self, doctype: str, fieldname: str, value) -> None:
 		with self.conn.cursor() as cur:

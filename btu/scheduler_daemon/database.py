@@ -17,7 +17,7 @@ from typing import Any
 from btu.scheduler_daemon.bench import Site
 from btu.scheduler_daemon.connections import Connections, PoolTimeout, Server
 from btu.scheduler_daemon.sources import scheduled_job_types
-from btu.shared import run_requests
+from btu.shared import run_requests, sealed
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
 SCHEDULE_TABLE = "tabBTU Task Schedule"
@@ -59,10 +59,12 @@ VERSION_COLUMNS = (
 	("c", "modified"),
 )
 VERSION_PREFIX = {"s": "", "t": "task_", "c": "calendar_"}
+# The DocType each query alias reads: its sealed columns are read from the sealed table (btu.shared.sealed).
+ALIAS_DOCTYPES = {"s": "BTU Task Schedule", "t": "BTU Task", "r": "BTU Run Request"}
 
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
-KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE, HOLIDAY_TABLE)
+KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE, HOLIDAY_TABLE, sealed.TABLE)
 
 
 def is_missing_table(exc: BaseException) -> bool:
@@ -200,6 +202,14 @@ class SiteDatabase:
 		server = params["socket"] or f"{params['host']}:{params['port']}"
 		return f"database {params['database']} at {server}"
 
+	def _column(self, alias: str, column: str) -> str:
+		"""`alias.column`, or the sealed value where the column is sealed and the site has the sealed table (a site
+		not yet migrated to sealed values keeps them in the column)."""
+		doctype = ALIAS_DOCTYPES.get(alias, "")
+		if sealed.is_sealed(doctype, column) and self.has_table(sealed.TABLE):
+			return sealed.value_sql(doctype, column, alias, self._quote)
+		return f"{alias}.{self._quote(column)}"
+
 	# -- what the scheduler reads ---------------------------------------------------
 
 	def _schedules_sql(self, columns: str, qualified: bool = False) -> str:
@@ -276,8 +286,8 @@ class SiteDatabase:
 	def schedule_rows(self, names: list[str]) -> list[dict[str, Any]]:
 		"""The schedule rows named, with their task's columns as `task_<column>` (None when the task is gone)."""
 		q = self._quote
-		columns = ", ".join(f"s.{q(column)}" for column in SCHEDULE_COLUMNS)
-		task_columns = ", ".join(f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS)
+		columns = ", ".join(f"{self._column('s', column)} AS {q(column)}" for column in SCHEDULE_COLUMNS)
+		task_columns = ", ".join(f"{self._column('t', column)} AS {q('task_' + column)}" for column in TASK_COLUMNS)
 		return self._select_schedules(f"{columns}, t.{q('name')} AS {q('task_name')}, {task_columns}", names)
 
 	def existing_schedules(self, names: list[str]) -> list[str]:
@@ -335,10 +345,10 @@ class SiteDatabase:
 		argument overrides."""
 		q = self._quote
 		columns = ", ".join(
-			[f"r.{q(column)}" for column in REQUEST_COLUMNS]
-			+ [f"s.{q(column)} AS {q(column)}" for column in REQUEST_SCHEDULE_COLUMNS]
+			[f"{self._column('r', column)} AS {q(column)}" for column in REQUEST_COLUMNS]
+			+ [f"{self._column('s', column)} AS {q(column)}" for column in REQUEST_SCHEDULE_COLUMNS]
 			+ [f"t.{q('name')} AS {q('task_name')}"]
-			+ [f"t.{q(column)} AS {q('task_' + column)}" for column in TASK_COLUMNS]
+			+ [f"{self._column('t', column)} AS {q('task_' + column)}" for column in TASK_COLUMNS]
 		)
 		return self._select_requests(columns, names)
 

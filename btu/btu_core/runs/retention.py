@@ -8,6 +8,8 @@ from datetime import timedelta
 import frappe
 from frappe.utils import cint, now_datetime
 
+from btu.btu_core.sealed import store
+
 
 def delete_expired(doctype: str, age_field: str, filters: dict, what: str) -> int:
 	"""Delete the rows of `doctype` matching `filters` whose `age_field` is older than the retention (0 keeps all):
@@ -19,6 +21,7 @@ def delete_expired(doctype: str, age_field: str, filters: dict, what: str) -> in
 	count = frappe.db.count(doctype, expired)
 	if count:
 		frappe.db.delete(doctype, expired)
+		store.forget_orphans(doctype)
 		frappe.db.commit()
 		frappe.logger("btu").info(f"site={frappe.local.site} deleted {count} {what} older than {days} days")
 	return count

@@ -18,6 +18,7 @@ from frappe.utils import cint, flt
 
 from btu.btu_core.instants import to_system_naive, utc_now
 from btu.btu_core.scheduler_link import announce_after_commit
+from btu.btu_core.sealed import store
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso, parse_utc_iso
@@ -408,7 +409,12 @@ def load(name: str):
 	A row, not a Document: this is read before every request's run, and a Document costs a forked work-horse its
 	import and its DocType's Meta."""
 	rows = frappe.db.sql(f"select * from `tab{rr.DOCTYPE}` where name = %s", name, as_dict=True)
-	return rows[0] if rows else None
+	if not rows:
+		return None
+	row = rows[0]
+	for field, value in store.read(rr.DOCTYPE, [name]).get(name, {}).items():
+		row[field] = row.get(field) or value  # its column's, when SQL wrote one (shared.sealed.value_sql)
+	return row
 
 
 def mark_done(request, log_name: str | None, note: str | None = None, *, tell_scheduler: bool = True) -> None:

@@ -21,6 +21,9 @@ from frappe.realtime import get_doc_room, get_doctype_room
 from frappe.utils.background_jobs import get_redis_connection_without_auth
 
 from btu.btu_core.instants import to_system_naive, utc_now
+from btu.btu_core.sealed import store
+from btu.shared.sealed import FIELDS as SEALED_FIELDS
+from btu.shared.sealed import value_sql
 
 LOG = "BTU Task Log"
 # btu_task_log.json's autoname (test_run_path checks they agree): a Log named as Document.insert would name it, from
@@ -44,9 +47,10 @@ END_FIELDS = (
 )
 # What a run reads of its Task before the call; whether a recipient of the Task or the Schedule wants mail on start,
 # and whether they have recipients, chained tasks or alert rules at all (what follows the call reads those only then).
-TASK_AND_SCHEDULE_SQL = """
-select task.name, task.desc_short, task.function_string, task.arguments, task.queue_name, task.max_task_duration,
-	task.repeat_log_in_stdout, schedule.name as schedule, schedule.overlap_policy, schedule.argument_overrides,
+TASK_AND_SCHEDULE_SQL = f"""
+select task.name, task.desc_short, task.function_string, {value_sql("BTU Task", "arguments", "task")} as arguments,
+	task.queue_name, task.max_task_duration, task.repeat_log_in_stdout, schedule.name as schedule,
+	schedule.overlap_policy, {value_sql("BTU Task Schedule", "argument_overrides", "schedule")} as argument_overrides,
 	exists(
 		select 1 from `tabBTU Email Recipient` recipient where recipient.email_on_start = 1
 		and ((recipient.parenttype = 'BTU Task' and recipient.parent = task.name)
@@ -97,10 +101,13 @@ def insert_log(values: dict) -> str:
 		"modified_by": user,
 		"docstatus": 0,
 		"idx": 0,
-		**{field: value for field, value in values.items() if value is not None},
+		**{field: value for field, value in values.items() if value is not None and field not in SEALED_FIELDS[LOG]},
 	}
 	columns = ", ".join(f"`{field}`" for field in row)
 	frappe.db.sql(f"insert into `tab{LOG}` ({columns}) values ({', '.join(['%s'] * len(row))})", list(row.values()))
+	sealed = {field: value for field, value in values.items() if field in SEALED_FIELDS[LOG]}
+	if sealed:
+		store.write(LOG, row["name"], sealed)
 	return row["name"]
 
 
@@ -125,7 +132,7 @@ def log_listened() -> bool:
 
 def locked_log(name: str) -> frappe._dict:
 	"""The Log's row, locked until the transaction ends (the lost-run sweep waits for a run's end), its fields as
-	attributes and its `doctype` set, as a Document's."""
+	attributes and its `doctype` set, as a Document's; its sealed fields are not read (a run's end writes them)."""
 	rows = frappe.db.sql(f"select * from `tab{LOG}` where name = %s for update", name, as_dict=True)
 	if not rows:
 		raise frappe.DoesNotExistError(
@@ -144,14 +151,26 @@ def save_log(log: frappe._dict, fields) -> None:
 		log.modified = doc.modified
 		return
 	log.modified, log.modified_by = to_system_naive(utc_now()), session_user()
-	values = {
-		field: 0 if log[field] is None and field in LOG_NUMBERS else log[field]
-		for field in (*fields, "modified", "modified_by")
-	}
-	assignments = ", ".join(f"`{field}` = %s" for field in values)
-	frappe.db.sql(f"update `tab{LOG}` set {assignments} where name = %s", [*values.values(), log.name])
+	update_log(
+		log.name,
+		{
+			field: 0 if log[field] is None and field in LOG_NUMBERS else log[field]
+			for field in (*fields, "modified", "modified_by")
+		},
+	)
 	messages = desk_messages(log)
 	frappe.db.after_commit.add(lambda: publish(messages))
+
+
+def update_log(name: str, values: dict) -> None:
+	"""Write `values` to the Log `name` by SQL, each where it is kept: its row, or the sealed table."""
+	sealed = {field: value for field, value in values.items() if field in SEALED_FIELDS[LOG]}
+	rest = {field: value for field, value in values.items() if field not in sealed}
+	if rest:
+		assignments = ", ".join(f"`{field}` = %s" for field in rest)
+		frappe.db.sql(f"update `tab{LOG}` set {assignments} where name = %s", [*rest.values(), name])
+	if sealed:
+		store.write(LOG, name, sealed)
 
 
 def desk_messages(log: frappe._dict) -> list[dict]:

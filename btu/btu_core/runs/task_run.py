@@ -27,7 +27,15 @@ from btu.btu_core.instants import system_now, to_system_naive, utc_now
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_requests import RunFailed
-from btu.btu_core.runs.run_rows import END_FIELDS, document_rows, insert_log, locked_log, save_log, task_and_schedule
+from btu.btu_core.runs.run_rows import (
+	END_FIELDS,
+	document_rows,
+	insert_log,
+	locked_log,
+	save_log,
+	task_and_schedule,
+	update_log,
+)
 from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, attempt_slot, lock_key
 from btu.btu_core.runs.task_inputs import merge_arguments, resolve_function
 from btu.btu_core.runs.time_limit import LOST_RUN_MARGIN_SECS, max_duration
@@ -247,10 +255,7 @@ class TaskRun:
 			if note:
 				log.retried = 0 if final else 1
 				log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
-				frappe.db.sql(
-					"update `tabBTU Task Log` set retried = %s, logging_output = %s where name = %s",
-					(log.retried, log.logging_output, log.name),
-				)
+				update_log(log.name, {"retried": log.retried, "logging_output": log.logging_output})
 			if note or any(requested):
 				frappe.db.commit()
 		except Exception:

@@ -9,7 +9,9 @@ from frappe.utils.dashboard import sync_dashboards
 
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import HOOK
+from btu.btu_core.sealed import store
 from btu.btu_core.setup.roles import BTU_MANAGER_ROLE, BTU_METRICS_READER_ROLE
+from btu.shared import sealed
 
 HOOKED_METHOD_PREFIX = "btu."
 WORKSPACE = "BTU"
@@ -57,6 +59,7 @@ def ensure_roles() -> None:
 
 
 def after_install() -> None:
+	store.ensure_table()
 	ensure_roles()
 	frappe.db.set_value("Role", BTU_MANAGER_ROLE, "desk_access", 1)
 	config = frappe.get_single("BTU Configuration")
@@ -105,4 +108,5 @@ def after_uninstall() -> None:
 		if frappe.db.exists("Role", role):
 			frappe.delete_doc("Role", role, ignore_permissions=True, force=True)
 	frappe.db.delete("Singles", {"doctype": "BTU Configuration"})
+	frappe.db.sql_ddl(f"drop table if exists `{sealed.TABLE}`")
 	frappe.db.commit()

@@ -21,6 +21,7 @@ import btu
 from btu.btu_core import api, scheduler_link
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import HOOK
+from btu.btu_core.sealed import store
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task, patient
 from btu.scheduler_daemon import jobs
 from btu.scheduler_daemon.commands import SUBCOMMANDS
@@ -111,12 +112,16 @@ class EndToEndBase(IntegrationTestCase):
 def logs_of(schedule: str) -> list:
 	"""The schedule's Task Logs, slot by slot, as the worker committed them."""
 	frappe.db.rollback()  # a fresh snapshot: the worker's writes
-	return frappe.get_all(
+	logs = frappe.get_all(
 		"BTU Task Log",
 		filters={"schedule": schedule},
-		fields=["name", "status", "slot_utc", "stdout", "stderr", "logging_output", "rq_job_id", "fire_lag_ms", "site"],
+		fields=["name", "status", "slot_utc", "rq_job_id", "fire_lag_ms", "site"],
 		order_by="slot_utc asc",
 	)
+	output = store.read("BTU Task Log", [log.name for log in logs])
+	for log in logs:
+		log.update({field: output.get(log.name, {}).get(field) for field in ("stdout", "stderr", "logging_output")})
+	return logs
 
 
 class TestEndToEnd(EndToEndBase):

@@ -13,7 +13,7 @@ import frappe.client
 from btu.btu_core.runs.enqueue import enqueue_at
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.task_runner import run_scheduled_task
-from btu.btu_core.tests.utils import delete_committed, make_task, make_user
+from btu.btu_core.tests.utils import delete_committed, make_task, make_user, sealed_value
 from btu.shared import protocol
 from btu.shared.instants import parse_utc_iso
 from btu.shared.run_kind import RunKey, RunKind
@@ -62,7 +62,7 @@ class TestWhoReadsWhatARunLeft(IntegrationTestCase):
 		cls.task = make_task(arguments=f'{{"name": "{SECRET}"}}').name
 		frappe.db.commit()
 		cls.task_log = run_in_this_process(cls.task).name
-		assert cls.enqueued_log and SECRET in frappe.db.get_value(LOG, cls.enqueued_log, "stdout")
+		assert cls.enqueued_log and SECRET in sealed_value(LOG, cls.enqueued_log, "stdout")
 
 	@classmethod
 	def tearDownClass(cls):

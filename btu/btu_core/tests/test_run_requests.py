@@ -23,7 +23,7 @@ from btu.btu_core.runs.run_requests import RunFailed
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.task_runner import run_scheduled_task
-from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user
+from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, sealed_value
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso, parse_utc_iso
 from btu.shared.run_kind import RunKey, RunKind
@@ -212,7 +212,9 @@ class TestRetries(RunRequestCase):
 			with self.assertRaises(RuntimeError):
 				run_scheduled_task(task.name, schedule.name, slot)
 		self.assertFalse(frappe.db.exists(REQUEST, {"schedule": skip.name}))
-		note = frappe.db.get_value("BTU Task Log", {"schedule": skip.name}, "logging_output")
+		note = sealed_value(
+			"BTU Task Log", frappe.db.get_value("BTU Task Log", {"schedule": skip.name}), "logging_output"
+		)
 		self.assertIn("Not retried: attempt 2 would start", note)
 		self.assertIn("overlap_policy skip", note)
 		self.assertTrue(frappe.db.exists(REQUEST, {"schedule": allow.name}))
@@ -221,7 +223,7 @@ class TestRetries(RunRequestCase):
 		task = self.task("maybe_fail", max_attempts=3)
 		log = run_in_this_process(task.name)
 		self.assertEqual(log.status, "Failed")
-		self.assertIn("Not retried", frappe.db.get_value("BTU Task Log", log.name, "logging_output"))
+		self.assertIn("Not retried", sealed_value("BTU Task Log", log.name, "logging_output"))
 		self.assertFalse(frappe.db.exists(REQUEST, {"task": task.name}))
 
 	def test_bounds_are_refused_with_the_field_named(self):
@@ -475,7 +477,7 @@ class TestChainBounds(RunRequestCase):
 			root, logs = self.run_chain(a.name, 10)
 		self.assertEqual(frappe.db.count(REQUEST, {"chain_root": root, "origin": "Chain"}), 5)
 		self.assertEqual(frappe.db.count(REQUEST, {"origin": "Chain", "task": ("in", self.tasks)}), 5)
-		notes = [frappe.db.get_value("BTU Task Log", log, "logging_output") or "" for log in logs]
+		notes = [sealed_value("BTU Task Log", log, "logging_output") or "" for log in logs]
 		self.assertTrue(
 			any(
 				f"the chain of the run {root} has started 5 runs, the most one run's chain may start (5)" in note

@@ -11,7 +11,7 @@ import frappe
 from btu.btu_core import api
 from btu.btu_core.runs.task_inputs import TaskInputError
 from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
-from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_schedule, make_task, make_user
+from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_schedule, make_task, make_user, sealed_value
 from btu.shared import declared
 
 try:
@@ -124,7 +124,10 @@ class TestRunTimeCheck(IntegrationTestCase):
 		with self.assertRaises(TaskInputError):
 			TaskRun(task, schedule=schedule).execute()
 		via_api = api.run_task_now(task, on="webserver")
-		logs = frappe.get_all("BTU Task Log", filters={"task": task}, fields=["status", "result_message", "stdout"])
+		logs = [
+			frappe.get_doc("BTU Task Log", name)
+			for name in frappe.get_all("BTU Task Log", {"task": task}, pluck="name")
+		]
 		self.assertEqual(len(logs), 3)
 		for log in logs:
 			self.assertEqual(log.status, "Failed")
@@ -234,7 +237,7 @@ class TestCodeFieldsNeedSystemManager(IntegrationTestCase):
 				with self.assertRaises(frappe.PermissionError):
 					doc.save(ignore_permissions=True)
 				frappe.set_user("Administrator")
-				self.assertFalse(frappe.db.get_value("BTU Task Schedule", self.schedule.name, "argument_overrides"))
+				self.assertFalse(sealed_value("BTU Task Schedule", self.schedule.name, "argument_overrides"))
 		frappe.set_user(MANAGER)
 		doc = frappe.get_doc("BTU Task Schedule", self.schedule.name)
 		doc.hour = 3

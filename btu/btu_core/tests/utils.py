@@ -18,6 +18,13 @@ def patient(seconds: float) -> float:
 	return seconds * max(1.0, float(os.environ.get("BTU_TEST_SLACK") or 1))
 
 
+def sealed_value(doctype: str, name: str | None, field: str) -> str | None:
+	"""A sealed field's value as stored (btu.shared.sealed): its column is always NULL."""
+	from btu.btu_core.sealed import store
+
+	return store.read(doctype, [name] if name else []).get(name, {}).get(field)
+
+
 def make_task(function: str = "say_hello", **values):
 	return frappe.get_doc(
 		{
@@ -69,6 +76,10 @@ def delete_committed(task: str) -> None:
 	for name in frappe.get_all("BTU Task Schedule", filters={"task": task}, pluck="name"):
 		frappe.delete_doc("BTU Task Schedule", name, force=True, ignore_permissions=True)
 	frappe.delete_doc("BTU Task", task, force=True, ignore_permissions=True)
+	from btu.btu_core.sealed import store
+
+	for doctype in ("BTU Run Request", "BTU Task Log"):
+		store.forget_orphans(doctype)
 	frappe.db.commit()
 
 

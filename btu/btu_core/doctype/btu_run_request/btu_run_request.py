@@ -6,10 +6,11 @@ from frappe import _
 
 from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.runs.retention import delete_expired
+from btu.btu_core.sealed.document import SealedDocument
 from btu.shared import run_requests as rr
 
 
-class BTURunRequest(BoundedDocument):
+class BTURunRequest(SealedDocument, BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types
@@ -57,6 +58,7 @@ class BTURunRequest(BoundedDocument):
 					"deleting it"
 				).format(self.name, self.status)
 			)
+		super().on_trash()
 
 
 def delete_expired_run_requests() -> int:

@@ -20,12 +20,13 @@ from btu.btu_core.runs.task_inputs import (
 from btu.btu_core.scheduler_link import announce_after_commit
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import TASK_FIELDS
+from btu.btu_core.sealed.document import SealedDocument
 from btu.btu_core.setup.roles import require_system_manager_for
 from btu.shared import protocol
 from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 
-class BTUTask(BoundedDocument):
+class BTUTask(SealedDocument, BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types
@@ -151,6 +152,7 @@ class BTUTask(BoundedDocument):
 
 	def on_trash(self):
 		declared_schedules.check_delete(self)
+		super().on_trash()
 		forget_task(self.name)
 
 

@@ -7,9 +7,10 @@ import frappe
 
 from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.runs.retention import delete_expired
+from btu.btu_core.sealed.document import SealedDocument
 
 
-class BTUTaskLog(BoundedDocument):
+class BTUTaskLog(SealedDocument, BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types

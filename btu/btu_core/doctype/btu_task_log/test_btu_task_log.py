@@ -6,7 +6,7 @@ from frappe.utils import now_datetime
 from btu.btu_core.doctype.btu_task_log.btu_task_log import delete_expired_logs
 from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 from btu.btu_core.runs.time_limit import LOST_RUN_MARGIN_SECS
-from btu.btu_core.tests.utils import delete_committed, make_task
+from btu.btu_core.tests.utils import delete_committed, make_task, sealed_value
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -39,7 +39,7 @@ class TestBTUTaskLog(IntegrationTestCase):
 		self.assertIn(lost.name, marked)
 		self.assertNotIn(running.name, marked)
 		self.assertEqual(frappe.db.get_value("BTU Task Log", lost.name, "status"), "Timed Out")
-		self.assertIn("killed or lost", frappe.db.get_value("BTU Task Log", lost.name, "result_message"))
+		self.assertIn("killed or lost", sealed_value("BTU Task Log", lost.name, "result_message"))
 		self.assertEqual(frappe.db.get_value("BTU Task Log", running.name, "status"), "Started")
 
 	def test_retention_deletes_only_old_logs(self):

@@ -29,6 +29,7 @@ from btu.btu_core.schedules.hook_entries import SCHEDULE_FIELDS
 from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.schedules.skipped_slots import tidy_skipped
 from btu.btu_core.schedules.spec import spec_of
+from btu.btu_core.sealed.document import SealedDocument
 from btu.btu_core.setup.roles import require_btu_manager, require_system_manager_for
 from btu.shared import protocol, task_args
 from btu.shared.run_kind import RESERVED_STARTS, RunKey, RunKind
@@ -39,7 +40,7 @@ from btu.shared.schedule.frequency import HELPERS, frequency_to_cron
 MOMENT_FIELDS = ("run_at", "start_time", "end_time")
 
 
-class BTUTaskSchedule(BoundedDocument):
+class BTUTaskSchedule(SealedDocument, BoundedDocument):
 	# Frappe's exporter writes this block with its imports sorted as text; isort would reorder them.
 	# isort: off
 	# begin: auto-generated types
@@ -181,6 +182,7 @@ class BTUTaskSchedule(BoundedDocument):
 
 	def on_trash(self):
 		declared_schedules.check_delete(self)
+		super().on_trash()
 		# A disabled schedule was cancelled when it was disabled.
 		if self.enabled:
 			announce_after_commit(protocol.CANCEL_TASK_SCHEDULE, self.name)

@@ -11,8 +11,9 @@ from frappe.utils.background_jobs import get_redis_conn
 
 from btu.btu_core.scheduler_link import scheduler_running
 from btu.btu_core.tests.desk.people import LOGINS, Person
-from btu.btu_core.tests.utils import make_task
+from btu.btu_core.tests.utils import make_task, sealed_value
 from btu.shared import protocol
+from btu.shared.sealed import is_sealed
 
 
 def unique(prefix: str) -> str:
@@ -111,7 +112,12 @@ def fresh_value(doctype: str, filters, field="name"):
 	"""A value as the web server committed it by now: the test's own transaction would keep showing what it read
 	before."""
 	frappe.db.rollback()
-	return frappe.db.get_value(doctype, filters, field)
+	fields = [field] if isinstance(field, str) else list(field)
+	name = frappe.db.get_value(doctype, filters)
+	found = frappe.db.get_value(doctype, filters, fields)
+	found = list(found) if isinstance(found, list | tuple) else [found]
+	values = [sealed_value(doctype, name, f) if is_sealed(doctype, f) else value for f, value in zip(fields, found)]
+	return values[0] if isinstance(field, str) else tuple(values)
 
 
 def fresh_single(doctype: str, fieldname: str):
