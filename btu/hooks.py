@@ -11,6 +11,7 @@ before_install = "btu.btu_core.setup.install.before_install"
 after_install = "btu.btu_core.setup.install.after_install"
 before_uninstall = "btu.btu_core.setup.install.before_uninstall"
 after_uninstall = "btu.btu_core.setup.install.after_uninstall"
+before_migrate = ["btu.btu_core.sealed.store.ensure_table"]
 after_migrate = [
 	"btu.btu_core.sealed.store.seal_stray_values",
 	"btu.btu_core.setup.install.ensure_roles",
@@ -75,7 +76,7 @@ btu_schedules = [
 # recompile.
 doc_events = {
 	"Holiday List": {"on_update": "btu.btu_core.doctype.btu_calendar.btu_calendar.holiday_list_changed"},
-	"Version": {"before_insert": "btu.btu_core.sealed.versions.hide_sealed_values"},
+	"Version": {"before_insert": "btu.btu_core.sealed.copies.hide_in_version"},
 	"Scheduled Job Type": {
 		"on_update": "btu.btu_core.schedules.scheduled_job_types.job_type_changed",
 		"on_trash": "btu.btu_core.schedules.scheduled_job_types.job_type_changed",

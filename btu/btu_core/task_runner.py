@@ -9,6 +9,7 @@ Job Type's (`frappe_jobs`).
 
 from __future__ import annotations
 
+import functools
 from datetime import timezone
 
 import frappe
@@ -22,6 +23,27 @@ from btu.shared.run_kind import RunKind
 from btu.shared.run_requests import CANCELLED, DONE, ENQUEUE
 
 
+def failing_without_values(entry):
+	"""`entry`, raising RunFailed (the Log's name and the exception's kind, from no frame holding a run's values) where
+	its run failed and recorded the failure. Frappe's execute_job writes what a job raised into an Error Log with each
+	frame's local variables, and the frames below this one hold the run's arguments and the exception's text."""
+
+	@functools.wraps(entry)
+	def job(*args, **kwargs):
+		failure = None
+		try:
+			return entry(*args, **kwargs)
+		except Exception as exc:
+			log = getattr(exc, run_requests.RECORDED_IN, None)
+			if log is None:
+				raise
+			failure = run_requests.RunFailed(f"{log}: {type(exc).__name__} (see the Log)")
+		raise failure from None
+
+	return job
+
+
+@failing_without_values
 def run_scheduled_task(task, schedule, slot, fire_at=None, enqueued_at=None, fire_lag_ms=None, kind=None):
 	"""The method of the scheduler's RQ jobs: run `task` for the `slot` (UTC ISO) of the run whose key's text is
 	`schedule`, of `kind` (`job_contract.run_of`): a schedule's Task run here, a run request's (`run_request`), a
@@ -81,6 +103,7 @@ def run_request(name: str, enqueued_at, fire_lag_ms, moment=None):
 	return run.execute().name
 
 
+@failing_without_values
 def run_enqueued_task(task, schedule=None, enqueued_at=None):
 	"""The method of "Run via Worker" jobs (frappe.enqueue)."""
 	run = TaskRun(

@@ -13,6 +13,9 @@ import pytest
 
 import btu
 from btu.scheduler_daemon import bench as bench_module
+from btu.scheduler_daemon import database
+from btu.scheduler_daemon.connections import Connections
+from btu.shared import sealed
 from devbench.bench import DEMO_APP_SOURCE, DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
 from devbench.data import SiteData, SiteDataError
 from devbench.schema import NO_VALUE_FIELDS, column_type, load_doctypes
@@ -101,7 +104,8 @@ def test_tables_come_from_the_doctype_json(make_bench):
 	site = make_bench().site("site1.localhost")
 	schemas = load_doctypes()
 	expected = sorted(
-		["tabSingles", "tabSeries", "tabScheduled Job Type"] + [s.table for s in schemas.values() if not s.issingle]
+		["tabSingles", "tabSeries", "tabScheduled Job Type", sealed.TABLE]
+		+ [s.table for s in schemas.values() if not s.issingle]
 	)
 	assert tables(site) == expected
 	assert "tabBTU Configuration" not in expected  # a Single
@@ -439,3 +443,32 @@ def test_controller_indexes_are_read_from_on_doctype_update(tmp_path):
 	)
 	assert controller_indexes(controller, "Thing") == {"a_b_index": ("a", "b"), "c_idx": ("c",)}
 	assert controller_indexes(tmp_path / "missing.py", "Thing") == {}
+
+
+def test_sealed_fields_are_kept_as_btu_keeps_them_and_the_scheduler_reads_them(make_bench):
+	"""A Task's arguments, a Schedule's overrides and a Run Request's kwargs live in the sealed table, never in their
+	columns (btu.shared.sealed); the scheduler reads them there, and a value SQL wrote into a column first."""
+	bench = make_bench()
+	with SiteData(bench, "site1.localhost") as data:
+		task = data.insert_task(desc_short="t", function_string="btu.demo.hello", arguments={"who": "sealed"})
+		schedule = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 * * * *")
+		data.update_schedule(schedule, argument_overrides='{"who": "override"}')
+		with data.conn.cursor() as cur:
+			cur.execute("SELECT arguments FROM `tabBTU Task` WHERE name=%s", (task,))
+			assert cur.fetchone()[0] is None
+			cur.execute(f"SELECT fieldname, value FROM `{sealed.TABLE}` WHERE name IN (%s, %s)", (task, schedule))
+			assert dict(cur.fetchall()) == {
+				"arguments": '{"who": "sealed"}',
+				"argument_overrides": '{"who": "override"}',
+			}
+		assert json.loads(data.get("BTU Task", task)["arguments"]) == {"who": "sealed"}
+		db = database.SiteDatabase(bench.site("site1.localhost"), Connections(database.connect))
+		row = db.schedule_rows([schedule])[0]
+		assert (row["task_arguments"], row["argument_overrides"]) == ('{"who": "sealed"}', '{"who": "override"}')
+		with data.conn.cursor() as cur:
+			cur.execute("UPDATE `tabBTU Task` SET arguments=%s WHERE name=%s", ('{"who": "by sql"}', task))
+		assert db.schedule_rows([schedule])[0]["task_arguments"] == '{"who": "by sql"}'
+		data.delete("BTU Task", task)
+		with data.conn.cursor() as cur:
+			cur.execute(f"SELECT count(*) FROM `{sealed.TABLE}` WHERE doctype='BTU Task' AND name=%s", (task,))
+			assert cur.fetchone()[0] == 0

@@ -62,9 +62,9 @@ def finished(log, task, schedule) -> None:
 			continue
 		count = streak if rule.parenttype == SCHEDULE else task_streak(task.name, threshold(rule))
 		if rule.event == "Failure" or count >= threshold(rule):
-			# What the run raised goes out by mail only where the Task's mail_run_output (a System Manager's) says so.
-			outcome = (log.result_message or "")[:500] if cint(task.get("mail_run_output")) else _("see its Log")
-			message = _("Run {0} of {1} {2}: {3}").format(log.name, task.name, _(log.status).lower(), outcome)
+			# Never what the run raised: an incident's message is a column of its own (and a Version's, a bell's), which
+			# any user's get_count reads on v15 (docs/SECURITY.md, sealed values); the run's own mail may carry it.
+			message = _("Run {0} of {1} {2}: {3}").format(log.name, task.name, _(log.status).lower(), _("see its Log"))
 			if rule.event == "Consecutive Failures":
 				message = _("{0} failed runs in a row. {1}").format(count, message)
 			open_incident(rule, task.name, scope, message, key=log.name, log=log.name)

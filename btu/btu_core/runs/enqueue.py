@@ -322,7 +322,9 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	if call.exc is None:
 		outcome = _("Succeeded in {0:.3f} s.").format(call.elapsed)
 	else:
-		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, call.result_message)
+		# The exception's kind only: its text is the Log's sealed result_message, and the note is a column any
+		# user's get_count reads on v15 (docs/SECURITY.md).
+		outcome = _("Failed after {0:.3f} s: {1}").format(call.elapsed, type(call.exc).__name__)
 	start_lag_ms = (
 		round((called_at - parse_utc_iso(request.run_at_utc, "run_at_utc")).total_seconds() * 1000, 3)
 		if called_at
@@ -331,10 +333,7 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	record(request.name, note, outcome, log, call, start_lag_ms)
 	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
 	if call.exc is not None:
-		if run_requests.retry_signal(call.exc):
-			# Frappe's execute_job would call this again in-process only to find the request Done.
-			raise run_requests.RunFailed(call.result_message) from call.exc
-		raise call.exc
+		raise run_requests.recorded(call.exc, log or request.name)
 	return request.name
 
 

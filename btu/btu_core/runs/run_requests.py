@@ -86,8 +86,20 @@ def retry_policy(task, schedule=None) -> dict:
 
 
 class RunFailed(Exception):
-	"""The run failed with what Frappe's execute_job would retry in-process (`retry_signal`); its Log (and BTU's retry)
-	is written, so the job must not run again."""
+	"""What a BTU job raises when its run failed (task_runner): its Log, and BTU's retry, are written. It names the Log
+	and the exception's kind only: Frappe's execute_job logs what a job raised with every frame's variables (the
+	arguments among them) in an Error Log, a row any user's get_count reads on v15; and it is none of what
+	execute_job retries in-process (`retry_signal`), which would run the job again."""
+
+
+# The attribute naming the Log on an exception a run recorded there (`recorded`).
+RECORDED_IN = "btu_log"
+
+
+def recorded(exc: BaseException, log: str) -> BaseException:
+	"""`exc`, marked as the failure recorded in the Log (or request) `log`; the job's entry point raises RunFailed."""
+	setattr(exc, RECORDED_IN, log)
+	return exc
 
 
 def retry_signal(exc: BaseException | None) -> bool:

@@ -26,7 +26,6 @@ from btu.btu_core.insights.metrics import add_to_monitor, record_outcome
 from btu.btu_core.instants import system_now, to_system_naive, utc_now
 from btu.btu_core.runs import run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
-from btu.btu_core.runs.run_requests import RunFailed
 from btu.btu_core.runs.run_rows import (
 	END_FIELDS,
 	document_rows,
@@ -112,11 +111,7 @@ class TaskRun:
 		call = call_captured(lambda: self.call(rows), 0 if self.job else max_duration(rows))
 		log = self.write_finished(log_name, rows, call, notes)
 		if call.exc is not None and reraise:
-			if run_requests.retry_signal(call.exc):
-				# Frappe's execute_job would run this job again in-process up to 5 times (15 s of sleeps) only to
-				# find its Log written: BTU's own retries, if any, are requested already.
-				raise RunFailed(f"{type(call.exc).__name__}: {call.exc}") from call.exc
-			raise call.exc
+			raise run_requests.recorded(call.exc, log.name)
 		return log
 
 	def call(self, rows):

@@ -19,11 +19,16 @@ def ensure_table() -> None:
 
 
 def seal_stray_values() -> None:
-	"""after_migrate: the table made where missing, and every value found in a sealed field's own column (an older
-	BTU's, a restore's, a script's `frappe.db.set_value`) moved into it."""
+	"""after_migrate: the table made where missing; every value found in a sealed field's own column (an older BTU's,
+	a restore's, a script's `frappe.db.set_value`) moved into it; the values of rows deleted by SQL cleared; and the
+	Versions an older BTU left, hidden as new ones are."""
+	from btu.btu_core.sealed.copies import hide_in_existing_versions
+
 	ensure_table()
 	for doctype in FIELDS:
 		seal_columns(doctype)
+		forget_orphans(doctype)
+	hide_in_existing_versions()
 	frappe.db.commit()
 
 
@@ -44,14 +49,15 @@ def read(doctype: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
 	return found
 
 
-def write(doctype: str, name: str, values: Mapping[str, object]) -> None:
-	"""Store `values` ({field: value} of FIELDS[doctype]) for the row `name`: an empty value removes the field's."""
+def write(doctype: str, name: str, values: Mapping[str, object], *, keep_existing: bool = False) -> None:
+	"""Store `values` ({field: value} of FIELDS[doctype]) for the row `name`: an empty value removes the field's.
+	`keep_existing`: a value already stored stays (an insert that may have found its row there)."""
 	unknown = set(values) - set(FIELDS[doctype])
 	if unknown:
 		raise ValueError(f"{doctype} seals {', '.join(FIELDS[doctype])}, not {', '.join(sorted(unknown))}")
 	kept = [(field, str(value)) for field, value in values.items() if value not in (None, "")]
 	cleared = [field for field, value in values.items() if value in (None, "")]
-	if cleared:
+	if cleared and not keep_existing:
 		frappe.db.sql(
 			f"delete from `{TABLE}` where doctype = %s and name = %s and fieldname {_in(cleared)}",
 			(doctype, name, *cleared),
@@ -59,7 +65,8 @@ def write(doctype: str, name: str, values: Mapping[str, object]) -> None:
 	if kept:
 		rows = ", ".join(["(%s, %s, %s, %s)"] * len(kept))
 		frappe.db.sql(
-			f"insert into `{TABLE}` (doctype, name, fieldname, value) values {rows} {_upsert()}",
+			f"insert into `{TABLE}` (doctype, name, fieldname, value) values {rows} "
+			+ (_keep() if keep_existing else _upsert()),
 			[item for field, value in kept for item in (doctype, name, field, value)],
 		)
 
@@ -93,6 +100,10 @@ def seal_columns(doctype: str) -> int:
 	rows; how many values."""
 	table = f"tab{doctype}"
 	moved = 0
+	# One scan of the table tells whether any column holds one (most migrates find none).
+	anywhere = " or ".join(f"coalesce(`{field}`, '') != ''" for field in FIELDS[doctype])
+	if not frappe.db.sql(f"select 1 from `{table}` where {anywhere} limit 1"):
+		return 0
 	for field in FIELDS[doctype]:
 		found = f"from `{table}` where coalesce(`{field}`, '') != ''"
 		count = frappe.db.sql(f"select count(*) {found}")[0][0]
@@ -109,6 +120,12 @@ def seal_columns(doctype: str) -> int:
 
 def _in(values) -> str:
 	return f"in ({', '.join(['%s'] * len(values))})"
+
+
+def _keep() -> str:
+	if postgres():
+		return "on conflict (doctype, name, fieldname) do nothing"
+	return "on duplicate key update value = value"
 
 
 def _upsert() -> str:

@@ -20,6 +20,7 @@ from btu.btu_core.doctype.btu_run_request.btu_run_request import delete_expired_
 from btu.btu_core.instants import to_system_naive
 from btu.btu_core.runs import enqueue
 from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
+from btu.btu_core.runs.run_requests import RunFailed
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user, sealed_value
 from btu.shared import run_requests as rr
@@ -228,11 +229,14 @@ class TestEnqueue(EnqueueCase):
 		handle = self.enqueue("btu.btu_core.tests.sample_tasks.maybe_fail", now(), fail=True)
 		frappe.db.commit()
 		raised = self.fire(handle)
-		self.assertIsInstance(raised, RuntimeError)
+		self.assertIsInstance(raised, RunFailed)
+		self.assertIn("RuntimeError", str(raised))
 		request = frappe.get_doc(REQUEST, handle)
 		self.assertEqual(request.status, "Done")
 		self.assertIn("Failed after", request.note)
-		self.assertIn("RuntimeError: failing as asked", request.note)
+		self.assertIn("Failed after", request.note)
+		self.assertIn("RuntimeError", request.note)
+		self.assertNotIn("failing as asked", request.note)  # the Log's sealed result_message holds it
 		self.assertIsNone(self.fire(handle))
 
 	def test_a_moment_within_the_grace_runs_now_and_one_beyond_is_refused(self):
@@ -281,8 +285,9 @@ class TestEnqueue(EnqueueCase):
 		frappe.db.set_value(REQUEST, handle, "method", "btu.btu_core.tests.sample_tasks.undeclared_task")
 		frappe.db.commit()
 		raised = self.fire(handle)
-		self.assertIn("not declared runnable", str(raised))
-		self.assertIn("not declared runnable", frappe.db.get_value(REQUEST, handle, "note"))
+		self.assertIsInstance(raised, RunFailed)
+		self.assertIn("TaskInputError", str(raised))
+		self.assertIn("TaskInputError", frappe.db.get_value(REQUEST, handle, "note"))
 
 
 class TestEnqueueUser(EnqueueCase):
@@ -458,7 +463,8 @@ class TestEnqueueTaskLog(EnqueueCase):
 
 	def logs(self, handle: str) -> list:
 		frappe.db.rollback()  # a new snapshot: the runner committed
-		return frappe.get_all(LOG, filters={"run_request": handle}, fields=["*"], order_by="creation")
+		names = frappe.get_all(LOG, filters={"run_request": handle}, pluck="name", order_by="creation")
+		return [frappe.get_doc(LOG, name) for name in names]  # a Document: its sealed output loaded
 
 	def test_a_logged_run_records_its_output_value_and_links(self):
 		handle = self.enqueue(SAY_HELLO, now(), task_log=True, name="ada")
@@ -494,7 +500,8 @@ class TestEnqueueTaskLog(EnqueueCase):
 		)
 		frappe.db.commit()
 		raised = self.fire(handle)
-		self.assertIsInstance(raised, RuntimeError)
+		self.assertIsInstance(raised, RunFailed)
+		self.assertIn("RuntimeError", str(raised))
 		[log] = self.logs(handle)
 		self.assertEqual(log.status, "Failed")
 		self.assertEqual(log.result_message, f"RuntimeError: failing after inserting {self.marker}")
@@ -508,7 +515,6 @@ class TestEnqueueTaskLog(EnqueueCase):
 	def test_a_retry_signal_fails_the_job_once_with_its_log_written(self):
 		handle = self.enqueue("btu.btu_core.tests.sample_tasks.signal_retry", now(), task_log=True)
 		frappe.db.commit()
-		from btu.btu_core.runs.run_requests import RunFailed
 
 		self.assertIsInstance(self.fire(handle), RunFailed)
 		[log] = self.logs(handle)

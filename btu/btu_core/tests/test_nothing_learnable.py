@@ -11,6 +11,7 @@ The values are sealed (btu.shared.sealed): the mechanism's own tests are test_se
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from unittest import mock
 
@@ -154,7 +155,7 @@ class TestNothingLearnable(IntegrationTestCase):
 		cls.schedule = make_schedule(cls.task, argument_overrides=json.dumps({"name": secret("override")})).name
 		task = frappe.get_doc("BTU Task", cls.task)
 		task.arguments = json.dumps({"name": secret("version")})
-		task.save()
+		task.save(ignore_version=False)  # in tests Frappe writes no Version unless asked
 		frappe.db.commit()
 		cls.task_log = run_in_this_process(cls.task).name  # result_message and stdout: hello <secret("version")>
 		cls.request, cls.enqueued_log = run_enqueued(secret("enqueued"))
@@ -189,7 +190,8 @@ class TestNothingLearnable(IntegrationTestCase):
 			answer = session.get(self.server.url + path, params=payload, timeout=patient(30))
 		else:
 			answer = session.post(self.server.url + path, data=payload, timeout=patient(30))
-		return answer.status_code, answer.text
+		# Each error answer carries an id of its own (__frappe_exc_id): not a difference between hit and miss.
+		return answer.status_code, re.sub(r"__frappe_exc_id[^0-9a-f]*[0-9a-f]+", "__frappe_exc_id", answer.text)
 
 	def test_no_endpoint_tells_a_secret_from_a_guess_one_character_off(self):
 		asked = 0

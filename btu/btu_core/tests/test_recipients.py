@@ -127,9 +127,9 @@ class TestRunOutputInMail(RecipientsCase):
 				self.assertIn(log.name, mail["message"])
 				self.assertEqual("failing as asked" in mail["message"], bool(opted_in), mail["message"])
 				self.assertEqual("Traceback" in mail["message"], bool(opted_in), mail["message"])
-				# The alert's message says the same.
+				# The alert's message never does: an incident is a row any get_count reads (sealed values).
 				[incident] = self.incidents(task.name, status="Open")
-				self.assertEqual("failing as asked" in incident.last_message, bool(opted_in), incident.last_message)
+				self.assertNotIn("failing as asked", incident.last_message)
 				incidents.resolve_by_hand(incident.name)
 
 

@@ -88,9 +88,11 @@ class TestRetries(RunRequestCase):
 		schedule = make_schedule(task.name)
 		frappe.db.commit()
 		slot = "2026-11-24T02:30:00Z"
-		with self.assertRaises(RuntimeError):
+		with self.assertRaises(RunFailed):
 			run_scheduled_task(task.name, schedule.name, slot)
-		[first] = frappe.get_all("BTU Task Log", filters={"task": task.name}, fields=["*"])
+		[first] = [
+			frappe.get_doc("BTU Task Log", n) for n in frappe.get_all("BTU Task Log", {"task": task.name}, pluck="name")
+		]
 		self.assertEqual((first.attempt, first.retried, first.origin or None), (1, 1, None))
 		second = rr.slot_request_name(schedule.name, utc(slot), 2)
 		self.assertIn("attempt 2 at", first.logging_output)
@@ -104,7 +106,7 @@ class TestRetries(RunRequestCase):
 		delay = (utc(request.run_at_utc) - datetime.now(timezone.utc)).total_seconds()
 		self.assertTrue(9 <= delay <= 11.1, delay)
 
-		self.assertIsInstance(self.fire(second), RuntimeError)
+		self.assertIsInstance(self.fire(second), RunFailed)
 		log2 = frappe.get_doc("BTU Task Log", self.request(second).log)
 		self.assertEqual(
 			(log2.attempt, log2.origin, log2.first_attempt_log, log2.parent_log, log2.run_request),
@@ -119,7 +121,7 @@ class TestRetries(RunRequestCase):
 
 		# A second delivery of attempt 2's job (a failover) finds its Log: no run, no new request.
 		self.assertEqual(self.fire(second), log2.name)
-		self.assertIsInstance(self.fire(third), RuntimeError)
+		self.assertIsInstance(self.fire(third), RunFailed)
 		log3 = frappe.get_doc("BTU Task Log", self.request(third).log)
 		self.assertEqual((log3.attempt, log3.retried), (3, 0))
 		self.assertIn("Attempt 3 of 3: no retry left.", log3.logging_output)
@@ -136,7 +138,7 @@ class TestRetries(RunRequestCase):
 		# below.
 		time.sleep((1.05 - datetime.now(timezone.utc).microsecond / 1e6) % 1)
 		before = datetime.now(timezone.utc)
-		with self.assertRaises(RuntimeError):
+		with self.assertRaises(RunFailed):
 			run_scheduled_task(task.name, schedule.name, "2026-11-24T02:30:00Z")
 		after = datetime.now(timezone.utc)
 		[failed] = frappe.get_all("BTU Task Log", filters={"task": task.name}, fields=["date_time_ended"])
@@ -154,7 +156,7 @@ class TestRetries(RunRequestCase):
 		schedule = make_schedule(task.name)
 		frappe.db.commit()
 		slot = "2026-11-24T03:00:00Z"
-		with self.assertRaises(RuntimeError):
+		with self.assertRaises(RunFailed):
 			run_scheduled_task(task.name, schedule.name, slot)
 		second = rr.slot_request_name(schedule.name, utc(slot), 2)
 		log = self.fire(second)
@@ -173,7 +175,7 @@ class TestRetries(RunRequestCase):
 				task = self.task(function, max_attempts=2, retry_on=retry_on)
 				schedule = make_schedule(task.name)
 				frappe.db.commit()
-				with self.assertRaises(RuntimeError):
+				with self.assertRaises(RunFailed):
 					run_scheduled_task(task.name, schedule.name, "2026-11-24T04:00:00Z")
 				self.assertEqual(bool(frappe.db.exists(REQUEST, {"schedule": schedule.name})), retried)
 		# Frappe's own retry signal is retried under Retry Signal, and is not re-raised as itself: Frappe's execute_job
@@ -189,14 +191,14 @@ class TestRetries(RunRequestCase):
 		task = self.task("maybe_fail", max_attempts=5, retry_delay_secs=1)
 		schedule = make_schedule(task.name, max_attempts=1)
 		frappe.db.commit()
-		with self.assertRaises(RuntimeError):
+		with self.assertRaises(RunFailed):
 			run_scheduled_task(task.name, schedule.name, "2026-11-24T05:00:00Z")
 		self.assertFalse(frappe.db.exists(REQUEST, {"schedule": schedule.name}))
 		schedule.max_attempts = 3
 		schedule.retry_delay_secs = 30
 		schedule.save()
 		frappe.db.commit()
-		with self.assertRaises(RuntimeError):
+		with self.assertRaises(RunFailed):
 			run_scheduled_task(task.name, schedule.name, "2026-11-24T05:30:00Z")
 		request = frappe.get_doc(REQUEST, {"schedule": schedule.name})
 		self.assertEqual(request.attempt, 2)
@@ -209,7 +211,7 @@ class TestRetries(RunRequestCase):
 		frappe.db.commit()
 		slot = format_utc_iso(datetime.now(timezone.utc).replace(second=0, microsecond=0))
 		for schedule in (skip, allow):
-			with self.assertRaises(RuntimeError):
+			with self.assertRaises(RunFailed):
 				run_scheduled_task(task.name, schedule.name, slot)
 		self.assertFalse(frappe.db.exists(REQUEST, {"schedule": skip.name}))
 		note = sealed_value(
@@ -384,10 +386,10 @@ class TestChains(RunRequestCase):
 		parent = self.task(chained_tasks=[{"next_task": child.name, "on_outcome": "Success"}])
 		log = run_in_this_process(parent.name)
 		first = rr.chain_request_name(log.name, child.name)
-		self.assertIsInstance(self.fire(first), RuntimeError)
+		self.assertIsInstance(self.fire(first), RunFailed)
 		retry = rr.chain_request_name(log.name, child.name, 2)
 		self.assertEqual(self.request(retry).origin, "Retry")
-		self.assertIsInstance(self.fire(retry), RuntimeError)
+		self.assertIsInstance(self.fire(retry), RunFailed)
 		logs = frappe.get_all(
 			"BTU Task Log",
 			filters={"task": child.name},

@@ -10,11 +10,18 @@ import json
 
 import frappe
 
+from btu.btu_core.sealed.copies import HIDDEN
+from btu.shared.sealed import FIELDS
+
 CONFIG = "BTU Configuration"
 FIELD = "upgrade_notes"
 
 
 def note(doctype: str, name: str, field: str, value, text: str) -> dict:
+	"""A note on `field` of the row `name`; a sealed field's value is not copied into it (BTU Configuration's notes
+	are a column any user's get_count reads on v15): the row keeps it (btu.shared.sealed)."""
+	if any(field in fields for fields in FIELDS.values()):
+		value = HIDDEN if value not in (None, "") else value
 	return {
 		"doctype": doctype,
 		"name": name,
