@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 import frappe
 
+from btu.btu_core.sealed.copies import hide_in_existing_versions
 from btu.shared.sealed import FIELDS, MARIADB_DDL, POSTGRES_DDL, TABLE
 
 
@@ -22,8 +23,6 @@ def seal_stray_values() -> None:
 	"""after_migrate: the table made where missing; every value found in a sealed field's own column (an older BTU's,
 	a restore's, a script's `frappe.db.set_value`) moved into it; the values of rows deleted by SQL cleared; and the
 	Versions an older BTU left, hidden as new ones are."""
-	from btu.btu_core.sealed.copies import hide_in_existing_versions
-
 	ensure_table()
 	for doctype in FIELDS:
 		seal_columns(doctype)
