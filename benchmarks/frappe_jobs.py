@@ -73,7 +73,8 @@ class Processes:
 			cwd=cwd,
 			stdout=log,
 			stderr=subprocess.STDOUT,
-			env={**os.environ, "PYTHONUNBUFFERED": "1"},
+			# No scheduler candidate in the worker: each phase's scheduler is the one this script starts.
+			env={**os.environ, "PYTHONUNBUFFERED": "1", "BTU_SCHEDULER_IN_WORKERS": "0"},
 		)
 		self.started[name] = process
 		return process

@@ -6,7 +6,8 @@ what a Procfile or supervisor line starts). `--bench <this bench>` is added
 for every subcommand that takes it, so `bench btu-scheduler status` just works.
 
 `bench worker` imports every app's commands module before it starts, then forks a work-horse for each job:
-BTU's run path imported here, in a worker only, is inherited by every horse instead of imported by each run.
+BTU's run path imported here, in a worker only, is inherited by every horse instead of imported by each run; and
+here a worker starts its scheduler candidate, its child for its life (btu/scheduler_daemon/worker_candidate.py).
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ import sys
 
 import click
 
-WORKER_COMMANDS = frozenset({"worker", "worker-pool"})
-
 
 def preload_run_path(argv: list[str]) -> bool:
 	"""Import the modules a BTU run needs when this process is to be a bench worker; True if it did. A failure is left
 	to each run, which imports them again and reports it in its own job: the bench's other commands keep working."""
-	if WORKER_COMMANDS.isdisjoint(argv[1:]):
+	if {"worker", "worker-pool"}.isdisjoint(argv[1:]):
 		return False
 	try:
 		import btu.btu_core.task_runner  # noqa: F401
@@ -79,5 +78,22 @@ def btu_declare_tasks(context, app, write):
 		frappe.destroy()
 
 
+def start_worker_candidate(argv: list[str]):
+	"""This worker's scheduler candidate (None when this process is no long-lived worker, or the setting is off). A
+	failure to start it is printed and leaves the worker as it is: its jobs run, and another candidate may lead."""
+	from btu.scheduler_daemon import worker_candidate
+
+	if not worker_candidate.wanted(argv):
+		return None
+	try:
+		from frappe.utils import get_bench_path
+
+		return worker_candidate.start(get_bench_path())
+	except Exception as exc:
+		print(f"btu: this worker starts no scheduler candidate: {type(exc).__name__}: {exc}", file=sys.stderr)
+		return None
+
+
 commands = [btu_scheduler, btu_declare_tasks]
 preload_run_path(sys.argv)
+candidate = start_worker_candidate(sys.argv)

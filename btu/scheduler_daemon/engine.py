@@ -33,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from btu.scheduler_daemon import redis_acl, status
+from btu.scheduler_daemon import redis_acl, status, worker_candidate
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
@@ -46,7 +46,7 @@ from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
-from btu.shared import protocol
+from btu.shared import liveness, protocol
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
@@ -125,9 +125,12 @@ class Notifier:
 
 
 class Scheduler:
-	def __init__(self, config: Config, bench_path: str | Path):
+	def __init__(self, config: Config, bench_path: str | Path, worker_pid: int | None = None):
+		"""`worker_pid`: run as that Frappe worker's candidate (worker_candidate), else as a dedicated scheduler."""
 		self.config = config
 		self.bench_path = bench_path
+		self.worker_pid = worker_pid
+		self.kind = liveness.WORKER if worker_pid else liveness.DEDICATED
 		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
@@ -165,6 +168,7 @@ class Scheduler:
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
+		self.next_dedicated_check = 0.0  # a worker's candidate that leads: when it next looks for a dedicated one
 		self.retry_push_at = 0.0  # a queue refused a push: not before this
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
@@ -186,6 +190,8 @@ class Scheduler:
 			executor=self.config.executor,
 		)
 		self.reconciler.stopping = stop
+		if self.worker_pid:
+			worker_candidate.ParentWatch(self.worker_pid, stop, self.wake.set).start()
 		threads = [
 			threading.Thread(target=self.notifier.run, args=(stop,), name="btu-notifier", daemon=True),
 			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),
@@ -304,6 +310,12 @@ class Scheduler:
 	# -- standing by -------------------------------------------------------------------
 
 	def stand_by(self, stop: threading.Event) -> None:
+		if self.kind == liveness.WORKER and self.dedicated_standing_by():
+			# A dedicated scheduler leads in preference: a worker's candidate takes the lease only when none runs.
+			self.heartbeat()
+			self.wake.clear()
+			self.wake.wait(self.config.lease_ttl_secs)
+			return
 		if self.lease.acquire():
 			self.reconciler.frappe_jobs.bench_ids.clear()  # an earlier term's may be stale: acknowledge this term's
 			self.publisher = status.Publisher()  # and another leader wrote the state meanwhile
@@ -311,7 +323,15 @@ class Scheduler:
 			self.next_renew = time.monotonic() + self.renew_every
 			self.next_check = 0.0
 			self.metrics.led(self.lease.epoch)
-			log_event(logger, logging.INFO, "leader_elected", process=self.process_id, epoch=self.lease.epoch)
+			log_event(
+				logger,
+				logging.INFO,
+				"leader_elected",
+				process=self.process_id,
+				epoch=self.lease.epoch,
+				kind=self.kind,
+				**({"worker_pid": self.worker_pid} if self.worker_pid else {}),
+			)
 			self.reconcile_due.set()
 			self.heartbeat()
 			return
@@ -325,6 +345,10 @@ class Scheduler:
 	# -- leading ---------------------------------------------------------------------------
 
 	def lead_once(self, stop: threading.Event) -> None:
+		if self.yields_to_dedicated():
+			self.step_down("a dedicated btu-scheduler runs")
+			self.heartbeat()
+			return
 		if self.replication.stale and self.replication.refresh():
 			self.reconcile_due.set()
 		if time.monotonic() >= self.next_renew:
@@ -393,6 +417,25 @@ class Scheduler:
 
 	# -- observability -------------------------------------------------------------------------
 
+	def dedicated_standing_by(self) -> bool:
+		"""Whether a dedicated scheduler (not a worker's candidate) stands by in this namespace, by its live heartbeat:
+		it takes a free lease, so a worker's candidate leaves it the lease. A dedicated leader's needs no rule (it
+		holds the lease); one killed leaves a heartbeat saying leader, which a candidate does not wait for."""
+		return any(
+			info.get("kind", liveness.DEDICATED) == liveness.DEDICATED
+			and info.get("role") == "standby"
+			and info.get("id") != self.process_id
+			for info in liveness.processes(self.redis)
+		)
+
+	def yields_to_dedicated(self) -> bool:
+		"""A worker's candidate that leads, every HEARTBEAT_SECONDS: whether a dedicated scheduler has started, to which
+		it then hands the lease over (released: the dedicated one, woken, takes it at once)."""
+		if self.kind != liveness.WORKER or time.monotonic() < self.next_dedicated_check:
+			return False
+		self.next_dedicated_check = time.monotonic() + HEARTBEAT_SECONDS
+		return self.dedicated_standing_by()
+
 	def heartbeat(self) -> None:
 		"""Say this process is alive: every HEARTBEAT_SECONDS, and at once when its role changed."""
 		role = "leader" if self.lease.held else "standby"
@@ -412,6 +455,8 @@ class Scheduler:
 			databases=self.reconciler.connections.snapshot(),
 			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
 			bench=self.shared_redis.bench(),
+			kind=self.kind,
+			worker_pid=self.worker_pid,
 		)
 		self.shared_redis.check(self.redis)
 		self.heartbeat_role = role

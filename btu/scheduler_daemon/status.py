@@ -157,12 +157,14 @@ def write_heartbeat(
 	databases: list[dict] | None = None,
 	acks: Acks | None = None,
 	bench: dict | None = None,
+	kind: str = "dedicated",
+	worker_pid: int | None = None,
 ) -> None:
 	"""`redis`: the master the process writes to and its replicas (`Replication.describe`); `metrics`: its figures
 	(`Metrics.summary`); `databases`: its connections per database server (`Connections.snapshot`: open, idle, peak,
 	limit, waits); `acks`: a leader's acknowledgements, written in the heartbeat's round trip however many sites there
 	are; `bench`: which bench the process serves ({id, path, namespace, sites}: `liveness.benches_sharing` tells benches
-	apart)."""
+	apart); `kind`: a dedicated scheduler or a worker's candidate (`liveness.KINDS`), whose worker is `worker_pid`."""
 	now = datetime.now(timezone.utc)
 	info = {
 		**(redis or {}),
@@ -170,6 +172,8 @@ def write_heartbeat(
 		"host": socket.gethostname(),
 		"pid": os.getpid(),
 		"role": role,
+		"kind": kind,
+		"worker_pid": worker_pid,
 		"started_at": slot_text(started_at),
 		"leader_since": slot_text(leader_since) if leader_since else None,
 		"heartbeat_at": slot_text(now),

@@ -69,6 +69,12 @@ class Reader:
 			return default
 
 
+# What runs a scheduler process: `btu-scheduler run` on its own, or a Frappe worker's candidate (its heartbeat's
+# "kind"; an older scheduler's heartbeat has none: dedicated).
+DEDICATED, WORKER = "dedicated", "worker"
+KINDS = (DEDICATED, WORKER)
+
+
 def processes(redis_conn, reader: Reader | None = None) -> list[dict]:
 	reader = reader or Reader(redis_conn)
 	ids = [
@@ -100,6 +106,8 @@ def leader(redis_conn, reader: Reader | None = None) -> dict | None:
 	process = reader.json(protocol.process_key(holder), process) if process else None
 	if isinstance(process, dict):
 		info.update({k: process.get(k) for k in ("host", "pid", "heartbeat_at")})
+		info["kind"] = process.get("kind") or DEDICATED
+		info["worker_pid"] = process.get("worker_pid")
 		info["since"] = process.get("leader_since")
 	return info
 

@@ -23,7 +23,7 @@ from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import HOOK
 from btu.btu_core.sealed import store
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_task, patient
-from btu.scheduler_daemon import jobs
+from btu.scheduler_daemon import jobs, worker_candidate
 from btu.scheduler_daemon.commands import SUBCOMMANDS
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import HEARTBEAT_SECONDS
@@ -480,7 +480,9 @@ class TestFrappeJobsEndToEnd(EndToEndBase):
 
 	def spawn(self, name: str, *args: str, cwd: Path) -> subprocess.Popen:
 		log = open(self.output_dir / f"btu-e2e-{name}.log", "w")
-		process = subprocess.Popen([self.python, *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+		# Its worker starts no scheduler candidate: this test's own scheduler, and its stopping, are what it measures.
+		env = {**os.environ, worker_candidate.ENV: "0"}
+		process = subprocess.Popen([self.python, *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
 		self.processes.append(process)
 		return process
 

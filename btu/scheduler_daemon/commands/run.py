@@ -28,6 +28,17 @@ FRAPPE_BENCH = True
 
 def arguments(parser) -> None:
 	add_config_flags(parser)
+	parser.add_argument(
+		"--for-worker",
+		dest="for_worker",
+		type=int,
+		default=None,
+		metavar="PID",
+		help=(
+			"run as the scheduler candidate of the Frappe worker PID, this process's parent: yield the lease to a "
+			"dedicated scheduler, exit with the worker (each worker starts its own)"
+		),
+	)
 
 
 def run(args) -> int:
@@ -50,7 +61,7 @@ def run(args) -> int:
 	log_startup(args, config, bench)
 	from btu.scheduler_daemon.engine import Scheduler
 
-	scheduler = Scheduler(config, bench.path)
+	scheduler = Scheduler(config, bench.path, worker_pid=args.for_worker)
 	try:
 		server = serve_metrics(config, scheduler.metrics)
 	except OSError as exc:

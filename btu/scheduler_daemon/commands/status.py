@@ -12,7 +12,7 @@ from btu.scheduler_daemon import status
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
-from btu.shared import old_daemon, protocol
+from btu.shared import liveness, old_daemon, protocol
 
 NAME = "status"
 HELP = "show the leader, schedules, next fires, recent fires and invalid rows"
@@ -81,6 +81,13 @@ def render_metrics(figures: dict) -> str:
 	return ", ".join(parts)
 
 
+def runs_where(process: dict) -> str:
+	"""What runs the scheduler: a dedicated process, or a Frappe worker's candidate (with the worker's pid)."""
+	if process.get("kind") == liveness.WORKER:
+		return f"in Frappe worker pid {process.get('worker_pid')}"
+	return "dedicated process"
+
+
 def render(summary: dict) -> str:
 	lines = [f"redis: {summary['redis']}"] if summary.get("redis") else []
 	if summary.get("original_btu"):
@@ -88,8 +95,8 @@ def render(summary: dict) -> str:
 	lead = summary["leader"]
 	if lead:
 		lines.append(
-			f"leader: {lead['holder']} (host {lead.get('host')}, pid {lead.get('pid')}, since {lead.get('since')}, "
-			f"lease token {lead['token']}, {lead['lease_ms_left']} ms left)"
+			f"leader: {lead['holder']} ({runs_where(lead)}, host {lead.get('host')}, pid {lead.get('pid')}, since "
+			f"{lead.get('since')}, lease token {lead['token']}, {lead['lease_ms_left']} ms left)"
 		)
 	else:
 		lines.append("leader: none (no scheduler is running against this Redis)")
@@ -100,7 +107,10 @@ def render(summary: dict) -> str:
 			if process.get("redis")
 			else ""
 		)
-		lines.append(f"  process {process['id']}: {process['role']}, heartbeat {process['heartbeat_at']}{redis_at}")
+		lines.append(
+			f"  process {process['id']}: {process['role']}, {runs_where(process)}, heartbeat "
+			f"{process['heartbeat_at']}{redis_at}"
+		)
 		if isinstance(process.get("metrics"), dict) and process["metrics"]:
 			lines.append(f"    since start: {render_metrics(process['metrics'])}")
 	for site, entry in summary["sites"].items():

@@ -92,19 +92,19 @@ function btu_render_status(frm) {
 			html += `<p class="text-danger"><b>${__("Benches share BTU's keys on this Redis.")}</b> ${btu_esc(s.shared_redis_message)}</p>`;
 		}
 		html += `<h5>${__("Leader")}</h5>` + btu_table(
-			[__("Holder"), __("Host"), __("PID"), __("Since"), __("Epoch"), __("Heartbeat age (s)")],
-			leader.holder ? [[leader.holder, leader.host, leader.pid, leader.since, leader.epoch, age]] : []
+			[__("Holder"), __("Runs in"), __("Host"), __("PID"), __("Since"), __("Epoch"), __("Heartbeat age (s)")],
+			leader.holder ? [[leader.holder, btu_runs_in(leader), leader.host, leader.pid, leader.since, leader.epoch, age]] : []
 		);
 		html += `<h5>${__("Processes")}</h5>` + btu_table(
 			[
-				__("Process"), __("Role"), __("Host"), __("PID"), __("Started"), __("Heartbeat"), __("Redis master"), __("Replicas (fires wait for)"),
+				__("Process"), __("Role"), __("Runs in"), __("Host"), __("PID"), __("Started"), __("Heartbeat"), __("Redis master"), __("Replicas (fires wait for)"),
 				__("Fires since start"), __("Fire lag p50 / p99 (ms)"), __("Skipped"),
 			],
 			(s.processes || []).map((p) => {
 				const m = p.metrics || {};
 				const skipped = Object.entries(m.skipped || {}).map(([reason, count]) => `${reason} ${count}`).join(", ");
 				return [
-					p.id, p.role, p.host, p.pid, p.started_at, p.heartbeat_at, p.redis || "",
+					p.id, p.role, btu_runs_in(p), p.host, p.pid, p.started_at, p.heartbeat_at, p.redis || "",
 					p.replicas == null ? "" : `${p.replicas} (${p.replica_acks || 0})`,
 					m.fires == null ? "" : m.fires, m.lag_p50_ms == null ? "" : `${m.lag_p50_ms} / ${m.lag_p99_ms}`, skipped,
 				];
@@ -159,4 +159,11 @@ function btu_render_upgrade(frm) {
 		}
 		wrapper.html(html || `<p class="text-muted">${__("Nothing left from an upgrade.")}</p>`);
 	});
+}
+
+// What runs a scheduler process: a dedicated one, or a Frappe worker's candidate (btu/scheduler_daemon/worker_candidate.py).
+function btu_runs_in(process) {
+	return process.kind === "worker"
+		? __("Frappe worker (pid {0})", [process.worker_pid])
+		: __("Dedicated process");
 }

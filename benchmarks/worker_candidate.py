@@ -1,0 +1,172 @@
+"""What a Frappe worker's scheduler candidate costs (issue 42), inside a Frappe bench with BTU installed.
+
+    /root/frappe-bench/env/bin/python benchmarks/worker_candidate.py --bench /root/frappe-bench --site test.localhost
+
+Three figures, side by side with a worker that runs no candidate (BTU_SCHEDULER_IN_WORKERS=0):
+- a standby candidate (a dedicated `btu-scheduler run` leads): its CPU over `--idle-secs`, as a share of one core,
+  and its resident memory;
+- a leading candidate on an idle bench (the dedicated one stopped): the same;
+- the worker's throughput: `--jobs` jobs of `frappe.ping` queued at once with `frappe.enqueue`, drained by one
+  `frappe worker`, once with its candidate leading and once with no candidate (and the dedicated scheduler leading).
+
+CPU and memory from /proc (utime + stime, VmRSS). Holds the bench's tier-2 lock while it runs. Prints a table and
+writes benchmarks/results/worker_candidate.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "worker_candidate.json"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+QUEUE = "short"
+
+
+def cpu_secs(pid: int) -> float:
+	fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+	return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_mb(pid: int) -> float:
+	for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+		if line.startswith("VmRSS:"):
+			return int(line.split()[1]) / 1024
+	return 0.0
+
+
+def children(pid: int) -> list[int]:
+	path = Path(f"/proc/{pid}/task/{pid}/children")
+	return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+class Bench:
+	def __init__(self, path: Path, site: str):
+		self.path, self.site = path, site
+		self.python = str(path / "env" / "bin" / "python")
+		self.started: list[subprocess.Popen] = []
+
+	def start(self, *args: str, candidate: bool = True) -> subprocess.Popen:
+		env = {**os.environ, "BTU_SCHEDULER_IN_WORKERS": "1" if candidate else "0"}
+		process = subprocess.Popen(
+			[self.python, *args], cwd=self.path / "sites", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+		)
+		self.started.append(process)
+		return process
+
+	def worker(self, candidate: bool) -> subprocess.Popen:
+		return self.start("-m", "frappe.utils.bench_helper", "frappe", "worker", "--queue", QUEUE, candidate=candidate)
+
+	def dedicated(self) -> subprocess.Popen:
+		return self.start("-m", "btu.scheduler_daemon", "run", "--bench", str(self.path))
+
+	def stop(self, process: subprocess.Popen) -> None:
+		process.send_signal(signal.SIGTERM)
+		try:
+			process.wait(30)
+		except subprocess.TimeoutExpired:
+			process.kill()
+			process.wait()
+
+	def close(self) -> None:
+		for process in self.started:
+			if process.poll() is None:
+				self.stop(process)
+
+	def enqueue_pings(self, jobs: int) -> None:
+		code = (
+			"import sys, frappe\nfrappe.init(sys.argv[1]); frappe.connect()\n"
+			f"for _ in range({jobs}): frappe.enqueue('frappe.ping', queue='{QUEUE}')\nfrappe.db.commit()"
+		)
+		subprocess.run([self.python, "-c", code, self.site], cwd=self.path / "sites", check=True)
+
+	def queued(self) -> int:
+		code = (
+			"import sys, frappe\nfrappe.init(sys.argv[1])\nfrom frappe.utils.background_jobs import get_queue\n"
+			f"print(len(get_queue('{QUEUE}')))"
+		)
+		out = subprocess.run(
+			[self.python, "-c", code, self.site], cwd=self.path / "sites", capture_output=True, text=True
+		)
+		return int(out.stdout.strip().splitlines()[-1])
+
+
+def candidate_of(worker: subprocess.Popen, timeout: float = 60) -> int:
+	deadline = time.monotonic() + timeout
+	while time.monotonic() < deadline:
+		found = [pid for pid in children(worker.pid) if b"--for-worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+		if found:
+			return found[0]
+		time.sleep(0.2)
+	raise RuntimeError(f"worker {worker.pid} started no candidate within {timeout} s")
+
+
+def idle_cost(pid: int, secs: float) -> dict:
+	time.sleep(10)  # settled: imports done, first reconcile over
+	before, started = cpu_secs(pid), time.monotonic()
+	time.sleep(secs)
+	share = (cpu_secs(pid) - before) / (time.monotonic() - started) * 100
+	return {"cpu_percent_of_core": round(share, 4), "rss_mb": round(rss_mb(pid), 1)}
+
+
+def throughput(bench: Bench, jobs: int, candidate: bool) -> float:
+	bench.enqueue_pings(jobs)
+	worker = bench.worker(candidate)
+	started = time.monotonic()
+	while bench.queued():
+		time.sleep(0.2)
+	elapsed = time.monotonic() - started
+	bench.stop(worker)
+	return round(jobs / elapsed, 1)
+
+
+def main() -> None:
+	parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+	parser.add_argument("--bench", type=Path, required=True)
+	parser.add_argument("--site", required=True)
+	parser.add_argument("--idle-secs", type=float, default=60)
+	parser.add_argument("--jobs", type=int, default=500)
+	args = parser.parse_args()
+	bench = Bench(args.bench.resolve(), args.site)
+	lock = open(bench.path / ".btu-tier2.lock", "w")
+	fcntl.flock(lock, fcntl.LOCK_EX)
+	try:
+		dedicated = bench.dedicated()
+		worker = bench.worker(candidate=True)
+		candidate = candidate_of(worker)
+		standby = idle_cost(candidate, args.idle_secs)
+		bench.stop(dedicated)
+		leading = idle_cost(candidate, args.idle_secs)
+		bench.stop(worker)
+		with_candidate = throughput(bench, args.jobs, candidate=True)
+		dedicated = bench.dedicated()
+		without = throughput(bench, args.jobs, candidate=False)
+	finally:
+		bench.close()
+	result = {
+		"standby_candidate": standby,
+		"leading_candidate_idle_bench": leading,
+		"worker_jobs_per_sec": {"candidate_leading": with_candidate, "no_candidate": without},
+		"jobs": args.jobs,
+		"python": sys.version.split()[0],
+	}
+	RESULTS.parent.mkdir(exist_ok=True)
+	RESULTS.write_text(json.dumps(result, indent=1))
+	print(f"{'':34} {'CPU % of a core':>16} {'RSS MB':>8}")
+	for name, figures in (("standby candidate", standby), ("leading candidate, idle bench", leading)):
+		print(f"{name:34} {figures['cpu_percent_of_core']:>16} {figures['rss_mb']:>8}")
+	print(
+		f"\n{args.jobs} frappe.ping jobs through one worker: {with_candidate} jobs/s with its candidate leading, "
+		f"{without} jobs/s with no candidate"
+	)
+
+
+if __name__ == "__main__":
+	main()
