@@ -35,6 +35,7 @@ import redis
 
 from btu.scheduler_daemon import redis_acl, status, worker_candidate
 from btu.scheduler_daemon.bench import BenchError
+from btu.scheduler_daemon.candidacy import Candidacy
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.firing import FirePipeline
@@ -46,7 +47,7 @@ from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
-from btu.shared import liveness, protocol
+from btu.shared import protocol
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
@@ -129,8 +130,6 @@ class Scheduler:
 		"""`worker_pid`: run as that Frappe worker's candidate (worker_candidate), else as a dedicated scheduler."""
 		self.config = config
 		self.bench_path = bench_path
-		self.worker_pid = worker_pid
-		self.kind = liveness.WORKER if worker_pid else liveness.DEDICATED
 		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
 		self.clock = Clock()
@@ -144,6 +143,7 @@ class Scheduler:
 		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
 		self.replication = Replication(self.redis, self.state, config.replica_acks)
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
+		self.candidacy = Candidacy(self.redis, self.process_id, worker_pid)
 		self.metrics.watch_lease(self.lease)
 		self.reconciler = Reconciler(
 			bench_path,
@@ -168,7 +168,6 @@ class Scheduler:
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
-		self.next_dedicated_check = 0.0  # a worker's candidate that leads: when it next looks for a dedicated one
 		self.retry_push_at = 0.0  # a queue refused a push: not before this
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
@@ -190,8 +189,8 @@ class Scheduler:
 			executor=self.config.executor,
 		)
 		self.reconciler.stopping = stop
-		if self.worker_pid:
-			worker_candidate.ParentWatch(self.worker_pid, stop, self.wake.set).start()
+		if self.candidacy.worker_pid:
+			worker_candidate.ParentWatch(self.candidacy.worker_pid, stop, self.wake.set).start()
 		threads = [
 			threading.Thread(target=self.notifier.run, args=(stop,), name="btu-notifier", daemon=True),
 			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),
@@ -225,29 +224,6 @@ class Scheduler:
 			except REDIS_ERRORS:
 				pass  # Redis is down: the heartbeat expires on its own
 			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
-
-	def serve(self) -> None:
-		"""Run until SIGTERM, SIGINT or SIGHUP; each releases the lease so a standby takes over at once."""
-		stop = threading.Event()
-
-		def stop_now() -> None:
-			stop.set()
-			self.wake.set()
-
-		def request_stop(signum, frame):
-			# Not Event.set() here: it takes the event's lock, which the interrupted main thread may be holding (a wait
-			# being woken re-acquires it), and the handler would wait on it for ever. Another thread sets them.
-			threading.Thread(target=stop_now, name="btu-stop", daemon=True).start()
-
-		# SIGHUP too: a closed terminal or a process manager's reload must hand the lease over, not drop it.
-		for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-			signal.signal(signum, request_stop)
-		# `kill -USR1 <pid>` prints every thread's stack to stderr (the log): how a scheduler that hangs tells where.
-		faulthandler.register(signal.SIGUSR1, all_threads=True)
-		# A moment's release must not wait out CPython's 5 ms GIL switch interval behind the
-		# reconciler thread; the shorter interval costs nothing while no other thread runs.
-		sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-		self.run(stop)
 
 	def step_down(self, reason: str) -> None:
 		if self.lease.held:
@@ -310,8 +286,7 @@ class Scheduler:
 	# -- standing by -------------------------------------------------------------------
 
 	def stand_by(self, stop: threading.Event) -> None:
-		if self.kind == liveness.WORKER and self.dedicated_standing_by():
-			# A dedicated scheduler leads in preference: a worker's candidate takes the lease only when none runs.
+		if self.candidacy.defers():
 			self.heartbeat()
 			self.wake.clear()
 			self.wake.wait(self.config.lease_ttl_secs)
@@ -329,8 +304,7 @@ class Scheduler:
 				"leader_elected",
 				process=self.process_id,
 				epoch=self.lease.epoch,
-				kind=self.kind,
-				**({"worker_pid": self.worker_pid} if self.worker_pid else {}),
+				**self.candidacy.fields(),
 			)
 			self.reconcile_due.set()
 			self.heartbeat()
@@ -345,7 +319,7 @@ class Scheduler:
 	# -- leading ---------------------------------------------------------------------------
 
 	def lead_once(self, stop: threading.Event) -> None:
-		if self.yields_to_dedicated():
+		if self.candidacy.yields():
 			self.step_down("a dedicated btu-scheduler runs")
 			self.heartbeat()
 			return
@@ -417,25 +391,6 @@ class Scheduler:
 
 	# -- observability -------------------------------------------------------------------------
 
-	def dedicated_standing_by(self) -> bool:
-		"""Whether a dedicated scheduler (not a worker's candidate) stands by in this namespace, by its live heartbeat:
-		it takes a free lease, so a worker's candidate leaves it the lease. A dedicated leader's needs no rule (it
-		holds the lease); one killed leaves a heartbeat saying leader, which a candidate does not wait for."""
-		return any(
-			info.get("kind", liveness.DEDICATED) == liveness.DEDICATED
-			and info.get("role") == "standby"
-			and info.get("id") != self.process_id
-			for info in liveness.processes(self.redis)
-		)
-
-	def yields_to_dedicated(self) -> bool:
-		"""A worker's candidate that leads, every HEARTBEAT_SECONDS: whether a dedicated scheduler has started, to which
-		it then hands the lease over (released: the dedicated one, woken, takes it at once)."""
-		if self.kind != liveness.WORKER or time.monotonic() < self.next_dedicated_check:
-			return False
-		self.next_dedicated_check = time.monotonic() + HEARTBEAT_SECONDS
-		return self.dedicated_standing_by()
-
 	def heartbeat(self) -> None:
 		"""Say this process is alive: every HEARTBEAT_SECONDS, and at once when its role changed."""
 		role = "leader" if self.lease.held else "standby"
@@ -455,8 +410,7 @@ class Scheduler:
 			databases=self.reconciler.connections.snapshot(),
 			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
 			bench=self.shared_redis.bench(),
-			kind=self.kind,
-			worker_pid=self.worker_pid,
+			**self.candidacy.fields(),
 		)
 		self.shared_redis.check(self.redis)
 		self.heartbeat_role = role
@@ -469,3 +423,27 @@ class Scheduler:
 		self.status_at = time.monotonic()
 		self.next_status = self.status_at + status.PUBLISH_SECONDS
 		self.publisher.publish(self.redis, self.reconciler)
+
+
+def serve(scheduler: Scheduler) -> None:
+	"""Run `scheduler` until SIGTERM, SIGINT or SIGHUP; each releases the lease so a standby takes over at once."""
+	stop = threading.Event()
+
+	def stop_now() -> None:
+		stop.set()
+		scheduler.wake.set()
+
+	def request_stop(signum, frame):
+		# Not Event.set() here: it takes the event's lock, which the interrupted main thread may be holding (a wait
+		# being woken re-acquires it), and the handler would wait on it for ever. Another thread sets them.
+		threading.Thread(target=stop_now, name="btu-stop", daemon=True).start()
+
+	# SIGHUP too: a closed terminal or a process manager's reload must hand the lease over, not drop it.
+	for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+		signal.signal(signum, request_stop)
+	# `kill -USR1 <pid>` prints every thread's stack to stderr (the log): how a scheduler that hangs tells where.
+	faulthandler.register(signal.SIGUSR1, all_threads=True)
+	# A moment's release must not wait out CPython's 5 ms GIL switch interval behind the
+	# reconciler thread; the shorter interval costs nothing while no other thread runs.
+	sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+	scheduler.run(stop)

@@ -5,7 +5,7 @@ they run by riding them: `bench worker` imports every app's commands module befo
 (btu/commands.py), and there the worker starts `btu-scheduler run --for-worker <its pid>` as its child. The
 candidate is a process, not a thread of the worker: rq forks a work-horse for every job, and a horse must inherit
 no lock, socket or leader's state, which a fresh process never shares. It competes for the bench's lease like any
-scheduler and yields it to a dedicated one (`bench btu-scheduler`, where one runs: engine.Scheduler); it exits
+scheduler and yields it to a dedicated one (`bench btu-scheduler`, where one runs: candidacy.Candidacy); it exits
 when the worker does, told by the kernel (the parent-death signal, SIGTERM) or, failing that, by its parent
 changing (`ParentWatch`); either way it hands the lease over as a dedicated scheduler does on SIGTERM.
 

@@ -59,7 +59,7 @@ def run(args) -> int:
 		print(f"btu-scheduler run: {denied}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	log_startup(args, config, bench)
-	from btu.scheduler_daemon.engine import Scheduler
+	from btu.scheduler_daemon.engine import Scheduler, serve
 
 	scheduler = Scheduler(config, bench.path, worker_pid=args.for_worker)
 	try:
@@ -68,7 +68,7 @@ def run(args) -> int:
 		print(f"btu-scheduler run: {metrics_unbound(config, exc)}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	try:
-		scheduler.serve()
+		serve(scheduler)
 	finally:
 		if server is not None:
 			server.stop()
