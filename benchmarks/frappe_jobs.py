@@ -74,7 +74,7 @@ class Processes:
 			stdout=log,
 			stderr=subprocess.STDOUT,
 			# No scheduler candidate in the worker: each phase's scheduler is the one this script starts.
-			env={**os.environ, "PYTHONUNBUFFERED": "1", "BTU_SCHEDULER_IN_WORKERS": "0"},
+			env={**os.environ, "PYTHONUNBUFFERED": "1", "BTU_WORKER_CANDIDATE": "0"},
 		)
 		self.started[name] = process
 		return process

@@ -78,7 +78,7 @@ STEP_LOG = Path("/tmp/btu-run-overhead-steps.jsonl")
 def worker_env(mode: str) -> dict:
 	# The worker starts no scheduler candidate: the runs are this script's own scheduler's (what a candidate costs:
 	# benchmarks/worker_candidate.py).
-	env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "BTU_SCHEDULER_IN_WORKERS": "0"}
+	env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "BTU_WORKER_CANDIDATE": "0"}
 	env["PYTHONPYCACHEPREFIX"] = str(CACHE_PREFIX if mode == "compiled" else SOURCE_PREFIX)
 	return env
 

@@ -2,7 +2,7 @@
 
     /root/frappe-bench/env/bin/python benchmarks/worker_candidate.py --bench /root/frappe-bench --site test.localhost
 
-Three figures, side by side with a worker that runs no candidate (BTU_SCHEDULER_IN_WORKERS=0):
+Three figures, side by side with a worker that runs no candidate (BTU_WORKER_CANDIDATE=0):
 - a standby candidate (a dedicated `btu-scheduler run` leads): its CPU over `--idle-secs`, as a share of one core,
   and its resident memory;
 - a leading candidate on an idle bench (the dedicated one stopped): the same;
@@ -54,7 +54,7 @@ class Bench:
 		self.started: list[subprocess.Popen] = []
 
 	def start(self, *args: str, candidate: bool = True) -> subprocess.Popen:
-		env = {**os.environ, "BTU_SCHEDULER_IN_WORKERS": "1" if candidate else "0"}
+		env = {**os.environ, "BTU_WORKER_CANDIDATE": "1" if candidate else "0"}
 		process = subprocess.Popen(
 			[self.python, *args], cwd=self.path / "sites", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
 		)

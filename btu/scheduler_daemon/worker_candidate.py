@@ -9,7 +9,7 @@ scheduler and yields it to a dedicated one (`bench btu-scheduler`, where one run
 when the worker does, told by the kernel (the parent-death signal, SIGTERM) or, failing that, by its parent
 changing (`ParentWatch`); either way it hands the lease over as a dedicated scheduler does on SIGTERM.
 
-Off with `"btu_scheduler_in_workers": false` in common_site_config.json, or BTU_SCHEDULER_IN_WORKERS=0 in a worker's
+Off with `"btu_scheduler_in_workers": false` in common_site_config.json, or BTU_WORKER_CANDIDATE=0 in a worker's
 environment. A `--burst` worker starts none (it ends when its queues are empty).
 """
 
@@ -25,8 +25,9 @@ import threading
 from pathlib import Path
 
 SETTING = "btu_scheduler_in_workers"
-# The same, for one process and what it starts (a service's environment, a test): over the bench's setting.
-ENV = "BTU_SCHEDULER_IN_WORKERS"
+# The same, for one process and what it starts (a service's environment, a test): over the bench's setting. Not a
+# BTU_SCHEDULER_* name: the scheduler reads each of those as its configuration, and refuses one it does not know.
+ENV = "BTU_WORKER_CANDIDATE"
 WORKER_COMMANDS = frozenset({"worker", "worker-pool"})
 LOG_NAME = "btu-scheduler-workers.log"
 # prctl(2): the signal a process gets when its parent dies.
@@ -36,7 +37,7 @@ WATCH_SECS = 0.5
 
 
 def enabled(common_config: dict, environ=os.environ) -> bool:
-	"""The setting: on unless $BTU_SCHEDULER_IN_WORKERS, else common_site_config.json, says false (or 0, "false",
+	"""The setting: on unless $BTU_WORKER_CANDIDATE, else common_site_config.json, says false (or 0, "false",
 	"no", "off")."""
 	value = environ[ENV] if environ.get(ENV) is not None else common_config.get(SETTING, True)
 	if isinstance(value, str):

@@ -35,7 +35,13 @@ class Workers:
 		self.started: list[subprocess.Popen] = []
 
 	def start(self, bench_path: Path) -> subprocess.Popen:
-		env = {**child_env(), "BTU_SCHEDULER_EXECUTOR": "rq", "BTU_SCHEDULER_LEASE_TTL_SECS": LEASE_TTL}
+		# The setting in the environment too, as a worker's service may have it: the candidate inherits it.
+		env = {
+			**child_env(),
+			"BTU_SCHEDULER_EXECUTOR": "rq",
+			"BTU_SCHEDULER_LEASE_TTL_SECS": LEASE_TTL,
+			worker_candidate.ENV: "1",
+		}
 		log = open(self.log_dir / f"fake-worker-{len(self.started) + 1}.log", "ab")
 		worker = subprocess.Popen(
 			[sys.executable, "-m", "tests.engine.fake_worker", str(bench_path)],

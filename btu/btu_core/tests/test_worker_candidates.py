@@ -1,7 +1,7 @@
 """BTU with no process of its own (issue 42): Frappe's own `bench worker` processes, and nothing else of BTU's, fire
 an every-second schedule; the leading worker killed (kill -9), the other stopped (SIGTERM, a deploy) while a third
 starts, and every slot runs exactly once; `bench worker-pool` too; a dedicated `btu-scheduler run` leads in
-preference; BTU_SCHEDULER_IN_WORKERS=0 starts none.
+preference; BTU_WORKER_CANDIDATE=0 starts none.
 
 The workers are this bench's own (`frappe worker`, `frappe worker-pool`); each starts its candidate as every worker
 does (btu/commands.py, btu/scheduler_daemon/worker_candidate.py). The runs are a separate worker's, one started with
