@@ -16,6 +16,7 @@ import pytest
 from btu.btu_core.alerts import webhook_post
 from btu.btu_core.alerts.webhook_post import DeliveryFailed, WebhookRefused
 from btu.btu_core.tests.webhook_servers import dribbling_server
+from tests.support.slack import patient
 
 LOCAL = ["127.0.0.1"]  # the test servers listen on loopback: allowed as btu_webhook_allowed_hosts would allow them
 
@@ -157,7 +158,7 @@ def test_one_deadline_bounds_a_server_that_answers_a_byte_at_a_time():
 		started = time.monotonic()
 		with pytest.raises(DeliveryFailed, match=r"did not answer within 1 s"):
 			webhook_post.post(url, b"{}", secret="s", allowed_hosts=LOCAL, timeout_secs=1)
-	assert time.monotonic() - started < 2
+	assert time.monotonic() - started < patient(2)  # the 1 s deadline held: without it the answer never ends
 
 
 def test_a_closed_port_fails_saying_so():

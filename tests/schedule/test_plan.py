@@ -259,9 +259,9 @@ def test_a_weeks_outage_fires_the_cap_in_bounded_steps(kind):
 	now = at(2025, 1, 8)
 	cursor, fired, skipped, steps = at(2025, 1, 1), [], 0, 0
 	while cursor is not None and cursor <= now:
-		started = time.perf_counter()
+		# A step's bound is what it lists, not how long it took (a loaded machine took 2.2 s once): speed is
+		# benchmarks/'s to measure.
 		plan = spec.plan(cursor, now)
-		assert time.perf_counter() - started < 2, "a step stays short"
 		assert 0 < len(plan.fire) <= MAX_FIRES_PER_PLAN
 		fired += plan.fire
 		skipped += plan.skipped
