@@ -26,21 +26,12 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import cpu_seconds, rss_mb  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "worker_candidate.json"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUEUE = "short"
-
-
-def cpu_secs(pid: int) -> float:
-	fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
-	return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def rss_mb(pid: int) -> float:
-	for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-		if line.startswith("VmRSS:"):
-			return int(line.split()[1]) / 1024
-	return 0.0
 
 
 def children(pid: int) -> list[int]:
@@ -111,9 +102,9 @@ def candidate_of(worker: subprocess.Popen, timeout: float = 60) -> int:
 
 def idle_cost(pid: int, secs: float) -> dict:
 	time.sleep(10)  # settled: imports done, first reconcile over
-	before, started = cpu_secs(pid), time.monotonic()
+	before, started = cpu_seconds(pid), time.monotonic()
 	time.sleep(secs)
-	share = (cpu_secs(pid) - before) / (time.monotonic() - started) * 100
+	share = (cpu_seconds(pid) - before) / (time.monotonic() - started) * 100
 	return {"cpu_percent_of_core": round(share, 4), "rss_mb": round(rss_mb(pid), 1)}
 
 
