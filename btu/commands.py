@@ -88,7 +88,10 @@ def start_worker_candidate(argv: list[str]):
 	try:
 		from frappe.utils import get_bench_path
 
-		return worker_candidate.start(get_bench_path())
+		candidate = worker_candidate.start(get_bench_path())
+		if candidate:
+			candidate.restart_at_maintenance()
+		return candidate
 	except Exception as exc:
 		print(f"btu: this worker starts no scheduler candidate: {type(exc).__name__}: {exc}", file=sys.stderr)
 		return None
