@@ -1,7 +1,8 @@
 """BTU with no process of its own (issue 42): Frappe's own `bench worker` processes, and nothing else of BTU's, fire
 an every-second schedule; the leading worker killed (kill -9), the other stopped (SIGTERM, a deploy) while a third
 starts, and every slot runs exactly once; `bench worker-pool` too; a dedicated `btu-scheduler run` leads in
-preference; BTU_WORKER_CANDIDATE=0 starts none.
+preference; BTU_WORKER_CANDIDATE=0 starts none; with "Fire Frappe's Scheduled Jobs" on, Frappe stands back for the
+site only while a leading candidate acknowledges it.
 
 The workers are this bench's own (`frappe worker`, `frappe worker-pool`); each starts its candidate as every worker
 does (btu/commands.py, btu/scheduler_daemon/worker_candidate.py). The runs are a separate worker's, one started with
@@ -21,12 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import frappe
-from frappe.utils import get_bench_path
+from frappe.utils import get_bench_id, get_bench_path
 
 from btu.btu_core import scheduler_link
+from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_schedule, make_task, patient
 from btu.scheduler_daemon import worker_candidate
-from btu.shared import liveness
+from btu.shared import liveness, protocol
 from btu.shared.instants import parse_utc_iso
 
 try:
@@ -200,3 +202,40 @@ class TestDedicatedAndOff(WorkerCase):
 	def rq_worker_pids(self) -> list:
 		keys = self.redis.smembers("rq:workers")
 		return [self.redis.hget(key, "pid") for key in keys]
+
+
+class TestFrappesOwnJobs(WorkerCase):
+	"""#29's rule with candidates only: Frappe's tick stands back for the site while, and only while, a live
+	acknowledgement of a scheduler of this bench exists; workers killed, stopped or started never leave the site's
+	Scheduled Job Types to nobody."""
+
+	def setUp(self):
+		super().setUp()
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
+		frappe.db.commit()
+
+	def tearDown(self):
+		super().tearDown()
+		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
+		frappe.db.commit()
+
+	def ack(self) -> str | None:
+		"""The site's acknowledgement: the lease token of the leader that wrote it."""
+		value = self.redis.get(protocol.frappe_jobs_ack_key(get_bench_id(), frappe.local.site))
+		return value.decode() if value else None
+
+	def test_the_leading_candidate_acknowledges_and_none_outlives_the_workers(self):
+		self.assertFalse(scheduler_link.fires_frappe_jobs())
+		first, second = self.worker(), self.worker()
+		self.wait_for(lambda: len(self.candidates()) == 2, 60, "both workers' candidates")
+		token = self.wait_for(self.ack, 30, "the leading candidate acknowledges the site")
+		self.assertTrue(scheduler_link.fires_frappe_jobs())
+		leading = first if self.leader().get("worker_pid") == first.pid else second
+		other = second if leading is first else first
+		leading.kill()  # kill -9: its candidate drops the acknowledgement and hands the lease over
+		self.wait_for(lambda: self.leader().get("worker_pid") == other.pid, 15, "the other worker's candidate leads")
+		self.wait_for(lambda: self.ack() not in (None, token), 15, "the new leader's own acknowledgement")
+		other.send_signal(signal.SIGTERM)  # the last worker stopped: Frappe's next tick fires the site's jobs
+		other.wait(patient(30))
+		self.wait_for(lambda: self.ack() is None, 5, "no acknowledgement once no worker runs")
+		self.assertFalse(scheduler_link.fires_frappe_jobs())
