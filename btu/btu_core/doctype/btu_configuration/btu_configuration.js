@@ -77,7 +77,7 @@ function btu_render_status(frm) {
 		if (!s.published) {
 			wrapper.html(
 				original +
-				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Start it with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>` +
+				`<p class="text-warning"><b>${__("No scheduler status in Redis.")}</b> ${__("No BTU scheduler has run against this bench's Redis recently. Each Frappe worker runs one once restarted after BTU's install (<code>bench restart</code>), unless <code>btu_scheduler_in_workers</code> is off; or start a dedicated one with <code>bench btu-scheduler</code> (see <code>btu-scheduler setup</code> for Procfile, supervisor and systemd).")}</p>` +
 					btu_declared_skipped(s)
 			);
 			return;
