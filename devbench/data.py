@@ -41,6 +41,12 @@ def write_single(cur, doctype: str, fieldname: str, value) -> None:
 	cur.execute("INSERT INTO `tabSingles` (doctype, field, value) VALUES (%s, %s, %s)", (doctype, fieldname, value))
 
 
+SEALED_UPSERT = (
+	f"INSERT INTO `{sealed.TABLE}` (doctype, name, fieldname, value) VALUES (%s, %s, %s, %s) "
+	"ON DUPLICATE KEY UPDATE value = VALUES(value)"
+)
+
+
 def write_sealed(cur, doctype: str, name: str, values: dict) -> None:
 	"""A document's sealed fields where BTU keeps them (btu.shared.sealed), as its Document writes them: an empty value
 	removes the field's row."""
@@ -50,11 +56,7 @@ def write_sealed(cur, doctype: str, name: str, values: dict) -> None:
 				f"DELETE FROM `{sealed.TABLE}` WHERE doctype=%s AND name=%s AND fieldname=%s", (doctype, name, field)
 			)
 		else:
-			cur.execute(
-				f"INSERT INTO `{sealed.TABLE}` (doctype, name, fieldname, value) VALUES (%s, %s, %s, %s) "
-				"ON DUPLICATE KEY UPDATE value = VALUES(value)",
-				(doctype, name, field, value),
-			)
+			cur.execute(SEALED_UPSERT, (doctype, name, field, value))
 
 
 def sealed_values(doctype: str, row: dict) -> dict:
@@ -209,10 +211,17 @@ class SiteData:
 		keys = {key for given in rows for key in given}
 		self.check_fields(schema, dict.fromkeys(keys - {"name"}))
 		fields = {key: schema.field(key) for key in keys}
-		base = self.new_row(schema, self.now())
+		zone = self.zone()  # read once: a zone-aware datetime in each row would read it again
+		base = self.new_row(schema, datetime.now(zone).replace(tzinfo=None))
 		columns = [col.name for col in schema.columns]
-		merged = [{**base, **{k: self.to_db(v, fields[k]) for k, v in given.items()}} for given in rows]
-		hidden = [(row["name"], sealed_values(doctype, row)) for row in merged]
+		merged = [{**base, **{k: self.to_db(v, fields[k], zone) for k, v in given.items()}} for given in rows]
+		# A new row's empty sealed field has nothing to remove: only the values are written.
+		hidden = [
+			(doctype, row["name"], field, value)
+			for row in merged
+			for field, value in sealed_values(doctype, row).items()
+			if value not in (None, "")
+		]
 		values = [tuple(row.get(c) for c in columns) for row in merged]
 		sql = (
 			f"INSERT INTO `{schema.table}` ({', '.join(f'`{c}`' for c in columns)}) "
@@ -221,8 +230,8 @@ class SiteData:
 		with self.conn.cursor() as cur:
 			for start in range(0, len(values), batch):
 				cur.executemany(sql, values[start : start + batch])
-			for name, fields_of_row in hidden:
-				write_sealed(cur, doctype, name, fields_of_row)
+			for start in range(0, len(hidden), batch):
+				cur.executemany(SEALED_UPSERT, hidden[start : start + batch])
 
 	def update(self, doctype: str, name: str, **fields) -> None:
 		"""Set `fields` and the modified stamp of one document."""
@@ -286,14 +295,15 @@ class SiteData:
 				f"{', '.join(sorted(known - set(STANDARD_FIELDS)))}"
 			)
 
-	def to_db(self, value, df: dict | None = None):
-		"""Python values as Frappe stores them: JSON text, 0/1, naive system-zone datetimes."""
+	def to_db(self, value, df: dict | None = None, zone: ZoneInfo | None = None):
+		"""Python values as Frappe stores them: JSON text, 0/1, naive system-zone datetimes (`zone`, read from the site
+		when not given)."""
 		if isinstance(value, (dict, list)):
 			return json.dumps(value)
 		if isinstance(value, bool):
 			return int(value)
 		if isinstance(value, datetime) and value.tzinfo is not None:
-			return value.astimezone(self.zone()).replace(tzinfo=None)
+			return value.astimezone(zone or self.zone()).replace(tzinfo=None)
 		return typed(df, value) if df else value
 
 	def fill_fetched(self, cur, schema: DocTypeSchema, row: dict, given: dict) -> None:
