@@ -211,12 +211,16 @@ class TestFrappesOwnJobs(WorkerCase):
 
 	def setUp(self):
 		super().setUp()
+		# BTU fires a site's job types only where Frappe's scheduler would (System Settings' Enable Scheduler).
+		self.enable_scheduler = frappe.db.get_single_value("System Settings", "enable_scheduler")
+		frappe.db.set_single_value("System Settings", "enable_scheduler", 1)
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 1)
 		frappe.db.commit()
 
 	def tearDown(self):
 		super().tearDown()
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
+		frappe.db.set_single_value("System Settings", "enable_scheduler", self.enable_scheduler or 0)
 		frappe.db.commit()
 
 	def ack(self) -> str | None:
