@@ -2,7 +2,7 @@
 worker's candidate leads; then a dedicated `btu-scheduler run` leads in preference and the candidate stands by.
 
 The worker is this bench's own `frappe worker`, which starts its candidate as every worker does
-(btu/scheduler_daemon/worker_candidate.py); it listens to a queue of its own, so it runs nothing another test queued.
+(btu/scheduler_daemon/worker_candidate.py); it listens to the short queue, where this suite queues nothing.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class TestWhereTheSchedulerRuns(DeskTestCase):
 			"frappe",
 			"worker",
 			"--queue",
-			"btu_desk_workers",
+			"short",
 			env={**os.environ, worker_candidate.ENV: "1"},
 		)
 		self.wait_for(lambda: self.leader().get("worker_pid") == worker.pid, "the worker's candidate leads")
