@@ -21,18 +21,19 @@ from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
+from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.scheduler_daemon.planner import CACHE_SIZE, FireItem, Plan, Planner
-from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, Acks, Due, ItemResult, Released, State, fire_record, text
+from btu.scheduler_daemon.state import Acks, Due, ItemResult, Released, State, fire_record, text
 from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
 
 logger = logging.getLogger("btu.scheduler")
 
 RELEASE_REASONS = {
-	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
+	FireOutcome.RETURNED: "no leader was up at its moment; the schedule's catch-up policy decides",
 }
 # Released outcomes kept in a site's recent fires.
-RECORDED = ("enqueued", "skipped_overlap", "skipped_concurrency")
+RECORDED = (FireOutcome.ENQUEUED, FireOutcome.SKIPPED_OVERLAP, FireOutcome.SKIPPED_CONCURRENCY)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class FirePipeline:
 						[
 							(f.entry.site, f.entry.schedule, f.entry.slot_ms)
 							for f in batch.fires
-							if f.outcome == "enqueued"
+							if f.outcome == FireOutcome.ENQUEUED
 						],
 					)
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
@@ -115,7 +116,9 @@ class FirePipeline:
 		self.metrics.prepared(plan.items, prepared.results)
 		self.record_duplicates(plan.items, prepared.results, prepared.now_ms)
 		log_prepared(plan.items, prepared.results)
-		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
+		return Step(
+			resync=bool(plan.corrupt) or any(result.outcome == ItemOutcome.CORRUPT for result in prepared.results)
+		)
 
 	def note_acks(self, acks: Acks, fires: list[tuple[str, str, int]]) -> None:
 		"""Log when replicas stop acknowledging fire writes (the first fire named) and when they resume (the count)."""
@@ -184,11 +187,13 @@ class FirePipeline:
 			[
 				(
 					item.site,
-					fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"),
+					fire_record(
+						item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, JobOutcome.DUPLICATE
+					),
 				)
 				for item, result in zip(items, results)
 				for job, job_outcome in zip(item.jobs, result.jobs)
-				if job_outcome == "duplicate"
+				if job_outcome == JobOutcome.DUPLICATE
 			]
 		)
 
@@ -196,7 +201,7 @@ class FirePipeline:
 def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 	"""One line per event of a prepare: quarantined, failed, stale, duplicate, missed, finished."""
 	for item, result in zip(items, results):
-		if result.outcome == CORRUPT:
+		if result.outcome == ItemOutcome.CORRUPT:
 			log_event(
 				logger,
 				logging.ERROR,
@@ -207,7 +212,7 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 				effect="rebuilt from its database row",
 			)
 			continue
-		if result.outcome == FAILED:
+		if result.outcome == ItemOutcome.FAILED:
 			log_event(
 				logger,
 				logging.ERROR,
@@ -220,7 +225,7 @@ def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
 			continue
 		if not logger.isEnabledFor(logging.INFO):
 			continue
-		if result.outcome == STALE:
+		if result.outcome == ItemOutcome.STALE:
 			log_event(
 				logger,
 				logging.INFO,
@@ -237,11 +242,11 @@ def log_prepared_item(item: FireItem, result: ItemResult) -> None:
 	"""The INFO lines of an item prepared: its jobs found to exist already, its slots skipped on request, the slots it
 	missed, and its end when it has no next slot."""
 	for job, job_outcome in zip(item.jobs, result.jobs):
-		if job_outcome == "duplicate":
+		if job_outcome == JobOutcome.DUPLICATE:
 			log_event(
 				logger,
 				logging.INFO,
-				"duplicate",
+				JobOutcome.DUPLICATE,
 				site=item.site,
 				schedule=item.schedule,
 				slot=slot_text(from_ms(job.slot_ms)),
@@ -276,7 +281,7 @@ def log_prepared_item(item: FireItem, result: ItemResult) -> None:
 def log_released(released: list[Released]) -> None:
 	"""One line per released fire: fire, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused."""
 	for fire in released:
-		if fire.outcome in ("quarantined", "push_refused"):
+		if fire.outcome in (FireOutcome.QUARANTINED, FireOutcome.PUSH_REFUSED):
 			# Never parsed: a quarantined member may be anything.
 			log_event(
 				logger,
@@ -285,7 +290,7 @@ def log_released(released: list[Released]) -> None:
 				member=text(fire.member)[:200],
 				reason=fire.reason,
 				effect="moved aside; see btu-scheduler status"
-				if fire.outcome == "quarantined"
+				if fire.outcome == FireOutcome.QUARANTINED
 				else "kept prepared; tried again",
 			)
 			continue
@@ -293,7 +298,7 @@ def log_released(released: list[Released]) -> None:
 			continue
 		entry = fire.entry
 		extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
-		if fire.outcome == "skipped_concurrency":
+		if fire.outcome == FireOutcome.SKIPPED_CONCURRENCY:
 			extra = {
 				"task": entry.task,
 				"limit": entry.max_concurrent,
@@ -302,7 +307,7 @@ def log_released(released: list[Released]) -> None:
 		log_event(
 			logger,
 			logging.INFO,
-			"fire" if fire.outcome == "enqueued" else fire.outcome,
+			"fire" if fire.outcome == FireOutcome.ENQUEUED else fire.outcome,
 			site=entry.site,
 			schedule=entry.schedule,
 			slot=slot_text(from_ms(entry.slot_ms)),
