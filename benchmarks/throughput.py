@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
+from btu.scheduler_daemon.outcomes import FireOutcome  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 
 
@@ -46,7 +47,12 @@ def start_replica(server) -> common.RedisServer:
 
 def handled(r) -> int:
 	"""Fires released so far: enqueued or skipped at release (the site's counters)."""
-	counts = r.hmget(protocol.counters_key(common.SITE), "enqueued", "skipped_overlap", "skipped_concurrency")
+	counts = r.hmget(
+		protocol.counters_key(common.SITE),
+		FireOutcome.ENQUEUED,
+		FireOutcome.SKIPPED_OVERLAP,
+		FireOutcome.SKIPPED_CONCURRENCY,
+	)
 	return sum(int(c or 0) for c in counts)
 
 

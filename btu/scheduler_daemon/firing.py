@@ -5,34 +5,36 @@
 and its job written, on no queue yet. *Release*: at each moment the release
 script pushes the jobs prepared for it. Every Redis write goes through
 `State`; this module decides, logs one line per event, and reports to the
-engine what it must act on (`Step`).
+engine what it must act on (`Step`); `fire_log` says it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 
 from btu.scheduler_daemon.config import Config
+from btu.scheduler_daemon.fire_log import (
+	log_acks_missing,
+	log_acks_restored,
+	log_fire_failed,
+	log_prepared,
+	log_released,
+	log_state_quarantined,
+)
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
 from btu.scheduler_daemon.lease import Lease
-from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics
+from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.scheduler_daemon.planner import CACHE_SIZE, FireItem, Plan, Planner
-from btu.scheduler_daemon.state import CORRUPT, FAILED, STALE, Acks, Due, ItemResult, Released, State, fire_record, text
+from btu.scheduler_daemon.state import Acks, Due, ItemResult, Released, State, fire_record
 from btu.shared import protocol
-from btu.shared.instants import from_ms, slot_text
+from btu.shared.instants import from_ms
 
-logger = logging.getLogger("btu.scheduler")
-
-RELEASE_REASONS = {
-	"returned": "no leader was up at its moment; the schedule's catch-up policy decides",
-}
 # Released outcomes kept in a site's recent fires.
-RECORDED = ("enqueued", "skipped_overlap", "skipped_concurrency")
+RECORDED = (FireOutcome.ENQUEUED, FireOutcome.SKIPPED_OVERLAP, FireOutcome.SKIPPED_CONCURRENCY)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class FirePipeline:
 						[
 							(f.entry.site, f.entry.schedule, f.entry.slot_ms)
 							for f in batch.fires
-							if f.outcome == "enqueued"
+							if f.outcome == FireOutcome.ENQUEUED
 						],
 					)
 				if batch.push_refused or len(batch.fires) < self.config.release_batch_size:
@@ -115,7 +117,9 @@ class FirePipeline:
 		self.metrics.prepared(plan.items, prepared.results)
 		self.record_duplicates(plan.items, prepared.results, prepared.now_ms)
 		log_prepared(plan.items, prepared.results)
-		return Step(resync=bool(plan.corrupt) or any(result.outcome == CORRUPT for result in prepared.results))
+		return Step(
+			resync=bool(plan.corrupt) or any(result.outcome == ItemOutcome.CORRUPT for result in prepared.results)
+		)
 
 	def note_acks(self, acks: Acks, fires: list[tuple[str, str, int]]) -> None:
 		"""Log when replicas stop acknowledging fire writes (the first fire named) and when they resume (the count)."""
@@ -123,28 +127,10 @@ class FirePipeline:
 			return
 		if acks.short:
 			if not self.unacknowledged:
-				site, schedule, slot_ms = fires[0]
-				log_event(
-					logger,
-					logging.WARNING,
-					"replica_ack_missing",
-					site=site,
-					schedule=schedule,
-					slot=slot_text(from_ms(slot_ms)),
-					fires=len(fires),
-					acked=acks.acked,
-					wanted=acks.wanted,
-					timeout_ms=self.state.replica_ack_timeout_ms,
-					effect=(
-						"fired anyway; if the master fails before a replica has them, "
-						"they are planned again and the task runner refuses a slot it ran"
-					),
-				)
+				log_acks_missing(fires, acks, self.state.replica_ack_timeout_ms)
 			self.unacknowledged += len(fires)
 		elif self.unacknowledged:
-			log_event(
-				logger, logging.INFO, "replica_ack_restored", acked=acks.acked, unacknowledged_fires=self.unacknowledged
-			)
+			log_acks_restored(acks, self.unacknowledged)
 			self.unacknowledged = 0
 
 	def set_aside(self, plan: Plan) -> None:
@@ -157,25 +143,9 @@ class FirePipeline:
 			self.state.quarantine(
 				protocol.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule
 			)
-			log_event(
-				logger,
-				logging.ERROR,
-				"state_quarantined",
-				site=bad.site,
-				schedule=bad.schedule,
-				reason=bad.reason,
-				effect="rebuilt from its database row",
-			)
+			log_state_quarantined(bad.site, bad.schedule, bad.reason)
 		for bad in plan.failed:
-			log_event(
-				logger,
-				logging.ERROR,
-				"fire_failed",
-				exc_info=bad.error,
-				site=bad.site,
-				schedule=bad.schedule,
-				error=bad.reason,
-			)
+			log_fire_failed(bad)
 			self.state.set_invalid(bad.site, {bad.schedule: bad.reason}, replace=False)
 
 	def record_duplicates(self, items: list[FireItem], results: list[ItemResult], now_ms: int) -> None:
@@ -184,129 +154,12 @@ class FirePipeline:
 			[
 				(
 					item.site,
-					fire_record(item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, "duplicate"),
+					fire_record(
+						item.schedule, job.slot_ms, now_ms, now_ms - job.fire_at_ms, job.job_id, JobOutcome.DUPLICATE
+					),
 				)
 				for item, result in zip(items, results)
 				for job, job_outcome in zip(item.jobs, result.jobs)
-				if job_outcome == "duplicate"
+				if job_outcome == JobOutcome.DUPLICATE
 			]
-		)
-
-
-def log_prepared(items: list[FireItem], results: list[ItemResult]) -> None:
-	"""One line per event of a prepare: quarantined, failed, stale, duplicate, missed, finished."""
-	for item, result in zip(items, results):
-		if result.outcome == CORRUPT:
-			log_event(
-				logger,
-				logging.ERROR,
-				"state_quarantined",
-				site=item.site,
-				schedule=item.schedule,
-				reason="its state is not a hash",
-				effect="rebuilt from its database row",
-			)
-			continue
-		if result.outcome == FAILED:
-			log_event(
-				logger,
-				logging.ERROR,
-				"prepare_failed",
-				site=item.site,
-				schedule=item.schedule,
-				error=result.error,
-				effect="its slot stays unclaimed; tried again",
-			)
-			continue
-		if not logger.isEnabledFor(logging.INFO):
-			continue
-		if result.outcome == STALE:
-			log_event(
-				logger,
-				logging.INFO,
-				"fire_stale",
-				site=item.site,
-				schedule=item.schedule,
-				reason="its slot moved meanwhile (edited, or fired by another leader)",
-			)
-			continue
-		log_prepared_item(item, result)
-
-
-def log_prepared_item(item: FireItem, result: ItemResult) -> None:
-	"""The INFO lines of an item prepared: its jobs found to exist already, its slots skipped on request, the slots it
-	missed, and its end when it has no next slot."""
-	for job, job_outcome in zip(item.jobs, result.jobs):
-		if job_outcome == "duplicate":
-			log_event(
-				logger,
-				logging.INFO,
-				"duplicate",
-				site=item.site,
-				schedule=item.schedule,
-				slot=slot_text(from_ms(job.slot_ms)),
-				job_id=job.job_id,
-				reason="a job of this id exists already",
-			)
-	for slot_ms in item.skipped_by_request:
-		log_event(
-			logger,
-			logging.INFO,
-			"skipped_by_request",
-			site=item.site,
-			schedule=item.schedule,
-			slot=slot_text(from_ms(slot_ms)),
-		)
-	if item.skipped or item.expired:
-		extra = {"counted": "at least (counting stopped at its budget)"} if item.count_truncated else {}
-		log_event(
-			logger,
-			logging.INFO,
-			"missed",
-			site=item.site,
-			schedule=item.schedule,
-			skipped=item.skipped,
-			expired=item.expired,
-			**extra,
-		)
-	if not item.next_cursor:
-		log_event(logger, logging.INFO, "schedule_finished", site=item.site, schedule=item.schedule)
-
-
-def log_released(released: list[Released]) -> None:
-	"""One line per released fire: fire, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused."""
-	for fire in released:
-		if fire.outcome in ("quarantined", "push_refused"):
-			# Never parsed: a quarantined member may be anything.
-			log_event(
-				logger,
-				logging.ERROR,
-				"fire_" + fire.outcome,
-				member=text(fire.member)[:200],
-				reason=fire.reason,
-				effect="moved aside; see btu-scheduler status"
-				if fire.outcome == "quarantined"
-				else "kept prepared; tried again",
-			)
-			continue
-		if not logger.isEnabledFor(logging.INFO):
-			continue
-		entry = fire.entry
-		extra = {"reason": RELEASE_REASONS[fire.outcome]} if fire.outcome in RELEASE_REASONS else {}
-		if fire.outcome == "skipped_concurrency":
-			extra = {
-				"task": entry.task,
-				"limit": entry.max_concurrent,
-				"reason": "the task has that many jobs queued or started",
-			}
-		log_event(
-			logger,
-			logging.INFO,
-			"fire" if fire.outcome == "enqueued" else fire.outcome,
-			site=entry.site,
-			schedule=entry.schedule,
-			slot=slot_text(from_ms(entry.slot_ms)),
-			lag_ms=fire.lag_ms,
-			job_id=entry.job_id,
-			**extra,
 		)

@@ -50,7 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from btu import __version__
-from btu.scheduler_daemon.state import CORRUPT, FAILED, WRITTEN
+from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.shared import protocol
 
 logger = logging.getLogger("btu.scheduler")
@@ -81,7 +81,7 @@ RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 MAX_LABEL_VALUES = 200
 OTHER = "other"
 RQ_QUEUE_PREFIX = "rq:queue:"
-RELEASE_SKIPS = {"skipped_overlap": "overlap", "skipped_concurrency": "concurrency"}
+RELEASE_SKIPS = {FireOutcome.SKIPPED_OVERLAP: "overlap", FireOutcome.SKIPPED_CONCURRENCY: "concurrency"}
 REDIS_ERROR_KINDS = ("outage", "refusal", "denied", "error")
 LOSS_REASONS = ("lease_lost", "fenced", "stepped_down")
 QUARANTINED = ("schedule_state", "prepared_fire", "key", "command_list")
@@ -282,11 +282,11 @@ class Metrics:
 		series: dict[tuple[str, str], FireCounts] = {}  # this batch's, by the entry's own site and queue key
 		named = self.schedules
 		for fire in fires:
-			if fire.outcome == "quarantined":
+			if fire.outcome == FireOutcome.QUARANTINED:
 				self.quarantine("prepared_fire")
 				continue
 			entry = fire.entry
-			if fire.outcome == "enqueued":
+			if fire.outcome == FireOutcome.ENQUEUED:
 				counts = series.get((entry.site, entry.queue_key))
 				if counts is None:
 					counts = series[(entry.site, entry.queue_key)] = self.fire_counts_of(
@@ -299,10 +299,10 @@ class Metrics:
 			site = self.site(entry.site)
 			if fire.outcome in RELEASE_SKIPS:
 				self.skip(site, RELEASE_SKIPS[fire.outcome])
-			elif fire.outcome == "returned":
+			elif fire.outcome == FireOutcome.RETURNED:
 				self.count("returned")
 				self.returned.labels(site).inc()
-			elif fire.outcome == "push_refused":
+			elif fire.outcome == FireOutcome.PUSH_REFUSED:
 				self.push_refused.labels(site, self.queue(queue_name(entry.queue_key))).inc()
 			if named and entry.schedule in named:
 				self.schedule_released(site, entry.schedule, fire)
@@ -316,7 +316,7 @@ class Metrics:
 		return counts
 
 	def schedule_released(self, site: str, schedule: str, fire) -> None:
-		if fire.outcome == "enqueued":
+		if fire.outcome == FireOutcome.ENQUEUED:
 			self.schedule_fires.labels(site, schedule).inc()
 			self.schedule_lag.labels(site, schedule).observe(fire.lag_ms / 1000)
 		elif fire.outcome in RELEASE_SKIPS:
@@ -327,12 +327,12 @@ class Metrics:
 		wrote, states it moved aside, writes refused. A stale item (another leader moved on) counts nothing."""
 		for item, result in zip(items, results):
 			site = self.site(item.site)
-			if result.outcome == CORRUPT:
+			if result.outcome == ItemOutcome.CORRUPT:
 				self.quarantine("schedule_state")
-			elif result.outcome == FAILED:
+			elif result.outcome == ItemOutcome.FAILED:
 				self.fire_failures.labels(site, "prepare").inc()
-			elif result.outcome == WRITTEN:
-				duplicates = sum(1 for job in result.jobs if job == "duplicate")
+			elif result.outcome == ItemOutcome.WRITTEN:
+				duplicates = sum(1 for job in result.jobs if job == JobOutcome.DUPLICATE)
 				counts = (
 					("catch_up", item.skipped),
 					("expired", item.expired),

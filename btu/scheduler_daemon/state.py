@@ -30,6 +30,7 @@ import redis
 
 from btu.scheduler_daemon import scripts
 from btu.scheduler_daemon.jobs import JOB_KEY_PREFIX, QUEUES_KEY
+from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome
 from btu.scheduler_daemon.planner import DueEntry, FireItem
 from btu.shared import protocol
 
@@ -123,9 +124,7 @@ class Released:
 	"""One prepared fire whose moment came, and what the release script did with it."""
 
 	member: bytes | str  # parsed when first read, so a release loop only collects
-	# enqueued, skipped_overlap, skipped_concurrency, returned, quarantined or push_refused (its queue refused the push:
-	# kept prepared)
-	outcome: str
+	outcome: str  # a FireOutcome
 	lag_ms: int
 	reason: str = ""  # why it was quarantined or its push refused
 
@@ -226,23 +225,18 @@ class Due:
 		)
 
 
-# Per item of a prepare: the jobs' outcomes ("prepared", "duplicate"), or why none was written.
-WRITTEN = "prepared"  # its jobs were written (each "prepared", or "duplicate" when its id existed)
-STALE = "stale"  # its cursor moved meanwhile: edited, or fired by another leader
-CORRUPT = "corrupt"  # its state held a wrong value: moved aside, rebuilt from its row
-FAILED = "failed"  # a write was refused; the slot stays unclaimed
-
-
 @dataclass(frozen=True)
 class ItemResult:
-	outcome: str  # WRITTEN (see jobs), STALE, CORRUPT or FAILED
-	jobs: list[str]  # per job: "prepared" or "duplicate" (empty unless prepared)
+	"""Per item of a prepare: the jobs' outcomes, or why none was written."""
+
+	outcome: str  # an ItemOutcome: WRITTEN (see jobs), STALE, CORRUPT or FAILED
+	jobs: list[str]  # per job a JobOutcome, PREPARED or DUPLICATE (empty unless written)
 	error: str = ""
 
 	@classmethod
 	def of(cls, result) -> ItemResult:
 		if isinstance(result, list):
-			return cls(WRITTEN, [text(o) for o in result])
+			return cls(ItemOutcome.WRITTEN, [text(o) for o in result])
 		outcome, _, error = text(result).partition(": ")
 		return cls(outcome, [], error)
 
@@ -281,7 +275,7 @@ class Release:
 	@property
 	def push_refused(self) -> bool:
 		"""A queue refused a push: those fires stay prepared, to be tried again."""
-		return any(fire.outcome == "push_refused" for fire in self.fires)
+		return any(fire.outcome == FireOutcome.PUSH_REFUSED for fire in self.fires)
 
 
 class State:

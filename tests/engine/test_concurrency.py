@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND,
@@ -66,14 +67,14 @@ def test_limit_one_across_two_schedules_never_runs_two_at_once(engine_bench, pro
 	found = runs(r, runs_key)
 	assert_one_at_a_time(found)
 	fires = recent_fires(r, site)
-	enqueued = [f for f in fires if f["outcome"] == "enqueued"]
-	skipped = [f for f in fires if f["outcome"] == "skipped_concurrency"]
+	enqueued = [f for f in fires if f["outcome"] == FireOutcome.ENQUEUED]
+	skipped = [f for f in fires if f["outcome"] == FireOutcome.SKIPPED_CONCURRENCY]
 	assert {f["schedule"] for f in enqueued} <= set(names) and {f["schedule"] for f in skipped} == set(names)
 	assert len(skipped) >= 4, "every slot of either schedule while a run was queued or started is skipped"
 	assert not any(r.exists(f"rq:job:{f['job_id']}") for f in skipped), "a skipped slot has no job"
 	assert {run["id"] for run in found} <= {f["job_id"] for f in enqueued}
-	assert counters(r, site)["skipped_concurrency"] == len(skipped)
-	assert status_json(bench.path)["sites"][site]["counters"]["skipped_concurrency"] == len(skipped)
+	assert counters(r, site)[FireOutcome.SKIPPED_CONCURRENCY] == len(skipped)
+	assert status_json(bench.path)["sites"][site]["counters"][FireOutcome.SKIPPED_CONCURRENCY] == len(skipped)
 	logged = [line for line in scheduler.log().splitlines() if " skipped_concurrency " in line]
 	assert len(logged) == len(skipped)
 	assert all(
@@ -111,7 +112,7 @@ def test_limit_holds_across_a_leader_failover(engine_bench, processes, r, redis_
 	for worker in workers:
 		stop_worker(worker)
 	assert_one_at_a_time(runs(r, runs_key))
-	assert counters(r, site)["skipped_concurrency"] >= 2
+	assert counters(r, site)[FireOutcome.SKIPPED_CONCURRENCY] >= 2
 
 
 def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_bench, r):
@@ -138,16 +139,20 @@ def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_be
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
-	assert sorted(outcomes[name] for name in names) == ["enqueued", "enqueued", "skipped_concurrency"]
-	assert [outcomes[name] for name in others] == ["enqueued", "enqueued"]
+	assert sorted(outcomes[name] for name in names) == [
+		FireOutcome.ENQUEUED,
+		FireOutcome.ENQUEUED,
+		FireOutcome.SKIPPED_CONCURRENCY,
+	]
+	assert [outcomes[name] for name in others] == [FireOutcome.ENQUEUED, FireOutcome.ENQUEUED]
 	assert len(queue_ids(r, queue_key(bench))) == 4
 	running = {text(m) for m in r.smembers(protocol.task_running_key(site, limited))}
 	assert running == {
-		f["job_id"] for f in recent_fires(r, site) if f["schedule"] in names and f["outcome"] == "enqueued"
+		f["job_id"] for f in recent_fires(r, site) if f["schedule"] in names and f["outcome"] == FireOutcome.ENQUEUED
 	}
 	assert r.ttl(protocol.task_running_key(site, limited)) > 6 * 24 * 3600
 	assert not r.exists(protocol.task_running_key(site, free)), "a task without a limit keeps no running set"
-	assert counters(r, site)["skipped_concurrency"] == 1
+	assert counters(r, site)[FireOutcome.SKIPPED_CONCURRENCY] == 1
 	assert scheduler.metrics.skips["concurrency"] == 1
 
 
@@ -177,13 +182,15 @@ def test_finished_or_gone_jobs_stop_counting(engine_bench, r):
 	for status in ("finished", "failed", None):
 		name = fire_once(scheduler, data, task)
 		[job_id] = [text(m) for m in r.smembers(key)]
-		assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == "enqueued", f"after a job {status}"
+		assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == FireOutcome.ENQUEUED, (
+			f"after a job {status}"
+		)
 		if status is None:
 			r.delete(f"rq:job:{job_id}")
 		else:
 			r.hset(f"rq:job:{job_id}", "status", status)
 	name = fire_once(scheduler, data, task)
-	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == "enqueued"
+	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}[name] == FireOutcome.ENQUEUED
 	assert r.scard(key) == 1, "ids of jobs no longer queued or started left the set"
 
 
@@ -210,7 +217,7 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
-	assert [outcomes[names[task]] for task in (wrong, garbage, oversized)] == ["enqueued"] * 3
+	assert [outcomes[names[task]] for task in (wrong, garbage, oversized)] == [FireOutcome.ENQUEUED] * 3
 	for task in (wrong, garbage, oversized):
 		assert r.smembers(protocol.task_running_key(site, task)) == {
 			f["job_id"].encode() for f in recent_fires(r, site) if f["schedule"] == names[task]
@@ -244,7 +251,7 @@ def test_members_prepared_by_the_version_before_limits_still_release(engine_benc
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
-	assert outcomes == {old: "enqueued"}
+	assert outcomes == {old: FireOutcome.ENQUEUED}
 	assert r.zcard(protocol.PREPARED_KEY) == 0
 	[reason] = [
 		json.loads(v)["reason"]

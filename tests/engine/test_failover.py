@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from btu.scheduler_daemon.outcomes import JobOutcome
 from btu.shared import liveness, protocol
 from tests.engine.helpers import (
 	ONE_SECOND,
@@ -61,7 +62,9 @@ def every_second_schedules(data, count: int) -> list[str]:
 def assert_exactly_once(r, bench, site: str, names: list[str], stopped_ms: int) -> dict[str, list[int]]:
 	ids = queue_ids(r, queue_key(bench))
 	assert duplicates(ids) == [], "slots enqueued twice"
-	assert counters(r, site).get("duplicate", 0) == 0, "a fire passed the cursor check for a slot already enqueued"
+	assert counters(r, site).get(JobOutcome.DUPLICATE, 0) == 0, (
+		"a fire passed the cursor check for a slot already enqueued"
+	)
 	slots = slots_by_schedule(ids)
 	assert sorted(slots) == sorted(names)
 	for name in names:

@@ -9,6 +9,7 @@ from datetime import timezone
 import pytest
 from rq.job import Job
 
+from btu.scheduler_daemon.outcomes import FireOutcome
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, recent_fires, report, stop_worker, text, wait_until
 from tests.support.slack import patient
 
@@ -41,7 +42,7 @@ def test_every_second_for_a_minute_each_job_run_by_rq_worker(engine_bench, proce
 	ids = [f["job_id"] for f in fires]
 	slots = [f["slot_ms"] for f in fires]
 
-	assert {f["outcome"] for f in fires} == {"enqueued"}
+	assert {f["outcome"] for f in fires} == {FireOutcome.ENQUEUED}
 	assert len(ids) == len(set(ids)), "a slot was enqueued twice"
 	assert gaps(slots) == [], "slots are not consecutive seconds"
 	assert len(fires) >= SECONDS

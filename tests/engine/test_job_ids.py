@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from rq.job import Job
 
 from btu.scheduler_daemon import jobs
+from btu.scheduler_daemon.outcomes import JobOutcome
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until
@@ -189,5 +190,5 @@ def test_look_alike_sites_and_schedules_all_fire(engine_bench, processes, r):
 		f"every schedule fires\n{scheduler.tail()}",
 	)
 	outcomes = Counter(fire["outcome"] for site in sites for fire in recent_fires(r, site))
-	assert outcomes["duplicate"] == 0 and " duplicate " not in scheduler.log(), outcomes
+	assert outcomes[JobOutcome.DUPLICATE] == 0 and f" {JobOutcome.DUPLICATE} " not in scheduler.log(), outcomes
 	assert set(fired()) == set(product(sites, names))

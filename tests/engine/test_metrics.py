@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from btu.scheduler_daemon.metrics import OTHER, Metrics, MetricsServer, StateCollector, quantile_ms
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.scheduler_daemon.state import Released
 from btu.shared import protocol
 from tests.engine.helpers import (
@@ -214,7 +215,7 @@ def heartbeat_fires(bench, pid: int) -> int:
 
 
 def released(
-	site: str, schedule: str, lag_ms: int, outcome: str = "enqueued", queue: str = "rq:queue:b:default"
+	site: str, schedule: str, lag_ms: int, outcome: str = FireOutcome.ENQUEUED, queue: str = "rq:queue:b:default"
 ) -> Released:
 	"""A release result as release.lua reports it: the prepared member (prepare.lua's nine fields), outcome, lag."""
 	member = "\t".join(["job", queue, "state", "counters", f"{site}|{schedule}", "1000", "1000", "0", "900"])
@@ -353,9 +354,12 @@ def test_the_summary_status_prints_is_what_a_scrape_reads():
 		[released("s1", "TS-1", 0.7) for _ in range(100)] + [released("s2", "TS-9", 3000, queue="rq:queue:b:long")]
 	)
 	metrics.released(
-		[released("s1", "TS-1", 5, outcome="skipped_overlap"), released("s1", "TS-1", 20_000, outcome="returned")]
+		[
+			released("s1", "TS-1", 5, outcome=FireOutcome.SKIPPED_OVERLAP),
+			released("s1", "TS-1", 20_000, outcome=FireOutcome.RETURNED),
+		]
 	)
-	metrics.released([Released(b"\xff not a member", "quarantined", 0, "not nine fields")])
+	metrics.released([Released(b"\xff not a member", FireOutcome.QUARANTINED, 0, "not nine fields")])
 	metrics.redis_error("outage")
 	metrics.rpc_command({"a": "dict"}, "rejected")
 	scraped, _ = served(metrics)

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from btu.scheduler_daemon.outcomes import JobOutcome
 from tests.engine.helpers import (
 	ONE_SECOND,
 	counters,
@@ -144,5 +145,5 @@ def test_database_unreachable_firing_goes_on_and_reconcile_resumes(engine_bench,
 	ids = queue_ids(r, key)
 	assert duplicates(ids) == []
 	assert gaps(slots_by_schedule(ids)[steady]) == [], "no slot of the steady schedule was lost"
-	assert counters(r, site).get("duplicate", 0) == 0
+	assert counters(r, site).get(JobOutcome.DUPLICATE, 0) == 0
 	assert scheduler.log().count(" ERROR database_unreachable ") == 1, "the outage is logged once"

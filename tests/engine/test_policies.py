@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND,
@@ -54,7 +55,7 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 	assert duplicates_free(queue_ids(r, queue_key(bench)))
 	for name in names:
 		mine = sorted((f for f in fires if f["schedule"] == name), key=lambda f: f["slot_ms"])
-		assert {f["outcome"] for f in mine} == {"enqueued"}
+		assert {f["outcome"] for f in mine} == {FireOutcome.ENQUEUED}
 		fired = [f["slot_ms"] for f in mine]
 		assert fired == list(range(fired[0], fired[0] + 1000 * len(fired), 1000)), (
 			f"{name}: fires after the catch-up are consecutive"
@@ -97,7 +98,7 @@ def test_overlap_skip_while_the_previous_run_is_queued_or_started(engine_bench, 
 	# No worker yet: the first job stays queued, so every later slot is skipped.
 	wait_until(lambda: len(recent_fires(r, site)) >= 4, 30, "four slots handled")
 	queued_phase = recent_fires(r, site)
-	assert [f["outcome"] for f in queued_phase][:4] == ["enqueued"] + ["skipped_overlap"] * 3
+	assert [f["outcome"] for f in queued_phase][:4] == [FireOutcome.ENQUEUED] + [FireOutcome.SKIPPED_OVERLAP] * 3
 	worker = processes.worker(redis_url, bench.queue_name("default"))
 	wait_until(lambda: r.llen(runs_key) >= 3, 60, "three slow runs", interval=0.2)
 	assert scheduler.stop() == 0
@@ -106,11 +107,11 @@ def test_overlap_skip_while_the_previous_run_is_queued_or_started(engine_bench, 
 	for previous, run in zip(runs, runs[1:]):
 		assert run["started"] >= previous["ended"], "two runs of the schedule overlapped"
 	fires = recent_fires(r, site)
-	enqueued = [f for f in fires if f["outcome"] == "enqueued"]
-	skipped = [f for f in fires if f["outcome"] == "skipped_overlap"]
+	enqueued = [f for f in fires if f["outcome"] == FireOutcome.ENQUEUED]
+	skipped = [f for f in fires if f["outcome"] == FireOutcome.SKIPPED_OVERLAP]
 	assert len(skipped) >= 6 and len(enqueued) >= 3
 	assert not any(r.exists(f"rq:job:{f['job_id']}") for f in skipped), "a skipped slot has no job"
 	for run in runs:
 		assert run["id"] in {f["job_id"] for f in enqueued}
 	summary = status_json(bench.path)
-	assert summary["sites"][site]["counters"]["skipped_overlap"] == len(skipped)
+	assert summary["sites"][site]["counters"][FireOutcome.SKIPPED_OVERLAP] == len(skipped)

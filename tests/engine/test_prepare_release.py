@@ -17,6 +17,7 @@ from rq.job import Job
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, definition, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
 
@@ -117,7 +118,7 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	assert zlib.decompress(stored.pop("data")) == zlib.decompress(reference.pop("data"))
 	assert {k: v.decode() for k, v in stored.items()} == {k: str(getattr(v, "value", v)) for k, v in reference.items()}
 	[fire] = [f for f in recent_fires(r, data.site.name) if f["schedule"] == name]
-	assert fire["outcome"] == "enqueued" and 0 <= fire["lag_ms"] < 1000
+	assert fire["outcome"] == FireOutcome.ENQUEUED and 0 <= fire["lag_ms"] < 1000
 
 
 def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
@@ -149,7 +150,7 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	assert release(scheduler)
 	ids = queue_ids(r, queue_key(bench))
 	assert [parse_job_id(job_id)[0] for job_id in ids] == [kept]
-	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, data.site.name)} == {kept: "enqueued"}
+	assert {f["schedule"]: f["outcome"] for f in recent_fires(r, data.site.name)} == {kept: FireOutcome.ENQUEUED}
 
 
 def test_a_new_leader_releases_what_the_old_one_prepared_and_fences_it(site, r):
@@ -209,7 +210,7 @@ def test_overlap_skip_is_decided_at_release(site, r):
 	assert release(scheduler)
 	assert len(queue_ids(r, queue_key(bench))) == 1
 	outcomes = [f["outcome"] for f in sorted(recent_fires(r, data.site.name), key=lambda f: f["slot_ms"])]
-	assert outcomes[:2] == ["enqueued", "skipped_overlap"]
+	assert outcomes[:2] == [FireOutcome.ENQUEUED, FireOutcome.SKIPPED_OVERLAP]
 
 
 @pytest.mark.parametrize("release_batch_size", [10000, 3])

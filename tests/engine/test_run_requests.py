@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 import pytest
 
 from btu.scheduler_daemon.jobs import parse_job_id
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso
@@ -94,7 +95,7 @@ def test_a_pending_request_fires_once_at_its_run_at_and_leaves_when_done(recordi
 	sleep_until_ms(moment * 1000)
 	assert release(scheduler)
 	[fire] = [f for f in recent_fires(r, site) if f["schedule"] == state]
-	assert fire["outcome"] == "enqueued" and fire["slot_ms"] == moment * 1000
+	assert fire["outcome"] == FireOutcome.ENQUEUED and fire["slot_ms"] == moment * 1000
 	assert queue_ids(r, queue_key(bench)) == [fire["job_id"]]
 	assert job_kwargs(r, fire["job_id"]) == {"key": "test:runs"}
 	# Nothing more: a Once state has no next slot, and a second reconcile finds the same row.
@@ -119,8 +120,8 @@ def test_a_late_request_still_fires_within_the_window_and_not_beyond(recording, 
 	prepare_due(scheduler)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
-	assert outcomes.get(request_key(late)) == "enqueued"
-	assert outcomes.get(request_key(stale)) != "enqueued"
+	assert outcomes.get(request_key(late)) == FireOutcome.ENQUEUED
+	assert outcomes.get(request_key(stale)) != FireOutcome.ENQUEUED
 	assert len(queue_ids(r, queue_key(bench))) == 1
 	# Redis loses everything: the request, still pending in the database, is compiled and fired again
 	# (its job was lost with Redis too; the task runner's claim refuses a second run had it survived).
@@ -129,7 +130,7 @@ def test_a_late_request_still_fires_within_the_window_and_not_beyond(recording, 
 	assert scheduler.lease.acquire()
 	prepare_due(scheduler)
 	assert release(scheduler)
-	assert [f["schedule"] for f in recent_fires(r, site) if f["outcome"] == "enqueued"] == [request_key(late)]
+	assert [f["schedule"] for f in recent_fires(r, site) if f["outcome"] == FireOutcome.ENQUEUED] == [request_key(late)]
 
 
 def test_waiting_cancelled_and_done_requests_never_fire(recording, r):
@@ -218,7 +219,7 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	released.append(time.time())
 	assert release(scheduler)
 	[fire] = recent_fires(r, site)
-	assert fire["outcome"] == "enqueued" and fire["slot_ms"] == int(moment) * 1000
+	assert fire["outcome"] == FireOutcome.ENQUEUED and fire["slot_ms"] == int(moment) * 1000
 	assert fire["enqueued_ms"] >= moment * 1000, "released before its millisecond"
 	assert any(0 <= fire["enqueued_ms"] - max(moment, at_) * 1000 < patient(2) * 1000 for at_ in released), (
 		fire,

@@ -20,6 +20,7 @@ from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
 from btu.scheduler_daemon.jobs import parse_job_id
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import scheduled_jobs as fj
 from btu.shared.job_contract import TASK_RUNNER
 from btu.shared.run_kind import RunKey, RunKind
@@ -166,7 +167,7 @@ def test_a_missed_slot_fires_once_at_once_as_frappes_job_on_its_queue(site, r):
 	prepare_due(scheduler)
 	assert release(scheduler)
 	fires = [f for f in recent_fires(r, site_name) if f["schedule"] == state]
-	assert [f["outcome"] for f in fires] == ["enqueued"]
+	assert [f["outcome"] for f in fires] == [FireOutcome.ENQUEUED]
 	[job_id] = queue_ids(r, queue_key(bench))
 	assert parse_job_id(job_id)[:2] == (site_name, state)
 	job = Job.fetch(job_id, connection=r)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from btu.scheduler_daemon.outcomes import FireOutcome
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, definition, duplicates, gaps, slots_by_schedule, wait_until
@@ -84,7 +85,7 @@ CASES = {
 	"due entry far in the future": Case(lambda r, s, v: r.zadd(protocol.DUE_KEY, {protocol.due_member(s, v): 10**15})),
 	"due entry gone": Case(lambda r, s, v: r.zrem(protocol.DUE_KEY, protocol.due_member(s, v))),
 	"counter holds text": Case(
-		lambda r, s, v: r.hset(protocol.counters_key(s), "enqueued", "lots"),
+		lambda r, s, v: r.hset(protocol.counters_key(s), FireOutcome.ENQUEUED, "lots"),
 		lambda s, v: f"{protocol.counters_key(s)} enqueued",
 	),
 	"counters are a string": Case(

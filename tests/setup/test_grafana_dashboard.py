@@ -25,8 +25,9 @@ from prometheus_client import CollectorRegistry
 from btu.btu_core.insights import task_outcomes
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.engine import Scheduler
+from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.scheduler_daemon.planner import FireItem, Plan, Unplanned
-from btu.scheduler_daemon.state import FAILED, WRITTEN, ItemResult, Released
+from btu.scheduler_daemon.state import ItemResult, Released
 from btu.shared import protocol
 from tests.engine.test_metrics import released
 
@@ -316,14 +317,22 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	metrics.stopped_leading("lease_lost")
 	metrics.renewed(True)
 	metrics.renewed(False)
-	outcomes = ("enqueued", "skipped_overlap", "skipped_concurrency", "returned", "push_refused")
+	outcomes = (
+		FireOutcome.ENQUEUED,
+		FireOutcome.SKIPPED_OVERLAP,
+		FireOutcome.SKIPPED_CONCURRENCY,
+		FireOutcome.RETURNED,
+		FireOutcome.PUSH_REFUSED,
+	)
 	metrics.released(
 		[released(SITE, NAMED_SCHEDULE, 3, outcome) for outcome in outcomes]
-		+ [Released(b"not a member", "quarantined", 0)]
+		+ [Released(b"not a member", FireOutcome.QUARANTINED, 0)]
 	)
 	metrics.planned(Plan(failed=[Unplanned(SITE, "TS-2", "its spec raised")]))
 	item = FireItem(SITE, NAMED_SCHEDULE, "", "", "", False, skipped=1, expired=1, jobs=[], skipped_by_request=[0])
-	metrics.prepared([item, item], [ItemResult(WRITTEN, ["duplicate"]), ItemResult(FAILED, [])])
+	metrics.prepared(
+		[item, item], [ItemResult(ItemOutcome.WRITTEN, [JobOutcome.DUPLICATE]), ItemResult(ItemOutcome.FAILED, [])]
+	)
 	metrics.database_error(SITE)
 	metrics.rpc_command(protocol.REQUEST_TYPES[0], "accepted")
 	with metrics.reconcile_timer("full"):
