@@ -259,6 +259,18 @@ def cpu_seconds(pid: int) -> float:
 	return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def on_cpu_seconds(pid: int) -> float:
+	"""The time a process's live threads have spent on a CPU, to the nanosecond (/proc/<pid>/task/*/schedstat): for a
+	process that costs a few clock ticks a minute, where cpu_seconds reads 0.1 s steps as 0.17 % of a minute."""
+	total = 0
+	for task in Path(f"/proc/{pid}/task").iterdir():
+		try:
+			total += int((task / "schedstat").read_text().split()[0])
+		except (OSError, ValueError, IndexError):
+			pass  # a thread that ended meanwhile
+	return total / 1e9
+
+
 def rss_mb(pid: int) -> float:
 	for line in Path(f"/proc/{pid}/status").read_text().splitlines():
 		if line.startswith("VmRSS:"):

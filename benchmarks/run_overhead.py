@@ -31,6 +31,10 @@ BTU's own (what BTU's migrate writes, `btu.btu_core.setup.install.compile_byteco
 read from source whatever .pyc their trees hold. `both` (the default) runs one after the other. Only this bench's
 Frappe version is measured; the output names it.
 
+`--leader worker` fires every run from the worker's own scheduler candidate (issue 42: the scheduler inside Frappe's
+workers) instead of a dedicated `btu-scheduler run`, for the start lag side by side with the default `dedicated`; the
+step-timing worker is then not run (what a work-horse does does not depend on where the leader runs).
+
 Holds the bench's tier-2 lock (`.btu-tier2.lock`) while it runs, so it never shares the worker with a test run.
 Deletes what it makes. Prints tables, writes benchmarks/results/run_overhead.json.
 """
@@ -47,7 +51,7 @@ import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -75,10 +79,12 @@ STEP_LOG = Path("/tmp/btu-run-overhead-steps.jsonl")
 # -- the workers ---------------------------------------------------------------------------
 
 
-def worker_env(mode: str) -> dict:
-	# The worker starts no scheduler candidate: the runs are this script's own scheduler's (what a candidate costs:
-	# benchmarks/worker_candidate.py).
-	env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "BTU_WORKER_CANDIDATE": "0"}
+def worker_env(mode: str, candidate: bool = False) -> dict:
+	# With `candidate` the worker's own scheduler candidate fires the runs (it leads: no other scheduler runs); else
+	# the worker starts none and the runs are this script's dedicated scheduler's.
+	env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "BTU_WORKER_CANDIDATE": "1" if candidate else "0"}
+	if candidate:
+		env["BTU_SCHEDULER_EXECUTOR"] = "frappe"
 	env["PYTHONPYCACHEPREFIX"] = str(CACHE_PREFIX if mode == "compiled" else SOURCE_PREFIX)
 	return env
 
@@ -120,23 +126,40 @@ def compile_bytecode(python: str, sites: Path, mode: str) -> float:
 
 
 @contextmanager
-def worker_running(bench: Path, mode: str, step_worker: bool = False):
-	"""`frappe worker --queue default` (or this script's step-timing worker) under `mode`'s bytecode; yields its pid."""
+def worker_running(bench: Path, mode: str, step_worker: bool = False, candidate: bool = False):
+	"""`frappe worker --queue default` (or this script's step-timing worker) under `mode`'s bytecode, with its
+	scheduler candidate leading if `candidate`; yields its pid."""
 	python = str(bench / "env" / "bin" / "python")
 	if step_worker:
 		command = [python, str(Path(__file__).resolve()), "--step-worker", "--bench", str(bench)]
 	else:
 		command = [python, "-m", "frappe.utils.bench_helper", "frappe", "worker", "--queue", QUEUE]
 	log = open(f"/tmp/btu-run-overhead-worker-{mode}.log", "a")
-	worker = subprocess.Popen(command, cwd=bench / "sites", env=worker_env(mode), stdout=log, stderr=subprocess.STDOUT)
+	worker = subprocess.Popen(
+		command, cwd=bench / "sites", env=worker_env(mode, candidate), stdout=log, stderr=subprocess.STDOUT
+	)
 	try:
 		time.sleep(4)  # started and listening (a job queued earlier simply waits)
 		if worker.poll() is not None:
 			raise SystemExit(f"the worker exited with {worker.returncode}; see {log.name}")
+		if candidate:
+			wait_for_scheduler(worker, "the worker's candidate (logs/btu-scheduler-workers.log)")
 		yield worker.pid
 	finally:
 		worker.terminate()
 		worker.wait(30)
+
+
+def wait_for_scheduler(process: subprocess.Popen, what: str, timeout: float = 30) -> None:
+	"""Until a scheduler answers a ping (it leads or stands by, its RPC listener up)."""
+	from btu.btu_core import scheduler_link
+	from btu.shared import protocol
+
+	deadline = time.monotonic() + timeout
+	while not scheduler_link.send(protocol.PING).ok:
+		if time.monotonic() > deadline or process.poll() is not None:
+			raise SystemExit(f"{what} did not answer a ping within {timeout:.0f} s")
+		time.sleep(0.2)
 
 
 def cpu_secs(pid: int) -> float:
@@ -390,6 +413,8 @@ def make_task(frappe, marker: str, **values) -> str:
 
 
 def every(frappe, task: str, seconds: int, start: datetime):
+	from btu.btu_core.instants import to_system_naive
+
 	return frappe.get_doc(
 		{
 			"doctype": "BTU Task Schedule",
@@ -399,7 +424,7 @@ def every(frappe, task: str, seconds: int, start: datetime):
 			"every": seconds,
 			"every_unit": "Seconds",
 			"time_zone": "UTC",
-			"start_time": start.replace(tzinfo=None),
+			"start_time": to_system_naive(start),  # a moment on the system zone's clock, as Frappe stores Datetimes
 			"catch_up_policy": "skip",
 		}
 	).insert()
@@ -778,7 +803,7 @@ def require_this_tree(bench: Path) -> None:
 		)
 
 
-def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int, kinds) -> dict:
+def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int, kinds, leader: str) -> dict:
 	python = str(bench / "env" / "bin" / "python")
 	sites = bench / "sites"
 	secs = compile_bytecode(python, sites, mode)
@@ -790,7 +815,7 @@ def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int
 			"only the "
 			f"standard library's and BTU's own (what BTU's migrate writes) in PYTHONPYCACHEPREFIX={SOURCE_PREFIX}"
 		)
-	with worker_running(bench, mode) as pid:
+	with worker_running(bench, mode, candidate=leader == "worker") as pid:
 		warm = Runs(frappe, pid, 1, 1, f"{mode}:warm")
 		warm.peer()
 		measured = Runs(frappe, pid, runs, gap, mode)
@@ -799,12 +824,14 @@ def run_mode(frappe, bench: Path, mode: str, runs: int, step_runs: int, gap: int
 		finally:
 			measured.clean()
 	STEP_LOG.unlink(missing_ok=True)
-	with worker_running(bench, mode, step_worker=True) as pid:
-		timed = Runs(frappe, pid, step_runs, gap, f"{mode}:steps")
-		try:
-			timed.all(kinds)
-		finally:
-			timed.clean()
+	timed = Runs(frappe, 0, 0, gap, f"{mode}:steps")
+	if leader == "dedicated":
+		with worker_running(bench, mode, step_worker=True) as pid:
+			timed = Runs(frappe, pid, step_runs, gap, f"{mode}:steps")
+			try:
+				timed.all(kinds)
+			finally:
+				timed.clean()
 	steps_by_job = {}
 	if STEP_LOG.exists():
 		for line in STEP_LOG.read_text().splitlines():
@@ -835,6 +862,12 @@ def main() -> None:
 	parser.add_argument(
 		"--kinds", default=",".join(KINDS), help=f"comma-separated, from {', '.join(KINDS)} (the first is the peer)"
 	)
+	parser.add_argument(
+		"--leader",
+		choices=("dedicated", "worker"),
+		default="dedicated",
+		help="what fires the runs: a dedicated btu-scheduler (default) or the worker's own candidate",
+	)
 	parser.add_argument("--step-worker", action="store_true", help=argparse.SUPPRESS)
 	args = parser.parse_args()
 	# A SIGTERM unwinds as an exit does, so the workers, the scheduler and the rows made are removed.
@@ -847,18 +880,16 @@ def main() -> None:
 
 	frappe = connect_site(bench, args.site)
 	version = f"Frappe {frappe.__version__}, Python {sys.version.split()[0]}, rq {__import__('rq').__version__}"
-	print(
-		f"{version}; a BTU scheduler (frappe executor) and one `frappe worker --queue {QUEUE}`. "
-		"Frappe v16 is not on this machine: not measured."
-	)
+	leader = "a dedicated BTU scheduler" if args.leader == "dedicated" else "the worker's own scheduler candidate"
+	print(f"{version}; one `frappe worker --queue {QUEUE}`, the runs fired by {leader} (frappe executor)")
 	modes = ["compiled", "source"] if args.bytecode == "both" else [args.bytecode]
 	kinds = [kind for kind in KINDS if kind in args.kinds.split(",")]
-	out = {"frappe": version, "v16": "not measured: no v16 bench on this machine", "modes": {}}
-	with tier2_lock(bench), scheduler_running(bench):
+	out = {"frappe": version, "leader": args.leader, "modes": {}}
+	with tier2_lock(bench), scheduler_running(bench) if args.leader == "dedicated" else nullcontext():
 		for mode in modes:
 			gap = args.gap_secs or (2 if mode == "compiled" else 5)
-			out["modes"][mode] = run_mode(frappe, bench, mode, args.runs, args.step_runs, gap, kinds)
-	path = write_result("run_overhead", out)
+			out["modes"][mode] = run_mode(frappe, bench, mode, args.runs, args.step_runs, gap, kinds, args.leader)
+	path = write_result("run_overhead" if args.leader == "dedicated" else "run_overhead_worker_leader", out)
 	print(f"\n(written to {path})")
 	frappe.destroy()
 

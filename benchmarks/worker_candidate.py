@@ -10,7 +10,8 @@ Three figures, side by side with a worker that runs no candidate (BTU_WORKER_CAN
   `frappe worker`, twice with its candidate leading and twice with no candidate (a dedicated scheduler leading), in
   the order with, without, without, with.
 
-CPU and memory from /proc (utime + stime, VmRSS). Holds the bench's tier-2 lock while it runs. Prints a table and
+CPU from /proc's per-thread schedstat (nanoseconds on a CPU; utime + stime counts 10 ms ticks, a standby's whole
+minute), memory from VmRSS. Holds the bench's tier-2 lock while it runs. Prints a table and
 writes benchmarks/results/worker_candidate.json.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import cpu_seconds, rss_mb  # noqa: E402
+from benchmarks.common import on_cpu_seconds, rss_mb  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "worker_candidate.json"
 QUEUE = "short"
@@ -102,9 +103,9 @@ def candidate_of(worker: subprocess.Popen, timeout: float = 60) -> int:
 
 def idle_cost(pid: int, secs: float) -> dict:
 	time.sleep(10)  # settled: imports done, first reconcile over
-	before, started = cpu_seconds(pid), time.monotonic()
+	before, started = on_cpu_seconds(pid), time.monotonic()
 	time.sleep(secs)
-	share = (cpu_seconds(pid) - before) / (time.monotonic() - started) * 100
+	share = (on_cpu_seconds(pid) - before) / (time.monotonic() - started) * 100
 	return {"cpu_percent_of_core": round(share, 4), "rss_mb": round(rss_mb(pid), 1)}
 
 
