@@ -232,10 +232,16 @@ class Scheduler:
 				self.lease.release()
 			except REDIS_ERRORS:
 				self.lease.lost()
-				self.acks.forget()
-			self.metrics.stopped_leading("stepped_down")
-			log_event(logger, logging.INFO, "leader_stepped_down", process=self.process_id, reason=reason)
+			self.stop_leading("stepped_down", logging.INFO, "leader_stepped_down", reason=reason)
 		self.leader_since = None
+
+	def stop_leading(self, metric: str, level: int, event: str, **fields) -> None:
+		"""What every end of a term does once the lease is given up or lost: the acknowledgements forgotten (those a
+		step down did not delete may be the next leader's), the term ended, counted and logged."""
+		self.acks.forget()
+		self.leader_since = None
+		self.metrics.stopped_leading(metric)
+		log_event(logger, level, event, process=self.process_id, **fields)
 
 	def publish_wake(self) -> None:
 		try:
@@ -329,10 +335,7 @@ class Scheduler:
 			kept = self.lease.renew()
 			self.metrics.renewed(kept)
 			if not kept:
-				self.acks.forget()
-				self.metrics.stopped_leading("lease_lost")
-				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)
-				self.leader_since = None
+				self.stop_leading("lease_lost", logging.WARNING, "leader_lost_lease")
 				return
 			self.next_renew = time.monotonic() + self.renew_every
 			self.heartbeat()
@@ -377,15 +380,8 @@ class Scheduler:
 	def fenced(self) -> bool:
 		"""Another process took the lease: stand by; always False, what `fire_due` returns then."""
 		self.lease.lost()
-		self.acks.forget()
-		self.leader_since = None
-		self.metrics.stopped_leading("fenced")
-		log_event(
-			logger,
-			logging.WARNING,
-			"leader_fenced",
-			process=self.process_id,
-			reason="another process holds the lease; nothing was enqueued",
+		self.stop_leading(
+			"fenced", logging.WARNING, "leader_fenced", reason="another process holds the lease; nothing was enqueued"
 		)
 		return False
 
