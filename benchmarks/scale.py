@@ -457,13 +457,9 @@ def grant_reader(bench: ScaleBench) -> str:
 def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, profile: bool) -> dict:
 	"""Reconciler.full in this process, over the state the scheduler left: one warm pass, then `passes` timed."""
 	state = State(r)
+	connections = Config().connections()
 	reconciler = Reconciler(
-		bench.path,
-		state,
-		"frappe",
-		lambda: datetime.now(timezone.utc),
-		lambda: None,
-		connections=Config().connections(),
+		bench.path, state, "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=connections
 	)
 	status = server.connect()
 
@@ -542,12 +538,12 @@ def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, pro
 			"db_buffer_pool_reads_per_pass": statistics.median(row["db_buffer_pool_reads"] for row in rows),
 			"redis_round_trips_per_pass": statistics.median(row["redis_round_trips"] for row in rows),
 			"redis_commands_per_pass": statistics.median(row["redis_commands"] for row in rows),
-			"pools": reconciler.connections.snapshot(),
+			"pools": connections.snapshot(),
 			"profile": profile_text,
 			"load": now_load(),
 		}
 	finally:
-		reconciler.connections.close_idle(everything=True)
+		connections.close_idle(everything=True)
 		status.close()
 
 

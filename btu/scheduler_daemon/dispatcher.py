@@ -26,7 +26,7 @@ class RpcDispatcher:
 
 	def resolve_site(self, site: str | None) -> str:
 		"""The site named, else the bench's default site, else its only BTU site; raises CommandRejected."""
-		bench = self.reconciler.bench
+		bench = self.reconciler.snapshot().bench
 		names = bench.site_names()
 		if site:
 			if site not in names:
@@ -48,9 +48,10 @@ class RpcDispatcher:
 		reconciler = self.reconciler
 		sites = []
 		known = reconciler.state.sites()
-		for name in reconciler.bench.site_names():
+		bench = reconciler.snapshot().bench
+		for name in bench.site_names():
 			try:
-				if reconciler.database(reconciler.bench.site(name)).has_btu_tables():
+				if reconciler.database(bench.site(name)).has_btu_tables():
 					sites.append(name)
 			except (DatabaseError, BenchError):
 				if name in known:
@@ -70,7 +71,7 @@ class RpcDispatcher:
 		if not unknown:
 			return {}
 		try:
-			existing = sources.existing(self.reconciler.database(self.reconciler.bench.site(site)), unknown)
+			existing = sources.existing(self.reconciler.database(self.reconciler.snapshot().bench.site(site)), unknown)
 		except (DatabaseError, BenchError):
 			return {}  # cannot tell now; the reconcile retries once the database answers
 		return {
@@ -80,6 +81,6 @@ class RpcDispatcher:
 		}
 
 	def execute(self, site: str, names: list[str]) -> None:
-		"""Sync these schedules of `site` with their rows (`Reconciler.sync_schedules`)."""
+		"""Sync these schedules of `site` with their rows (`Reconciler.sync`)."""
 		# create and cancel alike: the row decides, so a forged cancel cannot silence an enabled schedule.
-		self.reconciler.sync_schedules(site, names)
+		self.reconciler.sync(site, names)

@@ -39,6 +39,7 @@ from btu.scheduler_daemon.candidacy import Candidacy
 from btu.scheduler_daemon.config import Config
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.firing import FirePipeline
+from btu.scheduler_daemon.frappe_job_sites import FrappeJobSites
 from btu.scheduler_daemon.lease import Lease
 from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
@@ -137,7 +138,7 @@ class Scheduler:
 		self.metrics.registry.register(
 			StateCollector(
 				config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS),
-				lambda: self.reconciler.bench.site_names(),
+				lambda: self.reconciler.snapshot().bench.site_names(),
 			)
 		)
 		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
@@ -145,6 +146,8 @@ class Scheduler:
 		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
 		self.candidacy = Candidacy(self.redis, self.process_id, worker_pid)
 		self.metrics.watch_lease(self.lease)
+		self.connections = config.connections()
+		self.frappe_jobs = FrappeJobSites()
 		self.reconciler = Reconciler(
 			bench_path,
 			self.state,
@@ -153,14 +156,15 @@ class Scheduler:
 			self.publish_wake,
 			audit_secs=AUDIT_EVERY * config.full_refresh_interval_secs,
 			metrics=self.metrics,
-			connections=config.connections(),
+			connections=self.connections,
+			frappe_jobs=self.frappe_jobs,
 		)
 		self.wake = threading.Event()
 		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.access, self.notify_access, self.reconcile_access = (
-			redis_acl.Access(self.redis, self.reconciler.bench.bench_id, self.process_id, part)
+			redis_acl.Access(self.redis, self.reconciler.snapshot().bench.bench_id, self.process_id, part)
 			for part in ("main", "notifier", "reconciler")
 		)
 		self.redis_failures = RedisFailures(self.process_id, self.access, self.replication, self.metrics)
@@ -188,7 +192,7 @@ class Scheduler:
 			bench=str(self.bench_path),
 			executor=self.config.executor,
 		)
-		self.reconciler.stopping = stop
+		self.reconciler.stop_with(stop)
 		if self.candidacy.worker_pid:
 			worker_candidate.ParentWatch(self.candidacy.worker_pid, stop, self.wake.set).start()
 		threads = [
@@ -232,10 +236,16 @@ class Scheduler:
 				self.lease.release()
 			except REDIS_ERRORS:
 				self.lease.lost()
-				self.acks.forget()
-			self.metrics.stopped_leading("stepped_down")
-			log_event(logger, logging.INFO, "leader_stepped_down", process=self.process_id, reason=reason)
+			self.stop_leading("stepped_down", logging.INFO, "leader_stepped_down", reason=reason)
 		self.leader_since = None
+
+	def stop_leading(self, metric: str, level: int, event: str, **fields) -> None:
+		"""What every end of a term does once the lease is given up or lost: the acknowledgements forgotten (those a
+		step down did not delete may be the next leader's), the term ended, counted and logged."""
+		self.acks.forget()
+		self.leader_since = None
+		self.metrics.stopped_leading(metric)
+		log_event(logger, level, event, process=self.process_id, **fields)
 
 	def publish_wake(self) -> None:
 		try:
@@ -261,14 +271,14 @@ class Scheduler:
 				next_slice = time.monotonic() + interval
 				continue
 			try:
-				cycles = self.reconciler.cycles_done
+				cycles = self.reconciler.snapshot().cycles_done
 				if due:
 					self.reconciler.full()
 					next_slice = time.monotonic()  # the staggered cycle starts at once
 				elif time.monotonic() >= next_slice:
 					next_slice = time.monotonic() + interval  # stands if the slice fails
 					next_slice = time.monotonic() + self.reconciler.stagger(interval)
-				ended = self.reconciler.cycles_done != cycles
+				ended = self.reconciler.snapshot().cycles_done != cycles
 				# A cycle's end publishes unless the status is fresh: a minute's cycle and timer publish once a minute.
 				if time.monotonic() >= self.next_status or (
 					ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2
@@ -292,7 +302,7 @@ class Scheduler:
 			self.wake.wait(self.config.lease_ttl_secs)
 			return
 		if self.lease.acquire():
-			self.reconciler.frappe_jobs.bench_ids.clear()  # an earlier term's may be stale: acknowledge this term's
+			self.frappe_jobs.new_term()
 			self.publisher = status.Publisher()  # and another leader wrote the state meanwhile
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
@@ -329,10 +339,7 @@ class Scheduler:
 			kept = self.lease.renew()
 			self.metrics.renewed(kept)
 			if not kept:
-				self.acks.forget()
-				self.metrics.stopped_leading("lease_lost")
-				log_event(logger, logging.WARNING, "leader_lost_lease", process=self.process_id)
-				self.leader_since = None
+				self.stop_leading("lease_lost", logging.WARNING, "leader_lost_lease")
 				return
 			self.next_renew = time.monotonic() + self.renew_every
 			self.heartbeat()
@@ -377,15 +384,8 @@ class Scheduler:
 	def fenced(self) -> bool:
 		"""Another process took the lease: stand by; always False, what `fire_due` returns then."""
 		self.lease.lost()
-		self.acks.forget()
-		self.leader_since = None
-		self.metrics.stopped_leading("fenced")
-		log_event(
-			logger,
-			logging.WARNING,
-			"leader_fenced",
-			process=self.process_id,
-			reason="another process holds the lease; nothing was enqueued",
+		self.stop_leading(
+			"fenced", logging.WARNING, "leader_fenced", reason="another process holds the lease; nothing was enqueued"
 		)
 		return False
 
@@ -407,8 +407,8 @@ class Scheduler:
 			ttl_secs=max(self.config.lease_ttl_secs * 3, 15),
 			redis=self.replication.describe(),
 			metrics=self.metrics.summary(),
-			databases=self.reconciler.connections.snapshot(),
-			acks=self.acks.next(self.reconciler.frappe_jobs.acks(self.reconciler.health()), self.lease),
+			databases=self.connections.snapshot(),
+			acks=self.acks.next(self.frappe_jobs.acks(self.reconciler.health()), self.lease),
 			bench=self.shared_redis.bench(),
 			**self.candidacy.fields(),
 		)
@@ -417,12 +417,12 @@ class Scheduler:
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
 
 	def refresh_interval(self) -> float:
-		return self.config.refresh_interval(len(self.reconciler.cycle.sites))
+		return self.config.refresh_interval(self.reconciler.snapshot().cycle_sites)
 
 	def publish_status(self) -> None:
 		self.status_at = time.monotonic()
 		self.next_status = self.status_at + status.PUBLISH_SECONDS
-		self.publisher.publish(self.redis, self.reconciler)
+		self.publisher.publish(self.redis, self.reconciler.health(), self.state.changes)
 
 
 def serve(scheduler: Scheduler) -> None:

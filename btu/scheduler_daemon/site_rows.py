@@ -12,11 +12,10 @@ A site with more rows than a chunk is read under the lock, a chunk at a time, so
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from btu.scheduler_daemon import sources
 from btu.scheduler_daemon.bench import Site
@@ -24,12 +23,9 @@ from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.site_read import MAX_READ_THREADS, SiteRead
 from btu.shared.run_kind import RunKind
 
-if TYPE_CHECKING:
-	from btu.scheduler_daemon.reconcile import Reconciler
-
 # Rows compiled (and read) at a time: a site with 100k schedules costs the memory of one chunk, not of every row.
 APPLY_CHUNK = 1000
-# Rows a full reconcile brings in line under one hold of the reconciler's lock (`Reconciler.reconcile_rest`): an RPC's
+# Rows a full reconcile brings in line under one hold of the reconciler's lock (`SiteSync.reconcile_rest`): an RPC's
 # edit waits for this many at most (a read-ahead site, at most APPLY_CHUNK rows, is compiled in one hold).
 HOLD_CHUNK = 250
 # Sites read ahead of the one being compiled, per reading thread: enough to keep the reads ahead of the compile,
@@ -41,7 +37,7 @@ AHEAD_PER_THREAD = 2
 class SiteRows:
 	"""A site's enabled rows as a reconcile compiles them, read before the lock (`read_ahead`)."""
 
-	versions: dict[str, str]  # enabled run's key text -> its version (`Reconciler.row_versions`)
+	versions: dict[str, str]  # enabled run's key text -> its version (`SiteCompiler.row_versions`)
 	rows: list[dict]  # every one of them, with their exclusions
 	logged: dict[str, str]  # schedule new to the state -> its newest logged slot
 
@@ -56,24 +52,30 @@ def read_chunk(
 	return rows, read.db.last_logged_slots(new)
 
 
-def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterator[tuple[Site, SiteRows | None]]:
-	"""Each site with its rows read ahead when it is to be compiled whole (`cold`; else None), in the order given, while
-	the reconciler works on the ones before, at most AHEAD_PER_THREAD sites a thread ahead of it: by one thread fewer
-	than the servers have connections, as `read_sites`.
+def read_ahead(
+	sites: list[Site],
+	reads: dict,
+	cold: Callable[[Site, object], bool],
+	rows_of: Callable[[SiteRead], SiteRows],
+	connections: int,
+) -> Iterator[tuple[Site, SiteRows | None]]:
+	"""Each site with its rows read ahead (`rows_of`) when it is to be compiled whole (`cold`; else None), in the order
+	given, while the caller works on the ones before, at most AHEAD_PER_THREAD sites a thread ahead of it: by one thread
+	fewer than the servers have `connections`, as `read_sites`.
 	A site whose read fails is left to the lock's path, which notes the failure."""
 
 	def ahead(site: Site) -> SiteRows | None:
 		read = reads[site.name]
-		if not cold(reconciler, site, read):
+		if not cold(site, read):
 			return None
 		try:
-			return site_rows(reconciler, read)
+			return rows_of(read)
 		except DatabaseError:
 			return None
 
-	wanted = [site for site in sites if cold(reconciler, site, reads[site.name])]
+	wanted = [site for site in sites if cold(site, reads[site.name])]
 	servers = len({reads[site.name].db.server for site in wanted}) or 1
-	threads = min(len(wanted), (reconciler.connections.limit - 1) * servers, MAX_READ_THREADS)
+	threads = min(len(wanted), (connections - 1) * servers, MAX_READ_THREADS)
 	if threads < 1:
 		yield from ((site, None) for site in sites)
 		return
@@ -95,20 +97,3 @@ def read_ahead(reconciler: Reconciler, sites: list[Site], reads: dict) -> Iterat
 			yield site, rows.result()
 	finally:
 		pool.shutdown(wait=True, cancel_futures=True)  # a caller that stops early waits for the reads under way only
-
-
-def cold(reconciler: Reconciler, site: Site, read) -> bool:
-	"""Whether the site is to be compiled whole (this process never compiled it) and is small enough to read ahead."""
-	return (
-		isinstance(read, SiteRead)
-		and site.name not in reconciler.seen
-		and read.summary is not None
-		and read.summary[0] <= APPLY_CHUNK
-	)
-
-
-def site_rows(reconciler: Reconciler, read: SiteRead) -> SiteRows:
-	"""Every enabled row of the site, as `Reconciler.apply` would read them a chunk at a time."""
-	versions = reconciler.row_versions(read, None)
-	rows, logged = read_chunk(read, list(versions), reconciler.state.names(read.db.site.name), reconciler.clock())
-	return SiteRows(versions, rows, logged)

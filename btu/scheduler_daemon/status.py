@@ -25,8 +25,8 @@ from btu.shared.instants import from_ms, slot_text
 from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
 from btu.shared.run_kind import RunKey, RunKind
 
-if TYPE_CHECKING:  # reconcile imports the whole schedule layer, which `btu-scheduler status` does not need
-	from btu.scheduler_daemon.reconcile import Health, Reconciler
+if TYPE_CHECKING:
+	from btu.scheduler_daemon.site_health import Health
 
 logger = logging.getLogger("btu.scheduler")
 # A process's bench as its heartbeat shows it is read again this often (every site's config: rare, as a bench's
@@ -388,9 +388,10 @@ class Publisher:
 		self.seen: tuple[int, dict] | None = None
 		self.read_at = 0.0
 
-	def publish(self, redis_conn, reconciler: Reconciler) -> None:
-		health = site_health(reconciler.health())
-		seen = (reconciler.state.changes, health)
+	def publish(self, redis_conn, health: Health, changes: int) -> None:
+		"""Publish the status; `health` is the reconciler's, `changes` the state's count of its own writes."""
+		health = site_health(health)
+		seen = (changes, health)
 		reader = Reader(redis_conn)
 		if (
 			self.sites is None

@@ -160,7 +160,7 @@ def fire_once(scheduler, data, task: str) -> str:
 	"""A Once schedule of `task` at the next whole second, synced, prepared and released by `scheduler`; its name."""
 	instant = next_instant()
 	name = once_at(data, task, instant)
-	scheduler.reconciler.sync_schedules(data.site.name, [name])
+	scheduler.reconciler.sync(data.site.name, [name])
 	assert scheduler.lease.renew()
 	prepare_due(scheduler)
 	sleep_until_ms(instant * 1000)
@@ -281,10 +281,10 @@ def test_the_limit_reaches_the_state_and_follows_edits_of_the_task(engine_bench,
 	scheduler.reconciler.full()
 	assert limit() == 1, "a full reconcile sees the task's edit"
 	data.update("BTU Task", task, max_concurrent_runs=0)
-	scheduler.reconciler.sync_schedules(site, [name])
+	scheduler.reconciler.sync(site, [name])
 	assert limit() == 0, "so does the schedule's sync the Task's save announces"
 	data.update("BTU Task", task, max_concurrent_runs=protocol.MAX_CONCURRENT_RUNS + 1)
-	scheduler.reconciler.sync_schedules(site, [name])
+	scheduler.reconciler.sync(site, [name])
 	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
 	assert f"max_concurrent_runs {protocol.MAX_CONCURRENT_RUNS + 1}" in invalid[name]
 	assert not r.exists(protocol.schedule_key(site, name))

@@ -56,7 +56,7 @@ def test_a_prepared_skipped_slot_is_withdrawn_and_never_fires(site, r, caplog):
 	skip(data, name, prepared)
 	skip(data, name, ahead)
 	with caplog.at_level(logging.INFO, logger="btu.scheduler"):
-		scheduler.reconciler.sync_schedules(data.site.name, [name])  # what the RPC after the save runs
+		scheduler.reconciler.sync(data.site.name, [name])  # what the RPC after the save runs
 	assert prepared not in prepared_slots(r, name), "the spec change withdrew the prepared fire"
 	# The run the schedule was waiting for is passed by the edit itself (docs/POLICIES.md, "Skip the next run(s)"):
 	# one schedule_changed line naming the run that fires next, a run not skipped after it.

@@ -124,13 +124,13 @@ def test_switched_off_over_rpc_the_ack_goes_at_once_and_comes_back_only_with_a_f
 	beat(leader)
 	assert acks(r) == {ack_key(bench, site)}
 	data.set_single("BTU Configuration", "fire_frappe_jobs", 0)
-	leader.reconciler.sync_schedules(site, ["frappe-job:every_minute"])  # BTU Configuration's on_update announces each
+	leader.reconciler.sync(site, ["frappe-job:every_minute"])  # BTU Configuration's on_update announces each
 	beat(leader)
 	assert acks(r) == set()
 	# Switched on again: an RPC may name one schedule only, so the site is acknowledged once a full reconcile
 	# has put all its job types in the state (meanwhile both fire, and the slot claims keep one run).
 	data.set_single("BTU Configuration", "fire_frappe_jobs", 1)
-	leader.reconciler.sync_schedules(site, ["frappe-job:every_minute"])
+	leader.reconciler.sync(site, ["frappe-job:every_minute"])
 	beat(leader)
 	assert acks(r) == set()
 	leader.reconciler.full()

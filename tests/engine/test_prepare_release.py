@@ -130,11 +130,11 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	assert len(r.keys("rq:job:*")) == 4
 
 	data.delete_schedule(removed)
-	scheduler.reconciler.sync_schedules(data.site.name, [removed])
+	scheduler.reconciler.sync(data.site.name, [removed])
 	data.update_schedule(paused, paused=1)
-	scheduler.reconciler.sync_schedules(data.site.name, [paused])
+	scheduler.reconciler.sync(data.site.name, [paused])
 	data.update_schedule(edited, run_at=datetime.fromtimestamp(instant + 3600, timezone.utc))
-	scheduler.reconciler.sync_schedules(data.site.name, [edited])
+	scheduler.reconciler.sync(data.site.name, [edited])
 
 	members = [m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)]
 	assert [parse_job_id(m.split("\t")[0])[0] for m in members] == [kept], (

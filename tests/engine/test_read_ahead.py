@@ -7,6 +7,8 @@ import time
 from datetime import datetime, timezone
 
 from btu.scheduler_daemon import site_rows
+from btu.scheduler_daemon.connections import Connections
+from btu.scheduler_daemon.database import connect
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.site_read import read_sites
 from btu.scheduler_daemon.state import State
@@ -15,24 +17,27 @@ from tests.engine.test_stagger import add_schedule
 SITES = tuple(f"ahead{i}.localhost" for i in range(12))
 
 
-def test_rows_are_read_only_a_few_sites_ahead_of_the_compile(make_bench, r, monkeypatch):
+def test_rows_are_read_only_a_few_sites_ahead_of_the_compile(make_bench, r):
 	bench = make_bench(*SITES)
 	for site in SITES:
 		add_schedule(bench, site)
-	reconciler = Reconciler(bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None)
+	connections = Connections(connect)
+	reconciler = Reconciler(
+		bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=connections
+	)
+	compiler = reconciler.compiler
 	read = []
-	original = site_rows.site_rows
-	monkeypatch.setattr(
-		site_rows, "site_rows", lambda rec, site_read: read.append(site_read.db.site.name) or original(rec, site_read)
-	)
-	sites = [reconciler.bench.site(name) for name in SITES]
-	reads = read_sites(
-		[reconciler.database(site) for site in sites], reconciler.bench, "frappe", reconciler.connections.limit
-	)
-	ahead = site_rows.read_ahead(reconciler, sites, reads)
+
+	def rows_of(site_read):
+		read.append(site_read.db.site.name)
+		return compiler.rows_ahead(site_read)
+
+	sites = [compiler.bench.site(name) for name in SITES]
+	reads = read_sites([reconciler.database(site) for site in sites], compiler.bench, "frappe", connections.limit)
+	ahead = site_rows.read_ahead(sites, reads, compiler.cold, rows_of, connections.limit)
 	first_site, first_rows = next(ahead)
 	time.sleep(1)  # every read the window allows is done by now
-	threads = reconciler.connections.limit - 1
+	threads = connections.limit - 1
 	assert first_site.name == SITES[0] and first_rows is not None and first_rows.versions
 	assert len(read) == threads * site_rows.AHEAD_PER_THREAD + 1, (
 		f"read {len(read)} sites ahead of the first compile: {read}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon import site_reconcile
+from btu.scheduler_daemon import site_sync
 from btu.scheduler_daemon.reconcile import Reconciler
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
@@ -44,7 +44,7 @@ def enabled_rows(bench, site: str) -> set[str]:
 
 
 def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to_the_rows(make_bench, r, monkeypatch):
-	monkeypatch.setattr(site_reconcile, "HOLD_CHUNK", CHUNK)
+	monkeypatch.setattr(site_sync, "HOLD_CHUNK", CHUNK)
 	bench = make_bench(BIG, OTHER)
 	with SiteData(bench, BIG) as data:
 		task = data.insert_task(function_string=FUNCTION, desc_short="big")
@@ -67,7 +67,7 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	first_chunk = threading.Event()
 	compiled_first: list[str] = []
 	reconciling = []
-	original = reconciler.apply_rows
+	original = reconciler.compiler.apply_rows
 
 	def apply_rows(site, read, rows, logged, versions):
 		original(site, read, rows, logged, versions)
@@ -80,9 +80,10 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 			# Still in the chunk's hold: the edits arrive now, and wait for the lock.
 			compiled_first.extend(row["name"] for row in rows)
 			first_chunk.set()
-			wait_until(lambda: reconciler.lock.waiting == EDITS, 30, "the edits waiting for the lock", interval=0.005)
+			lock = reconciler.site_sync.lock
+			wait_until(lambda: lock.waiting == EDITS, 30, "the edits waiting for the lock", interval=0.005)
 
-	monkeypatch.setattr(reconciler, "apply_rows", apply_rows)
+	monkeypatch.setattr(reconciler.compiler, "apply_rows", apply_rows)
 	failures: list[BaseException] = []
 
 	def run_full():
@@ -112,7 +113,7 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 
 	def edit(site: str, name: str):
 		def send():
-			reconciler.sync_schedules(site, [name])
+			reconciler.sync(site, [name])
 			with record:
 				events.append(("edit", name))
 
@@ -166,7 +167,7 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 	with SiteData(bench, BIG) as data:
 		data.update("BTU Task", task, desc_short="big, edited")  # every schedule's version changes
 
-	original = reconciler.row_versions
+	original = reconciler.compiler.row_versions
 	reconciling = threading.current_thread()
 	landed: list[str] = []
 
@@ -179,14 +180,14 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 				data.update_schedule(names[0], enabled=0)
 				data.update_schedule(off, enabled=1, cron_string="30 8 * * *")
 			for name in (names[0], off):
-				sender = threading.Thread(target=reconciler.sync_schedules, args=(BIG, [name]))
+				sender = threading.Thread(target=reconciler.sync, args=(BIG, [name]))
 				sender.start()
 				sender.join(patient(30))
 				assert not sender.is_alive(), "an edit waited for a reconcile reading a site's versions"
 				landed.append(name)
 		return versions
 
-	monkeypatch.setattr(reconciler, "row_versions", row_versions)
+	monkeypatch.setattr(reconciler.compiler, "row_versions", row_versions)
 	reconciler.full()
 	assert landed == [names[0], off]
 	assert not r.sismember(protocol.site_schedules_key(BIG), names[0]), (

@@ -104,7 +104,7 @@ def test_a_pending_request_fires_once_at_its_run_at_and_leaves_when_done(recordi
 	assert len(queue_ids(r, queue_key(bench))) == 1
 	# The runner marks it Done with its Log; the RPC the Frappe side sends then takes it out of the state.
 	data.update(REQUEST, name, status=rr.DONE)
-	scheduler.reconciler.sync_schedules(site, [state])
+	scheduler.reconciler.sync(site, [state])
 	assert state not in state_names(r, site)
 
 
@@ -145,7 +145,7 @@ def test_waiting_cancelled_and_done_requests_never_fire(recording, r):
 	assert prepare_due(scheduler) == []
 	# A backfill's next slot: Waiting -> Pending (the runner does it when the slot before ends) and announced.
 	data.update(REQUEST, names[rr.WAITING], status=rr.PENDING, run_at_utc=format_utc_iso(at(moment)))
-	scheduler.reconciler.sync_schedules(site, [request_key(names[rr.WAITING])])
+	scheduler.reconciler.sync(site, [request_key(names[rr.WAITING])])
 	assert len(prepare_due(scheduler)) == 1
 	sleep_until_ms(moment * 1000)
 	assert release(scheduler)

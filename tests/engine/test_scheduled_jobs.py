@@ -152,7 +152,7 @@ def test_job_types_btu_takes_become_cron_states_and_the_rest_do_not(site, r):
 	assert template["queue"].endswith(":long") and template["executor"] == "frappe"
 	# Never run (no last_execution): Frappe counts from its creation, so one catch-up run is due now, as Frappe makes.
 	never = insert_job_type(data, "never_run", cron_format="0 3 * * *", last_execution="")
-	scheduler.reconciler.sync_schedules(data.site.name, [never])
+	scheduler.reconciler.sync(data.site.name, [never])
 	assert int(r.hget(f"btu:site:{data.site.name}:schedule:{never}", "cursor")) < time.time() * 1000
 
 
@@ -216,10 +216,11 @@ def test_changes_to_a_row_are_seen_by_a_full_reconcile_and_by_the_rpc_path(site,
 	assert definition(r, site_name, state)[0] != before and "0 4 * * *" in definition(r, site_name, state)[0]
 	# Stopped in the Desk: the after-commit RPC names the state; it leaves at once.
 	update_job_type(data, "edited", stopped=1)
-	scheduler.reconciler.sync_schedules(site_name, [state])
+	scheduler.reconciler.sync(site_name, [state])
 	assert state not in state_names(r, site_name)
 	reconciler = scheduler.reconciler
-	assert sources.existing(reconciler.database(reconciler.bench.site(site_name)), [state, job_key("nope")]) == {state}
+	database = reconciler.database(reconciler.snapshot().bench.site(site_name))
+	assert sources.existing(database, [state, job_key("nope")]) == {state}
 
 
 def test_a_schedule_named_like_a_job_types_state_never_fires(site, r):

@@ -28,7 +28,7 @@ def test_a_compile_after_the_scripts_were_flushed_lands(engine_bench, r):
 
 	r.script_flush()
 	second = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 4 * * *")
-	reconciler.sync_schedules(site, [second])
+	reconciler.sync(site, [second])
 	assert reconciler.state.names(site) == {first, second}
 	assert r.zscore(protocol.DUE_KEY, protocol.due_member(site, second)) is not None
 	assert r.sismember(protocol.SITES_KEY, site)

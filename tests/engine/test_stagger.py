@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.reconcile import MIN_TICK_SECS, Cycle, Reconciler
+from btu.scheduler_daemon.reconcile import Reconciler
+from btu.scheduler_daemon.reconcile_cycle import MIN_TICK_SECS, Cycle
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
 from devbench.bench import create_dev_bench
@@ -76,8 +77,8 @@ def test_a_site_made_during_a_cycle_keeps_the_state_an_rpc_gave_it(make_bench, r
 	reconcile.stagger(60)  # a cycle begins: the bench's two sites are listed
 	create_dev_bench(bench.path, (*SITES[:2], "new.localhost"), **db_settings)
 	name = add_schedule(bench, "new.localhost")
-	reconcile.bench = bench.load(bench.path)
-	reconcile.sync_schedules("new.localhost", [name])  # the after-commit RPC
+	reconcile.compiler.bench = bench.load(bench.path)
+	reconcile.sync("new.localhost", [name])  # the after-commit RPC
 	reconcile.stagger(60)  # the cycle ends
 	assert r.sismember(protocol.site_schedules_key("new.localhost"), name), "dropped as no longer a BTU site"
 	assert b"new.localhost" in r.smembers(protocol.SITES_KEY)

@@ -47,7 +47,7 @@ def test_a_state_from_before_the_definition_key_reads_and_is_moved_by_its_next_u
 	assert (state["spec"], state["job"]) == (spec, job), (
 		"the firing loop reads the old layout until the reconcile comes"
 	)
-	reconciler.seen.clear()  # this process compiles the site again, as a new scheduler process does
+	reconciler.compiler.forget_everything()  # this process compiles the site again, as a new scheduler process does
 	reconciler.full()
 	assert definition(r, site, name) == (spec, job) and not r.hexists(key, "spec") and not r.hexists(key, "job")
 

@@ -80,7 +80,7 @@ def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(
 	publisher = status.Publisher()
 
 	def published() -> dict:
-		publisher.publish(r, reconcile)
+		publisher.publish(r, reconcile.health(), reconcile.state.changes)
 		return json.loads(r.get(protocol.STATUS_KEY))
 
 	before = published()
@@ -94,7 +94,7 @@ def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(
 	)
 	# ...until this process's state changes,
 	second = add_schedule(bench, SITES[0])
-	reconcile.sync_schedules(SITES[0], [second])
+	reconcile.sync(SITES[0], [second])
 	assert published()["sites"][SITES[0]]["schedules"] == 3
 	# a site's health changes,
 	reconcile.site_health.paused[SITES[1]] = "site_config: pause_scheduler"

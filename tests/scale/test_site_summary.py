@@ -1,7 +1,7 @@
 """Every edit the full pass must notice changes what it reads of a site, on the site's own login and through the reader.
 
 A full reconcile reads a site's settings and the summary (row count, checksum) of what fires before anything else,
-and reads no row when both are as the last pass left them (`Reconciler.begin_site`): the safety net behind the
+and reads no row when both are as the last pass left them (`SiteSync.begin_site`): the safety net behind the
 after-commit RPC. So every kind of edit is made here by SQL alone, as an admin's or a migrate's would be, and each
 must move the site's `SiteSettings`: a run request added on a site that had none, its task and its schedule edited,
 it leaving the pending state and being deleted, a schedule's task and calendar edited, a schedule paused without its

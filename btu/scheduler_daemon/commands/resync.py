@@ -9,12 +9,10 @@ from btu.scheduler_daemon import redis_acl
 from btu.scheduler_daemon.bench import BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.config import ConfigError, add_config_flags, load_config
-from btu.scheduler_daemon.database import DatabaseError
 from btu.scheduler_daemon.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.listener import CommandRejected
 from btu.scheduler_daemon.log import configure
 from btu.scheduler_daemon.reconcile import Reconciler
-from btu.scheduler_daemon.site_read import read_site
 from btu.scheduler_daemon.state import State
 from btu.shared import protocol
 
@@ -55,15 +53,9 @@ def run(args) -> int:
 		if args.schedule or args.site:
 			site = RpcDispatcher(reconciler).resolve_site(args.site)
 			if args.schedule:
-				reconciler.sync_schedules(site, [args.schedule])
+				reconciler.sync(site, [args.schedule])
 			else:
-				reconciler.check_generation()
-				try:
-					read = read_site(reconciler.database(bench.site(site)), bench, config.executor, checksum=True)
-				except DatabaseError as exc:
-					read = exc
-				reconciler.reconcile_site(bench.site(site), read, has_invalid=True)
-				wake()
+				reconciler.sync_site(site)
 		else:
 			reconciler.full()
 	except CommandRejected as exc:
