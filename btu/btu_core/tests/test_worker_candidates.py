@@ -23,6 +23,7 @@ from pathlib import Path
 
 import frappe
 from frappe.utils import get_bench_id, get_bench_path
+from frappe.utils.background_jobs import get_queue
 
 from btu.btu_core import scheduler_link
 from btu.btu_core.schedules import scheduled_job_types
@@ -62,6 +63,8 @@ class WorkerCase(IntegrationTestCase):
 		frappe.db.commit()
 
 	def tearDown(self):
+		# The schedule first: a leader still up gets the deletion and fires no more while the workers stop.
+		delete_committed(self.task)
 		for process in self.started:
 			if process.poll() is None:
 				process.send_signal(signal.SIGTERM)
@@ -72,10 +75,16 @@ class WorkerCase(IntegrationTestCase):
 				process.kill()
 				process.wait()
 		self.wait_for(lambda: not self.candidates(), 20, "every candidate gone with its worker")
-		delete_committed(self.task)
-		# What a leader does on the deletion's RPC, done here as none runs to get it: else the schedule's state waits in
-		# Redis for the next test's leader, which would fire its missed slots before its reconcile finds the row gone.
+		# What a leader does on the deletion's RPC, done here where none ran to get it: else the schedule's state waits
+		# in Redis for the next test's leader (the name is reused), which fires its missed slots before its reconcile
+		# finds the row gone.
 		State(self.redis).remove(frappe.local.site, self.schedule)
+		# Its runs left queued were counted already; run by the next test's drain, each would wait for a row that is
+		# gone (seconds each on v16).
+		queue = get_queue(QUEUE)
+		for job_id in queue.get_job_ids():
+			if f"btu|{self.schedule}|" in job_id:
+				queue.remove(job_id)
 
 	def spawn(self, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
 		log = open(self.bench / "logs" / f"btu-candidates-{name}-{len(self.started)}.log", "w")
