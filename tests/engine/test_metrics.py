@@ -75,6 +75,17 @@ def at_half_second() -> None:
 	time.sleep((0.5 - time.time() % 1) % 1)
 
 
+def logged_lags_ms(log_path, ids: list[str]) -> list[float]:
+	"""The lag the scheduler logged for each of `ids` (its `fire` lines)."""
+	wanted = set(ids)
+	lags = {}
+	for match in re.finditer(r" fire .* lag_ms=(\d+(?:\.\d+)?) job_id=(\S+)", log_path.read_text()):
+		if match.group(2) in wanted:
+			lags[match.group(2)] = float(match.group(1))
+	assert set(lags) == wanted, f"fires the log does not show: {sorted(wanted - set(lags))[:5]}"
+	return list(lags.values())
+
+
 def between_fires(r, queue: str, read, undo=lambda: None, attempts: int = 10):
 	"""(queue ids, read()) from a window no fire landed in: a loaded machine can take longer than half a second to
 	scrape. A read whose window saw a fire is undone and tried again from the next half second."""
@@ -143,9 +154,10 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	)
 	assert leader.value("btu_fire_lag_seconds_count") == len(ids), "one lag observation per fire"
 	assert leader.value("btu_fire_lag_seconds_bucket", le="+Inf") == len(ids)
-	assert leader.value("btu_fire_lag_seconds_bucket", le="0.25") == len(ids), (
-		"a fire on time is queued within milliseconds"
-	)
+	# Each fire in the bucket its logged lag puts it in (how late fires are is the fire-lag benchmark's to say: on a
+	# loaded machine a whole second's fires can be late).
+	within = sum(1 for lag_ms in logged_lags_ms(first.log_path, ids) if lag_ms <= 250)
+	assert leader.value("btu_fire_lag_seconds_bucket", le="0.25") == within, "one observation per fire, in its bucket"
 	assert standby.value("btu_fires_total") == 0 and standby.value("btu_fire_lag_seconds_count") == 0
 	assert leader.value("btu_schedule_fires_total", schedule=fire_all[0]) == fires_on_queue(ids, fire_all[0])
 	assert leader.label_values("btu_schedule_fires_total", "schedule") == set(named), (
