@@ -27,7 +27,14 @@ from frappe.utils.background_jobs import get_queue
 
 from btu.btu_core import scheduler_link
 from btu.btu_core.schedules import scheduled_job_types
-from btu.btu_core.tests.utils import SAMPLES, delete_committed, make_schedule, make_task, patient
+from btu.btu_core.tests.utils import (
+	SAMPLES,
+	delete_committed,
+	make_schedule,
+	make_task,
+	patient,
+	stop_scheduled_job_types,
+)
 from btu.scheduler_daemon import worker_candidate
 from btu.scheduler_daemon.state import State
 from btu.shared import liveness, protocol
@@ -231,15 +238,13 @@ class TestFrappesOwnJobs(WorkerCase):
 		# What is counted is the acknowledgement, not runs: nothing is left queued for the next test to drain (every
 		# due job type fires at once when switched on, and v16's workers tick Frappe's own scheduler too).
 		frappe.db.set_value("BTU Task Schedule", self.schedule, "enabled", 0)
-		self.running_job_types = frappe.get_all("Scheduled Job Type", {"stopped": 0}, pluck="name")
-		frappe.db.set_value("Scheduled Job Type", {"name": ("in", self.running_job_types)}, "stopped", 1)
 		frappe.db.commit()
+		stop_scheduled_job_types(self)
 
 	def tearDown(self):
 		super().tearDown()
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
 		frappe.db.set_single_value("System Settings", "enable_scheduler", self.enable_scheduler or 0)
-		frappe.db.set_value("Scheduled Job Type", {"name": ("in", self.running_job_types)}, "stopped", 0)
 		frappe.db.commit()
 
 	def ack(self) -> str | None:

@@ -83,6 +83,22 @@ def delete_committed(task: str) -> None:
 	frappe.db.commit()
 
 
+def stop_scheduled_job_types(case) -> None:
+	"""The site's running Scheduled Job Types stopped for `case`'s test, started again after it: switched on, BTU
+	fires every due one at once, and their runs would queue ahead of what the test watches (on a loaded machine, for
+	minutes) or be left queued for the next test to drain."""
+	running = frappe.get_all("Scheduled Job Type", {"stopped": 0}, pluck="name")
+	frappe.db.set_value("Scheduled Job Type", {"name": ("in", running)}, "stopped", 1)
+	frappe.db.commit()
+
+	def start_again():
+		frappe.db.rollback()
+		frappe.db.set_value("Scheduled Job Type", {"name": ("in", running)}, "stopped", 0)
+		frappe.db.commit()
+
+	case.addCleanup(start_again)
+
+
 def other_connection(case):
 	"""A second session on the site's database, as another worker would have (PyMySQL: MariaDB only, else the test is
 	skipped)."""
