@@ -68,6 +68,8 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 PUSH_RETRY_SECONDS = 1.0
 # A scrape's read of the shared state (metrics.StateCollector) gives up after this: the scrape still answers.
 STATE_READ_SECONDS = 2.0
+# A term's first full reconcile did not finish: tried again after this (the term's catch-up waits for it).
+FULL_RETRY_SECONDS = 5.0
 
 
 class Clock:
@@ -163,6 +165,8 @@ class Scheduler:
 		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
+		# The lease epoch of the term whose first full reconcile ended (written by the reconcile thread).
+		self.reconciled_term: int | None = None
 		self.access, self.notify_access, self.reconcile_access = (
 			redis_acl.Access(self.redis, self.reconciler.snapshot().bench.bench_id, self.process_id, part)
 			for part in ("main", "notifier", "reconciler")
@@ -272,9 +276,10 @@ class Scheduler:
 				continue
 			try:
 				cycles = self.reconciler.snapshot().cycles_done
-				if due:
-					self.reconciler.full()
-					next_slice = time.monotonic()  # the staggered cycle starts at once
+				if due or self.reconciled_term != self.lease.epoch:
+					next_slice = time.monotonic() + FULL_RETRY_SECONDS  # stands if the reconcile fails
+					if self.full_reconcile():
+						next_slice = time.monotonic()  # the staggered cycle starts at once
 				elif time.monotonic() >= next_slice:
 					next_slice = time.monotonic() + interval  # stands if the slice fails
 					next_slice = time.monotonic() + self.reconciler.stagger(interval)
@@ -292,6 +297,17 @@ class Scheduler:
 					log_event(
 						logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}"
 					)
+
+	def full_reconcile(self) -> bool:
+		"""Every site now; True when the cycle ended. The term's first one releases its catch-up (`fire_due`)."""
+		term, cycles = self.lease.epoch, self.reconciler.snapshot().cycles_done
+		self.reconciler.full()
+		if self.reconciler.snapshot().cycles_done == cycles:
+			return False
+		if self.reconciled_term != term:
+			self.reconciled_term = term
+			self.wake.set()
+		return True
 
 	# -- standing by -------------------------------------------------------------------
 
@@ -360,7 +376,10 @@ class Scheduler:
 			self.retry_push_at = time.monotonic() + PUSH_RETRY_SECONDS
 		if released.released:
 			self.next_status = min(self.next_status, time.monotonic() + STATUS_AFTER_FIRES_SECONDS)
-		due = self.state.due(self.config.batch_size, self.firing.ahead_ms)
+		# A new term's catch-up (fires due longer ago than the grace: missed while no leader ran) waits for the term's
+		# first full reconcile, which drops the schedules and run requests deleted or cancelled meanwhile.
+		held_ms = None if self.reconciled_term == self.lease.epoch else self.firing.grace_ms
+		due = self.state.due(self.config.batch_size, self.firing.ahead_ms, held_ms)
 		self.clock.sync(due.now_us / 1000)
 		if due.moved_aside:
 			self.metrics.quarantine("key")

@@ -492,9 +492,11 @@ class State:
 
 	# -- leader side ---------------------------------------------------------------------
 
-	def due(self, batch_size: int, ahead_ms: int = 0) -> Due:
-		"""What is due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment."""
-		return Due.of(self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=[batch_size, ahead_ms]))
+	def due(self, batch_size: int, ahead_ms: int = 0, held_ms: int | None = None) -> Due:
+		"""What is due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment; with
+		`held_ms`, none due more than that long ago (a catch-up held back)."""
+		args = [batch_size, ahead_ms, *([] if held_ms is None else [held_ms])]
+		return Due.of(self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=args))
 
 	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
 		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised

@@ -15,6 +15,7 @@ from tests.engine.helpers import (
 	queue_ids,
 	queue_key,
 	recent_fires,
+	slots_by_schedule,
 	status_json,
 	stop_worker,
 	text,
@@ -78,6 +79,44 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 			)
 			assert lags[2] >= 450 and lags[3] <= 550, "fire_all: the latest catch_up_max (3) missed slots fire"
 	assert counters(r, site).get("skipped_missed", 0) >= 8
+
+
+def test_a_schedule_deleted_or_disabled_while_no_scheduler_ran_fires_none_of_its_missed_slots(
+	engine_bench, processes, r
+):
+	"""The next leader's catch-up waits for its first reconcile: the Redis state still holds the schedules as they were
+	when the last leader stopped, and firing from it would run slots of rows that are gone or switched off."""
+	bench, data = engine_bench()
+	site = data.site.name
+	task = data.insert_task(
+		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
+	)
+	every_second = {"run_frequency": "Cron Style", "cron_string": ONE_SECOND, "catch_up_policy": "fire_all"}
+	kept, deleted, disabled = (data.insert_schedule(task, catch_up_max=10, **every_second) for _ in range(3))
+	flags = ("--misfire-grace-secs", GRACE)
+	first = processes.scheduler(bench.path, *flags)
+	wait_until(lambda: len(recent_fires(r, site)) >= 6, 30, "two fires of each schedule")
+	assert first.stop() == 0
+	before = slots_by_schedule(queue_ids(r, queue_key(bench)))
+	data.delete_schedule(deleted)
+	data.update_schedule(disabled, enabled=0)
+	time.sleep(3)  # slots missed, more than the grace ago
+	restarted_ms = time.time() * 1000
+	second = processes.scheduler(bench.path, *flags)
+	wait_until(
+		lambda: sum(f["schedule"] == kept and f["enqueued_ms"] > restarted_ms for f in recent_fires(r, site)) >= 5,
+		30,
+		"the kept schedule's catch-up and on-time fires",
+	)
+	assert second.stop() == 0
+	after = [f for f in recent_fires(r, site) if f["enqueued_ms"] > restarted_ms]
+	assert {f["schedule"] for f in after} == {kept}, f"only the kept schedule fired after the restart: {after}"
+	resumed = sorted(f["slot_ms"] for f in after)
+	assert resumed[0] == max(before[kept]) + 1000 < restarted_ms - 1000 * float(GRACE), (
+		f"the kept one's missed slots fired, from the first after its last: {resumed}, {before[kept]}"
+	)
+	queued = slots_by_schedule(queue_ids(r, queue_key(bench)))
+	assert [queued[deleted], queued[disabled]] == [before[deleted], before[disabled]], "neither was fired again"
 
 
 def duplicates_free(ids: list[str]) -> bool:
