@@ -11,7 +11,8 @@ Every process runs the same threads:
   lease renewal, or a wake;
 - a notifier, subscribed to the wake and handoff channels;
 - the RPC listener (unless `disable_redis_rpc`);
-- the reconciler, which the leader runs every `full_refresh_interval_secs`.
+- the reconciler (`reconcile_thread`), which the leader runs every
+  `full_refresh_interval_secs`, and which publishes the status.
 
 No polling: an idle leader wakes only to renew its lease (a third of the
 lease TTL), a standby only when the lease could have expired.
@@ -45,6 +46,7 @@ from btu.scheduler_daemon.listener import start_listener_thread
 from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.metrics import Metrics, StateCollector
 from btu.scheduler_daemon.reconcile import AUDIT_EVERY, Reconciler
+from btu.scheduler_daemon.reconcile_thread import ReconcileThread
 from btu.scheduler_daemon.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.replication import Replication
 from btu.scheduler_daemon.state import State
@@ -59,8 +61,6 @@ NOTIFY_BLOCK_SECONDS = 30.0
 # when a moment comes or a change is announced, and at least this often, in case an
 # announcement was lost.
 RECHECK_SECONDS = 10.0
-# Fires were released: the Desk's published status shows them within this long.
-STATUS_AFTER_FIRES_SECONDS = 5.0
 # The Desk calls a scheduler gone after 60 s without one (btu_configuration.js).
 HEARTBEAT_SECONDS = 5.0
 SWITCH_INTERVAL_SECONDS = 0.0005
@@ -68,8 +68,6 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 PUSH_RETRY_SECONDS = 1.0
 # A scrape's read of the shared state (metrics.StateCollector) gives up after this: the scrape still answers.
 STATE_READ_SECONDS = 2.0
-# A term's first full reconcile did not finish: tried again after this (the term's catch-up waits for it).
-FULL_RETRY_SECONDS = 5.0
 
 
 class Clock:
@@ -162,11 +160,8 @@ class Scheduler:
 			frappe_jobs=self.frappe_jobs,
 		)
 		self.wake = threading.Event()
-		self.reconcile_due = threading.Event()
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
-		# The lease epoch of the term whose first full reconcile ended (written by the reconcile thread).
-		self.reconciled_term: int | None = None
 		self.access, self.notify_access, self.reconcile_access = (
 			redis_acl.Access(self.redis, self.reconciler.snapshot().bench.bench_id, self.process_id, part)
 			for part in ("main", "notifier", "reconciler")
@@ -180,10 +175,10 @@ class Scheduler:
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
 		self.shared_redis = status.SharedRedisWatch(bench_path)
-		self.next_status = 0.0  # when the reconcile thread next publishes the status
-		self.status_at = float("-inf")  # when it last did
-		self.publisher = status.Publisher()
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
+		self.reconciling = ReconcileThread(
+			self.reconciler, self.lease, config, self.state, self.reconcile_access, self.wake
+		)
 
 	# -- process ----------------------------------------------------------------
 
@@ -201,7 +196,7 @@ class Scheduler:
 			worker_candidate.ParentWatch(self.candidacy.worker_pid, stop, self.wake.set).start()
 		threads = [
 			threading.Thread(target=self.notifier.run, args=(stop,), name="btu-notifier", daemon=True),
-			threading.Thread(target=self.reconcile_loop, args=(stop,), name="btu-reconciler", daemon=True),
+			threading.Thread(target=self.reconciling.run, args=(stop,), name="btu-reconciler", daemon=True),
 		]
 		for thread in threads:
 			thread.start()
@@ -258,57 +253,6 @@ class Scheduler:
 			pass  # the leader still wakes at its next fire or renewal; the notifier reports a refused channel
 		self.wake.set()
 
-	def reconcile_loop(self, stop: threading.Event) -> None:
-		"""Every site at once when due (start, election, Redis lost the state), else a slice a tick
-		(`Reconciler.stagger`); and the published status, built here rather than on the firing thread (a thousand sites
-		take it a tenth of a second): when a cycle ends, and when `next_status` comes (fires were released)."""
-		next_slice = time.monotonic() + self.refresh_interval()
-		while not stop.is_set():
-			interval = self.refresh_interval()
-			until = next_slice
-			if self.lease.held:
-				# At most STATUS_AFTER_FIRES_SECONDS: the firing thread may bring `next_status` forward meanwhile.
-				until = min(until, self.next_status, time.monotonic() + STATUS_AFTER_FIRES_SECONDS)
-			due = self.reconcile_due.wait(max(0.0, until - time.monotonic()))
-			self.reconcile_due.clear()
-			if stop.is_set() or not self.lease.held:
-				next_slice = time.monotonic() + interval
-				continue
-			try:
-				cycles = self.reconciler.snapshot().cycles_done
-				if due or self.reconciled_term != self.lease.epoch:
-					next_slice = time.monotonic() + FULL_RETRY_SECONDS  # stands if the reconcile fails
-					if self.full_reconcile():
-						next_slice = time.monotonic()  # the staggered cycle starts at once
-				elif time.monotonic() >= next_slice:
-					next_slice = time.monotonic() + interval  # stands if the slice fails
-					next_slice = time.monotonic() + self.reconciler.stagger(interval)
-				ended = self.reconciler.snapshot().cycles_done != cycles
-				# A cycle's end publishes unless the status is fresh: a minute's cycle and timer publish once a minute.
-				if time.monotonic() >= self.next_status or (
-					ended and time.monotonic() >= self.status_at + status.PUBLISH_SECONDS / 2
-				):
-					self.publish_status()
-				self.reconcile_access.ok()
-			except Exception as exc:
-				if protocol.is_denied(exc):
-					self.reconcile_access.denied(exc)
-				elif not is_outage(exc):  # the main loop reports outages and refusals
-					log_event(
-						logger, logging.ERROR, "reconcile_failed", exc_info=True, error=f"{type(exc).__name__}: {exc}"
-					)
-
-	def full_reconcile(self) -> bool:
-		"""Every site now; True when the cycle ended. The term's first one releases its catch-up (`fire_due`)."""
-		term, cycles = self.lease.epoch, self.reconciler.snapshot().cycles_done
-		self.reconciler.full()
-		if self.reconciler.snapshot().cycles_done == cycles:
-			return False
-		if self.reconciled_term != term:
-			self.reconciled_term = term
-			self.wake.set()
-		return True
-
 	# -- standing by -------------------------------------------------------------------
 
 	def stand_by(self, stop: threading.Event) -> None:
@@ -319,7 +263,6 @@ class Scheduler:
 			return
 		if self.lease.acquire():
 			self.frappe_jobs.new_term()
-			self.publisher = status.Publisher()  # and another leader wrote the state meanwhile
 			self.leader_since = datetime.now(timezone.utc)
 			self.next_renew = time.monotonic() + self.renew_every
 			self.next_check = 0.0
@@ -332,7 +275,7 @@ class Scheduler:
 				epoch=self.lease.epoch,
 				**self.candidacy.fields(),
 			)
-			self.reconcile_due.set()
+			self.reconciling.new_term()
 			self.heartbeat()
 			return
 		self.heartbeat()
@@ -350,7 +293,7 @@ class Scheduler:
 			self.heartbeat()
 			return
 		if self.replication.stale and self.replication.refresh():
-			self.reconcile_due.set()
+			self.reconciling.due.set()
 		if time.monotonic() >= self.next_renew:
 			kept = self.lease.renew()
 			self.metrics.renewed(kept)
@@ -375,21 +318,21 @@ class Scheduler:
 		if released.push_refused:
 			self.retry_push_at = time.monotonic() + PUSH_RETRY_SECONDS
 		if released.released:
-			self.next_status = min(self.next_status, time.monotonic() + STATUS_AFTER_FIRES_SECONDS)
+			self.reconciling.publish_soon()
 		# A new term's catch-up (fires due longer ago than the grace: missed while no leader ran) waits for the term's
 		# first full reconcile, which drops the schedules and run requests deleted or cancelled meanwhile.
-		held_ms = None if self.reconciled_term == self.lease.epoch else self.firing.grace_ms
+		held_ms = self.firing.grace_ms if self.reconciling.catch_up_held() else None
 		due = self.state.due(self.config.batch_size, self.firing.ahead_ms, held_ms)
 		self.clock.sync(due.now_us / 1000)
 		if due.moved_aside:
 			self.metrics.quarantine("key")
-			self.reconcile_due.set()
+			self.reconciling.due.set()
 		if due.entries:
 			prepared = self.firing.prepare(due)
 			if prepared.fenced:
 				return self.fenced()
 			if prepared.resync:
-				self.reconcile_due.set()
+				self.reconciling.due.set()
 			self.next_check = 0.0  # more may be due
 			return True
 		until = RECHECK_SECONDS
@@ -416,7 +359,7 @@ class Scheduler:
 		if role == self.heartbeat_role and time.monotonic() < self.next_heartbeat:
 			return
 		if self.replication.refresh() and self.lease.held:
-			self.reconcile_due.set()
+			self.reconciling.due.set()
 		status.write_heartbeat(
 			self.redis,
 			self.process_id,
@@ -434,14 +377,6 @@ class Scheduler:
 		self.shared_redis.check(self.redis)
 		self.heartbeat_role = role
 		self.next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
-
-	def refresh_interval(self) -> float:
-		return self.config.refresh_interval(self.reconciler.snapshot().cycle_sites)
-
-	def publish_status(self) -> None:
-		self.status_at = time.monotonic()
-		self.next_status = self.status_at + status.PUBLISH_SECONDS
-		self.publisher.publish(self.redis, self.reconciler.health(), self.state.changes)
 
 
 def serve(scheduler: Scheduler) -> None:
