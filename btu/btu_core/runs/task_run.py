@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from datetime import timedelta
+from enum import Enum
 
 import frappe
 from rq import get_current_job
@@ -50,6 +51,15 @@ STARTED_LOG_OF_SCHEDULE_SQL = (
 )
 
 
+class Delivery(Enum):
+	"""What makes two deliveries of a run one run: the second finds the first's Log by it, under its lock."""
+
+	SLOT = "slot"  # a schedule's slot attempt
+	REQUEST = "run request"  # a retry, backfill, chain link or enqueue_at
+	RQ_JOB = "rq job"  # a "Run via Worker": its RQ job
+	IN_PROCESS = "in process"  # "Run on Web Server": nothing delivers it twice
+
+
 def run_in_this_process(task, schedule=None):
 	"""Run now in this process (the web server's "Run on Web Server"); returns the Log, never raises for the task."""
 	return TaskRun(task, schedule=schedule, enqueued_at=utc_now()).execute(reraise=False)
@@ -75,6 +85,14 @@ class TaskRun:
 		self.start_lag_s = None
 		self.job = get_current_job()
 		self.logger = frappe.logger("btu")
+		if self.schedule_name and self.slot:
+			self.delivery = Delivery.SLOT
+		elif request is not None:
+			self.delivery = Delivery.REQUEST
+		elif self.job:
+			self.delivery = Delivery.RQ_JOB
+		else:
+			self.delivery = Delivery.IN_PROCESS
 
 	# -- the run -----------------------------------------------------------------
 
@@ -127,26 +145,22 @@ class TaskRun:
 	def claim(self):
 		"""The lock under which this run looks for its Log and writes it (`slot_claim`): one per (schedule, slot),
 		or per RQ job for a "Run via Worker"; none for a run in this process, which nothing delivers twice."""
-		if self.schedule_name and self.slot:
-			key = lock_key(
-				frappe.conf.db_name, self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt)
-			)
-		elif self.request is not None:
-			key = lock_key(frappe.conf.db_name, "run request", self.request.name)
-		elif self.job:
-			key = lock_key(frappe.conf.db_name, "rq job", self.job.id)
-		else:
+		if self.delivery == Delivery.IN_PROCESS:
 			return nullcontext()
-		return SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", key)
+		if self.delivery == Delivery.SLOT:
+			scope, name = self.schedule_name, attempt_slot(format_utc_iso(self.slot), self.attempt)
+		else:
+			scope, name = self.delivery.value, self.request.name if self.request is not None else self.job.id
+		return SlotLock(frappe.db.sql, frappe.conf.db_type or "mariadb", lock_key(frappe.conf.db_name, scope, name))
 
 	def earlier_log(self):
 		"""The Log of an earlier delivery of this same run: its slot attempt's, its request's, or its RQ job's."""
 		# Plain SQL: frappe.db.get_value with filters would load Frappe's query engine before every run.
-		if self.schedule_name and self.slot:
+		if self.delivery == Delivery.SLOT:
 			rows = frappe.db.sql(LOG_FOR_SLOT_SQL, (self.schedule_name, format_utc_iso(self.slot), self.attempt))
-		elif self.request is not None:
+		elif self.delivery == Delivery.REQUEST:
 			rows = frappe.db.sql(LOG_OF_REQUEST_SQL, self.request.name)
-		elif self.job:
+		elif self.delivery == Delivery.RQ_JOB:
 			rows = frappe.db.sql(LOG_OF_JOB_SQL, self.job.id)
 		else:
 			return None
@@ -160,20 +174,7 @@ class TaskRun:
 		"""The Started Log, the request marked Done and the Task's last_runtime in one transaction: the Log's name, and
 		the start mail's note when it could not be queued."""
 		now = system_now()
-		values = {
-			"task": rows.name,
-			"task_desc_short": rows.desc_short,
-			"schedule": self.schedule_name,
-			"slot": to_system_naive(self.slot) if self.slot else None,
-			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
-			"status": "Started",
-			"task_component": "Main",
-			"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
-			"date_time_started": now,
-			"fire_lag_ms": self.fire_lag_ms,
-			**where_it_runs(self.job),
-			**self.lineage(),
-		}
+		values = {**self.log_values(rows, "Started", self.schedule_name), "date_time_started": now}
 		name = insert_log(values)
 		if self.request is not None:
 			run_requests.mark_done(self.request, name, tell_scheduler=False)  # told with the Log's end
@@ -182,6 +183,23 @@ class TaskRun:
 		frappe.db.commit()
 		self.event(f"log={name} started worker={values['worker']} job={values['rq_job_id'] or '-'}")
 		return name, notes
+
+	def log_values(self, rows, status: str, schedule: str | None) -> dict:
+		"""What every Log of this run holds from its start, however it ends: the Task, the slot, when it was enqueued,
+		where it runs, its lineage."""
+		return {
+			"task": rows.name,
+			"task_desc_short": rows.desc_short,
+			"schedule": schedule,
+			"slot": to_system_naive(self.slot) if self.slot else None,
+			"slot_utc": format_utc_iso(self.slot) if self.slot else None,
+			"status": status,
+			"task_component": "Main",
+			"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
+			"fire_lag_ms": self.fire_lag_ms,
+			**where_it_runs(self.job),
+			**self.lineage(),
+		}
 
 	def mail_on_start(self, log_name: str) -> list[str]:
 		"""A recipient asked for mail when a run starts: sent with the Documents it needs (the note when it could not
@@ -220,9 +238,9 @@ class TaskRun:
 	def retry_key(self, attempt: int) -> str | None:
 		"""The request name of this run's `attempt`: per (schedule, slot, attempt), or per (chain link, attempt); None
 		for a run with neither (Run Now)."""
-		if self.schedule_name and self.slot:
+		if self.delivery == Delivery.SLOT:
 			return slot_request_name(self.schedule_name, self.slot, attempt)
-		if self.request is not None and not self.request.slot_utc:
+		if self.delivery == Delivery.REQUEST and not self.request.slot_utc:
 			# A chained run (or its retry): its attempts hang off the Log that started the chain link.
 			return chain_request_name(self.chain_parent(), self.task_name, attempt)
 		return None
@@ -294,24 +312,17 @@ class TaskRun:
 	def start_lag_ms(self) -> float | None:
 		return round(self.start_lag_s * 1000, 3) if self.start_lag_s is not None else None
 
-	def write_skipped(self, task, reason: str):
+	def write_skipped(self, rows, reason: str):
 		now = system_now()
+		schedule = self.schedule_name if frappe.db.exists("BTU Task Schedule", self.schedule_name) else None
 		log = frappe.get_doc(
 			{
 				"doctype": "BTU Task Log",
-				"task": task.name,
-				"schedule": self.schedule_name if frappe.db.exists("BTU Task Schedule", self.schedule_name) else None,
-				"slot": to_system_naive(self.slot) if self.slot else None,
-				"slot_utc": format_utc_iso(self.slot) if self.slot else None,
-				"status": "Skipped",
-				"task_component": "Main",
-				"date_time_enqueued": to_system_naive(self.enqueued_at) if self.enqueued_at else None,
+				**self.log_values(rows, "Skipped", schedule),
 				"date_time_started": now,
 				"date_time_ended": now,
 				"execution_time": 0,
-				"fire_lag_ms": self.fire_lag_ms,
 				"result_message": reason,
-				**where_it_runs(self.job),
 			}
 		)
 		log.insert(ignore_permissions=True)
