@@ -48,6 +48,8 @@ STATUS_REFRESH_SECS = 10  # btu_configuration.js: BTU_STATUS_REFRESH_SECS
 STARTUP_SECS = 30
 # The declared schedule's Run Limit: fires enough to see one run, few enough for a burst worker to drain them.
 DECLARED_RUNS = 2
+# A Log the long-running worker has ended: one it is still running reads Started.
+ENDED = {"status": ("!=", "Started")}
 
 
 class EndToEndBase(IntegrationTestCase):
@@ -287,7 +289,9 @@ class TestEndToEnd(EndToEndBase):
 		).insert()
 		frappe.db.commit()
 		chained = self.wait_for(
-			lambda: frappe.get_all("BTU Task Log", filters={"task": child.name}, fields=["*"]), 60, "chained run"
+			lambda: frappe.get_all("BTU Task Log", filters={"task": child.name, **ENDED}, fields=["*"]),
+			60,
+			"chained run",
 		)
 		attempts = frappe.get_all("BTU Task Log", filters={"task": self.task}, fields=["*"], order_by="attempt")
 		self.assertEqual([(a.attempt, a.status) for a in attempts], [(1, "Failed"), (2, "Succeeded")], attempts)
@@ -387,7 +391,10 @@ class TestEndToEnd(EndToEndBase):
 			lambda: (
 				(
 					found := frappe.get_all(
-						"BTU Task Log", filters={"schedule": schedule.name}, fields=["*"], order_by="date_time_started"
+						"BTU Task Log",
+						filters={"schedule": schedule.name, **ENDED},
+						fields=["*"],
+						order_by="date_time_started",
 					)
 				)
 				and len(found) == 3
@@ -422,7 +429,7 @@ class TestEndToEnd(EndToEndBase):
 		frappe.db.commit()  # the RPC follows the commit
 		self.addCleanup(self.undeclare, own)
 		[log, *_] = self.wait_for(
-			lambda: frappe.get_all("BTU Task Log", filters={"task": task}, fields=["*"], order_by="slot_utc"),
+			lambda: frappe.get_all("BTU Task Log", filters={"task": task, **ENDED}, fields=["*"], order_by="slot_utc"),
 			60,
 			"a declared schedule's run",
 		)
