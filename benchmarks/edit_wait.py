@@ -71,11 +71,11 @@ def main() -> None:
 
 
 def measure(bench, redis_server, edits: int) -> dict:
-	from btu.scheduler_daemon import reconcile
-	from btu.scheduler_daemon.connections import Connections
-	from btu.scheduler_daemon.database import connect
-	from btu.scheduler_daemon.reconcile import Reconciler
-	from btu.scheduler_daemon.state import State
+	from btu.scheduler_daemon.leading.state import State
+	from btu.scheduler_daemon.reads.connections import Connections
+	from btu.scheduler_daemon.reads.database import connect
+	from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+	from btu.scheduler_daemon.reconcile.reconciler import reconciler as reconcile
 
 	r = redis_server.client()
 	reconciler = Reconciler(

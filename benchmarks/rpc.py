@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
 
 import redis  # noqa: E402
 
-from btu.scheduler_daemon.listener import DRAIN_COUNT, CommandListener  # noqa: E402
+from btu.scheduler_daemon.rpc.listener import DRAIN_COUNT, CommandListener  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 

@@ -39,7 +39,10 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from benchmarks.scale import ScaleBench, progress  # noqa: E402
-from btu.scheduler_daemon import jobs, worker_candidate  # noqa: E402
+from btu.scheduler_daemon.leading import (
+	jobs,
+	worker_candidate,  # noqa: E402
+)
 from btu.shared import protocol  # noqa: E402
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402
 
@@ -54,7 +57,7 @@ def horse(i: int) -> None:
 
 	from rq import get_current_job
 
-	loaded = sum(1 for name in sys.modules if name.startswith("btu.scheduler_daemon.engine"))
+	loaded = sum(1 for name in sys.modules if name.startswith("btu.scheduler_daemon.leading.engine"))
 	job = get_current_job()
 	job.connection.rpush(HORSES_KEY, f"{i} {os.getpid()} {threading.active_count()} {loaded}")
 

@@ -7,7 +7,7 @@ for every subcommand that takes it, so `bench btu-scheduler status` just works.
 
 `bench worker` imports every app's commands module before it starts, then forks a work-horse for each job:
 BTU's run path imported here, in a worker only, is inherited by every horse instead of imported by each run; and
-here a worker starts its scheduler candidate, its child for its life (btu/scheduler_daemon/worker_candidate.py).
+here a worker starts its scheduler candidate, its child for its life (btu/scheduler_daemon/leading/worker_candidate.py).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def btu_declare_tasks(context, app, write):
 def start_worker_candidate(argv: list[str]):
 	"""This worker's scheduler candidate (None when this process is no long-lived worker, or the setting is off). A
 	failure to start it is printed and leaves the worker as it is: its jobs run, and another candidate may lead."""
-	from btu.scheduler_daemon import worker_candidate
+	from btu.scheduler_daemon.leading import worker_candidate
 
 	if not worker_candidate.wanted(argv):
 		return None

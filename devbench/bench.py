@@ -29,7 +29,7 @@ from pathlib import Path
 import pymysql
 
 import btu
-from btu.scheduler_daemon.bench import Bench, BenchError, read_json
+from btu.scheduler_daemon.reads.bench import Bench, BenchError, read_json
 from btu.shared import sealed
 from devbench.data import read_single, write_single
 from devbench.schema import FRAPPE_JOB_DDL, SERIES_DDL, SINGLES_DDL, DocTypeSchema, load_doctypes

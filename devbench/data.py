@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pymysql
 
-from btu.scheduler_daemon.bench import Bench
+from btu.scheduler_daemon.reads.bench import Bench
 from btu.shared import sealed
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE
 from devbench.schema import DEFAULT_SHORTCUTS, DocTypeSchema, cint, flt, load_doctypes

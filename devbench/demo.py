@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from btu.scheduler_daemon.app_files import read_apps
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.reads.app_files import read_apps
 
 DEMO_SITE = "demo.localhost"
 SAMPLES = (
@@ -54,9 +54,9 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-	from btu.scheduler_daemon.config import load_config
-	from btu.scheduler_daemon.engine import Scheduler
-	from btu.scheduler_daemon.log import configure
+	from btu.scheduler_daemon.leading.engine import Scheduler
+	from btu.scheduler_daemon.operations.config import load_config
+	from btu.scheduler_daemon.operations.log import configure
 	from devbench import bench as devbench
 	from devbench.data import SiteData
 

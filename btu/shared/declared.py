@@ -19,7 +19,7 @@ whatever declares them.
 
 Both halves check with this module: the Frappe side after importing the
 function (btu.btu_core.runs.task_inputs), the scheduler from the app's files,
-without importing them (btu.scheduler_daemon.app_files). It imports nothing
+without importing them (btu.scheduler_daemon.reads.app_files). It imports nothing
 but the standard library and the shared messages (btu.shared.messages).
 """
 

@@ -1,7 +1,7 @@
 """The BTU Redis RPC protocol and every Redis key BTU owns.
 
 Both sides import this module: the scheduler's listener
-(`btu.scheduler_daemon.listener`) and the callers (the Frappe app's Desk
+(`btu.scheduler_daemon.rpc.listener`) and the callers (the Frappe app's Desk
 buttons and the `btu-scheduler` CLI, through `call`). It imports neither
 frappe nor anything of the scheduler, only redis-py.
 
@@ -309,7 +309,7 @@ def frappe_jobs_ack_key(bench_id: str, site: str) -> str:
 DUE_KEY = "btu:due"
 # Fires prepared ahead of their moment (job hash written, on no queue yet):
 # score = fire time in epoch ms, member = what the release step needs
-# (btu.scheduler_daemon.state.Prepared).
+# (btu.scheduler_daemon.leading.state.Prepared).
 PREPARED_KEY = "btu:prepared"
 SITES_KEY = "btu:sites"
 # State that held a wrong value (another type, junk members, text where a

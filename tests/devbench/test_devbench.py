@@ -12,9 +12,9 @@ import pymysql
 import pytest
 
 import btu
-from btu.scheduler_daemon import bench as bench_module
-from btu.scheduler_daemon import database
-from btu.scheduler_daemon.connections import Connections
+from btu.scheduler_daemon.reads import bench as bench_module
+from btu.scheduler_daemon.reads import database
+from btu.scheduler_daemon.reads.connections import Connections
 from btu.shared import sealed
 from devbench.bench import DEMO_APP_SOURCE, DevBenchInputError, create_dev_bench, database_name, drop_dev_bench
 from devbench.data import SiteData, SiteDataError

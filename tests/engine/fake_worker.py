@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from btu.scheduler_daemon import worker_candidate
+from btu.scheduler_daemon.leading import worker_candidate
 
 if __name__ == "__main__":
 	signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.scheduler_daemon import worker_candidate
+from btu.scheduler_daemon.leading import worker_candidate
 from tests.engine.helpers import child_env, wait_until
 from tests.engine.test_failover import assert_exactly_once, every_second_schedules, newest_fire_ms
 from tests.engine.test_worker_candidates import LEASE_TTL, leader_info

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.leading.state import State
 from btu.shared import protocol
 
 SITE = "site1.localhost"

@@ -14,9 +14,9 @@ import json
 import pytest
 import redis
 
-from btu.scheduler_daemon.bench import frappe_bench_id
-from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.engine import Scheduler
+from btu.scheduler_daemon.leading.engine import Scheduler
+from btu.scheduler_daemon.operations.config import Config
+from btu.scheduler_daemon.reads.bench import frappe_bench_id
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import wait_for_leader, wait_until

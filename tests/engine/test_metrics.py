@@ -18,9 +18,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from btu.scheduler_daemon.metrics import OTHER, Metrics, MetricsServer, StateCollector, quantile_ms
-from btu.scheduler_daemon.outcomes import FireOutcome
-from btu.scheduler_daemon.state import Released
+from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.leading.state import Released
+from btu.scheduler_daemon.operations.metrics import OTHER, Metrics, MetricsServer, StateCollector, quantile_ms
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND,
@@ -351,7 +351,7 @@ def test_an_address_other_hosts_reach_needs_a_token_or_an_explicit_allowance(eng
 
 
 def test_only_loopback_is_served_without_a_token_unless_allowed():
-	from btu.scheduler_daemon.metrics import exposure_refusal
+	from btu.scheduler_daemon.operations.metrics import exposure_refusal
 
 	for address in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
 		assert exposure_refusal(address, None, False) is None, address
@@ -455,7 +455,7 @@ def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss
 
 
 def test_every_value_moved_aside_is_counted_once(r):
-	from btu.scheduler_daemon.state import State
+	from btu.scheduler_daemon.leading.state import State
 
 	heard: list[str] = []
 	state = State(r, on_quarantine=heard.append)
@@ -481,7 +481,7 @@ def test_the_endpoint_caps_concurrent_scrapes_and_drops_idle_clients(monkeypatch
 	import threading
 	import urllib.error
 
-	from btu.scheduler_daemon import metrics as metrics_module
+	from btu.scheduler_daemon.operations import metrics as metrics_module
 
 	# Scrapes held in the collector until the test lets them go: "at once" is made, not hoped for from the timing.
 	in_progress, release = threading.Semaphore(0), threading.Event()

@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 import pytest
 from rq.job import Job
 
-from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.engine import Scheduler
-from btu.scheduler_daemon.jobs import JobShape, JobTemplate, rq_time
-from btu.scheduler_daemon.outcomes import FireOutcome
+from btu.scheduler_daemon.leading.engine import Scheduler
+from btu.scheduler_daemon.leading.jobs import JobShape, JobTemplate, rq_time
+from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.operations.config import Config
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, definition, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon import site_rows
-from btu.scheduler_daemon.connections import Connections
-from btu.scheduler_daemon.database import connect
-from btu.scheduler_daemon.reconcile import Reconciler
-from btu.scheduler_daemon.site_read import read_sites
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.reads.connections import Connections
+from btu.scheduler_daemon.reads.database import connect
+from btu.scheduler_daemon.reads.site_read import read_sites
+from btu.scheduler_daemon.reconcile.reconciler import Reconciler, site_rows
 from tests.engine.test_stagger import add_schedule
 
 SITES = tuple(f"ahead{i}.localhost" for i in range(12))

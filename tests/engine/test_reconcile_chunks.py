@@ -6,9 +6,8 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon import site_sync
-from btu.scheduler_daemon.reconcile import Reconciler
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.reconcile.reconciler import Reconciler, site_sync
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import wait_until

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.scheduler_daemon.reconcile import Reconciler
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
 
 pytestmark = pytest.mark.versions

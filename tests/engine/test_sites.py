@@ -9,7 +9,7 @@ import time
 import pymysql
 import pytest
 
-from btu.scheduler_daemon.bench import Bench
+from btu.scheduler_daemon.reads.bench import Bench
 from btu.shared import protocol
 from devbench import bench as devbench
 from devbench.data import SiteData

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from btu.scheduler_daemon import status
+from btu.scheduler_daemon.operations import status
 from btu.shared import protocol
 from tests.engine.test_stagger import SITES, add_schedule, reconciler
 

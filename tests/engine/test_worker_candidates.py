@@ -1,4 +1,4 @@
-"""Each Frappe worker's scheduler candidate (btu/scheduler_daemon/worker_candidate.py): it competes for the lease
+"""Each Frappe worker's scheduler candidate (leading/worker_candidate.py): it competes for the lease
 like any scheduler, ends with its worker and hands the lease over, yields to a dedicated scheduler without
 flapping, and the setting turns it off. Every slot fires exactly once across each switch.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.scheduler_daemon import worker_candidate
+from btu.scheduler_daemon.leading import worker_candidate
 from btu.shared import liveness, protocol
 from tests.engine.helpers import REPO, child_env, lease, wait_until
 from tests.engine.test_failover import assert_exactly_once, every_second_schedules, newest_fire_ms

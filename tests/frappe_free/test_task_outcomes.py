@@ -323,7 +323,7 @@ def test_a_key_of_another_type_or_redis_down_is_up_zero_and_logged(r, site, capl
 def test_recording_needs_only_the_grants_btu_gives_the_bench_user(redis_server, r, site):
 	"""The Frappe side records, scrapes and forgets a deleted Task as the bench's rq user: with only BTU's grants
 	(no HINCRBYFLOAT, no HSCAN), it works."""
-	from btu.scheduler_daemon import redis_acl
+	from btu.scheduler_daemon.operations import redis_acl
 
 	user, password = f"outcomes-{uuid.uuid4().hex[:6]}", "pw"
 	r.acl_setuser(user, enabled=True, passwords=[f"+{password}"], commands=["-@all"])

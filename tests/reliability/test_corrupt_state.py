@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from btu.scheduler_daemon.outcomes import FireOutcome
+from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, definition, duplicates, gaps, slots_by_schedule, wait_until

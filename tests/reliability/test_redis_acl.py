@@ -14,7 +14,7 @@ import uuid
 import pytest
 import redis
 
-from btu.scheduler_daemon.log import configure, log_event
+from btu.scheduler_daemon.operations.log import configure, log_event
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until
 from tests.reliability.helpers import site_job_ids
@@ -158,7 +158,7 @@ def test_printed_grants_let_it_fire_end_to_end(acl_bench, processes, r, redis_ur
 
 
 def test_apply_grants_and_says_what_it_did(acl_bench, r, redis_url):
-	from btu.scheduler_daemon.redis_acl import rules
+	from btu.scheduler_daemon.operations.redis_acl import rules
 
 	bench, _, user = acl_bench()
 	done = cli(bench.path, "setup", "redis-acl", "--apply", "--admin-url", redis_url)
@@ -252,7 +252,7 @@ def test_no_password_in_cli_output(make_bench, monkeypatch):
 		done = cli(bench.path, *args)
 		assert PASSWORD not in done.stdout + done.stderr, (args, done.stdout, done.stderr)
 	monkeypatch.setenv("FRAPPE_REDIS_QUEUE", f"http://admin:{PASSWORD}@127.0.0.1:1")
-	from btu.scheduler_daemon.bench import Bench, BenchError
+	from btu.scheduler_daemon.reads.bench import Bench, BenchError
 
 	with pytest.raises(BenchError) as refused:
 		Bench.load(bench.path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from btu.scheduler_daemon.bench import Bench
+from btu.scheduler_daemon.reads.bench import Bench
 from tests.engine.helpers import cli
 from tests.support.sentinel import SentinelTopology
 

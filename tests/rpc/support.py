@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from btu.scheduler_daemon.listener import CommandListener, CommandRejected
+from btu.scheduler_daemon.rpc.listener import CommandListener, CommandRejected
 from btu.shared import protocol
 from tests.support.slack import patient
 

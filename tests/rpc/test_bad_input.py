@@ -148,7 +148,7 @@ def rejected_lines(caplog) -> list[logging.LogRecord]:
 
 @pytest.mark.parametrize("case, build, request_type, words", REPLIED, ids=[case[0] for case in REPLIED])
 def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, request_type, words):
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	key = response_key()
 	r.lpush(protocol.COMMANDS_KEY, build(key))
 	answer = r.blpop([key], timeout=patient(5))
@@ -171,7 +171,7 @@ def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, r
 
 @pytest.mark.parametrize("case, payload", UNANSWERABLE, ids=[case[0] for case in UNANSWERABLE])
 def test_refused_command_without_valid_response_key_writes_nothing(listener, r, caplog, case, payload):
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	r.set("victim:key", "untouched")
 	before = {key: r.dump(key) for key in r.keys("*")}
 	r.lpush(protocol.COMMANDS_KEY, payload)
@@ -189,7 +189,7 @@ def test_refused_command_without_valid_response_key_writes_nothing(listener, r, 
 
 
 def test_reply_key_holding_another_type_costs_one_command_only(listener, r, caplog):
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	key = response_key()
 	r.set(key, "a string, not a list")
 	r.lpush(
@@ -206,7 +206,7 @@ def test_reply_key_holding_another_type_costs_one_command_only(listener, r, capl
 def test_a_lone_surrogate_response_key_costs_no_other_reply(listener, r, caplog):
 	"""JSON may escape a lone surrogate, which no Redis key can hold: that command gets no reply,
 	and the ping popped in the same batch is still ACKed."""
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	bad_key = PREFIX + "\ud800"
 	with r.pipeline(transaction=False) as pipe:
 		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": bad_key}))
@@ -250,7 +250,7 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 			raise RuntimeError(f"cannot execute {', '.join(names)}")
 
 	running = start_listener(Failing())
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	for n in (1, 2, 3):
 		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
 	settle(r, running.dispatcher)
@@ -274,7 +274,7 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answered(start_listener, r, caplog):
 	"""2,000 refused commands (forged schedule names, bad types, unanswerable bytes): at most the limit of
 	rpc_rejected lines per window, then one line with the count of the rest; every answerable one gets its error."""
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	start_listener(rejection_log_limit=20, rejection_log_window=3.0)
 	keys = []
 	with r.pipeline(transaction=False) as pipe:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.scheduler_daemon.config import SETTINGS
+from btu.scheduler_daemon.operations.config import SETTINGS
 from btu.shared import protocol
 from tests.support.slack import patient
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from btu.scheduler_daemon.config import (
+from btu.scheduler_daemon.operations.config import (
 	DEFAULT_CONFIG_PATH,
 	SETTINGS,
 	Config,

@@ -17,8 +17,8 @@ import uuid
 import pytest
 import redis
 
-from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.listener import BLOCK_SECONDS, CommandListener, start_listener_thread
+from btu.scheduler_daemon.operations.config import Config
+from btu.scheduler_daemon.rpc.listener import BLOCK_SECONDS, CommandListener, start_listener_thread
 from btu.shared import protocol
 from tests.engine.helpers import wait_until
 from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping, settle
@@ -248,7 +248,7 @@ def test_listener_stops_when_told(start_listener, r):
 
 
 def test_listener_survives_a_redis_outage_and_logs_each_change_once(caplog):
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	with RedisServer() as server:
 		client = server.client()
 		stop = threading.Event()
@@ -265,7 +265,7 @@ def test_listener_survives_a_redis_outage_and_logs_each_change_once(caplog):
 		finally:
 			stop.set()
 			thread.join(10)
-	events = [record.getMessage() for record in caplog.records if record.name == "btu.scheduler_daemon.listener"]
+	events = [record.getMessage() for record in caplog.records if record.name == "btu.scheduler_daemon.rpc.listener"]
 	assert events.count("rpc_redis_lost") == 1, events
 	assert events.count("rpc_redis_restored") == 1, events
 	assert events.index("rpc_redis_lost") < events.index("rpc_redis_restored")
@@ -278,7 +278,7 @@ def test_listener_refuses_a_decoding_client(redis_server):
 
 
 def test_start_listener_thread_honours_disable_redis_rpc(r, caplog):
-	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	stop = threading.Event()
 	disabled = Config(disable_redis_rpc=True, sources={"disable_redis_rpc": "file /etc/x.toml"})
 	assert start_listener_thread(r, RecordingDispatcher(), disabled, stop) is None

@@ -139,7 +139,7 @@ def batches(draw) -> list[bytes]:
 
 
 def test_random_payloads_never_hurt_the_listener(listener, r, caplog):
-	caplog.set_level(logging.ERROR, logger="btu.scheduler_daemon.listener")
+	caplog.set_level(logging.ERROR, logger="btu.scheduler_daemon.rpc.listener")
 	r.set("victim:key", "untouched")
 	sent = 0
 

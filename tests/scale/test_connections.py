@@ -1,4 +1,4 @@
-"""Database connections bounded per server (btu.scheduler_daemon.connections), against a MariaDB of the test's own.
+"""Database connections bounded per server (scheduler_daemon/reads/connections.py), against a MariaDB of the test's own.
 
 Every site has its own database user, as `bench new-site` makes them, so the server's process list tells
 which site each connection serves and how many the scheduler holds.
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.connections import Connections
-from btu.scheduler_daemon.database import DatabaseBusy, DatabaseError, SiteDatabase, connect
+from btu.scheduler_daemon.reads.connections import Connections
+from btu.scheduler_daemon.reads.database import DatabaseBusy, DatabaseError, SiteDatabase, connect
 from tests.support.slack import patient
 
 SITES = tuple(f"s{i}.localhost" for i in range(12))

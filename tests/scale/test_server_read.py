@@ -13,8 +13,8 @@ import time
 import pymysql
 import pytest
 
-from btu.scheduler_daemon import db_reader
-from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY, Grants, like_pattern
+from btu.scheduler_daemon.reads import db_reader
+from btu.scheduler_daemon.reads.server_read import READER_PASSWORD_KEY, READER_USER_KEY, Grants, like_pattern
 from btu.shared import protocol
 from devbench.bench import create_dev_bench
 from devbench.data import SiteData

@@ -13,7 +13,8 @@ import signal
 import pytest
 import redis
 
-from btu.scheduler_daemon import jobs, redis_acl
+from btu.scheduler_daemon.leading import jobs
+from btu.scheduler_daemon.operations import redis_acl
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, wait_until

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from btu.scheduler_daemon import site_settings
-from btu.scheduler_daemon.bench import Bench
-from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.database import SiteDatabase
-from btu.scheduler_daemon.server_read import reader_for
-from btu.scheduler_daemon.site_settings import SiteSettings
+from btu.scheduler_daemon.operations.config import Config
+from btu.scheduler_daemon.reads import site_settings
+from btu.scheduler_daemon.reads.bench import Bench
+from btu.scheduler_daemon.reads.database import SiteDatabase
+from btu.scheduler_daemon.reads.server_read import reader_for
+from btu.scheduler_daemon.reads.site_settings import SiteSettings
 from btu.shared import run_requests as rr
 from tests.engine.test_run_requests import insert_request
 from tests.engine.test_scheduled_jobs import insert_job_type

@@ -1,4 +1,4 @@
-"""btu.scheduler_daemon.app_files: what the scheduler reads of a bench's apps, without importing them."""
+"""btu.scheduler_daemon.reads.app_files: what the scheduler reads of a bench's apps, without importing them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from btu.scheduler_daemon.app_files import AppFiles
+from btu.scheduler_daemon.reads.app_files import AppFiles
 from btu.shared.declared import NotRunnable
 from devbench.bench import BTU_SOURCE, DEMO_APP_SOURCE
 
@@ -134,7 +134,7 @@ def test_declared_functions_pass(bench, path):
 		("myapp.tasks.missing", "defines no missing"),
 		("myapp.nosuch.run", "module 'myapp.nosuch' has no file"),
 		("btu_demo.demo_tasks.datetime", "is defined in datetime and only imported"),
-		("btu.scheduler_daemon.row_compile.compile_row", "is not declared runnable by BTU"),
+		("btu.scheduler_daemon.reconcile.row_compile.compile_row", "is not declared runnable by BTU"),
 	],
 )
 def test_undeclared_functions_are_refused_with_the_reason(bench, path, words):
@@ -148,7 +148,11 @@ def test_an_apps_hooks_declare_only_its_own_functions(bench):
 
 def test_the_escape_hatch_allows_any_function_defined_in_an_installed_app_only(bench):
 	files = AppFiles(bench, True)
-	for path in ("myapp.tasks.plain", "myapp.reports.monthly", "btu.scheduler_daemon.row_compile.compile_row"):
+	for path in (
+		"myapp.tasks.plain",
+		"myapp.reports.monthly",
+		"btu.scheduler_daemon.reconcile.row_compile.compile_row",
+	):
 		files.check(path)
 	assert "not an installed app" in refusal(files, "os.system")
 	assert "only imported" in refusal(files, "myapp.tasks.getoutput")

@@ -23,11 +23,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from btu.btu_core.insights import task_outcomes
-from btu.scheduler_daemon.config import Config
-from btu.scheduler_daemon.engine import Scheduler
-from btu.scheduler_daemon.outcomes import FireOutcome, ItemOutcome, JobOutcome
-from btu.scheduler_daemon.planner import FireItem, Plan, Unplanned
-from btu.scheduler_daemon.state import ItemResult, Released
+from btu.scheduler_daemon.leading.engine import Scheduler
+from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.leading.planner import FireItem, Plan, Unplanned
+from btu.scheduler_daemon.leading.state import ItemResult, Released
+from btu.scheduler_daemon.operations.config import Config
 from btu.shared import protocol
 from tests.engine.test_metrics import released
 

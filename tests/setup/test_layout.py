@@ -160,7 +160,10 @@ LAZY = {
 	"a command's code is imported when it runs",
 	("btu.commands", "btu.scheduler_daemon.cli"): "as above: bench btu-scheduler's code, when it runs",
 	("btu.commands", "btu.btu_core.upgrade.declare"): "as above: bench btu-declare-tasks's code, when it runs",
-	("btu.commands", "btu.scheduler_daemon.worker_candidate"): "as above: a worker's scheduler candidate, in a worker",
+	(
+		"btu.commands",
+		"btu.scheduler_daemon.leading.worker_candidate",
+	): "as above: a worker's scheduler candidate, in a worker",
 	("btu.btu_core.task_runner", "btu.btu_core.runs.frappe_jobs"): "Frappe job runs only: it loads the schedule rules, "
 	"which a Task's run must not load before its call (btu_core/tests/test_run_path.py)",
 	(

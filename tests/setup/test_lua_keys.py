@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 from rq import Queue
 
-from btu.scheduler_daemon import scripts
+from btu.scheduler_daemon.leading import scripts
 from btu.shared import protocol
 
 pytestmark = pytest.mark.versions
@@ -17,7 +17,7 @@ LITERAL_KEY = re.compile(r"""['"](btu|rq):""")
 
 
 def test_no_script_holds_a_literal_key_name():
-	lua = resources.files("btu.scheduler_daemon").joinpath("lua")
+	lua = resources.files("btu.scheduler_daemon.leading").joinpath("lua")
 	found = {
 		entry.name: line.strip()
 		for entry in lua.iterdir()

@@ -85,7 +85,7 @@ def test_each_kind_is_raised(kind):
 
 def test_the_product_raises_input_errors():
 	assert len(CALLS) > 80
-	assert any(where.startswith("btu/scheduler_daemon/app_files.py:") for where, _call in CALLS)
+	assert any(where.startswith("btu/scheduler_daemon/reads/app_files.py:") for where, _call in CALLS)
 
 
 @pytest.mark.parametrize("where, call", CALLS, ids=[where for where, _call in CALLS])

@@ -187,7 +187,7 @@ def forget(redis_conn, site: str, task: str) -> int:
 	"""Remove every field of `task` from the site's hash (its Task was deleted); returns how many went.
 
 	One HKEYS (about 49 fields per Task on the site) and one HDEL: commands the bench's queue user
-	holds (btu.scheduler_daemon.redis_acl). A field is the task's when it parses as `record` writes
+	holds (btu.scheduler_daemon.operations.redis_acl). A field is the task's when it parses as `record` writes
 	it and names that task exactly, so "BTU-1" takes nothing of "BTU-10".
 	"""
 	key = protocol.task_outcomes_key(site)

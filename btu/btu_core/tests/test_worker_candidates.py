@@ -5,7 +5,7 @@ preference; BTU_WORKER_CANDIDATE=0 starts none; with "Fire Frappe's Scheduled Jo
 site only while a leading candidate acknowledges it.
 
 The workers are this bench's own (`frappe worker`, `frappe worker-pool`); each starts its candidate as every worker
-does (btu/commands.py, btu/scheduler_daemon/worker_candidate.py). The runs are a separate worker's, one started with
+does (btu/commands.py, leading/worker_candidate.py). The runs are a separate worker's, one started with
 no candidate, on the long queue: a worker killed between taking a job and starting it loses that job (rq's, not the
 scheduler's), and what is counted here is the scheduler's firing. No other test's scheduler runs meanwhile.
 """
@@ -35,8 +35,8 @@ from btu.btu_core.tests.utils import (
 	patient,
 	stop_scheduled_job_types,
 )
-from btu.scheduler_daemon import worker_candidate
-from btu.scheduler_daemon.state import State
+from btu.scheduler_daemon.leading import worker_candidate
+from btu.scheduler_daemon.leading.state import State
 from btu.shared import liveness, protocol
 from btu.shared.instants import parse_utc_iso
 

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
-from btu.scheduler_daemon.config import Config, ConfigError, add_config_flags, load_config
+from btu.scheduler_daemon.operations.config import Config, ConfigError, add_config_flags, load_config
 
 NAME = "config"
 HELP = "print the effective configuration, each key with its source"

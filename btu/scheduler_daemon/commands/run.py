@@ -6,11 +6,11 @@ import logging
 import os
 import sys
 
-from btu.scheduler_daemon import redis_acl
-from btu.scheduler_daemon.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
-from btu.scheduler_daemon.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config
-from btu.scheduler_daemon.log import configure, log_event
+from btu.scheduler_daemon.operations import redis_acl
+from btu.scheduler_daemon.operations.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config
+from btu.scheduler_daemon.operations.log import configure, log_event
+from btu.scheduler_daemon.reads.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.shared.protocol import mask_url
 
 logger = logging.getLogger("btu.scheduler")
@@ -59,7 +59,7 @@ def run(args) -> int:
 		print(f"btu-scheduler run: {denied}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	log_startup(args, config, bench)
-	from btu.scheduler_daemon.engine import Scheduler, serve
+	from btu.scheduler_daemon.leading.engine import Scheduler, serve
 
 	scheduler = Scheduler(config, bench.path, worker_pid=args.for_worker)
 	try:
@@ -79,7 +79,7 @@ def serve_metrics(config, metrics):
 	"""The metrics endpoint when `metrics_port` is set (None otherwise), started and logged with the port it has."""
 	if config.metrics_port is None:
 		return None
-	from btu.scheduler_daemon.metrics import MetricsServer
+	from btu.scheduler_daemon.operations.metrics import MetricsServer
 
 	server = MetricsServer(
 		metrics.registry, config.metrics_address, config.metrics_port, config.metrics_bearer_token
@@ -94,7 +94,7 @@ def metrics_exposed(config) -> str | None:
 	"""Why the metrics endpoint may not listen as configured (None when it is off, or may)."""
 	if config.metrics_port is None:
 		return None
-	from btu.scheduler_daemon.metrics import exposure_refusal
+	from btu.scheduler_daemon.operations.metrics import exposure_refusal
 
 	return exposure_refusal(config.metrics_address, config.metrics_bearer_token, config.metrics_allow_unauthenticated)
 

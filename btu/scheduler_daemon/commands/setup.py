@@ -13,12 +13,12 @@ SIGTERM (the scheduler steps down and hands over at once) and logs in
 
 redis-acl prints the ACL SETUSER line that gives the bench's Redis user
 (the one `bench create-rq-users` made) what BTU needs on top of Frappe's
-grants, or with --apply runs it as an admin (btu.scheduler_daemon.redis_acl).
+grants, or with --apply runs it as an admin (btu.scheduler_daemon.operations.redis_acl).
 
 db-reader prints the SQL that makes the bench's MariaDB reader login and grants
 it SELECT on each site's BTU tables, so that a reconcile reads many sites in one
-query (btu.scheduler_daemon.server_read); --apply runs it as the server's admin
-and saves the login in common_site_config.json (btu.scheduler_daemon.db_reader).
+query (btu.scheduler_daemon.reads.server_read); --apply runs it as the server's admin
+and saves the login in common_site_config.json (btu.scheduler_daemon.reads.db_reader).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from pathlib import Path
 
 import redis
 
-from btu.scheduler_daemon import db_reader, redis_acl
-from btu.scheduler_daemon.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from btu.scheduler_daemon.server_read import READER_PASSWORD_KEY, READER_USER_KEY
+from btu.scheduler_daemon.operations import redis_acl
+from btu.scheduler_daemon.reads import db_reader
+from btu.scheduler_daemon.reads.bench import Bench, BenchError, find_bench, is_bench_directory
+from btu.scheduler_daemon.reads.server_read import READER_PASSWORD_KEY, READER_USER_KEY
 from btu.shared import protocol
 
 PROCFILE_ENTRY = "btu_scheduler: bench btu-scheduler"

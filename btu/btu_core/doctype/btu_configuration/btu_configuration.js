@@ -161,7 +161,7 @@ function btu_render_upgrade(frm) {
 	});
 }
 
-// What runs a scheduler process: a dedicated one, or a Frappe worker's candidate (btu/scheduler_daemon/worker_candidate.py).
+// What runs a scheduler process: a dedicated one, or a Frappe worker's candidate (btu/scheduler_daemon/leading/worker_candidate.py).
 function btu_runs_in(process) {
 	return process.kind === "worker"
 		? __("Frappe worker (pid {0})", [process.worker_pid])

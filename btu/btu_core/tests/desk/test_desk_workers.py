@@ -2,7 +2,7 @@
 worker's candidate leads; then a dedicated `btu-scheduler run` leads in preference and the candidate stands by.
 
 The worker is this bench's own `frappe worker`, which starts its candidate as every worker does
-(btu/scheduler_daemon/worker_candidate.py); it listens to the short queue, where this suite queues nothing.
+(btu/scheduler_daemon/leading/worker_candidate.py); it listens to the short queue, where this suite queues nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.forms import open_form
 from btu.btu_core.tests.desk.people import Person
 from btu.btu_core.tests.utils import patient
-from btu.scheduler_daemon import worker_candidate
+from btu.scheduler_daemon.leading import worker_candidate
 from btu.shared import liveness
 
 CONFIGURATION = "/app/btu-configuration"
