@@ -70,12 +70,22 @@ def main() -> None:
 	print(f"wrote {path}")
 
 
+def scheduler_module(path: str, flat: str):
+	"""A scheduler module at its path in this tree, or in a checkout from before its rooms (--source, issue 43)."""
+	import importlib
+
+	try:
+		return importlib.import_module(f"btu.scheduler_daemon.{path}")
+	except ModuleNotFoundError:
+		return importlib.import_module(f"btu.scheduler_daemon.{flat}")
+
+
 def measure(bench, redis_server, edits: int) -> dict:
-	from btu.scheduler_daemon.leading.state import State
-	from btu.scheduler_daemon.reads.connections import Connections
-	from btu.scheduler_daemon.reads.database import connect
-	from btu.scheduler_daemon.reconcile.reconciler import Reconciler
-	from btu.scheduler_daemon.reconcile.reconciler import reconciler as reconcile
+	State = scheduler_module("leading.state", "state").State
+	Connections = scheduler_module("reads.connections", "connections").Connections
+	connect = scheduler_module("reads.database", "database").connect
+	reconcile = scheduler_module("reconcile.reconciler", "reconcile")
+	Reconciler = reconcile.Reconciler
 
 	r = redis_server.client()
 	reconciler = Reconciler(

@@ -10,7 +10,8 @@ from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reads.connections import Connections
 from btu.scheduler_daemon.reads.database import connect
 from btu.scheduler_daemon.reads.site_read import read_sites
-from btu.scheduler_daemon.reconcile.reconciler import Reconciler, site_rows
+from btu.scheduler_daemon.reconcile import site_rows
+from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from tests.engine.test_stagger import add_schedule
 
 SITES = tuple(f"ahead{i}.localhost" for i in range(12))

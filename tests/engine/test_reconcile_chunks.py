@@ -7,7 +7,8 @@ import threading
 from datetime import datetime, timezone
 
 from btu.scheduler_daemon.leading.state import State
-from btu.scheduler_daemon.reconcile.reconciler import Reconciler, site_sync
+from btu.scheduler_daemon.reconcile import site_sync
+from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import wait_until
