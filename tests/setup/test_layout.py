@@ -205,13 +205,13 @@ def type_checking_only(tree: ast.AST) -> set[int]:
 	return skipped
 
 
-def btu_imports(name: str) -> list[tuple[str, list[str], bool]]:
+def btu_imports(name: str, type_only: bool = False) -> list[tuple[str, list[str], bool]]:
 	"""The btu modules module `name` imports: for each import, the module it names (`from a import b` names module a.b
 	when there is one, else a), the packages above it that Python runs first (not the importer's own), and whether the
-	import is inside a function."""
+	import is inside a function. `type_only`: the imports under `if TYPE_CHECKING:` too."""
 	path = MODULES[name]
 	tree = ast.parse(path.read_text(), str(path))
-	skipped = type_checking_only(tree)
+	skipped = set() if type_only else type_checking_only(tree)
 	found = []
 
 	def visit(node, in_function):
@@ -285,6 +285,19 @@ def test_no_import_circle_among_btu_modules():
 	assert not circles, "import circles (module-level and in-function imports both count):\n" + "\n".join(
 		" <-> ".join(group) for group in circles
 	)
+
+
+def test_no_import_circle_in_the_scheduler_or_the_shared_contract_not_even_for_types():
+	"""A reader follows the type annotations too: in the scheduler and the contract, a module's types come from
+	below it, never from a module that imports it."""
+	edges = {}
+	for name in MODULES:
+		if name.startswith(("btu.scheduler_daemon", "btu.shared")) and not is_test(name):
+			for target, above, _inside in btu_imports(name, type_only=True):
+				if (name, target) not in LAZY:
+					edges.setdefault(name, set()).update([target, *above])
+	circles = import_circles(edges)
+	assert not circles, "import circles (type-only imports count):\n" + "\n".join(" <-> ".join(g) for g in circles)
 
 
 def is_test(name: str) -> bool:

@@ -16,7 +16,6 @@ from typing import Any
 
 from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reads.connections import Connections, PoolTimeout, Server
-from btu.scheduler_daemon.reads.sources import scheduled_job_types
 from btu.shared import run_requests, sealed
 from btu.shared.schedule.row import SCHEDULER_FIELDS
 
@@ -29,6 +28,8 @@ CALENDAR_DATE_TABLE = "tabBTU Calendar Date"
 REQUEST_TABLE = "tabBTU Run Request"
 # ERPNext/HRMS's, when installed: a BTU Calendar may also exclude the dates of one Holiday List.
 HOLIDAY_TABLE = "tabHoliday"
+# Frappe's own, read as runs while a site has BTU fire its Scheduled Job Types (`sources.scheduled_job_types`).
+JOB_TYPE_TABLE = "tabScheduled Job Type"
 
 SCHEDULE_COLUMNS = SCHEDULER_FIELDS
 # A run request's columns, and its schedule's that its job takes (queue, argument overrides).
@@ -64,7 +65,7 @@ ALIAS_DOCTYPES = {"s": "BTU Task Schedule", "t": "BTU Task", "r": "BTU Run Reque
 
 
 # Every table the scheduler may read besides the schedule's joins: which a site has is read in one query.
-KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE, HOLIDAY_TABLE, sealed.TABLE)
+KNOWN_TABLES = (SCHEDULE_TABLE, REQUEST_TABLE, JOB_TYPE_TABLE, HOLIDAY_TABLE, sealed.TABLE)
 
 
 def is_missing_table(exc: BaseException) -> bool:

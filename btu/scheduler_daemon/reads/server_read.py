@@ -8,7 +8,7 @@ site's BTU tables reads up to BATCH_SITES sites in one UNION ALL per database se
 (READER_USER_KEY, READER_PASSWORD_KEY).
 
 Which sites the reader may read is asked of the server itself (its privilege tables, every GRANTS_SECONDS).
-Any other site is read on its own login as before (`site_read.read_site`): one made since the grants, one
+Any other site is read on its own login as before (`site_reader.read_site`): one made since the grants, one
 whose tables are not known yet, a site on PostgreSQL (its databases cannot be joined in one query), and
 every site when no reader is set. A batch the server refuses or fails is read so too, site by site, so a
 wrong grant costs speed, never a site.
@@ -29,6 +29,7 @@ from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reads.connections import Connections, Server
 from btu.scheduler_daemon.reads.database import (
 	CALENDAR_TABLE,
+	JOB_TYPE_TABLE,
 	KNOWN_TABLES,
 	READER_MARK,
 	REQUEST_TABLE,
@@ -38,7 +39,6 @@ from btu.scheduler_daemon.reads.database import (
 	SiteDatabase,
 )
 from btu.scheduler_daemon.reads.site_settings import SiteSettings, settings_row, settings_sql, summaries_of
-from btu.scheduler_daemon.reads.sources import scheduled_job_types
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -51,7 +51,7 @@ GRANTS_SECONDS = 300.0
 SINGLES_TABLE = "tabSingles"
 # What every site's batched read selects from; the run request table and Frappe's Scheduled Job Types as the site has
 # them.
-READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, scheduled_job_types.TABLE)
+READ_TABLES = (SINGLES_TABLE, SCHEDULE_TABLE, TASK_TABLE, CALENDAR_TABLE, REQUEST_TABLE, JOB_TYPE_TABLE)
 # The reader's SELECT grants, as the server lists them: global, per database (a LIKE pattern) and per table.
 GRANTS_SQL = """
 SELECT 'global' AS level, NULL AS db, NULL AS tbl FROM information_schema.USER_PRIVILEGES
@@ -176,7 +176,7 @@ class ServerReader:
 		known = db._tables
 		if db.postgres or db.server is None or known is None:
 			return None
-		wanted = (SCHEDULE_TABLE, REQUEST_TABLE, *((scheduled_job_types.TABLE,) if scheduled_jobs else ()))
+		wanted = (SCHEDULE_TABLE, REQUEST_TABLE, *((JOB_TYPE_TABLE,) if scheduled_jobs else ()))
 		if not all(table in known for table in wanted):
 			return None
 		return (SINGLES_TABLE, TASK_TABLE, CALENDAR_TABLE, *wanted)

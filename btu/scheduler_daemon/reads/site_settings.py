@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.reads.database import REQUEST_TABLE, VERSION_COLUMNS, SiteDatabase, _in
+from btu.scheduler_daemon.reads.database import JOB_TYPE_TABLE, REQUEST_TABLE, VERSION_COLUMNS, SiteDatabase, _in
 from btu.scheduler_daemon.reads.sources import scheduled_job_types
 
 # What `read` reads of tabSingles, as (alias, doctype, field).
@@ -110,7 +110,7 @@ def settings_sql(
 		# Looked for again while not seen, as before a shape is picked: a migrate that adds one is seen at once.
 		db.has_table(REQUEST_TABLE)
 		if scheduled_jobs:
-			db.has_table(scheduled_job_types.TABLE)
+			db.has_table(JOB_TYPE_TABLE)
 	key = (checksum, scheduled_jobs, qualified, db._tables)
 	made = db.settings_queries.get(key)
 	if made is None:
@@ -153,7 +153,7 @@ def make_settings_sql(db: SiteDatabase, checksum: bool, scheduled_jobs: bool, qu
 		sql, extra = db._requests_sql(f"{lead('r')}, {checksum_columns(db, 'requests')}{nulls}", qualified)
 		selects.append(sql)
 		params += extra
-	if scheduled_jobs and has_table(scheduled_job_types.TABLE):
+	if scheduled_jobs and has_table(JOB_TYPE_TABLE):
 		selects.append(scheduled_job_types.summary_sql(db, qualified, lead=f"{lead('j')}, ", trail=nulls))
 	return " UNION ALL ".join(selects), tuple(params)
 

@@ -18,7 +18,7 @@ from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Bench, BenchError
 from btu.scheduler_daemon.reads.connections import Connections
 from btu.scheduler_daemon.reads.server_read import reader_for
-from btu.scheduler_daemon.reads.site_read import read_sites
+from btu.scheduler_daemon.reads.site_reader import read_sites
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.scheduler_daemon.reconcile.site_rows import read_ahead
 from btu.scheduler_daemon.reconcile.site_sync import SiteSync

@@ -20,7 +20,8 @@ from datetime import datetime
 from btu.scheduler_daemon.reads import sources
 from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reads.database import DatabaseError
-from btu.scheduler_daemon.reads.site_read import MAX_READ_THREADS, SiteRead
+from btu.scheduler_daemon.reads.site_read import SiteRead
+from btu.scheduler_daemon.reads.site_reader import MAX_READ_THREADS
 from btu.shared.run_kind import RunKind
 
 # Rows compiled (and read) at a time: a site with 100k schedules costs the memory of one chunk, not of every row.

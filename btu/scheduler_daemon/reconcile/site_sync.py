@@ -22,7 +22,8 @@ from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Site, site_name_problem
 from btu.scheduler_daemon.reads.connections import Connections
 from btu.scheduler_daemon.reads.database import DatabaseError, SiteDatabase
-from btu.scheduler_daemon.reads.site_read import SiteRead, read_site
+from btu.scheduler_daemon.reads.site_read import SiteRead
+from btu.scheduler_daemon.reads.site_reader import read_site
 from btu.scheduler_daemon.reconcile.frappe_job_sites import FrappeJobSites
 from btu.scheduler_daemon.reconcile.lock import ReconcileLock
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler

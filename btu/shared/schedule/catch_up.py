@@ -10,13 +10,28 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from btu.shared.schedule.rules import Budget, Tally
+from btu.shared.schedule.rules import Budget, Rule, Tally
 from btu.shared.schedule.zones import utc
 
-if TYPE_CHECKING:
-	from btu.shared.schedule.spec import ScheduleSpec
+
+class Plannable(Protocol):
+	"""What the planner reads of a schedule: a `spec.ScheduleSpec`, which calls it (so spec imports this module, and
+	this one names only what it reads)."""
+
+	rule: Rule
+	end: int | None
+	run_limit: int | None
+	jitter_secs: int
+	catch_up_policy: str
+	catch_up_window: timedelta
+	catch_up_max: int
+
+	def first(self, t: int) -> int | None: ...
+
+	def jitter_of(self, slot: int) -> int: ...
+
 
 # One plan enumerates at most this many cron slots to count a backlog.
 COUNT_BUDGET = 10_000
@@ -38,9 +53,7 @@ class FirePlan:
 	count_truncated: bool = False
 
 
-def plan(
-	spec: ScheduleSpec, cursor: datetime, now: datetime, runs: int, grace: timedelta, ahead: timedelta
-) -> FirePlan:
+def plan(spec: Plannable, cursor: datetime, now: datetime, runs: int, grace: timedelta, ahead: timedelta) -> FirePlan:
 	"""Which slots to fire at `now`, counting as due those whose fire time is at most `ahead` away.
 
 	`runs` is how many times the schedule has fired (against its run_limit);
@@ -74,7 +87,7 @@ def plan(
 class _Walk:
 	"""One plan's pass over the slots from the cursor: the backlog jumped over, then the due slots one by one."""
 
-	def __init__(self, spec: ScheduleSpec, now: datetime, grace: timedelta, ahead: timedelta) -> None:
+	def __init__(self, spec: Plannable, now: datetime, grace: timedelta, ahead: timedelta) -> None:
 		moment = now.timestamp()
 		self.spec = spec
 		self.due_by = math.floor(moment + ahead.total_seconds())  # due: fire_time <= now + ahead

@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from btu.scheduler_daemon.reads.database import JOB_TYPE_TABLE
 from btu.shared import scheduled_jobs
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.reads.database import SiteDatabase
 	from btu.scheduler_daemon.reads.site_read import SiteRead
 
-TABLE = "tabScheduled Job Type"
+TABLE = JOB_TYPE_TABLE
 COLUMNS = ("name", "creation", "modified", "method", "frequency", "cron_format", "stopped", "last_execution")
 # What tells that a row changed: last_execution moves with every run, so it is not in it.
 VERSION = ("modified", "method", "frequency", "cron_format", "stopped")
