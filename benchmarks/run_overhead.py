@@ -232,9 +232,9 @@ STEP_TARGETS = [
 		[
 			"btu.btu_core.runs.run_requests.load",
 			"btu.btu_core.runs.run_requests.mark_done",
-			"btu.btu_core.runs.run_requests.release_next",
-			"btu.btu_core.runs.run_requests.schedule_retry",
-			"btu.btu_core.runs.run_requests.start_chained",
+			"btu.btu_core.runs.backfills.release_next",
+			"btu.btu_core.runs.retries.schedule_retry",
+			"btu.btu_core.runs.chains.start_chained",
 			"btu.btu_core.runs.run_requests.announce",
 		],
 	),

@@ -15,7 +15,7 @@ from btu.btu_core import field_bounds, scheduler_link
 from btu.btu_core.alerts import delivery, incidents
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
-from btu.btu_core.runs import run_requests
+from btu.btu_core.runs import backfills, run_requests
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.runs.time_limit import max_duration
 from btu.btu_core.schedules import declared_schedules, skipped_slots
@@ -296,7 +296,7 @@ def backfill(schedule: str, start: str, end: str, one_at_a_time: int = 1) -> dic
 	doc = frappe.get_doc("BTU Task Schedule", schedule)
 	doc.check_permission("write")
 	try:
-		result = run_requests.backfill(doc, instant(start, "start"), instant(end, "end"), bool(cint(one_at_a_time)))
+		result = backfills.backfill(doc, instant(start, "start"), instant(end, "end"), bool(cint(one_at_a_time)))
 	except ScheduleError as exc:
 		frappe.throw(input_error(exc), title=_("{0}: invalid schedule").format(schedule))
 	return {"schedule": doc.name, **result}

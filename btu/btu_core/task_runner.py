@@ -15,7 +15,7 @@ from datetime import timezone
 import frappe
 from rq import get_current_job
 
-from btu.btu_core.runs import enqueue, run_requests
+from btu.btu_core.runs import enqueue, retries, run_requests
 from btu.btu_core.runs.task_run import TaskRun
 from btu.shared.instants import parse_utc_iso, slot_text
 from btu.shared.job_contract import run_of
@@ -34,10 +34,10 @@ def failing_without_values(entry):
 		try:
 			return entry(*args, **kwargs)
 		except Exception as exc:
-			log = getattr(exc, run_requests.RECORDED_IN, None)
+			log = getattr(exc, retries.RECORDED_IN, None)
 			if log is None:
 				raise
-			failure = run_requests.RunFailed(f"{log}: {type(exc).__name__} (see the Log)")
+			failure = retries.RunFailed(f"{log}: {type(exc).__name__} (see the Log)")
 		raise failure from None
 
 	return job

@@ -166,11 +166,10 @@ LAZY = {
 	): "as above: a worker's scheduler candidate, in a worker",
 	("btu.btu_core.task_runner", "btu.btu_core.runs.frappe_jobs"): "Frappe job runs only: it loads the schedule rules, "
 	"which a Task's run must not load before its call (btu_core/tests/test_run_path.py)",
-	(
-		"btu.btu_core.runs.run_requests",
-		"btu.btu_core.schedules.spec",
-	): "a retry's next fire (after the call) and a backfill: "
-	"the task runner imports run_requests before every call, and a spec loads the schedule rules",
+	("btu.btu_core.runs.retries", "btu.btu_core.schedules.spec"): "a retry's next fire, after the call: the task "
+	"runner imports retries before every call, and a spec loads the schedule rules",
+	("btu.btu_core.runs.backfills", "btu.btu_core.schedules.spec"): "a backfill's slots: the task runner imports "
+	"backfills before every call (release_next), and a spec loads the schedule rules",
 	(
 		"btu.btu_core.alerts",
 		"btu.btu_core.alerts.delivery",

@@ -32,7 +32,7 @@ from rq import get_current_job
 
 from btu.btu_core.instants import to_system_naive, to_utc, utc_now
 from btu.btu_core.messages import input_error
-from btu.btu_core.runs import run_requests
+from btu.btu_core.runs import retries, run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_rows import END_FIELDS, insert_log, locked_log, save_log
 from btu.btu_core.runs.slot_claim import SlotLock, lock_key
@@ -333,7 +333,7 @@ def run(request, enqueued_at=None, fire_lag_ms=None):
 	record(request.name, note, outcome, log, call, start_lag_ms)
 	logger.info(f"{where} {call.status.lower()}" + (f": {type(call.exc).__name__}" if call.exc else ""))
 	if call.exc is not None:
-		raise run_requests.recorded(call.exc, log or request.name)
+		raise retries.recorded(call.exc, log or request.name)
 	return request.name
 
 

@@ -25,7 +25,7 @@ from btu.btu_core.alerts import run_events
 from btu.btu_core.alerts.notifications import notify
 from btu.btu_core.insights.metrics import add_to_monitor, record_outcome
 from btu.btu_core.instants import system_now, to_system_naive, utc_now
-from btu.btu_core.runs import run_requests
+from btu.btu_core.runs import backfills, chains, retries, run_requests
 from btu.btu_core.runs.capture import Call, call_captured, where_it_runs
 from btu.btu_core.runs.run_rows import (
 	END_FIELDS,
@@ -111,7 +111,7 @@ class TaskRun:
 					run_requests.mark_done(
 						self.request, earlier.name, frappe._("Its run was {0} already.").format(earlier.name)
 					)
-					run_requests.release_next(self.request)
+					backfills.release_next(self.request)
 					frappe.db.commit()
 				return earlier
 			rows = task_and_schedule(self.task_name, self.schedule_name)
@@ -129,7 +129,7 @@ class TaskRun:
 		call = call_captured(lambda: self.call(rows), 0 if self.job else max_duration(rows))
 		log = self.write_finished(log_name, rows, call, notes)
 		if call.exc is not None and reraise:
-			raise run_requests.recorded(call.exc, log.name)
+			raise retries.recorded(call.exc, log.name)
 		return log
 
 	def call(self, rows):
@@ -257,14 +257,14 @@ class TaskRun:
 		final, note, requested = True, None, []
 		try:
 			if log.status in ("Failed", "Timed Out"):
-				note, retried = run_requests.schedule_retry(self, log, task, schedule, exc)
+				note, retried = retries.schedule_retry(self, log, task, schedule, exc)
 				final = not retried
 			if final:
-				chained, chain_note = run_requests.start_chained(log, task, self.request)
+				chained, chain_note = chains.start_chained(log, task, self.request)
 				requested += chained
 				note = "\n".join(filter(None, [note, chain_note])) or None
 			if self.request is not None:
-				requested.append(run_requests.release_next(self.request))
+				requested.append(backfills.release_next(self.request))
 			if note:
 				log.retried = 0 if final else 1
 				log.logging_output = "\n".join(filter(None, [log.logging_output, note]))
@@ -328,7 +328,7 @@ class TaskRun:
 		log.insert(ignore_permissions=True)
 		if self.request is not None:
 			run_requests.mark_done(self.request, log.name)
-			run_requests.release_next(self.request)
+			backfills.release_next(self.request)
 		frappe.db.commit()
 		self.event(f"log={log.name} skipped: {reason}")
 		self.tell(log, None)

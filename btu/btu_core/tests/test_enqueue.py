@@ -20,7 +20,7 @@ from btu.btu_core.doctype.btu_run_request.btu_run_request import delete_expired_
 from btu.btu_core.instants import to_system_naive
 from btu.btu_core.runs import enqueue
 from btu.btu_core.runs.enqueue import EnqueueError, cancel, enqueue_at, enqueue_in
-from btu.btu_core.runs.run_requests import RunFailed
+from btu.btu_core.runs.retries import RunFailed
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import make_user, sealed_value
 from btu.shared import run_requests as rr

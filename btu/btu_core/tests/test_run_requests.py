@@ -19,7 +19,7 @@ import frappe
 from btu.btu_core import api
 from btu.btu_core.instants import from_system_naive
 from btu.btu_core.report.scheduled_task_summary import scheduled_task_summary
-from btu.btu_core.runs.run_requests import RunFailed
+from btu.btu_core.runs.retries import RunFailed
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.schedules.preview import next_fires, render_html
 from btu.btu_core.task_runner import run_scheduled_task

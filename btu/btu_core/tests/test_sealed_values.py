@@ -8,7 +8,7 @@ import json
 
 import frappe
 
-from btu.btu_core.runs.run_requests import RunFailed
+from btu.btu_core.runs.retries import RunFailed
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.sealed import store
 from btu.btu_core.sealed.copies import HIDDEN

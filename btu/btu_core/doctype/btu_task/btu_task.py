@@ -9,7 +9,7 @@ from btu.btu_core.alerts import recipients
 from btu.btu_core.alerts.validation import validate_rules
 from btu.btu_core.field_bounds import BoundedDocument
 from btu.btu_core.insights.metrics import forget_task
-from btu.btu_core.runs import run_requests
+from btu.btu_core.runs import chains
 from btu.btu_core.runs.task_inputs import (
 	TaskInputError,
 	check_arguments_fit,
@@ -123,10 +123,10 @@ class BTUTask(SealedDocument, BoundedDocument):
 		if not links:
 			return  # a Task that starts none is on no cycle
 		# Held until this save commits: a concurrent save closing a cycle with this one waits, then sees these links.
-		run_requests.lock_chains()
-		edges = run_requests.chain_edges()
+		chains.lock_chains()
+		edges = chains.chain_edges()
 		edges[self.name] = links
-		cycle = run_requests.chain_cycle(self.name, edges)
+		cycle = chains.chain_cycle(self.name, edges)
 		if cycle:
 			frappe.throw(
 				_(

@@ -14,7 +14,7 @@ import frappe
 
 import btu
 from btu.btu_core.instants import utc_now
-from btu.btu_core.runs import run_requests
+from btu.btu_core.runs import backfills, run_requests
 from btu.btu_core.runs.task_run import run_in_this_process
 from btu.btu_core.task_runner import run_request
 from btu.btu_core.tests.desk.case import DeskTestCase
@@ -131,7 +131,7 @@ class TestRunsInTheDesk(DeskTestCase):
 		frappe.set_user("Administrator")
 		schedule = make_schedule(task)  # daily at 02:30 UTC, disabled
 		now = utc_now()
-		requested = run_requests.backfill(schedule, now - timedelta(days=3), now - timedelta(hours=1))["requested"]
+		requested = backfills.backfill(schedule, now - timedelta(days=3), now - timedelta(hours=1))["requested"]
 		frappe.db.commit()
 		first, waiting = requested[0], requested[1:]
 		self.assertTrue(waiting)
