@@ -27,6 +27,7 @@ from btu.btu_core.tests.utils import (
 	delete_committed,
 	make_task,
 	patient,
+	stop_processes,
 	stop_scheduled_job_types,
 )
 from btu.scheduler_daemon.commands import SUBCOMMANDS
@@ -67,14 +68,7 @@ class EndToEndBase(IntegrationTestCase):
 		self.task = None
 
 	def tearDown(self):
-		for process in [*self.processes, self.scheduler]:
-			if process and process.poll() is None:
-				process.send_signal(signal.SIGTERM)
-				try:
-					process.wait(patient(30))
-				except subprocess.TimeoutExpired:
-					process.kill()
-					process.wait()
+		stop_processes([*self.processes, self.scheduler])
 		if self.task:
 			delete_committed(self.task)
 

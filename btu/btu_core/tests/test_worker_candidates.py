@@ -33,6 +33,7 @@ from btu.btu_core.tests.utils import (
 	make_schedule,
 	make_task,
 	patient,
+	stop_processes,
 	stop_scheduled_job_types,
 )
 from btu.scheduler_daemon.leading import worker_candidate
@@ -72,15 +73,7 @@ class WorkerCase(IntegrationTestCase):
 	def tearDown(self):
 		# The schedule first: a leader still up gets the deletion and fires no more while the workers stop.
 		delete_committed(self.task)
-		for process in self.started:
-			if process.poll() is None:
-				process.send_signal(signal.SIGTERM)
-		for process in self.started:
-			try:
-				process.wait(patient(30))
-			except subprocess.TimeoutExpired:
-				process.kill()
-				process.wait()
+		stop_processes(self.started)
 		self.wait_for(lambda: not self.candidates(), 20, "every candidate gone with its worker")
 		# What a leader does on the deletion's RPC, done here where none ran to get it: else the schedule's state waits
 		# in Redis for the next test's leader (the name is reused), which fires its missed slots before its reconcile

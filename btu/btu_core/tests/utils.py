@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 from contextlib import contextmanager
 
 import frappe
@@ -81,6 +83,20 @@ def delete_committed(task: str) -> None:
 	for doctype in ("BTU Run Request", "BTU Task Log"):
 		store.forget_orphans(doctype)
 	frappe.db.commit()
+
+
+def stop_processes(processes) -> None:
+	"""SIGTERM every process still running (all at once: each stops as a deploy stops it), then wait for each; one
+	that outlives the slack-widened 30 s is killed."""
+	live = [process for process in processes if process is not None and process.poll() is None]
+	for process in live:
+		process.send_signal(signal.SIGTERM)
+	for process in live:
+		try:
+			process.wait(patient(30))
+		except subprocess.TimeoutExpired:
+			process.kill()
+			process.wait()
 
 
 def stop_scheduled_job_types(case) -> None:

@@ -19,7 +19,7 @@ from btu.btu_core import scheduler_link
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.forms import open_form
 from btu.btu_core.tests.desk.people import Person
-from btu.btu_core.tests.utils import patient
+from btu.btu_core.tests.utils import patient, stop_processes
 from btu.scheduler_daemon.leading import worker_candidate
 from btu.shared import liveness
 
@@ -33,14 +33,7 @@ class TestWhereTheSchedulerRuns(DeskTestCase):
 		self.started: list[subprocess.Popen] = []
 
 	def tearDown(self):
-		for process in self.started:
-			process.send_signal(signal.SIGTERM)
-		for process in self.started:
-			try:
-				process.wait(patient(30))
-			except subprocess.TimeoutExpired:
-				process.kill()
-				process.wait()
+		stop_processes(self.started)
 		redis = scheduler_link.queue_redis()
 		deadline = time.monotonic() + patient(20)
 		while any(p.get("pid") in {s.pid for s in self.started} for p in liveness.processes(redis)):
