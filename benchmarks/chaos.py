@@ -49,6 +49,7 @@ from benchmarks.peers import new_log_dir  # noqa: E402
 from btu.scheduler_daemon.leading.jobs import parse_job_id  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from tests.reliability.test_corrupt_state import CASES  # noqa: E402
+from tests.support.keys import KEYS
 from tests.support.sentinel import SERVICE, SentinelTopology  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
@@ -61,7 +62,7 @@ AFTER_FAILURE_SECS = 15
 
 def leader_pid(r) -> int | None:
 	try:
-		value = r.get(protocol.LEADER_KEY)
+		value = r.get(KEYS.leader)
 	except Exception:
 		return None
 	epoch, _, holder = (value or b"").decode(errors="replace").partition("|")

@@ -29,6 +29,7 @@ import redis  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
 from devbench.data import SiteData  # noqa: E402
+from tests.support.keys import KEYS
 from tests.support.redis_server import RedisServer  # noqa: E402,F401 (chaos.py uses common.RedisServer)
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -231,7 +232,7 @@ def start_scheduler(
 def wait_for_schedules(r: redis.Redis, count: int, timeout: float = 600) -> float:
 	"""Seconds until the site's state holds `count` schedules (the reconcile has loaded them)."""
 	started = time.monotonic()
-	key = protocol.site_schedules_key(SITE)
+	key = KEYS.site_schedules_key(SITE)
 	while r.scard(key) < count:
 		if time.monotonic() - started > timeout:
 			raise RuntimeError(f"only {r.scard(key)} of {count} schedules loaded after {timeout} s")

@@ -16,6 +16,7 @@ Writes benchmarks/results/edit_wait.json (edit_wait_source.json with --source).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -26,6 +27,8 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from tests.support.keys import KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,9 +91,11 @@ def measure(bench, redis_server, edits: int) -> dict:
 	Reconciler = reconcile.Reconciler
 
 	r = redis_server.client()
+	# An older tree's State (--source) names the keys itself.
+	state = State(r, KEYS) if "keys" in inspect.signature(State).parameters else State(r)
 	reconciler = Reconciler(
 		bench.path,
-		State(r),
+		state,
 		"frappe",
 		lambda: datetime.now(timezone.utc),
 		lambda: None,

@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import connect_site, lag_summary, table, write_result  # noqa: E402
 
+from tests.support.keys import KEYS
+
 # A declared function of the tier-2 tests' (its jobs are withdrawn before any worker would run them).
 FUNCTION = "btu.btu_core.tests.sample_tasks.note_call"
 MARKER = "benchmark-enqueue-at"
@@ -90,7 +92,7 @@ def withdraw(frappe, handles: list[str]) -> None:
 	for run in runs:
 		scheduler_link.send(protocol.CANCEL_TASK_SCHEDULE, run)  # the command for a row deleted already
 	# The scheduler ACKs a command before it carries it out: wait until the states are gone.
-	redis, key = scheduler_link.queue_redis(), protocol.site_schedules_key(frappe.local.site)
+	redis, key = scheduler_link.queue_redis(), KEYS.site_schedules_key(frappe.local.site)
 	deadline = time.monotonic() + 60
 	while time.monotonic() < deadline and any(redis.sismember(key, run) for run in runs):
 		time.sleep(0.5)

@@ -35,6 +35,7 @@ import redis  # noqa: E402
 
 from btu.scheduler_daemon.rpc.listener import DRAIN_COUNT, CommandListener  # noqa: E402
 from btu.shared import protocol  # noqa: E402
+from tests.support.keys import KEYS
 from tests.support.redis_server import RedisServer  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "rpc.json"
@@ -58,7 +59,11 @@ def serve(url: str, drain_count: int) -> None:
 	stop = threading.Event()
 	signal.signal(signal.SIGTERM, lambda *_: stop.set())
 	listener = CommandListener(
-		redis.Redis.from_url(url), AcceptingDispatcher(), process_id=f"bench:{os.getpid()}", drain_count=drain_count
+		redis.Redis.from_url(url),
+		KEYS,
+		AcceptingDispatcher(),
+		process_id=f"bench:{os.getpid()}",
+		drain_count=drain_count,
 	)
 	listener.run(stop)
 
@@ -69,7 +74,7 @@ def start_listeners(url: str, count: int, drain_count: int) -> list[subprocess.P
 	client = redis.Redis.from_url(url)
 	deadline = time.monotonic() + 30
 	while time.monotonic() < deadline:
-		if protocol.call(client, protocol.PING, timeout=1).ok:
+		if protocol.call(client, KEYS, protocol.PING, timeout=1).ok:
 			return processes
 	raise RuntimeError("the listener process did not answer a ping within 30 s")
 
@@ -88,10 +93,10 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def measure_pings(client: redis.Redis, count: int) -> dict:
 	for _ in range(50):
-		protocol.call(client, protocol.PING)
+		protocol.call(client, KEYS, protocol.PING)
 	round_trips = []
 	for _ in range(count):
-		reply = protocol.call(client, protocol.PING)
+		reply = protocol.call(client, KEYS, protocol.PING)
 		if not reply.ok:
 			raise RuntimeError(f"ping failed: {reply.outcome} {reply.message}")
 		round_trips.append(reply.round_trip_ms)
@@ -109,11 +114,13 @@ def measure_burst(client: redis.Redis, size: int) -> dict:
 	commands = []
 	for n in range(size):
 		request_type = (protocol.PING, protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 3]
-		commands.append(protocol.make_command(request_type, None if request_type == protocol.PING else f"TS-{n:06d}"))
+		commands.append(
+			protocol.make_command(KEYS, request_type, None if request_type == protocol.PING else f"TS-{n:06d}")
+		)
 	started = time.perf_counter()
 	with client.pipeline(transaction=False) as pipe:
 		for command in commands:
-			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+			pipe.lpush(KEYS.commands, json.dumps(command))
 		pipe.execute()
 	# The list is FIFO, so the last command pushed is about the last ACKed: wait for its ACK, then
 	# collect the others in one round trip, waiting (within the 5 s window) only for any still missing.

@@ -30,6 +30,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks import common  # noqa: E402
 from btu.shared import protocol  # noqa: E402
+from tests.support.keys import KEYS
 
 SCHEDULES = 1000
 PIPELINE = 5000
@@ -40,19 +41,21 @@ def push(r, commands: list[dict]) -> None:
 	for start in range(0, len(commands), PIPELINE):
 		with r.pipeline(transaction=False) as pipe:
 			for command in commands[start : start + PIPELINE]:
-				pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+				pipe.lpush(KEYS.commands, json.dumps(command))
 			pipe.execute()
 
 
 def flood(r, names: list[str], count: int) -> dict:
 	"""Push `count` commands over `names`, a Desk call after the first half; time the drain and the call."""
 	types = (protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)
-	commands = [protocol.make_command(types[n % 2], names[n % len(names)], site=common.SITE) for n in range(count)]
+	commands = [
+		protocol.make_command(KEYS, types[n % 2], names[n % len(names)], site=common.SITE) for n in range(count)
+	]
 	desk: dict = {}
 
 	def desk_call():
 		desk["reply"] = protocol.call(
-			r, protocol.CREATE_TASK_SCHEDULE, names[0], site=common.SITE, timeout=DESK_TIMEOUT
+			r, KEYS, protocol.CREATE_TASK_SCHEDULE, names[0], site=common.SITE, timeout=DESK_TIMEOUT
 		)
 
 	started = time.perf_counter()
@@ -100,7 +103,7 @@ def main() -> int:
 			scheduler = subprocess.Popen(command, cwd=source, env=env, stdout=log, stderr=subprocess.STDOUT)
 		try:
 			common.wait_for_schedules(r, SCHEDULES)
-			if not protocol.call(r, protocol.PING, timeout=30).ok:
+			if not protocol.call(r, KEYS, protocol.PING, timeout=30).ok:
 				raise RuntimeError(f"the scheduler does not answer; see {log_path}")
 			for label, over in (("one schedule", names[:1]), (f"{SCHEDULES:,} schedules", names)):
 				rows.append({"flood": label, **flood(r, over, args.commands)})

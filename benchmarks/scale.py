@@ -61,6 +61,7 @@ from btu.shared import protocol  # noqa: E402
 from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
 from devbench.data import SiteData  # noqa: E402
 from devbench.schema import load_doctypes  # noqa: E402
+from tests.support.keys import KEYS
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402
 from tests.support.ports import claim_port  # noqa: E402
 
@@ -221,8 +222,8 @@ class ProcessList(threading.Thread):
 def heartbeat_databases(r) -> list[dict]:
 	"""The connection pools of the (one) running scheduler, from its heartbeat."""
 	pools = []
-	for process_id in r.zrange(protocol.PROCESSES_KEY, 0, -1):
-		raw = r.get(protocol.process_key(process_id.decode()))
+	for process_id in r.zrange(KEYS.processes, 0, -1):
+		raw = r.get(KEYS.process_key(process_id.decode()))
 		if raw:
 			pools.extend(json.loads(raw).get("databases", []))
 	return pools
@@ -232,8 +233,8 @@ def wait_heartbeat(r, since: float) -> list[dict]:
 	"""The pools from a heartbeat written after `since` (wall clock): heartbeats come every 5 s."""
 	deadline = time.monotonic() + 15
 	while time.monotonic() < deadline:
-		for process_id in r.zrange(protocol.PROCESSES_KEY, 0, -1):
-			raw = r.get(protocol.process_key(process_id.decode()))
+		for process_id in r.zrange(KEYS.processes, 0, -1):
+			raw = r.get(KEYS.process_key(process_id.decode()))
 			if raw:
 				info = json.loads(raw)
 				at = datetime.fromisoformat(info["heartbeat_at"].replace("Z", "+00:00")).timestamp()
@@ -246,7 +247,7 @@ def wait_heartbeat(r, since: float) -> list[dict]:
 def schedules_per_site(r, sites: list[str]) -> dict[str, int]:
 	with r.pipeline(transaction=False) as pipe:
 		for site in sites:
-			pipe.scard(protocol.site_schedules_key(site))
+			pipe.scard(KEYS.site_schedules_key(site))
 		return dict(zip(sites, pipe.execute()))
 
 
@@ -266,7 +267,7 @@ class ExtraClients(threading.Thread):
 		import pymysql
 
 		deadline = time.monotonic() + 60
-		while self.r.zcard(protocol.DUE_KEY) == 0 and time.monotonic() < deadline:
+		while self.r.zcard(KEYS.due) == 0 and time.monotonic() < deadline:
 			time.sleep(0.01)
 		conns = []
 		for site in (
@@ -326,7 +327,7 @@ def cold_start(
 	scheduler = common.start_scheduler(bench, redis_url, "frappe", log=log)
 	seconds = None
 	while time.monotonic() - t0 < timeout:
-		if r.zcard(protocol.DUE_KEY) >= total:
+		if r.zcard(KEYS.due) >= total:
 			seconds = time.monotonic() - t0
 			break
 		if scheduler.poll() is not None:
@@ -350,7 +351,7 @@ def cold_start(
 			/ total,  # used_memory after the load less before it, the state's keys only
 			"rss_mb_loaded": common.rss_mb(scheduler.pid),
 			"timeout_s": timeout,
-			"due_entries": r.zcard(protocol.DUE_KEY),
+			"due_entries": r.zcard(KEYS.due),
 			"expected": total,
 			"sites_complete": sum(1 for n in counts.values() if n >= schedules),
 			"sites": len(bench.sites),
@@ -390,7 +391,7 @@ def fires(bench: ScaleBench, r) -> dict:
 	refused = []
 	for site in bench.sites:
 		name = bench.insert_schedule(site, run_frequency="Once", run_at=instant)
-		reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=site)
+		reply = protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, name, site=site)
 		if not reply.ok:
 			refused.append(f"{site}: {reply.outcome} {reply.message}")
 	sent_s = time.monotonic() - t0
@@ -457,7 +458,7 @@ def grant_reader(bench: ScaleBench) -> str:
 
 def full_reconcile(bench: ScaleBench, r, server: MariaDBServer, passes: int, profile: bool) -> dict:
 	"""Reconciler.full in this process, over the state the scheduler left: one warm pass, then `passes` timed."""
-	state = State(r)
+	state = State(r, KEYS)
 	connections = Config().connections()
 	reconciler = Reconciler(
 		bench.path, state, "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=connections
@@ -577,9 +578,9 @@ def edit_latency(
 		time.sleep(random.uniform(0.2, 1.0))
 		site = random.choice(bench.sites)
 		name = bench.insert_schedule(site, run_frequency="Cron Style", cron_string=f"30 {hour} * * *")
-		key = protocol.site_schedules_key(site)
+		key = KEYS.site_schedules_key(site)
 		t = time.perf_counter()
-		reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=site)
+		reply = protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, name, site=site)
 		acks.append(reply.round_trip_ms)
 		until = t + 30
 		while not r.sismember(key, name):

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import common  # noqa: E402
 from btu.scheduler_daemon.leading.outcomes import FireOutcome  # noqa: E402
 from btu.shared import protocol  # noqa: E402
+from tests.support.keys import KEYS
 
 
 def start_replica(server) -> common.RedisServer:
@@ -48,7 +49,7 @@ def start_replica(server) -> common.RedisServer:
 def handled(r) -> int:
 	"""Fires released so far: enqueued or skipped at release (the site's counters)."""
 	counts = r.hmget(
-		protocol.counters_key(common.SITE),
+		KEYS.counters_key(common.SITE),
 		FireOutcome.ENQUEUED,
 		FireOutcome.SKIPPED_OVERLAP,
 		FireOutcome.SKIPPED_CONCURRENCY,
@@ -82,7 +83,7 @@ def measure(bench: common.DevBench, count: int, seconds: float, warmup: float, r
 		handled_per_s = (handled(r) - handled0) / elapsed
 		cpu = common.cpu_seconds(scheduler.pid) - cpu0
 		counters = {}
-		for key, value in r.hgetall(protocol.counters_key(common.SITE)).items():
+		for key, value in r.hgetall(KEYS.counters_key(common.SITE)).items():
 			counters[key.decode()] = int(value)
 		sample_id = r.lindex(bench.queue, -1)
 		sample = (

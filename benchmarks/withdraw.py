@@ -3,7 +3,7 @@ are prepared, and the longest block of Redis while a whole site is purged (issue
 
 A private redis-server. The prepared set (`btu:prepared`) is filled with members in exactly the form
 prepare.lua writes (nine tab-separated fields, score fire_at), each with its rq job hash, and each
-member also in its schedule's prepared index (`protocol.prepared_index_key`, score
+member also in its schedule's prepared index (`Keys.prepared_index_key`, score
 max(fire_at, prepared ms)), as prepare.lua fills it; the schedules' state hashes hold a numeric
 cursor, and the site's schedule set and the due set name them. Code that keeps no index ignores it.
 
@@ -48,6 +48,8 @@ import redis  # noqa: E402
 from btu.scheduler_daemon.leading.jobs import JOB_KEY_PREFIX  # noqa: E402
 from btu.scheduler_daemon.leading.state import CompiledSchedule, State  # noqa: E402
 from btu.shared import protocol  # noqa: E402
+from btu.shared.keys import due_member
+from tests.support.keys import KEYS
 
 SITE = "bench1.localhost"
 QUEUE_KEY = "rq:queue:bench1-default"
@@ -86,9 +88,9 @@ def schedule_name(n: int) -> str:
 
 def fill_schedule(pipe, site: str, name: str, fires: int, base_ms: int, fingerprint: str = "fp-0") -> None:
 	"""One schedule's state, due entry, and `fires` prepared members (with job hashes) as prepare.lua writes them."""
-	state_key = protocol.schedule_key(site, name)
-	counters_key = protocol.counters_key(site)
-	member = protocol.due_member(site, name)
+	state_key = KEYS.schedule_key(site, name)
+	counters_key = KEYS.counters_key(site)
+	member = due_member(site, name)
 	prepared_ms = base_ms - 1000
 	for k in range(fires):
 		slot = base_ms + k * MINUTE_MS
@@ -97,7 +99,7 @@ def fill_schedule(pipe, site: str, name: str, fires: int, base_ms: int, fingerpr
 			[job_id, QUEUE_KEY, state_key, counters_key, member, str(slot), str(slot), "0", str(prepared_ms)]
 		)
 		pipe.hset(JOB_KEY_PREFIX + job_id, mapping={**JOB_FIELDS, "description": f"{name} at {slot}"})
-		pipe.zadd(protocol.PREPARED_KEY, {entry: slot})
+		pipe.zadd(KEYS.prepared, {entry: slot})
 		pipe.zadd(index_key(site, name), {entry: max(slot, prepared_ms)})
 	cursor = base_ms + fires * MINUTE_MS
 	pipe.hset(
@@ -115,12 +117,12 @@ def fill_schedule(pipe, site: str, name: str, fires: int, base_ms: int, fingerpr
 			"modified": "2024-01-01 00:00:00.000000",
 		},
 	)
-	pipe.zadd(protocol.DUE_KEY, {member: cursor})
-	pipe.sadd(protocol.site_schedules_key(site), name)
+	pipe.zadd(KEYS.due, {member: cursor})
+	pipe.sadd(KEYS.site_schedules_key(site), name)
 
 
 def fill(r, site: str, schedules: int, fires: int, base_ms: int) -> None:
-	r.sadd(protocol.SITES_KEY, site)
+	r.sadd(KEYS.sites, site)
 	per_pipe = max(1, PIPELINE // (3 * fires + 3))
 	for start in range(0, schedules, per_pipe):
 		with r.pipeline(transaction=False) as pipe:
@@ -132,7 +134,7 @@ def fill(r, site: str, schedules: int, fires: int, base_ms: int) -> None:
 def put_back(r, site: str, name: str, fires: int, base_ms: int) -> None:
 	"""Restore one schedule as fill wrote it (after an op withdrew its fires), so every rep sees the same set size."""
 	with r.pipeline(transaction=False) as pipe:
-		pipe.delete(protocol.schedule_key(site, name), index_key(site, name))
+		pipe.delete(KEYS.schedule_key(site, name), index_key(site, name))
 		fill_schedule(pipe, site, name, fires, base_ms)
 		pipe.execute()
 
@@ -180,7 +182,7 @@ def measure_ops(r, state: State, prepared: int, reps: int) -> list[dict]:
 	base_ms = int(time.time() * 1000) + 3_600_000  # an hour ahead: nothing is late or due meanwhile
 	r.flushall()
 	fill(r, SITE, schedules, FIRES_PER_SCHEDULE, base_ms)
-	assert r.zcard(protocol.PREPARED_KEY) == prepared
+	assert r.zcard(KEYS.prepared) == prepared
 	state.remove(SITE, "TS-none")  # loads the script, so no rep pays for it
 	ops = {
 		"remove": lambda name: state.remove(SITE, name),
@@ -198,7 +200,7 @@ def measure_ops(r, state: State, prepared: int, reps: int) -> list[dict]:
 			run(name)
 			r.config_set("slowlog-log-slower-than", -1)
 			times.append(script_us(r))
-			withdrawn.append(prepared - r.zcard(protocol.PREPARED_KEY))
+			withdrawn.append(prepared - r.zcard(KEYS.prepared))
 			put_back(r, SITE, name, FIRES_PER_SCHEDULE, base_ms)
 		rows.append(
 			{
@@ -257,7 +259,7 @@ def measure_purge(r, url: str, state: State, schedules: int, fires: int) -> dict
 	base_ms = int(time.time() * 1000) + 3_600_000
 	r.flushall()
 	fill(r, SITE, schedules, fires, base_ms)
-	prepared = r.zcard(protocol.PREPARED_KEY)
+	prepared = r.zcard(KEYS.prepared)
 	r.slowlog_reset()
 	r.config_set("slowlog-log-slower-than", 0)
 	probe = Probe(url)
@@ -269,7 +271,7 @@ def measure_purge(r, url: str, state: State, schedules: int, fires: int) -> dict
 	r.config_set("slowlog-log-slower-than", -1)
 	entries = [e for e in slowlog(r) if e["command"] not in ("PING", "SLOWLOG", "CONFIG")]
 	longest = max(entries, key=lambda e: e["us"], default={"command": "-", "us": 0})
-	left = r.zcard(protocol.PREPARED_KEY) + r.scard(protocol.site_schedules_key(SITE))
+	left = r.zcard(KEYS.prepared) + r.scard(KEYS.site_schedules_key(SITE))
 	row = {
 		"schedules": schedules,
 		"prepared": prepared,
@@ -304,7 +306,7 @@ def measure(url: str, reps: int, purge_sizes: list[tuple[int, int]]) -> dict:
 	r = redis.Redis.from_url(url, socket_timeout=None)
 	r.config_set("slowlog-log-slower-than", -1)  # on only while an op or a purge runs: filling logs nothing
 	r.config_set("slowlog-max-len", 1_000_000)
-	state = State(r)
+	state = State(r, KEYS)
 	ops = [row for prepared in PREPARED_SIZES for row in measure_ops(r, state, prepared, reps)]
 	purges = [measure_purge(r, url, state, schedules, fires) for schedules, fires in purge_sizes]
 	r.flushall()

@@ -44,6 +44,7 @@ from btu.scheduler_daemon.leading import (
 	worker_candidate,  # noqa: E402
 )
 from btu.shared import protocol  # noqa: E402
+from tests.support.keys import KEYS
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402
 
 HORSES_KEY = "benchmark:horses"
@@ -83,9 +84,9 @@ def scheduler_env(candidate: bool) -> dict:
 
 def wait_loaded(r, total: int, timeout: float) -> float:
 	started = time.monotonic()
-	while r.zcard(protocol.DUE_KEY) < total:
+	while r.zcard(KEYS.due) < total:
 		if time.monotonic() - started > timeout:
-			raise RuntimeError(f"{r.zcard(protocol.DUE_KEY)} of {total} schedules loaded after {timeout:.0f} s")
+			raise RuntimeError(f"{r.zcard(KEYS.due)} of {total} schedules loaded after {timeout:.0f} s")
 		time.sleep(0.2)
 	return time.monotonic() - started
 
@@ -164,7 +165,7 @@ def horses(r, count: int, queue: Queue) -> dict:
 
 def arm(bench: ScaleBench, r, redis_url: str, args, candidate: bool, log_dir: Path) -> dict:
 	"""One arm: a leader (the worker's candidate, or a dedicated scheduler), the worker, the jobs and the fires."""
-	r.delete(HORSES_KEY, protocol.DUE_KEY)
+	r.delete(HORSES_KEY, KEYS.due)
 	fire_queue = bench.queue()
 	r.delete(fire_queue)
 	queue = Queue(bench.bench.queue_name(WORKER_QUEUE), connection=r)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from btu.shared.protocol import mask_url
+from btu.shared.redis_urls import mask_url
 
 NAME = "bench"
 HELP = "make a dev bench: a directory the scheduler treats like a real Frappe bench"

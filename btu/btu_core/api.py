@@ -24,6 +24,7 @@ from btu.btu_core.setup.roles import require_btu_manager
 from btu.btu_core.upgrade import notes, undeclared
 from btu.shared import liveness, old_daemon, protocol, task_args
 from btu.shared.instants import format_utc_iso, parse_utc_iso
+from btu.shared.keys import MAX_CONCURRENT_RUNS, NAMESPACE_SETTING
 from btu.shared.schedule import ScheduleError
 
 RUN_ON = ("worker", "webserver")
@@ -105,7 +106,7 @@ def sharing_message(benches: list[dict]) -> str:
 		"{0} benches run BTU schedulers on this Redis under the same key names: {1}. They share one leader lease, so "
 		"only the leader's bench fires, and it takes the other bench's sites for gone. Give each bench its own {2} in "
 		"its common_site_config.json (for example its bench id) and restart its schedulers and workers."
-	).format(len(benches), names, protocol.NAMESPACE_SETTING)
+	).format(len(benches), names, NAMESPACE_SETTING)
 
 
 @frappe.whitelist(methods=["POST"])
@@ -209,9 +210,7 @@ def set_max_concurrent_runs(task: str, limit: int) -> dict:
 		doc.max_concurrent_runs = int(limit)
 	except (TypeError, ValueError):
 		frappe.throw(
-			_("limit {0}: give a whole number from 0 (no limit) to {1}").format(
-				repr(limit), protocol.MAX_CONCURRENT_RUNS
-			)
+			_("limit {0}: give a whole number from 0 (no limit) to {1}").format(repr(limit), MAX_CONCURRENT_RUNS)
 		)
 	doc.save()
 	return {"task": doc.name, "max_concurrent_runs": doc.max_concurrent_runs}

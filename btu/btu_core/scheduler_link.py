@@ -19,38 +19,41 @@ from frappe import _
 from redis.exceptions import RedisError
 
 from btu.shared import liveness, protocol
+from btu.shared.keys import NAMESPACE_SETTING, Keys, namespace_problem
+from btu.shared.redis_refusals import denied_message, is_denied
+from btu.shared.redis_urls import mask_url
 from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 
 SYNC_EVENT = "btu_scheduler_sync"
 
 
-def use_bench_namespace() -> None:
+def bench_keys() -> Keys:
 	"""BTU's key names for this bench: common_site_config.json's `btu_namespace`, as the scheduler reads it."""
-	value = frappe.get_conf().get(protocol.NAMESPACE_SETTING)
-	if protocol.namespace_problem(value):
+	value = frappe.get_conf().get(NAMESPACE_SETTING)
+	if namespace_problem(value):
 		frappe.throw(
 			_(
 				"{0} {1} in common_site_config.json: give 1 to 64 letters, digits, '_', '.' or '-' (a name no other "
 				"bench on the same Redis uses), or remove it"
-			).format(protocol.NAMESPACE_SETTING, repr(value)),
-			title=_("BTU: wrong {0}").format(protocol.NAMESPACE_SETTING),
+			).format(NAMESPACE_SETTING, repr(value)),
+			title=_("BTU: wrong {0}").format(NAMESPACE_SETTING),
 		)
-	protocol.use_namespace(value)
+	return Keys(value)
 
 
 def queue_redis():
 	from frappe.utils.background_jobs import get_redis_conn
 
-	use_bench_namespace()
 	return get_redis_conn()
 
 
 def send(request_type: str, request_content: str | None = None) -> protocol.Reply:
 	"""One RPC call for this site; Redis refusing the user is a "denied" reply, any other Redis error "unreachable"."""
+	keys = bench_keys()
 	try:
-		return protocol.call(queue_redis(), request_type, request_content, site=frappe.local.site)
+		return protocol.call(queue_redis(), keys, request_type, request_content, site=frappe.local.site)
 	except RedisError as exc:
-		if protocol.is_denied(exc):  # refused while connecting: WRONGPASS, NOAUTH
+		if is_denied(exc):  # refused while connecting: WRONGPASS, NOAUTH
 			return protocol.Reply("denied", redis_denied(exc), None, 0.0)
 		return protocol.Reply(
 			"unreachable",
@@ -69,7 +72,7 @@ def redis_queue_shown() -> str:
 		sentinel = SentinelSettings.from_config(frappe.conf, "site config")
 	except SentinelConfigError as exc:
 		return str(exc)
-	return sentinel.describe() if sentinel else protocol.mask_url(str(frappe.conf.redis_queue))
+	return sentinel.describe() if sentinel else mask_url(str(frappe.conf.redis_queue))
 
 
 def redis_denied(exc: RedisError) -> str:
@@ -77,7 +80,7 @@ def redis_denied(exc: RedisError) -> str:
 	from frappe.utils import get_bench_id
 
 	user = (frappe.conf.rq_username or get_bench_id()) if frappe.conf.use_rq_auth else "default"
-	return protocol.denied_message(exc, user, protocol.KEYS_GRANT)
+	return denied_message(exc, user, bench_keys().grant)
 
 
 def describe(reply: protocol.Reply) -> str:
@@ -107,19 +110,19 @@ def announce_after_commit(
 def scheduler_running() -> bool:
 	"""Whether any scheduler process has a live heartbeat; True when Redis cannot tell (sending then reports why)."""
 	try:
-		return bool(liveness.processes(queue_redis()))
+		return bool(liveness.processes(queue_redis(), bench_keys()))
 	except RedisError:
 		return True
 
 
 def fires_frappe_jobs() -> bool:
 	"""Whether a BTU scheduler of this bench acknowledges firing this site's Scheduled Job Types now (its leader's
-	live key, `protocol.frappe_jobs_ack_key`). False when Redis cannot tell, NOPERM included: Frappe's scheduler
+	live key, `Keys.frappe_jobs_ack_key`). False when Redis cannot tell, NOPERM included: Frappe's scheduler
 	then fires them, and the slot claims keep each slot to one run."""
 	from frappe.utils import get_bench_id
 
 	try:
-		return bool(queue_redis().exists(protocol.frappe_jobs_ack_key(get_bench_id(), frappe.local.site)))
+		return bool(queue_redis().exists(bench_keys().frappe_jobs_ack_key(get_bench_id(), frappe.local.site)))
 	except RedisError:
 		return False
 
@@ -167,15 +170,16 @@ def _send_and_tell(request_type: str, schedule: str, user: str, quiet: bool = Fa
 
 
 def read_status() -> dict:
-	"""The scheduler's published status (STATUS_KEY, every minute) with the leader and the processes read live,
+	"""The scheduler's published status (`Keys.status`, every minute) with the leader and the processes read live,
 	so a heartbeat shown is as fresh as the process wrote it; {} when no scheduler ever ran against this Redis."""
+	keys = bench_keys()
 	try:
 		conn = queue_redis()
-		raw = conn.get(protocol.STATUS_KEY)
+		raw = conn.get(keys.status)
 		reader = liveness.Reader(conn)
-		live = {"leader": liveness.leader(conn, reader), "processes": liveness.processes(conn, reader)}
+		live = {"leader": liveness.leader(conn, keys, reader), "processes": liveness.processes(conn, keys, reader)}
 	except RedisError as exc:
-		if protocol.is_denied(exc):
+		if is_denied(exc):
 			return {"error": redis_denied(exc), "outcome": "denied"}
 		return {"error": _("Redis at {0} failed: {1}").format(redis_queue_shown(), exc), "outcome": "unreachable"}
 	if not raw and not live["leader"] and not live["processes"]:
@@ -183,5 +187,5 @@ def read_status() -> dict:
 	try:
 		status = json.loads(raw) if raw else {}
 	except ValueError:
-		return {"error": _("{0} holds something that is not JSON").format(protocol.STATUS_KEY)}
+		return {"error": _("{0} holds something that is not JSON").format(keys.status)}
 	return {**(status if isinstance(status, dict) else {}), **live}

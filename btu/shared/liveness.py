@@ -12,7 +12,8 @@ import json
 
 import redis
 
-from btu.shared import protocol
+from btu.shared.keys import NAMESPACE_SETTING, Keys
+from btu.shared.redis_refusals import is_denied
 
 MAX_PROBLEMS = 100
 
@@ -40,7 +41,7 @@ class Reader:
 		except redis.exceptions.NoPermissionError:
 			raise  # a missing grant is the caller's one-line refusal, not a wrong value
 		except redis.ResponseError as exc:
-			if protocol.is_denied(exc):  # a missing grant is not a value to report
+			if is_denied(exc):  # a missing grant is not a value to report
 				raise
 			self.note(what, exc)
 			return default
@@ -53,7 +54,7 @@ class Reader:
 			results = pipe.execute(raise_on_error=False)
 		out = []
 		for (key, _, _), result in zip(reads, results):
-			if isinstance(result, redis.ResponseError) and not protocol.is_denied(result):
+			if isinstance(result, redis.ResponseError) and not is_denied(result):
 				self.note(key, result)
 				result = default
 			elif isinstance(result, Exception):
@@ -75,35 +76,32 @@ DEDICATED, WORKER = "dedicated", "worker"
 KINDS = (DEDICATED, WORKER)
 
 
-def processes(redis_conn, reader: Reader | None = None) -> list[dict]:
+def processes(redis_conn, keys: Keys, reader: Reader | None = None) -> list[dict]:
 	reader = reader or Reader(redis_conn)
-	ids = [
-		_text(i)
-		for i in reader.read(protocol.PROCESSES_KEY, lambda: redis_conn.zrevrange(protocol.PROCESSES_KEY, 0, 50), [])
-	]
+	ids = [_text(i) for i in reader.read(keys.processes, lambda: redis_conn.zrevrange(keys.processes, 0, 50), [])]
 	if not ids:
 		return []
-	values = reader.many([(protocol.process_key(i), "get", ()) for i in ids], None)
-	infos = [reader.json(protocol.process_key(i), v) for i, v in zip(ids, values) if v]
+	values = reader.many([(keys.process_key(i), "get", ()) for i in ids], None)
+	infos = [reader.json(keys.process_key(i), v) for i, v in zip(ids, values) if v]
 	return [info for info in infos if isinstance(info, dict)]
 
 
-def leader(redis_conn, reader: Reader | None = None) -> dict | None:
+def leader(redis_conn, keys: Keys, reader: Reader | None = None) -> dict | None:
 	reader = reader or Reader(redis_conn)
-	value, pttl = reader.many([(protocol.LEADER_KEY, "get", ()), (protocol.LEADER_KEY, "pttl", ())], None)
+	value, pttl = reader.many([(keys.leader, "get", ()), (keys.leader, "pttl", ())], None)
 	value = _text(value)
 	if not value:
 		return None
 	epoch, _, holder = value.partition("|")
 	if not epoch.isdigit() or not holder:
 		reader.note(
-			protocol.LEADER_KEY,
+			keys.leader,
 			f"{value!r:.200} is not a lease (<epoch>|<holder>); the next scheduler to start moves it aside",
 		)
 		return None
 	info = {"holder": holder, "epoch": int(epoch), "token": value, "lease_ms_left": pttl}
-	[process] = reader.many([(protocol.process_key(holder), "get", ())], None)
-	process = reader.json(protocol.process_key(holder), process) if process else None
+	[process] = reader.many([(keys.process_key(holder), "get", ())], None)
+	process = reader.json(keys.process_key(holder), process) if process else None
 	if isinstance(process, dict):
 		info.update({k: process.get(k) for k in ("host", "pid", "heartbeat_at")})
 		info["kind"] = process.get("kind") or DEDICATED
@@ -164,6 +162,6 @@ def sharing_message(benches: list[dict]) -> str:
 	return (
 		f"{len(benches)} benches run BTU schedulers on this Redis under the same key names: {names}. "
 		"They share one leader lease, so only the leader's bench fires, and it takes the other bench's sites for gone. "
-		f"Give each bench its own {protocol.NAMESPACE_SETTING} in its common_site_config.json "
+		f"Give each bench its own {NAMESPACE_SETTING} in its common_site_config.json "
 		"(for example its bench id) and restart its schedulers and workers"
 	)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from btu.shared.protocol import redis_user
+from btu.shared.redis_refusals import redis_user
 
 NEXT_FIRES_KEY = "btu_scheduler:task_execution_times"
 # The daemon's default polling interval, doubled, plus slack: an entry overdue longer than this is not being polled.

@@ -22,6 +22,7 @@ from rq.job import JobStatus
 
 from btu.scheduler_daemon.leading import jobs
 from btu.shared import protocol
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +102,7 @@ def wait_while_progressing(predicate, progress, stall: float, message: str, inte
 
 def heartbeating_pids(r) -> set[int]:
 	"""The pids in the process list (members "<host>:<pid>:<id>")."""
-	return {int(text(member).split(":")[1]) for member in r.zrange(protocol.PROCESSES_KEY, 0, -1)}
+	return {int(text(member).split(":")[1]) for member in r.zrange(KEYS.processes, 0, -1)}
 
 
 def wait_until_serving(r, processes: Processes, timeout: float = 30) -> None:
@@ -259,7 +260,7 @@ def text(value) -> str:
 
 def lease(r) -> tuple[int, int] | None:
 	"""(epoch, pid) of the leader, from the lease value "<epoch>|<host>:<pid>:<id>"."""
-	value = text(r.get(protocol.LEADER_KEY))
+	value = text(r.get(KEYS.leader))
 	if not value:
 		return None
 	epoch, _, holder = value.partition("|")
@@ -339,16 +340,16 @@ def gaps(slots: list[int], step_ms: int = 1000) -> list[tuple[int, int]]:
 
 def recent_fires(r, site: str) -> list[dict]:
 	"""The site's recent fires, oldest first."""
-	return [json.loads(f) for f in reversed(r.lrange(protocol.recent_fires_key(site), 0, -1))]
+	return [json.loads(f) for f in reversed(r.lrange(KEYS.recent_fires_key(site), 0, -1))]
 
 
 def counters(r, site: str) -> dict[str, int]:
-	return {text(k): int(v) for k, v in r.hgetall(protocol.counters_key(site)).items()}
+	return {text(k): int(v) for k, v in r.hgetall(KEYS.counters_key(site)).items()}
 
 
 def definition(r, site: str, name: str) -> tuple[str, str] | None:
 	"""The schedule's (spec, job template) JSON as the state keeps them, None when it holds none."""
-	stored = r.get(protocol.definition_key(site, name))
+	stored = r.get(KEYS.definition_key(site, name))
 	if stored is None:
 		return None
 	spec, _, job = text(stored).partition("\n")
@@ -356,7 +357,7 @@ def definition(r, site: str, name: str) -> tuple[str, str] | None:
 
 
 def state_names(r, site: str) -> set[str]:
-	return {text(n) for n in r.smembers(protocol.site_schedules_key(site))}
+	return {text(n) for n in r.smembers(KEYS.site_schedules_key(site))}
 
 
 def redis_ms(r) -> int:

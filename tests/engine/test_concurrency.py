@@ -14,6 +14,7 @@ import pytest
 
 from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.shared import protocol
+from btu.shared.keys import MAX_CONCURRENT_RUNS
 from tests.engine.helpers import (
 	ONE_SECOND,
 	counters,
@@ -28,6 +29,7 @@ from tests.engine.helpers import (
 	wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, once_at, prepare_due, release, sleep_until_ms
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -132,7 +134,7 @@ def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_be
 	others = [once_at(data, free, instant) for _ in range(2)]
 	scheduler = leader(bench)
 	assert len(prepare_due(scheduler)) == 5
-	members = {m.decode().split("\t")[0]: m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)}
+	members = {m.decode().split("\t")[0]: m.decode() for m in r.zrange(KEYS.prepared, 0, -1)}
 	assert sorted(len(m.split("\t")) for m in members.values()) == [9, 9, 11, 11, 11], (
 		"only a limited task's members carry it"
 	)
@@ -146,12 +148,12 @@ def test_schedules_of_one_task_released_in_one_batch_respect_the_limit(engine_be
 	]
 	assert [outcomes[name] for name in others] == [FireOutcome.ENQUEUED, FireOutcome.ENQUEUED]
 	assert len(queue_ids(r, queue_key(bench))) == 4
-	running = {text(m) for m in r.smembers(protocol.task_running_key(site, limited))}
+	running = {text(m) for m in r.smembers(KEYS.task_running_key(site, limited))}
 	assert running == {
 		f["job_id"] for f in recent_fires(r, site) if f["schedule"] in names and f["outcome"] == FireOutcome.ENQUEUED
 	}
-	assert r.ttl(protocol.task_running_key(site, limited)) > 6 * 24 * 3600
-	assert not r.exists(protocol.task_running_key(site, free)), "a task without a limit keeps no running set"
+	assert r.ttl(KEYS.task_running_key(site, limited)) > 6 * 24 * 3600
+	assert not r.exists(KEYS.task_running_key(site, free)), "a task without a limit keeps no running set"
 	assert counters(r, site)[FireOutcome.SKIPPED_CONCURRENCY] == 1
 	assert scheduler.metrics.skips["concurrency"] == 1
 
@@ -177,7 +179,7 @@ def test_finished_or_gone_jobs_stop_counting(engine_bench, r):
 		desc_short="one",
 		max_concurrent_runs=1,
 	)
-	key = protocol.task_running_key(site, task)
+	key = KEYS.task_running_key(site, task)
 	scheduler = leader(bench)
 	for status in ("finished", "failed", None):
 		name = fire_once(scheduler, data, task)
@@ -206,10 +208,10 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 		)
 		for i in range(3)
 	)
-	r.set(protocol.task_running_key(site, wrong), "not a set")
+	r.set(KEYS.task_running_key(site, wrong), "not a set")
 	r.set("rq:job:a-string-not-a-hash", "x")
-	r.sadd(protocol.task_running_key(site, garbage), "no such job", "\x00\t\n" * 50, "a-string-not-a-hash")
-	r.sadd(protocol.task_running_key(site, oversized), *(f"id{i}" for i in range(1001)))
+	r.sadd(KEYS.task_running_key(site, garbage), "no such job", "\x00\t\n" * 50, "a-string-not-a-hash")
+	r.sadd(KEYS.task_running_key(site, oversized), *(f"id{i}" for i in range(1001)))
 	instant = next_instant()
 	names = {task: once_at(data, task, instant) for task in (wrong, garbage, oversized)}
 	scheduler = leader(bench)
@@ -219,15 +221,15 @@ def test_a_wrong_running_set_is_moved_aside_and_garbage_ids_dropped(engine_bench
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
 	assert [outcomes[names[task]] for task in (wrong, garbage, oversized)] == [FireOutcome.ENQUEUED] * 3
 	for task in (wrong, garbage, oversized):
-		assert r.smembers(protocol.task_running_key(site, task)) == {
+		assert r.smembers(KEYS.task_running_key(site, task)) == {
 			f["job_id"].encode() for f in recent_fires(r, site) if f["schedule"] == names[task]
 		}
-	quarantine = {text(k): json.loads(v) for k, v in r.hgetall(protocol.QUARANTINE_KEY).items()}
-	assert "not a set" not in json.dumps(quarantine) and quarantine[protocol.task_running_key(site, wrong)][
+	quarantine = {text(k): json.loads(v) for k, v in r.hgetall(KEYS.quarantine).items()}
+	assert "not a set" not in json.dumps(quarantine) and quarantine[KEYS.task_running_key(site, wrong)][
 		"reason"
 	].startswith("WRONGTYPE")
-	assert "1001 job ids" in quarantine[protocol.task_running_key(site, oversized)]["reason"]
-	assert r.type(protocol.QUARANTINED_PREFIX + protocol.task_running_key(site, wrong)) == b"string"
+	assert "1001 job ids" in quarantine[KEYS.task_running_key(site, oversized)]["reason"]
+	assert r.type(KEYS.quarantined_prefix + KEYS.task_running_key(site, wrong)) == b"string"
 	assert r.get("rq:job:a-string-not-a-hash") == b"x", "a job key of another type is not BTU's to move"
 
 
@@ -241,22 +243,20 @@ def test_members_prepared_by_the_version_before_limits_still_release(engine_benc
 	old, bad = once_at(data, task, instant), once_at(data, task, instant)
 	scheduler = leader(bench)
 	prepare_due(scheduler)
-	members = sorted(m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1))
+	members = sorted(m.decode() for m in r.zrange(KEYS.prepared, 0, -1))
 	assert [len(m.split("\t")) for m in members] == [9, 9], "a task without a limit writes members as before"
 	# What the version before limits wrote is exactly these nine fields; a tenth and eleventh that are no task
 	# and limit are not a member prepare.lua writes.
 	[bad_member] = [m for m in members if f"|{bad}\t" in m]
-	r.zrem(protocol.PREPARED_KEY, bad_member)
-	r.zadd(protocol.PREPARED_KEY, {bad_member + "\tBTU-1\t0": int(instant * 1000)})
+	r.zrem(KEYS.prepared, bad_member)
+	r.zadd(KEYS.prepared, {bad_member + "\tBTU-1\t0": int(instant * 1000)})
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)
 	outcomes = {f["schedule"]: f["outcome"] for f in recent_fires(r, site)}
 	assert outcomes == {old: FireOutcome.ENQUEUED}
-	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert r.zcard(KEYS.prepared) == 0
 	[reason] = [
-		json.loads(v)["reason"]
-		for k, v in r.hgetall(protocol.QUARANTINE_KEY).items()
-		if text(k).startswith(protocol.PREPARED_KEY)
+		json.loads(v)["reason"] for k, v in r.hgetall(KEYS.quarantine).items() if text(k).startswith(KEYS.prepared)
 	]
 	assert "a task and a limit of 1 or more" in reason
 
@@ -283,8 +283,8 @@ def test_the_limit_reaches_the_state_and_follows_edits_of_the_task(engine_bench,
 	data.update("BTU Task", task, max_concurrent_runs=0)
 	scheduler.reconciler.sync(site, [name])
 	assert limit() == 0, "so does the schedule's sync the Task's save announces"
-	data.update("BTU Task", task, max_concurrent_runs=protocol.MAX_CONCURRENT_RUNS + 1)
+	data.update("BTU Task", task, max_concurrent_runs=MAX_CONCURRENT_RUNS + 1)
 	scheduler.reconciler.sync(site, [name])
-	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
-	assert f"max_concurrent_runs {protocol.MAX_CONCURRENT_RUNS + 1}" in invalid[name]
-	assert not r.exists(protocol.schedule_key(site, name))
+	invalid = {text(k): text(v) for k, v in r.hgetall(KEYS.invalid_rows_key(site)).items()}
+	assert f"max_concurrent_runs {MAX_CONCURRENT_RUNS + 1}" in invalid[name]
+	assert not r.exists(KEYS.schedule_key(site, name))

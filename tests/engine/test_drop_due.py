@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from btu.scheduler_daemon.leading.state import State
 from btu.shared import protocol
+from btu.shared.keys import due_member
+from tests.support.keys import KEYS
 
 SITE = "site1.localhost"
 
@@ -11,14 +13,14 @@ SITE = "site1.localhost"
 def due_entry(r, schedule: str, fingerprint: str | None, score: int = 1_000) -> None:
 	if fingerprint is not None:
 		r.hset(
-			protocol.schedule_key(SITE, schedule),
+			KEYS.schedule_key(SITE, schedule),
 			mapping={"fingerprint": fingerprint, "cursor": str(score), "fire_at": str(score)},
 		)
-	r.zadd(protocol.DUE_KEY, {protocol.due_member(SITE, schedule): score})
+	r.zadd(KEYS.due, {due_member(SITE, schedule): score})
 
 
 def on_due_set(r, schedule: str) -> bool:
-	return r.zscore(protocol.DUE_KEY, protocol.due_member(SITE, schedule)) is not None
+	return r.zscore(KEYS.due, due_member(SITE, schedule)) is not None
 
 
 def test_only_what_is_still_as_read_leaves_the_due_set(r):
@@ -26,7 +28,7 @@ def test_only_what_is_still_as_read_leaves_the_due_set(r):
 	due_entry(r, "restored", "f-new")  # read gone, then upserted again
 	due_entry(r, "broken", "f-bad")  # read with a spec that cannot be planned, unchanged
 	due_entry(r, "fixed", "f-fixed")  # read broken, then edited: a new fingerprint
-	dropped = State(r).drop_due([
+	dropped = State(r, KEYS).drop_due([
 		(SITE, "removed", ""), (SITE, "restored", ""), (SITE, "broken", "f-bad"), (SITE, "fixed", "f-bad"),
 		(SITE, "never-due", ""),
 	])  # fmt: skip
@@ -36,11 +38,11 @@ def test_only_what_is_still_as_read_leaves_the_due_set(r):
 
 
 def test_a_state_of_the_wrong_type_is_left_for_the_audit(r):
-	r.set(protocol.schedule_key(SITE, "odd"), "not a hash")
-	r.zadd(protocol.DUE_KEY, {protocol.due_member(SITE, "odd"): 1})
-	assert State(r).drop_due([(SITE, "odd", "")]) == 0
+	r.set(KEYS.schedule_key(SITE, "odd"), "not a hash")
+	r.zadd(KEYS.due, {due_member(SITE, "odd"): 1})
+	assert State(r, KEYS).drop_due([(SITE, "odd", "")]) == 0
 	assert on_due_set(r, "odd")
 
 
 def test_nothing_to_drop_sends_nothing(r):
-	assert State(r).drop_due([]) == 0
+	assert State(r, KEYS).drop_due([]) == 0

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from btu.shared import protocol
+from btu.shared.keys import due_member
 from tests.engine.helpers import (
 	ONE_SECOND,
 	queue_ids,
@@ -18,6 +19,7 @@ from tests.engine.helpers import (
 	wait_for_leader,
 	wait_until,
 )
+from tests.support.keys import KEYS
 
 # A 300 s refresh and a 30 s lease (renewed every 10 s): only the RPC command and its wake can explain a quick effect.
 FLAGS = ("--full-refresh-interval-secs", "300", "--lease-ttl-secs", "30")
@@ -31,7 +33,7 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 		function_string="tests.engine.tasks.record", arguments={"key": "test:runs"}, desc_short="record"
 	)
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 0 1 1 *")
-	member = protocol.due_member(site, name)
+	member = due_member(site, name)
 	if taker == "leader":
 		leader = processes.scheduler(bench.path, *FLAGS)
 	else:
@@ -40,16 +42,16 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 	if taker == "standby":
 		standby = processes.scheduler(bench.path, *FLAGS)
 		wait_until(lambda: " rpc_listener_started " in standby.log(), 20, "the standby listens")
-	wait_until(lambda: r.zscore(protocol.DUE_KEY, member), 20, "the yearly schedule is in the state")
-	yearly_fire_at = r.zscore(protocol.DUE_KEY, member)
+	wait_until(lambda: r.zscore(KEYS.due, member), 20, "the yearly schedule is in the state")
+	yearly_fire_at = r.zscore(KEYS.due, member)
 	time.sleep(1)  # the leader is asleep now, until its next renewal in ~10 s
 
 	data.update_schedule(name, cron_string=ONE_SECOND)
 	sent = time.time()
-	reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=site)
+	reply = protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, name, site=site)
 	assert reply.ok, reply.message
 	wait_until(
-		lambda: (r.zscore(protocol.DUE_KEY, member) or yearly_fire_at) < yearly_fire_at,
+		lambda: (r.zscore(KEYS.due, member) or yearly_fire_at) < yearly_fire_at,
 		5,
 		"the new cron in the state",
 		0.002,
@@ -67,10 +69,10 @@ def test_rpc_create_and_cancel_take_effect_at_once(taker, engine_bench, processe
 
 	data.update_schedule(name, enabled=0)
 	sent_cancel = time.time()
-	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
+	reply = protocol.call(r, KEYS, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
 	assert reply.ok, reply.message
 	wait_until(
-		lambda: name not in state_names(r, site) and r.zscore(protocol.DUE_KEY, member) is None,
+		lambda: name not in state_names(r, site) and r.zscore(KEYS.due, member) is None,
 		5,
 		"the schedule left the state",
 		0.002,
@@ -113,7 +115,7 @@ def test_a_forged_cancel_does_not_silence_an_enabled_schedule(engine_bench, proc
 	data.update_schedule(disabled, enabled=0)
 	data.delete_schedule(deleted)
 	for name in (kept, kept, disabled, deleted):  # the forged one twice, as a replay would
-		reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
+		reply = protocol.call(r, KEYS, protocol.CANCEL_TASK_SCHEDULE, name, site=site)
 		if name == deleted and not reply.ok:
 			# The staggered reconcile took the deleted row out of the state before its cancel came: the cancel then
 			# names a schedule neither the table nor the state has, and is refused as such.

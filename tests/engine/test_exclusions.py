@@ -16,6 +16,7 @@ from btu.shared import protocol
 from btu.shared.instants import slot_text
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_prepare_release import leader, prepare_due, release
+from tests.support.keys import KEYS
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def site(engine_bench):
 
 
 def prepared_slots(r, name: str) -> list[int]:
-	members = [Prepared.parse(m) for m in r.zrange(protocol.PREPARED_KEY, 0, -1)]
+	members = [Prepared.parse(m) for m in r.zrange(KEYS.prepared, 0, -1)]
 	return sorted(m.slot_ms for m in members if m.schedule == name)
 
 
@@ -121,7 +122,7 @@ def test_calendar_exclusion_holds_and_an_edit_of_the_calendar_takes_effect(site,
 		cur.execute("DELETE FROM `tabBTU Calendar Date` WHERE parent=%s", (calendar,))
 	data.update("BTU Calendar", calendar, description="open again")
 	for name in (closed, moved):
-		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site=data.site.name).ok
+		assert protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, name, site=data.site.name).ok
 	wait_until(
 		lambda: closed in slots_by_schedule(queue_ids(r, queue_key(bench))),
 		10,
@@ -186,5 +187,5 @@ def test_hostile_rows_make_an_invalid_schedule_not_a_crash(site, r):
 	scheduler = leader(bench)
 	names = scheduler.state.names(data.site.name)
 	assert fine in names and garbage not in names and many not in names
-	invalid = {k.decode(): v.decode() for k, v in r.hgetall(protocol.invalid_rows_key(data.site.name)).items()}
+	invalid = {k.decode(): v.decode() for k, v in r.hgetall(KEYS.invalid_rows_key(data.site.name)).items()}
 	assert "skipped_slots" in invalid[garbage] and "1000" in invalid[many]

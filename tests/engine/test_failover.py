@@ -35,6 +35,7 @@ from tests.engine.helpers import (
 	wait_until,
 	wait_until_serving,
 )  # fmt: skip
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 CHAOS_SECONDS = float(os.environ.get("BTU_CHAOS_SECONDS", "60"))
@@ -43,7 +44,7 @@ SCHEDULES = 50
 
 
 def newest_fire_ms(r, site: str) -> int:
-	newest = r.lindex(protocol.recent_fires_key(site), 0)
+	newest = r.lindex(KEYS.recent_fires_key(site), 0)
 	return json.loads(newest)["enqueued_ms"] if newest else 0
 
 
@@ -126,7 +127,7 @@ def test_sigterm_hands_the_lease_over_at_once(engine_bench, processes, r):
 	first = processes.scheduler(bench.path, *flags)
 	assert wait_for_leader(r, processes) is first
 	processes.scheduler(bench.path, *flags)
-	wait_until(lambda: r.zcard(protocol.PROCESSES_KEY) == 2, 20, "the standby's heartbeat")
+	wait_until(lambda: r.zcard(KEYS.processes) == 2, 20, "the standby's heartbeat")
 	wait_until(lambda: newest_fire_ms(r, site), 20, "a first fire")
 	time.sleep(1.3)
 	sent = time.time()
@@ -160,6 +161,6 @@ def test_a_stopped_scheduler_leaves_the_process_list_at_once(engine_bench, proce
 	bench, data = engine_bench()
 	scheduler = processes.scheduler(bench.path)
 	assert wait_for_leader(r, processes) is scheduler
-	wait_until(lambda: any(p["pid"] == scheduler.pid for p in liveness.processes(r)), 20, "its heartbeat")
+	wait_until(lambda: any(p["pid"] == scheduler.pid for p in liveness.processes(r, KEYS)), 20, "its heartbeat")
 	assert scheduler.stop() == 0
-	assert liveness.processes(r) == [] and r.zcard(protocol.PROCESSES_KEY) == 0
+	assert liveness.processes(r, KEYS) == [] and r.zcard(KEYS.processes) == 0

@@ -1,4 +1,4 @@
-"""The leader's acknowledgement that it fires a site's Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`).
+"""The leader's acknowledgement that it fires a site's Frappe Scheduled Job Types (`Keys.frappe_jobs_ack_key`).
 
 Frappe's tick stands back for a site's job types only while that key lives (tier 2:
 btu_core/tests/test_frappe_jobs_ack.py), so the scheduler must write it exactly where it fires them: as the leader,
@@ -18,9 +18,12 @@ from btu.scheduler_daemon.leading.engine import Scheduler
 from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.reads.bench import frappe_bench_id
 from btu.shared import protocol
+from btu.shared.keys import FRAPPE_JOBS_ACK_TTL_SECONDS
+from btu.shared.redis_refusals import is_denied
 from devbench.data import SiteData
 from tests.engine.helpers import wait_for_leader, wait_until
 from tests.engine.test_scheduled_jobs import frappe_leader, insert_job_type
+from tests.support.keys import KEYS
 from tests.support.ports import claim_port
 
 pytestmark = pytest.mark.versions
@@ -33,11 +36,11 @@ def beat(scheduler: Scheduler) -> None:
 
 
 def ack_key(bench, site: str) -> str:
-	return protocol.frappe_jobs_ack_key(bench.site(site).bench_id, site)
+	return KEYS.frappe_jobs_ack_key(bench.site(site).bench_id, site)
 
 
 def acks(r) -> set[str]:
-	return {key.decode() for key in r.scan_iter(match=f"{protocol.FRAPPE_JOBS_ACK_PREFIX}*")}
+	return {key.decode() for key in r.scan_iter(match=f"{KEYS.frappe_jobs_ack_prefix}*")}
 
 
 def edit_site_config(bench, site: str, **changes) -> None:
@@ -95,7 +98,7 @@ def test_the_ack_names_the_bench_so_a_same_named_site_of_another_bench_is_not_ac
 	other, _ = engine_bench("shop.localhost")
 	beat(frappe_leader(bench))
 	assert bench.site("shop.localhost").bench_id != other.site("shop.localhost").bench_id
-	assert acks(r) == {protocol.frappe_jobs_ack_key(bench.site("shop.localhost").bench_id, "shop.localhost")}
+	assert acks(r) == {KEYS.frappe_jobs_ack_key(bench.site("shop.localhost").bench_id, "shop.localhost")}
 
 
 @pytest.mark.parametrize("change", ["fire_frappe_jobs off", "BTU disabled", "pause_scheduler", "database unreachable"])
@@ -161,7 +164,7 @@ def test_a_leader_that_steps_down_deletes_its_acks_and_one_fenced_leaves_them_to
 	# A leader fenced off (another took the lease) shares the keys with the new leader: it deletes none.
 	first = frappe_leader(bench)
 	beat(first)
-	r.delete(protocol.LEADER_KEY)
+	r.delete(KEYS.leader)
 	second = frappe_leader(bench)
 	beat(second)
 	first.fenced()  # what the engine does when a fire script finds the lease another's
@@ -176,7 +179,7 @@ def test_a_running_scheduler_acknowledges_at_once_and_its_stop_hands_the_site_ba
 	assert wait_for_leader(r, processes) is scheduler
 	key = ack_key(bench, data.site.name)
 	wait_until(lambda: r.exists(key), 20, f"the leader's acknowledgement\n{processes.logs()}")
-	assert 0 < r.ttl(key) <= protocol.FRAPPE_JOBS_ACK_TTL_SECONDS
+	assert 0 < r.ttl(key) <= FRAPPE_JOBS_ACK_TTL_SECONDS
 	assert scheduler.stop() == 0
 	assert acks(r) == set()
 
@@ -201,7 +204,7 @@ def test_a_redis_refusal_of_an_ack_write_fails_the_heartbeat_like_any_other(swit
 		leader.redis = redis.Redis.from_url(redis_url, username="btu-ack-test", password="pw")
 		with pytest.raises(redis.RedisError) as raised:
 			beat(leader)
-		assert protocol.is_denied(raised.value)
+		assert is_denied(raised.value)
 	finally:
 		r.execute_command("ACL", "DELUSER", "btu-ack-test")
 

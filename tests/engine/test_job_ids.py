@@ -107,18 +107,13 @@ def test_a_namespace_gives_ids_of_its_own_and_refuses_another_benchs(form):
 	ids differ."""
 	slot = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
 	made = {}
-	try:
-		for namespace in (None, "bench-a", "bench.b", "bench_c"):
-			protocol.use_namespace(namespace)
-			made[namespace] = form.encode("frontend", "TS-000001", slot)
-			assert form.decode(made[namespace]) == ("frontend", "TS-000001", slot)
-		protocol.use_namespace("bench-a")
-		for namespace, identifier in made.items():
-			if namespace != "bench-a":
-				with pytest.raises(ValueError):
-					form.decode(identifier)
-	finally:
-		protocol.use_namespace(None)
+	for namespace in (None, "bench-a", "bench.b", "bench_c"):
+		made[namespace] = form.encode("frontend", "TS-000001", slot, namespace)
+		assert form.decode(made[namespace], namespace) == ("frontend", "TS-000001", slot)
+	for namespace, identifier in made.items():
+		if namespace != "bench-a":
+			with pytest.raises(ValueError):
+				form.decode(identifier, "bench-a")
 	assert len(set(made.values())) == len(made)
 
 

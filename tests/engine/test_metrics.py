@@ -35,6 +35,7 @@ from tests.engine.helpers import (
 	wait_for_leader,
 	wait_until,
 )  # fmt: skip
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 from tests.support.tcp_proxy import TcpProxy
 
@@ -137,10 +138,10 @@ def test_leader_and_standby_export_what_the_queue_holds_through_a_failover(engin
 	# Some RPC traffic, made-up request types among it: they count as "other", never as series of their own.
 	for n in range(30):
 		r.lpush(
-			protocol.COMMANDS_KEY,
+			KEYS.commands,
 			json.dumps({"request_type": f"made_up_{n}", "request_content": None, "response_key": None, "site": site}),
 		)
-	reply = protocol.call(r, protocol.PING, None, site=site)
+	reply = protocol.call(r, KEYS, protocol.PING, None, site=site)
 	assert reply.ok, reply.message
 
 	ids, (leader, standby) = between_fires(r, queue, lambda: (scrape(ports[first.pid]), scrape(ports[second.pid])))
@@ -245,13 +246,13 @@ def served(metrics: Metrics) -> tuple[Scrape, MetricsServer]:
 def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	import redis
 
-	r.sadd(protocol.SITES_KEY, "good.localhost", "bad.localhost")
-	r.sadd(protocol.site_schedules_key("good.localhost"), "TS-1", "TS-2")
-	r.set(protocol.site_schedules_key("bad.localhost"), "a string where a set belongs")
-	r.set(protocol.PREPARED_KEY, "a string where a sorted set belongs")
+	r.sadd(KEYS.sites, "good.localhost", "bad.localhost")
+	r.sadd(KEYS.site_schedules_key("good.localhost"), "TS-1", "TS-2")
+	r.set(KEYS.site_schedules_key("bad.localhost"), "a string where a set belongs")
+	r.set(KEYS.prepared, "a string where a sorted set belongs")
 	metrics = Metrics("p", "rq")
 	metrics.registry.register(
-		StateCollector(redis.Redis.from_url(redis_url), lambda: ["good.localhost", "bad.localhost"])
+		StateCollector(redis.Redis.from_url(redis_url), KEYS, lambda: ["good.localhost", "bad.localhost"])
 	)
 	scraped, _ = served(metrics)
 	assert scraped.value("btu_state_readable") == 1
@@ -265,7 +266,9 @@ def test_a_wrong_value_or_redis_down_never_fails_a_scrape(r, redis_url):
 	down = Metrics("p", "rq")
 	down.registry.register(
 		StateCollector(
-			redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5), lambda: ["good.localhost"]
+			redis.Redis(port=claim_port(), socket_connect_timeout=0.5, socket_timeout=0.5),
+			KEYS,
+			lambda: ["good.localhost"],
 		)
 	)
 	scraped, _ = served(down)
@@ -326,9 +329,9 @@ def test_an_endpoint_with_a_token_answers_only_its_bearer_and_names_only_its_ben
 		"this bench's site scraped",
 	)
 	# Listed as another bench's scheduler lists its sites (this one drops them from the set at its next full reconcile).
-	r.sadd(protocol.SITES_KEY, "neighbour.localhost")
-	r.sadd(protocol.site_schedules_key("neighbour.localhost"), "TS-9")
-	r.hset(protocol.invalid_rows_key("neighbour.localhost"), "TS-8", "a neighbour's bad row")
+	r.sadd(KEYS.sites, "neighbour.localhost")
+	r.sadd(KEYS.site_schedules_key("neighbour.localhost"), "TS-9")
+	r.hset(KEYS.invalid_rows_key("neighbour.localhost"), "TS-8", "a neighbour's bad row")
 	scraped = authorized_scrape(url, token)
 	assert scraped.value("btu_schedules", site=data.site.name) == 1
 	assert "neighbour.localhost" not in scraped.text, "a scrape names only this bench's sites"
@@ -458,13 +461,13 @@ def test_every_value_moved_aside_is_counted_once(r):
 	from btu.scheduler_daemon.leading.state import State
 
 	heard: list[str] = []
-	state = State(r, on_quarantine=heard.append)
+	state = State(r, KEYS, on_quarantine=heard.append)
 	r.set("btu:site:s.localhost:schedule:TS-1", "not a hash")
 	state.quarantine("btu:site:s.localhost:schedule:TS-1", "a string", site="s.localhost", schedule="TS-1")
-	r.set(protocol.SITES_KEY, "not a set")
+	r.set(KEYS.sites, "not a set")
 	assert state.sites() == set()  # the guarded read moves the key aside and reads again
-	r.hset(protocol.site_schedules_key("s.localhost"), "a", "b")
-	assert state.check_types({"s.localhost"}) == [protocol.site_schedules_key("s.localhost")]
+	r.hset(KEYS.site_schedules_key("s.localhost"), "a", "b")
+	assert state.check_types({"s.localhost"}) == [KEYS.site_schedules_key("s.localhost")]
 	assert heard == ["schedule_state", "key", "key"]
 	metrics = Metrics()
 	for what in heard:

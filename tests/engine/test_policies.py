@@ -21,6 +21,7 @@ from tests.engine.helpers import (
 	text,
 	wait_until,
 )
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -62,7 +63,7 @@ def test_catch_up_after_the_scheduler_was_down(engine_bench, processes, r):
 			f"{name}: fires after the catch-up are consecutive"
 		)
 		unfired = (fired[0] - last[name]) // 1000 - 1
-		skipped = int(r.hget(protocol.schedule_key(site, name), "skipped_missed") or 0)
+		skipped = int(r.hget(KEYS.schedule_key(site, name), "skipped_missed") or 0)
 		assert skipped == unfired, f"{name}: the {unfired} slots neither fired nor counted as skipped"
 		catch_up = mine[0]["enqueued_ms"]
 		lags = [catch_up - f["slot_ms"] for f in mine]

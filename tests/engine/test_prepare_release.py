@@ -20,6 +20,7 @@ from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.scheduler_daemon.operations.config import Config
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, definition, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -70,7 +71,7 @@ def site(engine_bench):
 
 
 def state(r, site_name: str, name: str, field: str) -> str | None:
-	value = r.hget(protocol.schedule_key(site_name, name), field)
+	value = r.hget(KEYS.schedule_key(site_name, name), field)
 	return value.decode() if value is not None else None
 
 
@@ -82,7 +83,7 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	assert prepare_due(scheduler) == [(data.site.name, name, int(instant * 1000))]
 
 	key = queue_key(bench)
-	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
+	[member] = r.zrange(KEYS.prepared, 0, -1)
 	job_id = member.decode().split("\t")[0]
 	assert r.hget(f"rq:job:{job_id}", "status") == b"scheduled"
 	assert r.hget(f"rq:job:{job_id}", "enqueued_at") is None
@@ -95,7 +96,7 @@ def test_prepared_job_is_written_ahead_and_queued_at_its_moment_once(site, r):
 	assert release(scheduler)
 	after = datetime.now(timezone.utc)
 	assert queue_ids(r, key) == [job_id]
-	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert r.zcard(KEYS.prepared) == 0
 	assert release(scheduler) and queue_ids(r, key) == [job_id], "released once"
 
 	stored = {k.decode(): v for k, v in r.hgetall(f"rq:job:{job_id}").items()}
@@ -136,7 +137,7 @@ def test_removed_paused_or_edited_after_prepare_is_withdrawn(site, r):
 	data.update_schedule(edited, run_at=datetime.fromtimestamp(instant + 3600, timezone.utc))
 	scheduler.reconciler.sync(data.site.name, [edited])
 
-	members = [m.decode() for m in r.zrange(protocol.PREPARED_KEY, 0, -1)]
+	members = [m.decode() for m in r.zrange(KEYS.prepared, 0, -1)]
 	assert [parse_job_id(m.split("\t")[0])[0] for m in members] == [kept], (
 		"only the untouched schedule's fire stays prepared"
 	)
@@ -182,7 +183,7 @@ def test_a_fire_released_after_the_grace_goes_back_to_its_catch_up_policy(site, 
 	sleep_until_ms(instant * 1000 + 600)  # no leader released it in time
 
 	assert release(scheduler)
-	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert r.zcard(KEYS.prepared) == 0
 	assert r.keys("rq:job:*") == [], "the late job was withdrawn"
 	assert state(r, data.site.name, name, "cursor") == str(int(instant * 1000)), "the slot is pending again"
 	assert state(r, data.site.name, name, "finished") == "0"
@@ -200,7 +201,7 @@ def test_overlap_skip_is_decided_at_release(site, r):
 	data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND, overlap_policy="skip")
 	scheduler = leader(bench)
 	prepare_due(scheduler)
-	slots = sorted(int(m.decode().split("\t")[5]) for m in r.zrange(protocol.PREPARED_KEY, 0, -1))
+	slots = sorted(int(m.decode().split("\t")[5]) for m in r.zrange(KEYS.prepared, 0, -1))
 	assert len(slots) >= 2, "two seconds ahead holds at least two slots of an every-second schedule"
 
 	sleep_until_ms(slots[0])
@@ -220,7 +221,7 @@ def test_an_instant_is_released_in_batches_of_release_batch_size(site, r, releas
 	names = [once_at(data, task, instant) for _ in range(7)]
 	scheduler = leader(bench, release_batch_size=release_batch_size)
 	prepare_due(scheduler)
-	assert r.zcard(protocol.PREPARED_KEY) == 7
+	assert r.zcard(KEYS.prepared) == 7
 
 	sleep_until_ms(instant * 1000)
 	assert release(scheduler)

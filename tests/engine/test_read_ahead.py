@@ -13,6 +13,7 @@ from btu.scheduler_daemon.reads.site_reader import read_sites
 from btu.scheduler_daemon.reconcile import site_rows
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from tests.engine.test_stagger import add_schedule
+from tests.support.keys import KEYS
 
 SITES = tuple(f"ahead{i}.localhost" for i in range(12))
 
@@ -23,7 +24,7 @@ def test_rows_are_read_only_a_few_sites_ahead_of_the_compile(make_bench, r):
 		add_schedule(bench, site)
 	connections = Connections(connect)
 	reconciler = Reconciler(
-		bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=connections
+		bench.path, State(r, KEYS), "frappe", lambda: datetime.now(timezone.utc), lambda: None, connections=connections
 	)
 	compiler = reconciler.compiler
 	read = []

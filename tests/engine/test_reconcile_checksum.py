@@ -10,6 +10,7 @@ from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.shared import protocol
 from tests.engine.helpers import definition
+from tests.support.keys import KEYS
 
 
 class RowReads:
@@ -31,7 +32,7 @@ def test_unchanged_table_skips_the_row_read_and_every_change_is_seen(engine_benc
 	site = data.site.name
 	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
 	names = [data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *") for _ in range(3)]
-	reconciler = Reconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 	row_reads = RowReads(reconciler.compiler)
 
 	def spec_of(name):
@@ -83,7 +84,7 @@ def test_a_database_failing_amid_a_reconcile_is_diffed_again_next_time(engine_be
 	site = data.site.name
 	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
-	reconciler = Reconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 	failing = FailingOnce(reconciler.compiler)
 	reconciler.full()
 	before = definition(r, site, name)[0]

@@ -10,8 +10,10 @@ from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile import site_sync
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
+from btu.shared.keys import due_member
 from devbench.data import SiteData
 from tests.engine.helpers import wait_until
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 BIG, OTHER = "big.localhost", "other.localhost"
@@ -29,10 +31,10 @@ def state_of(r, sites) -> dict:
 	"""What the state holds of the sites: each schedule's definition and due score, the site's listing."""
 	out = {}
 	for site in sites:
-		for name in sorted(n.decode() for n in r.smembers(protocol.site_schedules_key(site))):
+		for name in sorted(n.decode() for n in r.smembers(KEYS.site_schedules_key(site))):
 			out[(site, name)] = (
-				r.get(protocol.definition_key(site, name)),
-				r.zscore(protocol.DUE_KEY, protocol.due_member(site, name)),
+				r.get(KEYS.definition_key(site, name)),
+				r.zscore(KEYS.due, due_member(site, name)),
 			)
 	return out
 
@@ -52,9 +54,9 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	with SiteData(bench, OTHER) as data:
 		other_task = data.insert_task(function_string=FUNCTION, desc_short="other")
 		data.insert_schedule(other_task, run_frequency="Cron Style", cron_string="0 4 * * *")
-	reconciler = Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None)
 	reconciler.full()
-	assert r.scard(protocol.site_schedules_key(BIG)) == ROWS
+	assert r.scard(KEYS.site_schedules_key(BIG)) == ROWS
 
 	# The task's edit changes every schedule's version: the next full reconcile compiles all of them again.
 	with SiteData(bench, BIG) as data:
@@ -135,20 +137,16 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 	assert all(at < second for at in landed.values()), f"an edit waited for more than the chunk under way: {events}"
 
 	# Each edit in effect, and none undone by the chunks compiled after it from rows they read.
-	assert not r.sismember(protocol.site_schedules_key(BIG), disabled), (
-		"the disabled schedule came back with a later chunk"
-	)
-	assert r.zscore(protocol.DUE_KEY, protocol.due_member(BIG, disabled)) is None
-	assert b'"30 5 * * *"' in r.get(protocol.definition_key(BIG, recronned))
-	assert r.sismember(protocol.site_schedules_key(BIG), added) and r.sismember(
-		protocol.site_schedules_key(OTHER), other_added
-	)
+	assert not r.sismember(KEYS.site_schedules_key(BIG), disabled), "the disabled schedule came back with a later chunk"
+	assert r.zscore(KEYS.due, due_member(BIG, disabled)) is None
+	assert b'"30 5 * * *"' in r.get(KEYS.definition_key(BIG, recronned))
+	assert r.sismember(KEYS.site_schedules_key(BIG), added) and r.sismember(KEYS.site_schedules_key(OTHER), other_added)
 	for site in (BIG, OTHER):
-		assert {n.decode() for n in r.smembers(protocol.site_schedules_key(site))} == enabled_rows(bench, site)
+		assert {n.decode() for n in r.smembers(KEYS.site_schedules_key(site))} == enabled_rows(bench, site)
 
 	# The state equals the rows: a new process compiling every row from scratch finds nothing to change.
 	held = state_of(r, (BIG, OTHER))
-	Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None).full()
+	Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None).full()
 	assert state_of(r, (BIG, OTHER)) == held
 	# And this process's next pass finds every row as it compiled it.
 	reconciler.full()
@@ -161,9 +159,9 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 		task = data.insert_task(function_string=FUNCTION, desc_short="big")
 		names = [data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *") for _ in range(6)]
 		off = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 8 * * *", enabled=0)
-	reconciler = Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None)
 	reconciler.full()
-	assert not r.sismember(protocol.site_schedules_key(BIG), off)
+	assert not r.sismember(KEYS.site_schedules_key(BIG), off)
 	with SiteData(bench, BIG) as data:
 		data.update("BTU Task", task, desc_short="big, edited")  # every schedule's version changes
 
@@ -190,14 +188,12 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 	monkeypatch.setattr(reconciler.compiler, "row_versions", row_versions)
 	reconciler.full()
 	assert landed == [names[0], off]
-	assert not r.sismember(protocol.site_schedules_key(BIG), names[0]), (
+	assert not r.sismember(KEYS.site_schedules_key(BIG), names[0]), (
 		"the disabled schedule came back from the older versions"
 	)
-	assert r.sismember(protocol.site_schedules_key(BIG), off), (
-		"the enabled schedule was taken out by the older versions"
-	)
-	assert b'"30 8 * * *"' in r.get(protocol.definition_key(BIG, off))
-	assert {n.decode() for n in r.smembers(protocol.site_schedules_key(BIG))} == enabled_rows(bench, BIG)
+	assert r.sismember(KEYS.site_schedules_key(BIG), off), "the enabled schedule was taken out by the older versions"
+	assert b'"30 8 * * *"' in r.get(KEYS.definition_key(BIG, off))
+	assert {n.decode() for n in r.smembers(KEYS.site_schedules_key(BIG))} == enabled_rows(bench, BIG)
 	held = state_of(r, (BIG,))
-	Reconciler(bench.path, State(r), "frappe", utc_now, lambda: None).full()
+	Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None).full()
 	assert state_of(r, (BIG,)) == held

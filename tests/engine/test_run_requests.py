@@ -32,6 +32,7 @@ from tests.engine.helpers import (
 	wait_until,
 )
 from tests.engine.test_prepare_release import leader, next_instant, prepare_due, release, sleep_until_ms
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
@@ -167,7 +168,7 @@ def test_hostile_rows_are_invalid_not_fatal(recording, r):
 		task, name=request_key(good), run_frequency="Cron Style", cron_string="* * * * * *"
 	)
 	scheduler = leader(bench)
-	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
+	invalid = {text(k): text(v) for k, v in r.hgetall(KEYS.invalid_rows_key(site)).items()}
 	assert "run_at" in invalid[request_key(garbage)]
 	assert "no BTU Task has that name" in invalid[request_key(orphan)]
 	assert len(prepare_due(scheduler)) == 1
@@ -206,7 +207,7 @@ def test_an_enqueued_call_fires_at_its_millisecond_with_its_own_function_queue_a
 	)
 	empty = insert_request(data, "", at(moment), name=rr.enqueue_request_name(), origin=rr.ENQUEUE, method="")
 	scheduler = leader(bench)
-	invalid = {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
+	invalid = {text(k): text(v) for k, v in r.hgetall(KEYS.invalid_rows_key(site)).items()}
 	assert "os" in invalid[request_key(hostile)] and request_key(empty) in invalid
 	assert [entry[1] for entry in prepare_due(scheduler)] == [request_key(name)]
 	# A release 150 ms early (later, if this process is late on a loaded machine) and one at the millisecond: the fire
@@ -249,7 +250,7 @@ def test_requests_in_flight_when_the_leader_is_killed_each_run_once(engine_bench
 	# 40 requests over 5 s: some released before the kill, some prepared by the killed leader, some after.
 	names = [insert_request(data, task, at(start + (i % 10) * 0.5)) for i in range(40)]
 	for name in names:
-		protocol.call(r, protocol.CREATE_TASK_SCHEDULE, request_key(name), site=data.site.name)
+		protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, request_key(name), site=data.site.name)
 	worker = processes.worker(redis_url, bench.queue_name("default"))
 	time.sleep(max(0.0, start + 2 - time.time()))
 	first.kill()

@@ -13,6 +13,8 @@ import pytest
 from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
+from btu.shared.keys import due_member
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -22,7 +24,7 @@ def test_a_compile_after_the_scripts_were_flushed_lands(engine_bench, r):
 	site = data.site.name
 	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
 	first = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
-	reconciler = Reconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 	reconciler.full()
 	assert reconciler.state.names(site) == {first}
 
@@ -30,5 +32,5 @@ def test_a_compile_after_the_scripts_were_flushed_lands(engine_bench, r):
 	second = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 4 * * *")
 	reconciler.sync(site, [second])
 	assert reconciler.state.names(site) == {first, second}
-	assert r.zscore(protocol.DUE_KEY, protocol.due_member(site, second)) is not None
-	assert r.sismember(protocol.SITES_KEY, site)
+	assert r.zscore(KEYS.due, due_member(site, second)) is not None
+	assert r.sismember(KEYS.sites, site)

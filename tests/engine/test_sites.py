@@ -14,6 +14,7 @@ from btu.shared import protocol
 from devbench import bench as devbench
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, recent_fires, state_names, status_json, text, wait_until
+from tests.support.keys import KEYS
 
 REFRESH = ("--full-refresh-interval-secs", "2")
 
@@ -78,7 +79,7 @@ def test_paused_and_disabled_sites_stop_firing_and_resume(engine_bench, processe
 	wait_firing(r, site, 0, 30)
 
 	def held_reason():
-		stored = r.get(protocol.STATUS_KEY)
+		stored = r.get(KEYS.status)
 		return json.loads(stored)["sites"].get(site, {}).get("paused_reason") if stored else None
 
 	for switch in ("maintenance_mode", "pause_scheduler", "BTU Configuration.enabled"):
@@ -120,8 +121,8 @@ def test_sites_added_and_removed_while_running(engine_bench, processes, r, db_se
 		wait_firing(r, second, 0)
 		assert second in status_json(bench.path)["sites"]
 		shutil.rmtree(bench.path / "sites" / second)
-		wait_until(lambda: second not in {text(s) for s in r.smembers(protocol.SITES_KEY)}, 15, f"{second} dropped")
-		assert r.exists(protocol.recent_fires_key(second)) == 0
+		wait_until(lambda: second not in {text(s) for s in r.smembers(KEYS.sites)}, 15, f"{second} dropped")
+		assert r.exists(KEYS.recent_fires_key(second)) == 0
 		assert second not in status_json(bench.path)["sites"]
 		since = time.time() * 1000
 		wait_firing(r, first, since)

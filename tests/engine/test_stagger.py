@@ -11,6 +11,7 @@ from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
 from devbench.bench import create_dev_bench
 from devbench.data import SiteData
+from tests.support.keys import KEYS
 
 SITES = tuple(f"s{i}.localhost" for i in range(1, 7))
 
@@ -49,7 +50,7 @@ def test_a_thousand_sites_at_the_default_pace_are_read_four_a_tick():
 
 
 def reconciler(bench, r) -> Reconciler:
-	return Reconciler(bench.path, State(r), "frappe", lambda: datetime.now(timezone.utc), lambda: None)
+	return Reconciler(bench.path, State(r, KEYS), "frappe", lambda: datetime.now(timezone.utc), lambda: None)
 
 
 def add_schedule(bench, site: str) -> str:
@@ -65,9 +66,9 @@ def test_an_edit_by_sql_is_found_when_its_sites_slice_comes(make_bench, r):
 	name = add_schedule(bench, SITES[-1])  # written as SQL would, with no RPC: only a reconcile finds it
 	for _ in SITES[:-1]:
 		assert reconcile.stagger(len(SITES) * MIN_TICK_SECS) == MIN_TICK_SECS
-		assert not r.sismember(protocol.site_schedules_key(SITES[-1]), name), "read before its slice: not staggered"
+		assert not r.sismember(KEYS.site_schedules_key(SITES[-1]), name), "read before its slice: not staggered"
 	reconcile.stagger(len(SITES) * MIN_TICK_SECS)
-	assert r.sismember(protocol.site_schedules_key(SITES[-1]), name)
+	assert r.sismember(KEYS.site_schedules_key(SITES[-1]), name)
 
 
 def test_a_site_made_during_a_cycle_keeps_the_state_an_rpc_gave_it(make_bench, r, db_settings):
@@ -80,5 +81,5 @@ def test_a_site_made_during_a_cycle_keeps_the_state_an_rpc_gave_it(make_bench, r
 	reconcile.compiler.bench = bench.load(bench.path)
 	reconcile.sync("new.localhost", [name])  # the after-commit RPC
 	reconcile.stagger(60)  # the cycle ends
-	assert r.sismember(protocol.site_schedules_key("new.localhost"), name), "dropped as no longer a BTU site"
-	assert b"new.localhost" in r.smembers(protocol.SITES_KEY)
+	assert r.sismember(KEYS.site_schedules_key("new.localhost"), name), "dropped as no longer a BTU site"
+	assert b"new.localhost" in r.smembers(KEYS.sites)

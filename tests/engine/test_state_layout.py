@@ -11,6 +11,7 @@ from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.shared import protocol
 from tests.engine.helpers import definition, text
+from tests.support.keys import KEYS
 
 COMPACT_ENCODINGS = {"listpack", "ziplist"}  # Redis 7's and 6's names for the compact form
 
@@ -19,7 +20,7 @@ def compiled(engine_bench, r, description: str = "x" * 120):
 	bench, data = engine_bench()
 	task = data.insert_task(function_string="tests.engine.tasks.record", desc_short=description)
 	name = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
-	reconciler = Reconciler(bench.path, State(r), "rq", lambda: datetime.now(timezone.utc), lambda: None)
+	reconciler = Reconciler(bench.path, State(r, KEYS), "rq", lambda: datetime.now(timezone.utc), lambda: None)
 	reconciler.full()
 	return reconciler, data.site.name, name
 
@@ -28,7 +29,7 @@ def test_the_state_hash_stays_compact_with_long_documents(engine_bench, r):
 	reconciler, site, name = compiled(engine_bench, r)
 	spec, job = definition(r, site, name)
 	assert "0 3 * * *" in spec and "x" * 120 in job, "the definition holds the spec and the job template"
-	key = protocol.schedule_key(site, name)
+	key = KEYS.schedule_key(site, name)
 	assert not r.hexists(key, "spec") and not r.hexists(key, "job")
 	assert text(r.object("encoding", key)) in COMPACT_ENCODINGS, (
 		"a value over hash-max-listpack-value made it a hash table"
@@ -40,8 +41,8 @@ def test_the_state_hash_stays_compact_with_long_documents(engine_bench, r):
 def test_a_state_from_before_the_definition_key_reads_and_is_moved_by_its_next_upsert(engine_bench, r):
 	reconciler, site, name = compiled(engine_bench, r)
 	spec, job = definition(r, site, name)
-	key = protocol.schedule_key(site, name)
-	r.delete(protocol.definition_key(site, name))
+	key = KEYS.schedule_key(site, name)
+	r.delete(KEYS.definition_key(site, name))
 	r.hset(key, mapping={"spec": spec, "job": job})  # as upsert.lua wrote it before
 	[state] = reconciler.state.read([DueEntry(site, name, 0)])
 	assert (state["spec"], state["job"]) == (spec, job), (
@@ -55,4 +56,4 @@ def test_a_state_from_before_the_definition_key_reads_and_is_moved_by_its_next_u
 def test_removing_a_schedule_removes_its_definition(engine_bench, r):
 	reconciler, site, name = compiled(engine_bench, r)
 	assert reconciler.state.remove(site, name)
-	assert r.exists(protocol.definition_key(site, name)) == 0 and r.exists(protocol.schedule_key(site, name)) == 0
+	assert r.exists(KEYS.definition_key(site, name)) == 0 and r.exists(KEYS.schedule_key(site, name)) == 0

@@ -9,7 +9,9 @@ import time
 
 from btu.scheduler_daemon.operations import status
 from btu.shared import protocol
+from btu.shared.keys import due_member
 from tests.engine.test_stagger import SITES, add_schedule, reconciler
+from tests.support.keys import KEYS
 
 
 def prepared_member(site: str, schedule: str, fire_ms: int) -> str:
@@ -18,9 +20,9 @@ def prepared_member(site: str, schedule: str, fire_ms: int) -> str:
 		[
 			f"{site}::btu|{schedule}|x",
 			"rq:queue:default",
-			protocol.schedule_key(site, schedule),
-			protocol.counters_key(site),
-			protocol.due_member(site, schedule),
+			KEYS.schedule_key(site, schedule),
+			KEYS.counters_key(site),
+			due_member(site, schedule),
 			str(fire_ms),
 			str(fire_ms),
 			"0",
@@ -31,9 +33,9 @@ def prepared_member(site: str, schedule: str, fire_ms: int) -> str:
 
 def add_schedules(r, site: str, fires: dict[str, float]) -> None:
 	"""Schedules of `site` in the state's site set and due set: name -> fire ms."""
-	r.sadd(protocol.SITES_KEY, site)
-	r.sadd(protocol.site_schedules_key(site), *fires)
-	r.zadd(protocol.DUE_KEY, {protocol.due_member(site, name): ms for name, ms in fires.items()})
+	r.sadd(KEYS.sites, site)
+	r.sadd(KEYS.site_schedules_key(site), *fires)
+	r.zadd(KEYS.due, {due_member(site, name): ms for name, ms in fires.items()})
 
 
 def test_next_fires_per_site_from_the_heads_of_both_sets(r):
@@ -41,12 +43,12 @@ def test_next_fires_per_site_from_the_heads_of_both_sets(r):
 	add_schedules(r, "a.localhost", {f"TS-{n:06d}": now + 60_000 + n for n in range(1500)})
 	# b's schedules fire after all of a's but one, which is overdue; c has none.
 	add_schedules(r, "b.localhost", {**{f"TS-{n:06d}": now + 90_000 + n for n in range(4)}, "TS-overdue": now - 5000})
-	r.sadd(protocol.SITES_KEY, "c.localhost")
-	r.sadd(protocol.site_schedules_key("a.localhost"), "TS-900000")
-	r.zadd(protocol.PREPARED_KEY, {prepared_member("a.localhost", "TS-900000", now + 1000): now + 1000})
+	r.sadd(KEYS.sites, "c.localhost")
+	r.sadd(KEYS.site_schedules_key("a.localhost"), "TS-900000")
+	r.zadd(KEYS.prepared, {prepared_member("a.localhost", "TS-900000", now + 1000): now + 1000})
 
 	r.config_resetstat()
-	built = status.build(r, next_n=10)
+	built = status.build(r, KEYS, next_n=10)
 	pages = int(r.info("commandstats")["cmdstat_zrange"]["calls"])
 
 	sites = built["sites"]
@@ -65,9 +67,9 @@ def test_next_fires_per_site_from_the_heads_of_both_sets(r):
 def test_an_idle_status_reads_one_page_of_each_set(r):
 	now = int(time.time() * 1000)
 	add_schedules(r, "a.localhost", {f"TS-{n:06d}": now + 3_600_000 + n for n in range(10_000)})
-	r.sadd(protocol.SITES_KEY, "empty.localhost")
+	r.sadd(KEYS.sites, "empty.localhost")
 	r.config_resetstat()
-	built = status.build(r, next_n=10)
+	built = status.build(r, KEYS, next_n=10)
 	assert len(built["sites"]["a.localhost"]["next_fires"]) == 10
 	assert int(r.info("commandstats")["cmdstat_zrange"]["calls"]) == 2  # the (empty) prepared set, then one page of due
 
@@ -77,16 +79,16 @@ def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(
 	first = add_schedule(bench, SITES[0])
 	reconcile = reconciler(bench, r)
 	reconcile.full()
-	publisher = status.Publisher()
+	publisher = status.Publisher(KEYS)
 
 	def published() -> dict:
 		publisher.publish(r, reconcile.health(), reconcile.state.changes)
-		return json.loads(r.get(protocol.STATUS_KEY))
+		return json.loads(r.get(KEYS.status))
 
 	before = published()
 	assert before["sites"][SITES[0]]["schedules"] == 1
 	# Written behind the state's back (as another process would): the sites' part is not read again...
-	r.sadd(protocol.site_schedules_key(SITES[0]), "TS-elsewhere")
+	r.sadd(KEYS.site_schedules_key(SITES[0]), "TS-elsewhere")
 	time.sleep(0.002)
 	unchanged = published()
 	assert unchanged["sites"] == before["sites"] and unchanged["updated_at"] > before["updated_at"], (
@@ -100,7 +102,7 @@ def test_the_published_status_reads_the_sites_again_only_when_the_state_changed(
 	reconcile.site_health.paused[SITES[1]] = "site_config: pause_scheduler"
 	assert published()["sites"][SITES[1]]["paused_reason"] == "site_config: pause_scheduler"
 	# or REBUILD_SECONDS pass.
-	r.srem(protocol.site_schedules_key(SITES[0]), "TS-elsewhere")
+	r.srem(KEYS.site_schedules_key(SITES[0]), "TS-elsewhere")
 	assert published()["sites"][SITES[0]]["schedules"] == 3
 	monkeypatch.setattr(status, "REBUILD_SECONDS", 0.0)
 	assert published()["sites"][SITES[0]]["schedules"] == 2

@@ -22,6 +22,7 @@ from btu.scheduler_daemon.leading import worker_candidate
 from btu.shared import liveness, protocol
 from tests.engine.helpers import REPO, child_env, lease, wait_until
 from tests.engine.test_failover import assert_exactly_once, every_second_schedules, newest_fire_ms
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 LEASE_TTL = "2"
@@ -69,11 +70,11 @@ def workers(tmp_path):
 
 
 def candidates(r) -> list[dict]:
-	return [p for p in liveness.processes(r) if p.get("kind") == liveness.WORKER]
+	return [p for p in liveness.processes(r, KEYS) if p.get("kind") == liveness.WORKER]
 
 
 def leader_info(r) -> dict:
-	return liveness.leader(r) or {}
+	return liveness.leader(r, KEYS) or {}
 
 
 def alive(pid: int) -> bool:
@@ -189,4 +190,4 @@ def test_status_says_where_the_leader_runs():
 
 	assert runs_where({"kind": "worker", "worker_pid": 41}) == "in Frappe worker pid 41"
 	assert runs_where({"kind": "dedicated"}) == runs_where({}) == "dedicated process"
-	assert protocol.PROCESSES_KEY  # the heartbeat list the candidates are read from
+	assert KEYS.processes  # the heartbeat list the candidates are read from

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from btu.btu_core.insights import task_outcomes
 from btu.btu_core.insights.task_outcomes import DURATION, START_LAG, TaskOutcomes, field_name, record
 from btu.shared import protocol
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -30,14 +31,14 @@ def site():
 def add(r, site, task, status="Succeeded", duration=None, lag=None, now=NOW):
 	"""One run, in one MULTI/EXEC as the task runner sends it."""
 	with r.pipeline(transaction=True) as pipe:
-		record(pipe, site, task, status, duration, lag, now)
+		record(pipe, KEYS, site, task, status, duration, lag, now)
 		pipe.execute()
 
 
 def scrape(r, site, tasks=None, logger=None) -> tuple[str, dict]:
 	"""The exposition text, and its samples parsed back: (name, sorted labels) -> value."""
 	registry = CollectorRegistry()
-	registry.register(TaskOutcomes(lambda: r, site, tasks, logger))
+	registry.register(TaskOutcomes(lambda: r, KEYS, site, tasks, logger))
 	body = generate_latest(registry).decode()
 	samples = {}
 	for family in text_string_to_metric_families(body):
@@ -188,7 +189,7 @@ def test_statuses_outside_the_known_set_are_clamped_to_other(r, site):
 		add(r, site, "BTU-1", status, 0.1)
 	# Fields written by another hand with statuses this code never writes.
 	r.hset(
-		protocol.task_outcomes_key(site),
+		KEYS.task_outcomes_key(site),
 		mapping={field_name("runs", "BTU-1", "exploded"): 7, field_name("last", "BTU-1", "nope"): NOW + 50},
 	)
 	_, samples = scrape(r, site)
@@ -197,7 +198,7 @@ def test_statuses_outside_the_known_set_are_clamped_to_other(r, site):
 		value(samples, "btu_task_last_finished_timestamp_seconds", site=site, task="BTU-1", status="other") == NOW + 50
 	)
 	# Bounded in Redis too: 304 odd statuses made runs and last once ("other"), the histogram 3, the hand 2.
-	assert r.hlen(protocol.task_outcomes_key(site)) == 2 + 3 + 2
+	assert r.hlen(KEYS.task_outcomes_key(site)) == 2 + 3 + 2
 
 
 def test_negative_start_lag_counts_as_none(r, site):
@@ -255,7 +256,7 @@ CORRUPT = {
 def test_corrupt_fields_are_skipped_and_counted_never_breaking_the_scrape(r, site):
 	add(r, site, "BTU-1", "Succeeded", 0.2, 0.01)
 	add(r, site, "BTU-2", "Succeeded", 0.2, 0.01)
-	key = protocol.task_outcomes_key(site)
+	key = KEYS.task_outcomes_key(site)
 	r.hset(key, mapping=CORRUPT)
 	r.hset(key, b"\xff\xfe not utf-8", b"1")
 	r.hset(key, field_name("runs", "BTU-3", "succeeded"), b"\xff")
@@ -278,24 +279,24 @@ def test_corrupt_fields_are_skipped_and_counted_never_breaking_the_scrape(r, sit
 def test_a_count_below_its_buckets_still_makes_a_valid_histogram(r, site):
 	add(r, site, "BTU-1", "Succeeded", 0.2)
 	add(r, site, "BTU-1", "Succeeded", 0.3)
-	r.hset(protocol.task_outcomes_key(site), field_name("duration_count", "BTU-1"), 1)
+	r.hset(KEYS.task_outcomes_key(site), field_name("duration_count", "BTU-1"), 1)
 	_, samples = scrape(r, site)
 	assert value(samples, "btu_task_duration_seconds_bucket", site=site, task="BTU-1", le="+Inf") == 2
 	assert value(samples, "btu_task_duration_seconds_count", site=site, task="BTU-1") == 2
 
 
 def test_a_key_of_another_type_or_redis_down_is_up_zero_and_logged(r, site, caplog):
-	r.set(protocol.task_outcomes_key(site), "not a hash")
+	r.set(KEYS.task_outcomes_key(site), "not a hash")
 	with caplog.at_level(logging.WARNING, logger="btu"):
 		body, samples = scrape(r, site)
 	assert value(samples, "btu_task_outcomes_up", site=site) == 0
 	assert series(samples, "btu_task_runs_total") == {}
-	assert "WRONGTYPE" in caplog.text and "delete it" in caplog.text and protocol.task_outcomes_key(site) in caplog.text
+	assert "WRONGTYPE" in caplog.text and "delete it" in caplog.text and KEYS.task_outcomes_key(site) in caplog.text
 
 	# Recording into it fails in Redis (the Frappe side logs that and goes on); it changes nothing.
 	with pytest.raises(redis.ResponseError):
 		add(r, site, "BTU-1")
-	assert r.get(protocol.task_outcomes_key(site)) == b"not a hash"
+	assert r.get(KEYS.task_outcomes_key(site)) == b"not a hash"
 
 	caplog.clear()
 	down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, password="s3cret")
@@ -309,7 +310,7 @@ def test_a_key_of_another_type_or_redis_down_is_up_zero_and_logged(r, site, capl
 
 	caplog.clear()
 	registry = CollectorRegistry()
-	registry.register(TaskOutcomes(refuse, site))
+	registry.register(TaskOutcomes(refuse, KEYS, site))
 	with caplog.at_level(logging.WARNING, logger="btu"):
 		samples = {
 			s.name: s.value
@@ -327,7 +328,7 @@ def test_recording_needs_only_the_grants_btu_gives_the_bench_user(redis_server, 
 
 	user, password = f"outcomes-{uuid.uuid4().hex[:6]}", "pw"
 	r.acl_setuser(user, enabled=True, passwords=[f"+{password}"], commands=["-@all"])
-	r.execute_command("ACL", "SETUSER", user, *redis_acl.rules("bench"))
+	r.execute_command("ACL", "SETUSER", user, *redis_acl.rules(KEYS, "bench"))
 	try:
 		client = redis_server.client(username=user, password=password)
 		add(client, site, "BTU-1", "Failed", 1.5, 0.2)
@@ -335,9 +336,9 @@ def test_recording_needs_only_the_grants_btu_gives_the_bench_user(redis_server, 
 		assert value(samples, "btu_task_runs_total", site=site, task="BTU-1", status="failed") == 1
 		assert value(samples, "btu_task_outcomes_up", site=site) == 1
 		assert (
-			task_outcomes.forget(client, site, "BTU-1") == 8
+			task_outcomes.forget(client, KEYS, site, "BTU-1") == 8
 		)  # runs, last, and of both histograms a count, a sum, a bucket
-		assert client.hlen(protocol.task_outcomes_key(site)) == 0
+		assert client.hlen(KEYS.task_outcomes_key(site)) == 0
 		client.close()
 	finally:
 		r.acl_deluser(user)
@@ -365,26 +366,26 @@ def test_forget_removes_exactly_the_task_s_fields(r, site):
 	tasks = ["BTU-1", "BTU-10", "BTU-1 ", 'BTU-1"', *HOSTILE]
 	for task in tasks:
 		every_outcome(r, site, task)
-	key = protocol.task_outcomes_key(site)
+	key = KEYS.task_outcomes_key(site)
 	r.hset(key, mapping={"not json": 1, '["runs","BTU-1"': 2, field_name("runs", "BTU-1", "exploded"): 3})
 	for gone in ("BTU-1", *HOSTILE):
 		before = r.hgetall(key)
 		theirs = {f for f in before if (task_outcomes.parse_field(f) or [None, None])[1] == gone}
 		assert len(theirs) >= 44
-		assert task_outcomes.forget(r, site, gone) == len(theirs)
+		assert task_outcomes.forget(r, KEYS, site, gone) == len(theirs)
 		assert r.hgetall(key) == {f: v for f, v in before.items() if f not in theirs}
-		assert task_outcomes.forget(r, site, gone) == 0
+		assert task_outcomes.forget(r, KEYS, site, gone) == 0
 	_, samples = scrape(r, site)
 	left = {dict(labels)["task"] for labels in series(samples, "btu_task_runs_total")}
 	assert left == {"BTU-10", "BTU-1 ", 'BTU-1"'}
 	# The junk that names no task stays, counted as before; nothing of another site's hash is touched.
 	assert value(samples, "btu_task_outcomes_unreadable_fields", site=site) == 2
-	assert task_outcomes.forget(r, f"other-{site}", "BTU-10") == 0
+	assert task_outcomes.forget(r, KEYS, f"other-{site}", "BTU-10") == 0
 
 
 def test_the_key_is_outside_the_scheduler_s_state():
 	"""The scheduler type-checks, quarantines and purges btu:site:* and SITE_KEY_TEMPLATES' keys: never this one."""
-	key = protocol.task_outcomes_key("a.site")
+	key = KEYS.task_outcomes_key("a.site")
 	assert key == "btu:task_outcomes:a.site"
-	assert not any(key.startswith(t.split("{")[0]) for t in protocol.SITE_KEY_TEMPLATES.values())
-	assert key.startswith(protocol.KEYS_GRANT[1:-1])
+	assert not any(key.startswith(t.split("{")[0]) for t in KEYS.site_key_templates.values())
+	assert key.startswith(KEYS.grant[1:-1])

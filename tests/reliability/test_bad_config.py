@@ -30,6 +30,7 @@ from tests.engine.helpers import (
 	wait_until,
 )
 from tests.reliability.helpers import site_job_ids
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 RUN = [sys.executable, "-m", "btu.scheduler_daemon", "run"]
@@ -315,7 +316,7 @@ def test_site_names_holding_separators_are_refused(engine_bench, processes, r):
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
 	wait_until(lambda: site_job_ids(r, bench, "ok.localhost"), 30, "ok.localhost fires")
 	time.sleep(2.5)  # more full reconciles over the same sites
-	reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, schedule, site="ok|x.localhost")
+	reply = protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, schedule, site="ok|x.localhost")
 	log = scheduler.log()
 	assert scheduler.alive()
 	assert {parse_job_id(i)[0] for i in queue_ids(r, queue_key(bench))} == {"ok.localhost"}

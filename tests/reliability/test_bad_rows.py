@@ -31,6 +31,7 @@ from tests.engine.helpers import (
 	wait_until,
 )
 from tests.reliability.helpers import site_job_ids
+from tests.support.keys import KEYS
 
 BAD_SITE = "site1.localhost"  # every bad row, and one good schedule
 ZONE_SITE = "site2.localhost"  # System Settings names no real zone
@@ -298,7 +299,7 @@ class BadRowsRun:
 			raise AssertionError(f"{exc}\n--- scheduler log (tail)\n{self.scheduler.tail(60)}") from None
 
 	def invalid(self, site: str) -> dict[str, str]:
-		return {text(k): text(v) for k, v in self.r.hgetall(protocol.invalid_rows_key(site)).items()}
+		return {text(k): text(v) for k, v in self.r.hgetall(KEYS.invalid_rows_key(site)).items()}
 
 	def job_ids(self, site: str) -> list[str]:
 		return site_job_ids(self.r, self.bench, site, "default", "short")

@@ -19,9 +19,11 @@ import pytest
 
 from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.shared import protocol
+from btu.shared.keys import due_member
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, cli, definition, duplicates, gaps, slots_by_schedule, wait_until
 from tests.reliability.helpers import site_job_ids
+from tests.support.keys import KEYS
 
 SITES = ("site1.localhost", "site2.localhost")
 S1 = SITES[0]
@@ -52,8 +54,8 @@ def replace(r, key: str, value=("set", "junk")) -> None:
 
 def forged_member(r, site: str, victim: str) -> str:
 	"""A member in prepare.lua's form whose state key is another schedule's."""
-	fields = ["forged", "rq:queue:x", protocol.schedule_key("other.localhost", victim), protocol.counters_key(site)]
-	return "\t".join([*fields, protocol.due_member(site, victim), "1", "1", "0", "1"])
+	fields = ["forged", "rq:queue:x", KEYS.schedule_key("other.localhost", victim), KEYS.counters_key(site)]
+	return "\t".join([*fields, due_member(site, victim), "1", "1", "0", "1"])
 
 
 def look_alike_member(site: str, victim: str) -> str:
@@ -61,15 +63,15 @@ def look_alike_member(site: str, victim: str) -> str:
 	fields = [
 		"look-alike",
 		"rq:queue:x",
-		protocol.schedule_key(site, victim),
-		protocol.counters_key(site),
-		protocol.due_member(site, victim),
+		KEYS.schedule_key(site, victim),
+		KEYS.counters_key(site),
+		due_member(site, victim),
 	]
 	return "\t".join([*fields, "1e3", "0x10", "0", " 5"])
 
 
-STATE = protocol.schedule_key
-DEFINITION = protocol.definition_key
+STATE = KEYS.schedule_key
+DEFINITION = KEYS.definition_key
 # Every kind of key and member BTU owns, each made wrong in one way; the chaos benchmark uses them too.
 CASES = {
 	"schedule state is a string": Case(lambda r, s, v: replace(r, STATE(s, v)), STATE),
@@ -82,76 +84,66 @@ CASES = {
 		lambda r, s, v: r.set(DEFINITION(s, v), definition(r, s, v)[0] + "\n" + json.dumps({"queue": 1})), STATE
 	),
 	"definition is a hash": Case(lambda r, s, v: replace(r, DEFINITION(s, v), ("hset", "spec", "{}")), STATE),
-	"due entry far in the future": Case(lambda r, s, v: r.zadd(protocol.DUE_KEY, {protocol.due_member(s, v): 10**15})),
-	"due entry gone": Case(lambda r, s, v: r.zrem(protocol.DUE_KEY, protocol.due_member(s, v))),
+	"due entry far in the future": Case(lambda r, s, v: r.zadd(KEYS.due, {due_member(s, v): 10**15})),
+	"due entry gone": Case(lambda r, s, v: r.zrem(KEYS.due, due_member(s, v))),
 	"counter holds text": Case(
-		lambda r, s, v: r.hset(protocol.counters_key(s), FireOutcome.ENQUEUED, "lots"),
-		lambda s, v: f"{protocol.counters_key(s)} enqueued",
+		lambda r, s, v: r.hset(KEYS.counters_key(s), FireOutcome.ENQUEUED, "lots"),
+		lambda s, v: f"{KEYS.counters_key(s)} enqueued",
 	),
-	"counters are a string": Case(
-		lambda r, s, v: replace(r, protocol.counters_key(s)), lambda s, v: protocol.counters_key(s)
-	),
+	"counters are a string": Case(lambda r, s, v: replace(r, KEYS.counters_key(s)), lambda s, v: KEYS.counters_key(s)),
 	"junk prepared member due now": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"junk": now_ms(r)}),
-		lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(KEYS.prepared, {"junk": now_ms(r)}),
+		lambda s, v: f"{KEYS.prepared} member",
 	),
 	"junk prepared member far ahead": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {"a\tb\tc": now_ms(r) + 10**9}),
-		lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(KEYS.prepared, {"a\tb\tc": now_ms(r) + 10**9}),
+		lambda s, v: f"{KEYS.prepared} member",
 	),
 	"forged prepared member naming another schedule's keys": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {forged_member(r, s, v): now_ms(r)}),
-		lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(KEYS.prepared, {forged_member(r, s, v): now_ms(r)}),
+		lambda s, v: f"{KEYS.prepared} member",
 	),
 	"prepared member with numbers Lua and Python read apart": Case(
-		lambda r, s, v: r.zadd(protocol.PREPARED_KEY, {look_alike_member(s, v): now_ms(r)}),
-		lambda s, v: f"{protocol.PREPARED_KEY} member",
+		lambda r, s, v: r.zadd(KEYS.prepared, {look_alike_member(s, v): now_ms(r)}),
+		lambda s, v: f"{KEYS.prepared} member",
 	),
-	"due set is a string": Case(lambda r, s, v: replace(r, protocol.DUE_KEY), lambda s, v: protocol.DUE_KEY),
+	"due set is a string": Case(lambda r, s, v: replace(r, KEYS.due), lambda s, v: KEYS.due),
 	"prepared set is a hash": Case(
-		lambda r, s, v: replace(r, protocol.PREPARED_KEY, ("hset", "a", "b")),
-		lambda s, v: protocol.PREPARED_KEY,
+		lambda r, s, v: replace(r, KEYS.prepared, ("hset", "a", "b")),
+		lambda s, v: KEYS.prepared,
 		deletes_fires=True,
 	),
-	"prepared index is a string": Case(lambda r, s, v: replace(r, protocol.prepared_index_key(s, v))),
+	"prepared index is a string": Case(lambda r, s, v: replace(r, KEYS.prepared_index_key(s, v))),
 	"site's schedule set is a string": Case(
-		lambda r, s, v: replace(r, protocol.site_schedules_key(s)), lambda s, v: protocol.site_schedules_key(s)
+		lambda r, s, v: replace(r, KEYS.site_schedules_key(s)), lambda s, v: KEYS.site_schedules_key(s)
 	),
 	"recent fires are a hash": Case(
-		lambda r, s, v: replace(r, protocol.recent_fires_key(s), ("hset", "a", "b")),
-		lambda s, v: protocol.recent_fires_key(s),
+		lambda r, s, v: replace(r, KEYS.recent_fires_key(s), ("hset", "a", "b")),
+		lambda s, v: KEYS.recent_fires_key(s),
 	),
 	"invalid rows are a list": Case(
-		lambda r, s, v: replace(r, protocol.invalid_rows_key(s), ("rpush", "a")),
-		lambda s, v: protocol.invalid_rows_key(s),
+		lambda r, s, v: replace(r, KEYS.invalid_rows_key(s), ("rpush", "a")),
+		lambda s, v: KEYS.invalid_rows_key(s),
 	),
-	"sites set is a string": Case(lambda r, s, v: replace(r, protocol.SITES_KEY), lambda s, v: protocol.SITES_KEY),
-	"lease is junk without expiry": Case(
-		lambda r, s, v: r.set(protocol.LEADER_KEY, "junk"), lambda s, v: protocol.LEADER_KEY
-	),
-	"lease is a hash": Case(
-		lambda r, s, v: replace(r, protocol.LEADER_KEY, ("hset", "a", "b")), lambda s, v: protocol.LEADER_KEY
-	),
+	"sites set is a string": Case(lambda r, s, v: replace(r, KEYS.sites), lambda s, v: KEYS.sites),
+	"lease is junk without expiry": Case(lambda r, s, v: r.set(KEYS.leader, "junk"), lambda s, v: KEYS.leader),
+	"lease is a hash": Case(lambda r, s, v: replace(r, KEYS.leader, ("hset", "a", "b")), lambda s, v: KEYS.leader),
 	"lease lives for a year": Case(
-		lambda r, s, v: r.set(protocol.LEADER_KEY, "999|nobody:1:x", px=365 * 86400 * 1000),
-		lambda s, v: protocol.LEADER_KEY,
+		lambda r, s, v: r.set(KEYS.leader, "999|nobody:1:x", px=365 * 86400 * 1000),
+		lambda s, v: KEYS.leader,
 	),
-	"epoch is text": Case(
-		lambda r, s, v: r.set(protocol.LEADER_EPOCH_KEY, "abc"), lambda s, v: protocol.LEADER_EPOCH_KEY
-	),
+	"epoch is text": Case(lambda r, s, v: r.set(KEYS.leader_epoch, "abc"), lambda s, v: KEYS.leader_epoch),
 	"generation is a hash": Case(
-		lambda r, s, v: replace(r, protocol.GENERATION_KEY, ("hset", "a", "b")), lambda s, v: protocol.GENERATION_KEY
+		lambda r, s, v: replace(r, KEYS.generation, ("hset", "a", "b")), lambda s, v: KEYS.generation
 	),
-	"processes are a string": Case(lambda r, s, v: replace(r, protocol.PROCESSES_KEY)),
-	"command list is a string": Case(
-		lambda r, s, v: replace(r, protocol.COMMANDS_KEY), lambda s, v: protocol.COMMANDS_KEY
-	),
+	"processes are a string": Case(lambda r, s, v: replace(r, KEYS.processes)),
+	"command list is a string": Case(lambda r, s, v: replace(r, KEYS.commands), lambda s, v: KEYS.commands),
 	"quarantine record is a string": Case(
-		lambda r, s, v: (replace(r, protocol.QUARANTINE_KEY), r.hset(STATE(s, v), "cursor", "abc")),
+		lambda r, s, v: (replace(r, KEYS.quarantine), r.hset(STATE(s, v), "cursor", "abc")),
 		STATE,
 	),
 	"resync set is a string": Case(
-		lambda r, s, v: (replace(r, protocol.RESYNC_KEY), r.hset(STATE(s, v), "cursor", "abc")), STATE
+		lambda r, s, v: (replace(r, KEYS.resync), r.hset(STATE(s, v), "cursor", "abc")), STATE
 	),
 }
 
@@ -252,12 +244,12 @@ def test_a_wrong_resync_set_does_not_lose_the_schedule_moved_aside(engine_bench,
 	)
 	victim = data.insert_schedule(task, run_frequency="Cron Style", cron_string=ONE_SECOND)
 	scheduler = leader(bench)
-	replace(r, protocol.RESYNC_KEY, ("set", "a string"))
+	replace(r, KEYS.resync, ("set", "a string"))
 	r.hset(STATE(S1, victim), "cursor", "abc")
 	prepare_due(scheduler)  # finds the wrong cursor first: the state goes aside and is to be resynced
 	assert not r.exists(STATE(S1, victim))
-	assert r.smembers(protocol.RESYNC_KEY) == {protocol.due_member(S1, victim).encode()}
-	assert r.exists(protocol.QUARANTINED_PREFIX + protocol.RESYNC_KEY), "the string was moved aside, not overwritten"
+	assert r.smembers(KEYS.resync) == {due_member(S1, victim).encode()}
+	assert r.exists(KEYS.quarantined_prefix + KEYS.resync), "the string was moved aside, not overwritten"
 	scheduler.reconciler.full()
 	assert r.hget(STATE(S1, victim), "cursor").decode().isdigit(), "rebuilt from its row"
-	assert r.zscore(protocol.DUE_KEY, protocol.due_member(S1, victim)) is not None
+	assert r.zscore(KEYS.due, due_member(S1, victim)) is not None

@@ -16,8 +16,10 @@ import redis
 
 from btu.scheduler_daemon.operations.log import configure, log_event
 from btu.shared import protocol
+from btu.shared.redis_urls import mask_url
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until
 from tests.reliability.helpers import site_job_ids
+from tests.support.keys import KEYS
 from tests.support.ports import claim_port
 from tests.support.slack import patient
 
@@ -146,7 +148,7 @@ def test_printed_grants_let_it_fire_end_to_end(acl_bench, processes, r, redis_ur
 		30,
 		f"two fires of each run by the worker\n{scheduler.tail()}",
 	)
-	assert r.exists(protocol.task_running_key(data.site.name, limited))
+	assert r.exists(KEYS.task_running_key(data.site.name, limited))
 	for command in ("ping", "status", "resync"):
 		done = cli(bench.path, command)
 		assert done.returncode == 0, (command, done.stdout, done.stderr)
@@ -164,7 +166,7 @@ def test_apply_grants_and_says_what_it_did(acl_bench, r, redis_url):
 	done = cli(bench.path, "setup", "redis-acl", "--apply", "--admin-url", redis_url)
 	assert done.returncode == 0, done.stderr
 	assert f"granted to Redis user {user!r}" in done.stdout
-	assert " ".join(rules(bench.bench_id)) in done.stdout
+	assert " ".join(rules(KEYS, bench.bench_id)) in done.stdout
 	assert "not saved: this Redis has no aclfile" in done.stdout
 	assert f"checked: user {user!r} has every grant BTU needs" in done.stdout
 	assert cli(bench.path, "status").returncode == 1, "status is no longer refused (exit 1: no leader)"
@@ -215,24 +217,24 @@ def test_desk_call_is_denied_not_unreachable(r, redis_url):
 	r.acl_setuser(user, enabled=True, passwords=f"+{PASSWORD}", **frappe_rules("bench"))
 	try:
 		client = redis.Redis.from_url(redis_url, username=user, password=PASSWORD)
-		reply = protocol.call(client, protocol.PING, timeout=1)
+		reply = protocol.call(client, KEYS, protocol.PING, timeout=1)
 		assert reply.outcome == "denied" and not reply.ok
 		assert reply.message.startswith(f"permission denied by Redis: user {user!r} lacks the grant ~btu:* (")
 		assert reply.message.endswith("see btu-scheduler setup redis-acl")
 		wrong = redis.Redis.from_url(redis_url, username=user, password="wrong")
-		reply = protocol.call(wrong, protocol.PING, timeout=1)
+		reply = protocol.call(wrong, KEYS, protocol.PING, timeout=1)
 		assert reply.outcome == "denied"
 		assert f"user {user!r} cannot log in" in reply.message and "wrong" not in reply.message.split("(")[0]
 		with pytest.raises(redis.ConnectionError):  # down is not denied: the caller says "unreachable"
-			protocol.call(redis.Redis(port=claim_port()), protocol.PING, timeout=1)
+			protocol.call(redis.Redis(port=claim_port()), KEYS, protocol.PING, timeout=1)
 	finally:
 		r.acl_deluser(user)
 
 
 def test_no_password_in_errors_or_logs(tmp_path, capsys):
 	url = f"redis://admin:{PASSWORD}@127.0.0.1:1/0"
-	assert protocol.mask_url(f"Redis at {url} failed") == "Redis at redis://admin:***@127.0.0.1:1/0 failed"
-	assert protocol.mask_url(f"x rediss://h:1/0?password={PASSWORD}&db=1") == "x rediss://h:1/0?password=***&db=1"
+	assert mask_url(f"Redis at {url} failed") == "Redis at redis://admin:***@127.0.0.1:1/0 failed"
+	assert mask_url(f"x rediss://h:1/0?password={PASSWORD}&db=1") == "x rediss://h:1/0?password=***&db=1"
 	stream = (tmp_path / "log.txt").open("w")
 	configure("INFO", "text", stream)
 	log_event("btu.scheduler", "ERROR", "redis_unreachable", error=f"cannot reach {url}")

@@ -23,6 +23,7 @@ from tests.engine.test_prepare_release import (  # noqa: F401
 	site,
 	sleep_until_ms,
 )
+from tests.support.keys import KEYS
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.versions
@@ -124,7 +125,7 @@ def one_prepared_fire(site, r) -> tuple:  # noqa: F811
 	once_at(data, task, instant)
 	scheduler = leader(bench)
 	prepare_due(scheduler)
-	[member] = r.zrange(protocol.PREPARED_KEY, 0, -1)
+	[member] = r.zrange(KEYS.prepared, 0, -1)
 	return bench, scheduler, instant, member, member.decode().split("\t")[0]
 
 
@@ -135,9 +136,9 @@ def test_prepared_fire_whose_job_hash_is_gone_is_quarantined_not_pushed(site, r)
 	assert release(scheduler)
 	assert queue_ids(r, queue_key(bench)) == [], "an id without its job would fail in the worker"
 	assert not r.exists(f"rq:job:{job_id}"), "no half hash is left behind"
-	assert r.zcard(protocol.PREPARED_KEY) == 0
-	[what] = [w.decode() for w in r.hkeys(protocol.QUARANTINE_KEY)]
-	assert what.startswith(f"{protocol.PREPARED_KEY} member ")
+	assert r.zcard(KEYS.prepared) == 0
+	[what] = [w.decode() for w in r.hkeys(KEYS.quarantine)]
+	assert what.startswith(f"{KEYS.prepared} member ")
 
 
 def test_a_queue_refusing_the_push_keeps_its_fire_prepared_until_it_takes_it(site, r, caplog):  # noqa: F811
@@ -148,12 +149,12 @@ def test_a_queue_refusing_the_push_keeps_its_fire_prepared_until_it_takes_it(sit
 	with caplog.at_level("INFO", logger="btu.scheduler"):
 		step = scheduler.firing.release()
 	assert step.push_refused and not step.fenced
-	assert r.zrange(protocol.PREPARED_KEY, 0, -1) == [member], "a refused push keeps its fire prepared"
+	assert r.zrange(KEYS.prepared, 0, -1) == [member], "a refused push keeps its fire prepared"
 	assert r.hget(f"rq:job:{job_id}", "status") == b"scheduled", "not stamped queued while on no queue"
 	[refused] = [record_fields(rec) for rec in caplog.records if rec.getMessage() == "fire_push_refused"]
 	assert key in refused["reason"] and refused["effect"] == "kept prepared; tried again"
 	r.delete(key)
 	assert not scheduler.firing.release().push_refused
 	assert queue_ids(r, key) == [job_id], "released once the queue takes it, within the misfire grace"
-	assert r.zcard(protocol.PREPARED_KEY) == 0
+	assert r.zcard(KEYS.prepared) == 0
 	assert release(scheduler) and queue_ids(r, key) == [job_id], "and only once"

@@ -15,6 +15,7 @@ import pytest
 
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, parse_job_id, text, wait_until
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -43,7 +44,7 @@ def undeclared(marker) -> dict[str, tuple[str, dict, str]]:
 
 
 def invalid(r, site: str) -> dict[str, str]:
-	return {text(k): text(v) for k, v in r.hgetall(protocol.invalid_rows_key(site)).items()}
+	return {text(k): text(v) for k, v in r.hgetall(KEYS.invalid_rows_key(site)).items()}
 
 
 def jobs_of(r, names) -> list[str]:

@@ -14,6 +14,7 @@ import time
 
 from btu.scheduler_daemon.rpc.listener import CommandListener, CommandRejected
 from btu.shared import protocol
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 SITES = {
@@ -96,7 +97,9 @@ class RunningListener:
 		self.dispatcher = dispatcher
 		self.stop_event = threading.Event()
 		# A short block only makes teardown quicker; the product's default is listener.BLOCK_SECONDS.
-		self.listener = CommandListener(client, dispatcher, process_id=name, block_seconds=block_seconds, **options)
+		self.listener = CommandListener(
+			client, KEYS, dispatcher, process_id=name, block_seconds=block_seconds, **options
+		)
 		self.thread = threading.Thread(target=self.listener.run, args=(self.stop_event,), name=name, daemon=True)
 		self.thread.start()
 
@@ -110,9 +113,9 @@ class RunningListener:
 def raw_ping(r, timeout: float = 30) -> dict:
 	"""A ping in raw Redis commands; its ACK means every command pushed before it was popped and
 	replied to (FIFO), not that it was executed (see `settle`)."""
-	key = protocol.new_response_key()
+	key = protocol.new_response_key(KEYS)
 	timeout = patient(timeout)
-	r.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "request_content": None, "response_key": key}))
+	r.lpush(KEYS.commands, json.dumps({"request_type": "ping", "request_content": None, "response_key": key}))
 	answer = r.blpop([key], timeout=timeout)
 	assert answer is not None, f"no ACK for a ping within {timeout} s"
 	return json.loads(answer[1])
@@ -127,11 +130,12 @@ def settle(r, dispatcher: RecordingDispatcher, timeout: float = 30) -> None:
 	"""
 	before = dispatcher.settled()
 	timeout = patient(timeout)
-	key = protocol.new_response_key()
+	key = protocol.new_response_key(KEYS)
 	r.lpush(
-		protocol.COMMANDS_KEY,
+		KEYS.commands,
 		json.dumps(
 			protocol.make_command(
+				KEYS,
 				protocol.CANCEL_TASK_SCHEDULE,
 				SETTLE_SCHEDULE,
 				site=SETTLE_SITE,
@@ -152,7 +156,7 @@ def foreign_keys(r) -> list[bytes]:
 	return sorted(
 		key
 		for key in r.keys("*")
-		if not key.startswith(protocol.RESPONSE_KEY_PREFIX.encode()) and key != protocol.COMMANDS_KEY.encode()
+		if not key.startswith(KEYS.response_prefix.encode()) and key != KEYS.commands.encode()
 	)
 
 

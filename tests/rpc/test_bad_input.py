@@ -12,6 +12,7 @@ import pytest
 from btu.shared import protocol
 from tests.engine.helpers import wait_until
 from tests.rpc.support import foreign_keys, raw_ping, settle
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
@@ -129,7 +130,7 @@ UNANSWERABLE = [
 	("response_key outside the prefix", message(request_type="ping", request_content=None, response_key="victim:key")),
 	(
 		"response_key is the command list",
-		message(request_type="ping", request_content=None, response_key=protocol.COMMANDS_KEY),
+		message(request_type="ping", request_content=None, response_key=KEYS.commands),
 	),
 	("response_key is a state key", message(request_type="ping", request_content=None, response_key="btu:due")),
 	("response_key is only the prefix", message(request_type="ping", request_content=None, response_key=PREFIX)),
@@ -150,7 +151,7 @@ def rejected_lines(caplog) -> list[logging.LogRecord]:
 def test_refused_command_gets_an_error_reply(listener, r, caplog, case, build, request_type, words):
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	key = response_key()
-	r.lpush(protocol.COMMANDS_KEY, build(key))
+	r.lpush(KEYS.commands, build(key))
 	answer = r.blpop([key], timeout=patient(5))
 	assert answer is not None, f"{case}: no error reply"
 	reply = json.loads(answer[1])
@@ -174,7 +175,7 @@ def test_refused_command_without_valid_response_key_writes_nothing(listener, r, 
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	r.set("victim:key", "untouched")
 	before = {key: r.dump(key) for key in r.keys("*")}
-	r.lpush(protocol.COMMANDS_KEY, payload)
+	r.lpush(KEYS.commands, payload)
 	assert raw_ping(r)["status"] == "ok"
 	settle(r, listener.dispatcher)
 	after = {key: r.dump(key) for key in r.keys("*") if not key.startswith(PREFIX.encode())}
@@ -193,7 +194,7 @@ def test_reply_key_holding_another_type_costs_one_command_only(listener, r, capl
 	key = response_key()
 	r.set(key, "a string, not a list")
 	r.lpush(
-		protocol.COMMANDS_KEY,
+		KEYS.commands,
 		message(request_type="cancel_task_schedule", request_content="TS-000005", response_key=key),
 	)
 	settle(r, listener.dispatcher)
@@ -209,12 +210,10 @@ def test_a_lone_surrogate_response_key_costs_no_other_reply(listener, r, caplog)
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	bad_key = PREFIX + "\ud800"
 	with r.pipeline(transaction=False) as pipe:
-		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": bad_key}))
-		pipe.lpush(
-			protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": response_key() + "\udfff"})
-		)
+		pipe.lpush(KEYS.commands, json.dumps({"request_type": "ping", "response_key": bad_key}))
+		pipe.lpush(KEYS.commands, json.dumps({"request_type": "ping", "response_key": response_key() + "\udfff"}))
 		good_key = response_key()
-		pipe.lpush(protocol.COMMANDS_KEY, json.dumps({"request_type": "ping", "response_key": good_key}))
+		pipe.lpush(KEYS.commands, json.dumps({"request_type": "ping", "response_key": good_key}))
 		pipe.execute()
 	answer = r.blpop([good_key], timeout=patient(5))
 	assert answer is not None and json.loads(answer[1])["status"] == "ok"
@@ -233,7 +232,7 @@ def test_a_dispatcher_failing_to_check_gets_an_error_reply(start_listener, r, ca
 	start_listener(Broken())
 	key = response_key()
 	r.lpush(
-		protocol.COMMANDS_KEY,
+		KEYS.commands,
 		message(request_type="cancel_task_schedule", request_content="TS-000001", response_key=key),
 	)
 	reply = json.loads(r.blpop([key], timeout=patient(5))[1])
@@ -252,7 +251,7 @@ def test_execute_errors_are_logged_and_the_loop_goes_on(start_listener, r, caplo
 	running = start_listener(Failing())
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	for n in (1, 2, 3):
-		assert protocol.call(r, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
+		assert protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, f"TS-00000{n}").ok
 	settle(r, running.dispatcher)
 
 	def failures():
@@ -280,7 +279,7 @@ def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answe
 	with r.pipeline(transaction=False) as pipe:
 		for n in range(2000):
 			if n % 4 == 3:
-				pipe.lpush(protocol.COMMANDS_KEY, b"{not json %d" % n)
+				pipe.lpush(KEYS.commands, b"{not json %d" % n)
 				continue
 			key = response_key()
 			keys.append(key)
@@ -289,7 +288,7 @@ def test_a_flood_of_bad_commands_is_logged_in_a_few_lines_and_every_one_is_answe
 				message(request_type=f"reload{n}", response_key=key),
 				message(request_type="create_task_schedule", request_content=f"TS-{n}\t", response_key=key),
 			)[n % 4]
-			pipe.lpush(protocol.COMMANDS_KEY, payload)
+			pipe.lpush(KEYS.commands, payload)
 		pipe.execute()
 	for key in keys:
 		answer = r.blpop([key], timeout=patient(5))

@@ -22,6 +22,7 @@ from btu.scheduler_daemon.rpc.listener import BLOCK_SECONDS, CommandListener, st
 from btu.shared import protocol
 from tests.engine.helpers import wait_until
 from tests.rpc.support import DEFAULT_SITE, Monitor, RecordingDispatcher, raw_ping, settle
+from tests.support.keys import KEYS
 from tests.support.redis_server import RedisServer
 from tests.support.slack import patient
 
@@ -187,18 +188,18 @@ def test_no_site_and_no_default_site_is_refused(start_listener, r):
 
 
 def test_protocol_call_works_against_the_listener(listener, r):
-	reply = protocol.call(r, protocol.PING)
+	reply = protocol.call(r, KEYS, protocol.PING)
 	assert reply.ok and reply.outcome == "ok"
 	assert reply.payload == {"status": "ok", "request_type": "ping", "message": ACK_MESSAGE}
-	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, "TS-000002", site="site1.localhost")
+	reply = protocol.call(r, KEYS, protocol.CANCEL_TASK_SCHEDULE, "TS-000002", site="site1.localhost")
 	assert reply.ok and reply.message == ACK_MESSAGE
-	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, "TS-424242")
+	reply = protocol.call(r, KEYS, protocol.CANCEL_TASK_SCHEDULE, "TS-424242")
 	assert reply.outcome == "error" and "TS-424242" in reply.message
 
 
 def test_caller_waits_5_s_and_reports_unreachable_without_raising(r):
 	"""No scheduler: `protocol.call` BLPOPs 5 s, then says "unreachable" (not a failed command)."""
-	reply = protocol.call(r, protocol.CANCEL_TASK_SCHEDULE, "TS-000003", site="site1.localhost")
+	reply = protocol.call(r, KEYS, protocol.CANCEL_TASK_SCHEDULE, "TS-000003", site="site1.localhost")
 	assert reply.outcome == "unreachable" and not reply.ok
 	assert reply.payload is None
 	assert reply.message == protocol.UNREACHABLE_MESSAGE
@@ -217,13 +218,13 @@ def test_caller_waits_5_s_and_reports_unreachable_without_raising(r):
 
 def test_caller_with_a_short_socket_timeout_waits_the_full_5_s_then_reports_unreachable(redis_url):
 	client = redis.Redis.from_url(redis_url, socket_timeout=2)
-	reply = protocol.call(client, protocol.PING)
+	reply = protocol.call(client, KEYS, protocol.PING)
 	assert reply.outcome == "unreachable"
 	assert reply.round_trip_ms >= 4900
 
 
 def test_ping_from_the_caller_has_null_content_and_no_site(r):
-	command_sent = protocol.make_command(protocol.PING)
+	command_sent = protocol.make_command(KEYS, protocol.PING)
 	assert set(command_sent) == {"request_type", "request_content", "response_key"}
 	assert command_sent["request_content"] is None
 
@@ -252,15 +253,17 @@ def test_listener_survives_a_redis_outage_and_logs_each_change_once(caplog):
 	with RedisServer() as server:
 		client = server.client()
 		stop = threading.Event()
-		listener = CommandListener(client, RecordingDispatcher(), process_id="outage")
+		listener = CommandListener(client, KEYS, RecordingDispatcher(), process_id="outage")
 		thread = threading.Thread(target=listener.run, args=(stop,), daemon=True)
 		thread.start()
 		try:
 			caller = server.client()
-			assert protocol.call(caller, protocol.PING).ok
+			assert protocol.call(caller, KEYS, protocol.PING).ok
 			server.restart(down_for=2.0)
 			assert thread.is_alive()
-			reply = wait_until(lambda: protocol.call(caller, protocol.PING, timeout=2), 15, "ping after restart", 0.01)
+			reply = wait_until(
+				lambda: protocol.call(caller, KEYS, protocol.PING, timeout=2), 15, "ping after restart", 0.01
+			)
 			assert reply.ok
 		finally:
 			stop.set()
@@ -274,22 +277,22 @@ def test_listener_survives_a_redis_outage_and_logs_each_change_once(caplog):
 
 def test_listener_refuses_a_decoding_client(redis_server):
 	with pytest.raises(ValueError, match="decode_responses=False"):
-		CommandListener(redis_server.client(decode_responses=True), RecordingDispatcher(), process_id="x")
+		CommandListener(redis_server.client(decode_responses=True), KEYS, RecordingDispatcher(), process_id="x")
 
 
 def test_start_listener_thread_honours_disable_redis_rpc(r, caplog):
 	caplog.set_level(logging.INFO, logger="btu.scheduler_daemon.rpc.listener")
 	stop = threading.Event()
 	disabled = Config(disable_redis_rpc=True, sources={"disable_redis_rpc": "file /etc/x.toml"})
-	assert start_listener_thread(r, RecordingDispatcher(), disabled, stop) is None
+	assert start_listener_thread(r, KEYS, RecordingDispatcher(), disabled, stop) is None
 	lines = [record for record in caplog.records if record.getMessage() == "rpc_listener_disabled"]
 	assert len(lines) == 1 and lines[0].btu_fields["source"] == "file /etc/x.toml"
 	assert r.llen("btu:scheduler:commands") == 0
 
-	thread = start_listener_thread(r, RecordingDispatcher(), Config(), stop, process_id="helper")
+	thread = start_listener_thread(r, KEYS, RecordingDispatcher(), Config(), stop, process_id="helper")
 	try:
 		assert thread is not None and thread.is_alive()
-		assert protocol.call(r, protocol.PING).ok
+		assert protocol.call(r, KEYS, protocol.PING).ok
 	finally:
 		stop.set()
 		thread.join(10)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from btu.shared import protocol
 from tests.rpc.support import SITES, foreign_keys, raw_ping
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -28,18 +29,18 @@ json_values = st.recursive(
 )
 names = st.sampled_from(sorted(SITES["site1.localhost"])[:50] + ["TS-900000", "TS-424242"]) | st.text(max_size=150)
 response_keys = st.one_of(
-	st.builds(lambda: protocol.new_response_key()),
-	st.text(max_size=60).map(lambda text: protocol.RESPONSE_KEY_PREFIX + text),
+	st.builds(lambda: protocol.new_response_key(KEYS)),
+	st.text(max_size=60).map(lambda text: KEYS.response_prefix + text),
 	st.sampled_from(
 		[
-			protocol.COMMANDS_KEY,
-			protocol.RESPONSE_KEY_PREFIX,
+			KEYS.commands,
+			KEYS.response_prefix,
 			"btu:due",
 			"btu:scheduler:leader",
 			"victim:key",
 			"btu:scheduler:rpc",
 			"BTU:SCHEDULER:RPC:x",
-			protocol.RESPONSE_KEY_PREFIX + "x" * 300,
+			KEYS.response_prefix + "x" * 300,
 		]
 	),
 	st.text(max_size=60),
@@ -59,7 +60,7 @@ def near_valid(draw) -> bytes:
 	command = {
 		"request_type": draw(st.sampled_from(protocol.REQUEST_TYPES)),
 		"request_content": draw(st.sampled_from(sorted(SITES["site1.localhost"])[:50])),
-		"response_key": protocol.new_response_key(),
+		"response_key": protocol.new_response_key(KEYS),
 	}
 	for field, strategy in FIELDS.items():
 		action = draw(st.sampled_from(["keep", "keep", "mutate", "drop"]))
@@ -75,7 +76,7 @@ def near_valid(draw) -> bytes:
 def huge(draw) -> bytes:
 	"""Over the 64 KiB limit: parsed to find the response key up to 1 MiB, dropped beyond."""
 	size = draw(st.sampled_from([65_537, 70_000, 200_000, 1_100_000]))
-	key = draw(st.sampled_from([protocol.new_response_key(), "victim:key"]))
+	key = draw(st.sampled_from([protocol.new_response_key(KEYS), "victim:key"]))
 	return json.dumps({"request_type": "ping", "request_content": "x" * size, "response_key": key}).encode()
 
 
@@ -100,8 +101,8 @@ REPLACEMENTS = [
 	"x" * 200,
 	"TS-000001",
 	"btu:due",
-	protocol.RESPONSE_KEY_PREFIX,
-	protocol.RESPONSE_KEY_PREFIX + "\ud800",
+	KEYS.response_prefix,
+	KEYS.response_prefix + "\ud800",
 	"TS-\udfff",
 ]
 
@@ -124,7 +125,9 @@ def mutate(rnd, payload: bytes) -> bytes:
 	except (ValueError, RecursionError):
 		return rnd.randbytes(rnd.randrange(64))
 	if not isinstance(command, dict):
-		return json.dumps({"request_type": "ping", "response_key": protocol.new_response_key(), "x": command}).encode()
+		return json.dumps(
+			{"request_type": "ping", "response_key": protocol.new_response_key(KEYS), "x": command}
+		).encode()
 	field = rnd.choice(sorted(FIELDS) + sorted(command, key=str)[:3])
 	command[field] = rnd.choice(REPLACEMENTS)
 	return json.dumps(command).encode()
@@ -154,7 +157,7 @@ def test_random_payloads_never_hurt_the_listener(listener, r, caplog):
 		nonlocal sent
 		with r.pipeline(transaction=False) as pipe:
 			for payload in batch:
-				pipe.lpush(protocol.COMMANDS_KEY, payload)
+				pipe.lpush(KEYS.commands, payload)
 			pipe.execute()
 		sent += len(batch)
 		assert raw_ping(r, timeout=60)["status"] == "ok"
@@ -163,14 +166,14 @@ def test_random_payloads_never_hurt_the_listener(listener, r, caplog):
 	push()
 	assert sent >= 10_000
 	assert listener.thread.is_alive()
-	assert protocol.call(r, protocol.PING).ok
+	assert protocol.call(r, KEYS, protocol.PING).ok
 	assert r.get("victim:key") == b"untouched"
 	assert [key for key in foreign_keys(r) if key != b"victim:key"] == []
-	assert r.llen(protocol.COMMANDS_KEY) == 0
+	assert r.llen(KEYS.commands) == 0
 	crashed = [record for record in caplog.records if record.getMessage() == "rpc_command_crashed"]
 	assert crashed == [], crashed[0].btu_fields if crashed else None
 	# Every reply the fuzz caused expires on its own.
-	ttls = {r.ttl(key) for key in r.scan_iter(match=protocol.RESPONSE_KEY_PREFIX + "*", count=1000)}
+	ttls = {r.ttl(key) for key in r.scan_iter(match=KEYS.response_prefix + "*", count=1000)}
 	# TTL says 0 for a key with under a second left and -2 for one gone since the scan (a slow fuzz outlives its first
 	# replies); -1, no expiry, is the failure.
 	assert ttls and all(ttl == -2 or 0 <= ttl <= 60 for ttl in ttls), ttls
@@ -181,10 +184,10 @@ def test_valid_commands_among_garbage_are_all_acked(listener, r):
 	keys = []
 	with r.pipeline(transaction=False) as pipe:
 		for n in range(200):
-			key = f"{protocol.RESPONSE_KEY_PREFIX}{uuid.uuid4().hex}"
+			key = f"{KEYS.response_prefix}{uuid.uuid4().hex}"
 			keys.append(key)
-			pipe.lpush(protocol.COMMANDS_KEY, garbage[n % len(garbage)])
-			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(protocol.make_command("ping", response_key=key)))
+			pipe.lpush(KEYS.commands, garbage[n % len(garbage)])
+			pipe.lpush(KEYS.commands, json.dumps(protocol.make_command(KEYS, "ping", response_key=key)))
 		pipe.execute()
 	raw_ping(r)
 	assert all(r.llen(key) == 1 for key in keys)

@@ -10,6 +10,7 @@ import pytest
 
 from btu.shared import protocol
 from tests.rpc.support import RecordingDispatcher, settle
+from tests.support.keys import KEYS
 from tests.support.slack import patient
 
 pytestmark = pytest.mark.versions
@@ -24,9 +25,9 @@ def push_commands(r, count: int) -> list[tuple[str, str, str]]:
 		for n in range(count):
 			request_type = (protocol.PING, protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 3]
 			name = None if request_type == protocol.PING else f"TS-{n + 1:06d}"
-			command = protocol.make_command(request_type, name)
+			command = protocol.make_command(KEYS, request_type, name)
 			sent.append((command["response_key"], request_type, name))
-			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+			pipe.lpush(KEYS.commands, json.dumps(command))
 		pipe.execute()
 	return sent
 
@@ -45,7 +46,7 @@ def test_several_listeners_ack_every_command_exactly_once(start_listener, r):
 	running = [start_listener(RecordingDispatcher(), name=f"listener-{n}") for n in range(3)]
 	sent = push_commands(r, 600)
 	deadline = time.monotonic() + patient(30)
-	while r.llen(protocol.COMMANDS_KEY) and time.monotonic() < deadline:
+	while r.llen(KEYS.commands) and time.monotonic() < deadline:
 		time.sleep(0.05)
 	for key, request_type, _ in sent:
 		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
@@ -72,10 +73,10 @@ def test_a_flood_naming_one_schedule_costs_one_check_and_one_execution_per_batch
 		for n in range(5000):
 			site, name = ("site2.localhost", "TS-900000") if n % 50 == 0 else (None, "TS-000001")
 			command = protocol.make_command(
-				(protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 2], name, site=site
+				KEYS, (protocol.CREATE_TASK_SCHEDULE, protocol.CANCEL_TASK_SCHEDULE)[n % 2], name, site=site
 			)
 			sent.append(command["response_key"])
-			pipe.lpush(protocol.COMMANDS_KEY, json.dumps(command))
+			pipe.lpush(KEYS.commands, json.dumps(command))
 		pipe.execute()
 	for key in sent:
 		answer = r.blpop([key], timeout=protocol.CALLER_TIMEOUT_SECONDS)
@@ -92,10 +93,10 @@ def test_a_flood_naming_one_schedule_costs_one_check_and_one_execution_per_batch
 def test_each_site_is_executed_at_the_place_of_its_last_command(listener, r):
 	"""Whatever is executed after a command in the batch is also executed after that command."""
 	commands = [
-		protocol.make_command(protocol.CREATE_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
-		protocol.make_command(protocol.CREATE_TASK_SCHEDULE, "TS-000002", site="site1.localhost"),
-		protocol.make_command(protocol.CANCEL_TASK_SCHEDULE, "TS-900000", site="site2.localhost"),
-		protocol.make_command(protocol.CANCEL_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
+		protocol.make_command(KEYS, protocol.CREATE_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
+		protocol.make_command(KEYS, protocol.CREATE_TASK_SCHEDULE, "TS-000002", site="site1.localhost"),
+		protocol.make_command(KEYS, protocol.CANCEL_TASK_SCHEDULE, "TS-900000", site="site2.localhost"),
+		protocol.make_command(KEYS, protocol.CANCEL_TASK_SCHEDULE, "TS-000001", site="site2.localhost"),
 	]
 	listener.listener.handle([json.dumps(command).encode() for command in commands])
 	assert listener.dispatcher.calls == [

@@ -18,6 +18,7 @@ from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until
 from tests.scale.test_connections import held
+from tests.support.keys import KEYS
 
 # Job ids, which name the site, take the installed rq's form.
 pytestmark = pytest.mark.versions
@@ -27,8 +28,8 @@ SITE_COUNT = 200
 
 def connections_reported(r) -> list[dict] | None:
 	"""The scheduler's connections per database server, from its heartbeat, once its first full reconcile is counted."""
-	for process_id in r.zrange(protocol.PROCESSES_KEY, 0, -1):
-		info = json.loads(r.get(protocol.process_key(process_id.decode())) or "{}")
+	for process_id in r.zrange(KEYS.processes, 0, -1):
+		info = json.loads(r.get(KEYS.process_key(process_id.decode())) or "{}")
 		if any(pool["peak"] for pool in info.get("databases", [])):
 			return info["databases"]
 	return None
@@ -91,7 +92,7 @@ def test_an_edit_lands_while_a_full_reconcile_is_stuck_on_another_site(engine_be
 		stuck.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
 	scheduler = processes.scheduler(bench.path, "--full-refresh-interval-secs", "1")
 	wait_until(
-		lambda: r.scard(protocol.site_schedules_key("stuck.localhost")) == 1,
+		lambda: r.scard(KEYS.site_schedules_key("stuck.localhost")) == 1,
 		30,
 		"the first site's schedule in the state",
 	)
@@ -130,11 +131,9 @@ def test_an_edit_lands_while_a_full_reconcile_is_stuck_on_another_site(engine_be
 		with SiteData(bench, "edited.localhost") as edited:
 			other_task = edited.insert_task(function_string="tests.engine.tasks.record", desc_short="record")
 			name = edited.insert_schedule(other_task, run_frequency="Cron Style", cron_string="0 4 * * *")
-		reply = protocol.call(r, protocol.CREATE_TASK_SCHEDULE, name, site="edited.localhost")
+		reply = protocol.call(r, KEYS, protocol.CREATE_TASK_SCHEDULE, name, site="edited.localhost")
 		assert reply.ok, reply.message
-		wait_until(
-			lambda: r.sismember(protocol.site_schedules_key("edited.localhost"), name), 10, "the edit in the state"
-		)
+		wait_until(lambda: r.sismember(KEYS.site_schedules_key("edited.localhost"), name), 10, "the edit in the state")
 		assert reconcile_waiting(), "the full reconcile was to be still waiting: the edit did not wait for it"
 	finally:
 		locker.close()

@@ -21,6 +21,7 @@ from devbench.data import SiteData
 from tests.conftest import APPS
 from tests.engine.helpers import ONE_SECOND, cli, queue_key, wait_until
 from tests.scale.test_many_sites import sites_fired
+from tests.support.keys import KEYS
 
 SITE_COUNT = 12
 READER = "btu_reader_test"
@@ -72,7 +73,7 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(
 	# A row written by SQL alone (no RPC) is seen through the reader's checksums.
 	added = schedule_every_second(bench, sites[3])
 	wait_until(
-		lambda: r.sismember(protocol.site_schedules_key(sites[3]), added),
+		lambda: r.sismember(KEYS.site_schedules_key(sites[3]), added),
 		15,
 		"the new row in the state through the reader's read",
 	)
@@ -95,7 +96,7 @@ def test_the_reader_reads_every_site_and_a_site_it_may_not_read_still_fires(
 	# A row of the revoked site written by SQL alone: read on the site's own login now, it is compiled and fires.
 	moved = schedule_every_second(bench, sites[5])
 	wait_until(
-		lambda: r.sismember(protocol.site_schedules_key(sites[5]), moved), 30, "the revoked site's new row in the state"
+		lambda: r.sismember(KEYS.site_schedules_key(sites[5]), moved), 30, "the revoked site's new row in the state"
 	)
 	r.delete(queue_key(bench))
 	wait_until(lambda: sites_fired(r, bench) >= {*sites, "late.localhost"}, 30, "every site fires after the revoke")

@@ -16,9 +16,11 @@ import redis
 from btu.scheduler_daemon.leading import jobs
 from btu.scheduler_daemon.operations import redis_acl
 from btu.shared import protocol
+from btu.shared.keys import NAMESPACE_SETTING, Keys
 from devbench.data import SiteData
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, wait_until
 from tests.engine.test_failover import every_second_schedules
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -26,19 +28,12 @@ SITE = "frontend.localhost"
 FLAGS = ("--lease-ttl-secs", "1", "--full-refresh-interval-secs", "1")
 
 
-@pytest.fixture
-def default_names():
-	"""The test process names keys as a bench would; seed 000's names again afterwards, for the next test."""
-	yield
-	protocol.use_namespace(None)
-
-
 def set_namespace(bench, namespace: str | None) -> None:
 	path = bench.sites_path / "common_site_config.json"
 	config = json.loads(path.read_text())
-	config.pop(protocol.NAMESPACE_SETTING, None)
+	config.pop(NAMESPACE_SETTING, None)
 	if namespace:
-		config[protocol.NAMESPACE_SETTING] = namespace
+		config[NAMESPACE_SETTING] = namespace
 	path.write_text(json.dumps(config, indent=1))
 
 
@@ -53,17 +48,16 @@ def bench_with_schedules(engine_bench, namespace: str | None, count: int = 2):
 def own_slots(r, bench, namespace: str) -> dict[str, list[int]]:
 	"""Schedule -> slots fired on the bench's queue, each id read as the bench's (a job id of another namespace is
 	refused)."""
-	protocol.use_namespace(namespace)
 	slots: dict[str, list[int]] = {}
 	for job_id in queue_ids(r, queue_key(bench)):
-		site, schedule, slot = jobs.parse_job_id(job_id)
+		site, schedule, slot = jobs.parse_job_id(job_id, namespace)
 		assert site == SITE
 		slots.setdefault(schedule, []).append(round(slot.timestamp() * 1000))
 	return slots
 
 
 @pytest.mark.slow
-def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engine_bench, processes, r, default_names):
+def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engine_bench, processes, r):
 	benches = {
 		"bench-a": bench_with_schedules(engine_bench, "bench-a"),
 		"bench-b": bench_with_schedules(engine_bench, "bench-b"),
@@ -94,13 +88,10 @@ def test_two_benches_each_fire_all_and_only_their_own_through_leader_kills(engin
 		assert sorted(slots) == sorted(names), f"{ns} fired another bench's schedules, or not all of its own"
 		for name in names:
 			assert gaps(slots[name]) == [], f"{ns} {name}: slots missing across the leader kill"
-		assert r.scard(protocol.site_schedules_key(SITE)) == len(names), (
+		assert r.scard(Keys(ns).site_schedules_key(SITE)) == len(names), (
 			f"{ns}: its site's state holds another bench's schedules"
 		)
-	protocol.use_namespace(None)
-	assert not r.exists(protocol.LEADER_KEY) and not r.exists(protocol.site_schedules_key(SITE)), (
-		"a seed-000 key was written"
-	)
+	assert not r.exists(KEYS.leader) and not r.exists(KEYS.site_schedules_key(SITE)), "a seed-000 key was written"
 
 
 @pytest.mark.slow
@@ -129,14 +120,11 @@ def test_a_redis_shared_without_namespaces_is_reported_and_the_report_ends_with_
 	assert first.stop() == 0 and second.stop() == 0
 
 
-def test_a_benchs_acl_grant_reaches_only_its_own_keys(redis_server, r, default_names):
-	protocol.use_namespace("bench-a")
-	rules = redis_acl.rules("bench-a-id")
-	own = protocol.schedule_key(SITE, "TS-000001")
-	protocol.use_namespace("bench-b")
-	neighbour = protocol.schedule_key(SITE, "TS-000001")
-	protocol.use_namespace(None)
-	seed = protocol.schedule_key(SITE, "TS-000001")
+def test_a_benchs_acl_grant_reaches_only_its_own_keys(redis_server, r):
+	rules = redis_acl.rules(Keys("bench-a"), "bench-a-id")
+	own = Keys("bench-a").schedule_key(SITE, "TS-000001")
+	neighbour = Keys("bench-b").schedule_key(SITE, "TS-000001")
+	seed = KEYS.schedule_key(SITE, "TS-000001")
 	r.execute_command("ACL", "SETUSER", "bench-a-user", "on", ">secret", "resetkeys", *rules)
 	try:
 		user = redis.Redis(host="127.0.0.1", port=redis_server.port, username="bench-a-user", password="secret")

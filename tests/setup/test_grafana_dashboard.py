@@ -30,6 +30,7 @@ from btu.scheduler_daemon.leading.state import ItemResult, Released
 from btu.scheduler_daemon.operations.config import Config
 from btu.shared import protocol
 from tests.engine.test_metrics import released
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -309,9 +310,9 @@ def scheduler_registry(tmp_path: Path, redis_url: str, r) -> CollectorRegistry:
 	scheduler = Scheduler(
 		Config(redis_url=redis_url, bench=str(tmp_path), metrics_schedules=(NAMED_SCHEDULE,)), tmp_path
 	)
-	r.sadd(protocol.SITES_KEY, SITE)
-	r.sadd(protocol.site_schedules_key(SITE), NAMED_SCHEDULE)
-	r.hset(protocol.invalid_rows_key(SITE), "TS-2", "a bad cron")
+	r.sadd(KEYS.sites, SITE)
+	r.sadd(KEYS.site_schedules_key(SITE), NAMED_SCHEDULE)
+	r.hset(KEYS.invalid_rows_key(SITE), "TS-2", "a bad cron")
 	metrics = scheduler.metrics
 	metrics.led(7)
 	metrics.stopped_leading("lease_lost")
@@ -344,10 +345,10 @@ def frappe_registry(r) -> CollectorRegistry:
 	"""What the Frappe side's endpoint serves (btu.btu_core.insights.metrics.scrape), after a run of every status."""
 	with r.pipeline(transaction=True) as pipe:
 		for status in [*task_outcomes.STATUSES, "Cancelled"]:
-			task_outcomes.record(pipe, SITE, "Nightly report", status, 0.2, 0.01, time.time())
+			task_outcomes.record(pipe, KEYS, SITE, "Nightly report", status, 0.2, 0.01, time.time())
 		pipe.execute()
 	registry = CollectorRegistry()
-	registry.register(task_outcomes.TaskOutcomes(lambda: r, SITE))
+	registry.register(task_outcomes.TaskOutcomes(lambda: r, KEYS, SITE))
 	return registry
 
 

@@ -299,6 +299,20 @@ def test_no_import_circle_in_the_scheduler_or_the_shared_contract_not_even_for_t
 	assert not circles, "import circles (type-only imports count):\n" + "\n".join(" <-> ".join(g) for g in circles)
 
 
+def test_no_module_rebinds_its_globals_at_run_time():
+	"""What a module names (a key, a limit, a form) is fixed at import: a value that depends on the bench (its key
+	names: `btu.shared.keys.Keys`) is an object made from the bench and passed in, never a module global that
+	someone must have rewritten first."""
+	found = []
+	for name, path in MODULES.items():
+		for node in ast.walk(ast.parse(path.read_text())):
+			if isinstance(node, ast.Global):
+				found.append(f"{name}:{node.lineno}: global {', '.join(node.names)}")
+			elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "globals":
+				found.append(f"{name}:{node.lineno}: globals()")
+	assert found == [], "module globals rebound at run time:\n" + "\n".join(found)
+
+
 def is_test(name: str) -> bool:
 	return ".tests." in f"{name}." or name.rpartition(".")[2].startswith("test_")
 

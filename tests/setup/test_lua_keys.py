@@ -1,4 +1,4 @@
-"""The Lua scripts spell no key: they build keys with the functions scripts.py generates from `protocol`."""
+"""The Lua scripts spell no key: they build keys with the functions scripts.py generates from the bench's `Keys`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from rq import Queue
 
 from btu.scheduler_daemon.leading import scripts
-from btu.shared import protocol
+from btu.shared.keys import Keys
+from tests.support.keys import KEYS
 
 pytestmark = pytest.mark.versions
 
@@ -25,10 +26,11 @@ def test_no_script_holds_a_literal_key_name():
 		for line in entry.read_text().splitlines()
 		if LITERAL_KEY.search(line) and not line.lstrip().startswith("--")
 	}
-	assert found == {}, "spell keys in protocol (SITE_KEY_TEMPLATES, *_KEY) and use the generated names"
+	assert found == {}, "spell keys in btu/shared/keys.py (SITE_KEY_SUFFIXES, Keys) and use the generated names"
 
 
-def test_generated_key_functions_build_protocol_s_keys(r):
+@pytest.mark.parametrize("keys", [KEYS, Keys("bench-a")], ids=["seed", "namespace"])
+def test_generated_key_functions_build_the_benchs_keys(r, keys):
 	site, schedule = "a.b-c:d'e\\f", "TS-0001 |x"
 	calls = {
 		"schedule_key": (site, schedule),
@@ -40,7 +42,7 @@ def test_generated_key_functions_build_protocol_s_keys(r):
 		"counters_key": (site,),
 		"task_running_key": (site, "BTU-0001 |y"),
 	}
-	assert set(calls) == set(protocol.SITE_KEY_TEMPLATES)
+	assert set(calls) == set(keys.site_key_templates)
 	returned = (
 		"return {"
 		+ ", ".join(f"{name}(ARGV[1], ARGV[{3 if name == 'task_running_key' else 2}])" for name in calls)
@@ -48,13 +50,13 @@ def test_generated_key_functions_build_protocol_s_keys(r):
 	)
 	got = [
 		value.decode()
-		for value in r.eval(scripts.key_names() + returned, 0, site, schedule, calls["task_running_key"][1])
+		for value in r.eval(scripts.key_names(keys) + returned, 0, site, schedule, calls["task_running_key"][1])
 	]
-	expected = [getattr(protocol, name)(*args) for name, args in calls.items()]
+	expected = [getattr(keys, name)(*args) for name, args in calls.items()]
 	assert got == [
 		*expected,
-		protocol.QUARANTINE_KEY,
-		protocol.QUARANTINED_PREFIX,
-		protocol.RESYNC_KEY,
+		keys.quarantine,
+		keys.quarantined_prefix,
+		keys.resync,
 		Queue.redis_queue_namespace_prefix,
 	]

@@ -15,8 +15,8 @@ from btu.btu_core.alerts.rules import INCIDENT, RULE, SCHEDULE, TASK, utc_of
 from btu.btu_core.alerts.webhooks import WEBHOOK_TIMEOUT_SECS, delivery_failed, post
 from btu.btu_core.instants import utc_now
 from btu.btu_core.setup.roles import is_system_manager
-from btu.shared import protocol
 from btu.shared.instants import format_utc_iso
+from btu.shared.redis_urls import mask_url
 
 # The webhook job's method, stored in each queued job: a move must leave the old path answering (alerts/__init__.py).
 WEBHOOK_JOB = "btu.btu_core.alerts.delivery.post_webhook"
@@ -226,7 +226,7 @@ def test_fire(rule, parent) -> dict:
 	return {
 		"emails": emails if emailed else [],
 		"users": users if cint(rule.by_bell) else [],
-		"webhook": (protocol.mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook"))
+		"webhook": (mask_url(rule.webhook_url) if is_system_manager() else _("the rule's webhook"))
 		if rule.webhook_url
 		else None,
 		"errors": errors,

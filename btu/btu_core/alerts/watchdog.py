@@ -140,7 +140,7 @@ def check_stuck(now: datetime) -> None:
 def scheduler_alive() -> bool:
 	"""A scheduler holds the leader lease (it expires unless renewed): Redis unreachable counts as none."""
 	try:
-		return liveness.leader(scheduler_link.queue_redis()) is not None
+		return liveness.leader(scheduler_link.queue_redis(), scheduler_link.bench_keys()) is not None
 	except RedisError:
 		return False
 

@@ -15,7 +15,7 @@ import frappe
 from frappe import _
 
 from btu.btu_core.alerts.rules import RULE
-from btu.shared import protocol
+from btu.shared.redis_urls import mask_url
 
 # The whole POST, from the lookup to the answer's status line.
 WEBHOOK_TIMEOUT_SECS = 5
@@ -43,7 +43,7 @@ def check_webhook_url(url: str) -> str | None:
 
 def webhook_error(exc) -> str:
 	"""A `webhook_post` error, translated (its template is marked for extraction there)."""
-	return _(exc.template).format(**{key: protocol.mask_url(str(value)) for key, value in exc.params.items()})
+	return _(exc.template).format(**{key: mask_url(str(value)) for key, value in exc.params.items()})
 
 
 def webhook_allowed_hosts() -> list[str]:
@@ -85,7 +85,7 @@ def post(rule: str, body: dict) -> str | None:
 			problem = webhook_error(exc)
 	if problem is None:
 		return None
-	reason = _("webhook {0} of alert rule {1}: {2}").format(protocol.mask_url(url), rule, problem)
+	reason = _("webhook {0} of alert rule {1}: {2}").format(mask_url(url), rule, problem)
 	frappe.log_error(title="BTU webhook delivery failed", message=reason, reference_doctype=RULE, reference_name=rule)
 	return reason
 

@@ -15,9 +15,9 @@ import frappe.monitor
 from frappe import _
 
 from btu.btu_core.insights import task_outcomes
-from btu.btu_core.scheduler_link import redis_queue_shown, use_bench_namespace
+from btu.btu_core.scheduler_link import bench_keys, redis_queue_shown
 from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE, METRICS_ROLES, require_any_role
-from btu.shared import protocol
+from btu.shared.redis_urls import mask_url
 
 
 def outcome_redis():
@@ -25,7 +25,6 @@ def outcome_redis():
 	and v16) would hold every run 4 s while that Redis is down, for a count."""
 	from frappe.utils.background_jobs import get_redis_conn
 
-	use_bench_namespace()
 	return getattr(get_redis_conn, "__wrapped__", get_redis_conn)()
 
 
@@ -33,12 +32,14 @@ def record_outcome(task: str, status: str, duration_s: float | None = None, star
 	"""Add one finished run to this site's outcome hash; a failure is logged in one line and swallowed."""
 	try:
 		with outcome_redis().pipeline(transaction=True) as pipe:
-			task_outcomes.record(pipe, frappe.local.site, task, status, duration_s, start_lag_s, time.time())
+			task_outcomes.record(
+				pipe, bench_keys(), frappe.local.site, task, status, duration_s, start_lag_s, time.time()
+			)
 			pipe.execute()
 	except Exception as exc:
 		frappe.logger("btu").warning(
 			f"site={frappe.local.site} task={task} status={status} not counted for Prometheus: "
-			f"Redis at {redis_queue_shown()} failed ({type(exc).__name__}: {protocol.mask_url(str(exc))})"
+			f"Redis at {redis_queue_shown()} failed ({type(exc).__name__}: {mask_url(str(exc))})"
 		)
 
 
@@ -51,11 +52,11 @@ def forget_task(task: str) -> None:
 
 def _forget(site: str, task: str) -> None:
 	try:
-		task_outcomes.forget(outcome_redis(), site, task)
+		task_outcomes.forget(outcome_redis(), bench_keys(), site, task)
 	except Exception as exc:
 		frappe.logger("btu").warning(
 			f"site={site} task={task} deleted, its outcome counts not removed from Redis at {redis_queue_shown()} "
-			f"({type(exc).__name__}: {protocol.mask_url(str(exc))}); they stay in the hash, never served"
+			f"({type(exc).__name__}: {mask_url(str(exc))}); they stay in the hash, never served"
 		)
 
 
@@ -101,5 +102,7 @@ def scrape():
 	# Only Tasks that exist: a deleted Task's series end, so the series stay as many as the Tasks.
 	tasks = set(frappe.get_all("BTU Task", pluck="name"))
 	registry = CollectorRegistry()
-	registry.register(task_outcomes.TaskOutcomes(outcome_redis, frappe.local.site, tasks, frappe.logger("btu")))
+	registry.register(
+		task_outcomes.TaskOutcomes(outcome_redis, bench_keys(), frappe.local.site, tasks, frappe.logger("btu"))
+	)
 	return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,7 +1,7 @@
 """Task outcomes as Prometheus metrics: what each finished run adds to Redis, and a collector that reads it back.
 
 Every worker process runs tasks and restarts at will, so no process can hold the counts: each finished
-run adds its outcome to one hash per site (`protocol.task_outcomes_key`) on the queue Redis, in one
+run adds its outcome to one hash per site (`Keys.task_outcomes_key`) on the queue Redis, in one
 MULTI/EXEC (`record`), and `TaskOutcomes`, a prometheus_client collector, turns that hash into metric
 families at scrape time. Its sibling `metrics` does both on a site; this module knows no Frappe.
 
@@ -19,7 +19,9 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from btu.shared import protocol
+from btu.shared.keys import Keys
+from btu.shared.protocol import is_utf8
+from btu.shared.redis_urls import mask_url
 
 # A BTU Task Log's final statuses -> the status label. Any other status is "other": the series stay bounded.
 STATUSES = {"Succeeded": "succeeded", "Failed": "failed", "Timed Out": "timed_out", "Skipped": "skipped"}
@@ -89,11 +91,11 @@ def field_name(kind: str, task: str, qualifier: str | None = None) -> str:
 
 
 def record(
-	pipe, site: str, task: str, status: str, duration_s: float | None, start_lag_s: float | None, now: float
+	pipe, keys: Keys, site: str, task: str, status: str, duration_s: float | None, start_lag_s: float | None, now: float
 ) -> None:
 	"""Queue one finished run's writes on `pipe` (the caller executes it): its count and last-finished time per
 	status, its duration and start lag (None: not measured) into the task's histograms."""
-	key = protocol.task_outcomes_key(site)
+	key = keys.task_outcomes_key(site)
 	label = STATUSES.get(status, OTHER)
 	pipe.hincrby(key, field_name("runs", task, label), 1)
 	pipe.hset(key, field_name("last", task, label), repr(float(now)))
@@ -175,22 +177,22 @@ class Outcomes:
 		return True
 
 
-def read(redis_conn, site: str, tasks: set[str] | None = None) -> Outcomes:
+def read(redis_conn, keys: Keys, site: str, tasks: set[str] | None = None) -> Outcomes:
 	"""The site's hash as Outcomes, only `tasks`' (None: every task's). Raises what Redis raises (WRONGTYPE too)."""
 	outcomes = Outcomes()
-	for raw_field, raw_value in redis_conn.hgetall(protocol.task_outcomes_key(site)).items():
+	for raw_field, raw_value in redis_conn.hgetall(keys.task_outcomes_key(site)).items():
 		outcomes.add(raw_field, raw_value, tasks)
 	return outcomes
 
 
-def forget(redis_conn, site: str, task: str) -> int:
+def forget(redis_conn, keys: Keys, site: str, task: str) -> int:
 	"""Remove every field of `task` from the site's hash (its Task was deleted); returns how many went.
 
 	One HKEYS (about 49 fields per Task on the site) and one HDEL: commands the bench's queue user
 	holds (btu.scheduler_daemon.operations.redis_acl). A field is the task's when it parses as `record` writes
 	it and names that task exactly, so "BTU-1" takes nothing of "BTU-10".
 	"""
-	key = protocol.task_outcomes_key(site)
+	key = keys.task_outcomes_key(site)
 	fields = [raw for raw in redis_conn.hkeys(key) if (parse_field(raw) or ["", None])[1] == task]
 	if fields:
 		redis_conn.hdel(key, *fields)
@@ -213,11 +215,7 @@ def parse_field(raw) -> list[str] | None:
 	except ValueError:
 		return None
 	# A lone surrogate ("\\ud800" in the JSON) would make the exposition itself fail to encode.
-	if (
-		isinstance(parts, list)
-		and len(parts) in (2, 3)
-		and all(isinstance(p, str) and protocol.is_utf8(p) for p in parts)
-	):
+	if isinstance(parts, list) and len(parts) in (2, 3) and all(isinstance(p, str) and is_utf8(p) for p in parts):
 		return parts
 	return None
 
@@ -251,28 +249,29 @@ class TaskOutcomes:
 	def __init__(
 		self,
 		connect: Callable[[], object],
+		keys: Keys,
 		site: str,
 		tasks: set[str] | None = None,
 		logger: logging.Logger | None = None,
 	):
 		self.connect = connect
+		self.keys = keys
 		self.site = site
 		self.tasks = tasks
 		self.logger = logger or logging.getLogger("btu")
 
 	def collect(self) -> Iterable:
 		try:
-			outcomes, readable = read(self.connect(), self.site, self.tasks), 1
+			outcomes, readable = read(self.connect(), self.keys, self.site, self.tasks), 1
 		except Exception as exc:
-			key = protocol.task_outcomes_key(self.site)
+			key = self.keys.task_outcomes_key(self.site)
 			fix = (
 				"; it holds no hash: delete it (redis-cli del), the next run writes a new one"
 				if "WRONGTYPE" in str(exc)
 				else ""
 			)
 			self.logger.warning(
-				f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: "
-				f"{protocol.mask_url(str(exc))}{fix}"
+				f"site={self.site} task outcomes not read from {key}: {type(exc).__name__}: {mask_url(str(exc))}{fix}"
 			)
 			outcomes, readable = Outcomes(), 0
 		return families(self.site, outcomes, readable)

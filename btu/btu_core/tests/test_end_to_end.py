@@ -19,6 +19,7 @@ from frappe.utils.background_jobs import create_job_id, get_queue
 
 import btu
 from btu.btu_core import api, scheduler_link
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.schedules import declared_schedules
 from btu.btu_core.schedules.hook_entries import HOOK
 from btu.btu_core.sealed import store
@@ -95,7 +96,7 @@ class EndToEndBase(IntegrationTestCase):
 		here = socket.gethostname()
 		return any(
 			p.get("pid") == self.scheduler.pid and p.get("host") == here
-			for p in liveness.processes(scheduler_link.queue_redis())
+			for p in liveness.processes(scheduler_link.queue_redis(), bench_keys())
 		)
 
 	def scheduler_output(self) -> str:

@@ -21,6 +21,7 @@ from btu.btu_core.runs.capture import Call
 from btu.btu_core.runs.lost_runs import mark_lost_runs_timed_out
 from btu.btu_core.runs.run_rows import task_and_schedule
 from btu.btu_core.runs.task_run import TaskRun, run_in_this_process
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.setup.roles import BTU_METRICS_READER_ROLE
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.utils import delete_committed, make_schedule, make_task, make_user, other_connection, patient
@@ -65,7 +66,8 @@ class MetricsCase(IntegrationTestCase):
 		frappe.db.commit()
 		for task in self.tasks:
 			delete_committed(task)
-			task_outcomes.forget(get_redis_conn(), frappe.local.site, task)  # those whose fields no deletion removes
+			# those whose fields no deletion removes
+			task_outcomes.forget(get_redis_conn(), bench_keys(), frappe.local.site, task)
 
 	def task(self, function="say_hello", **values):
 		task = make_task(function, **values)
@@ -214,7 +216,7 @@ class TestOutcomesCounted(MetricsCase):
 		task, kept = self.task(), self.task()
 		for name in (task.name, kept.name):
 			run_in_this_process(name)
-		key, conn = protocol.task_outcomes_key(frappe.local.site), get_redis_conn()
+		key, conn = bench_keys().task_outcomes_key(frappe.local.site), get_redis_conn()
 
 		def fields_of(name):
 			return {f for f in conn.hkeys(key) if (task_outcomes.parse_field(f) or ["", None])[1] == name}
@@ -234,7 +236,7 @@ class TestOutcomesCounted(MetricsCase):
 
 	def test_a_redis_failure_never_fails_a_run_and_is_logged(self):
 		task = self.task()
-		key = protocol.task_outcomes_key(frappe.local.site)
+		key = bench_keys().task_outcomes_key(frappe.local.site)
 		conn = get_redis_conn()
 		aside = f"{key}:aside-{uuid.uuid4().hex[:6]}"
 		had = conn.exists(key)
@@ -309,7 +311,7 @@ class TestScrapeRoles(MetricsCase):
 		gone = f"BTU-gone-{uuid.uuid4().hex[:6]}"
 		self.tasks.append(gone)
 		with get_redis_conn().pipeline(transaction=True) as pipe:
-			task_outcomes.record(pipe, frappe.local.site, gone, "Succeeded", 1.0, None, time.time())
+			task_outcomes.record(pipe, bench_keys(), frappe.local.site, gone, "Succeeded", 1.0, None, time.time())
 			pipe.execute()
 		self.user(READER_USER, (BTU_METRICS_READER_ROLE,))
 		self.user(MANAGER_USER, ("BTU Manager",))

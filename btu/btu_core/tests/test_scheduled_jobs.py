@@ -1,5 +1,5 @@
 """Frappe's Scheduled Job Types fired by BTU, on a real Frappe site: BTU's run of a slot, Frappe's tick held back while
-BTU takes a job type (only for a live acknowledgement of this bench's scheduler: `protocol.frappe_jobs_ack_key`), and
+BTU takes a job type (only for a live acknowledgement of this bench's scheduler: `Keys.frappe_jobs_ack_key`), and
 the claim that makes a slot run once when both reach it.
 
 The scheduler's part (which rows become states, at which moments) is tier 1 (tests/engine/test_scheduled_jobs.py);
@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from rq.job import Job
 
 from btu.btu_core.runs import frappe_jobs
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.task_runner import run_scheduled_task
 from btu.btu_core.tests.sample_tasks import FRAPPE_JOB_CALLS
@@ -67,8 +68,8 @@ class TestFrappeJobs(IntegrationTestCase):
 		frappe.db.set_single_value("BTU Configuration", scheduled_job_types.SWITCH, 0)
 		frappe.db.commit()
 		if self.process:
-			get_redis_conn().zrem(protocol.PROCESSES_KEY, self.process)
-			get_redis_conn().delete(protocol.process_key(self.process))
+			get_redis_conn().zrem(bench_keys().processes, self.process)
+			get_redis_conn().delete(bench_keys().process_key(self.process))
 		for key in self.acks:
 			get_redis_conn().delete(key)
 		for job in frappe.get_all(DOCTYPE, pluck="name", filters={"method": METHOD}):
@@ -91,16 +92,16 @@ class TestFrappeJobs(IntegrationTestCase):
 		self.process = f"test-{uuid.uuid4().hex[:8]}"
 		conn = get_redis_conn()
 		conn.set(
-			protocol.process_key(self.process),
+			bench_keys().process_key(self.process),
 			json.dumps({"id": self.process, "heartbeat_at": datetime.now(timezone.utc).isoformat()}),
 			ex=60,
 		)
-		conn.zadd(protocol.PROCESSES_KEY, {self.process: datetime.now(timezone.utc).timestamp()})
+		conn.zadd(bench_keys().processes, {self.process: datetime.now(timezone.utc).timestamp()})
 
 	def acknowledge(self, bench_id: str | None = None, ttl_ms: int = 60_000) -> None:
 		"""A leader's acknowledgement that it fires this site's job types, as the scheduler writes it (of this bench
 		unless `bench_id` names another)."""
-		key = protocol.frappe_jobs_ack_key(bench_id or get_bench_id(), frappe.local.site)
+		key = bench_keys().frappe_jobs_ack_key(bench_id or get_bench_id(), frappe.local.site)
 		get_redis_conn().set(key, "1|test-leader", px=ttl_ms)
 		self.acks.append(key)
 

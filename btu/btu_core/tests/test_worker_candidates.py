@@ -26,6 +26,7 @@ from frappe.utils import get_bench_id, get_bench_path
 from frappe.utils.background_jobs import get_queue
 
 from btu.btu_core import scheduler_link
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.schedules import scheduled_job_types
 from btu.btu_core.tests.utils import (
 	SAMPLES,
@@ -103,10 +104,10 @@ class WorkerCase(IntegrationTestCase):
 		return self.worker(env={**os.environ, worker_candidate.ENV: "0"}, queue=QUEUE)
 
 	def candidates(self) -> list[dict]:
-		return [p for p in liveness.processes(self.redis) if p.get("kind") == liveness.WORKER]
+		return [p for p in liveness.processes(self.redis, bench_keys()) if p.get("kind") == liveness.WORKER]
 
 	def leader(self) -> dict:
-		return liveness.leader(self.redis) or {}
+		return liveness.leader(self.redis, bench_keys()) or {}
 
 	def wait_for(self, predicate, seconds: float, what: str):
 		deadline = time.monotonic() + patient(seconds)
@@ -242,7 +243,7 @@ class TestFrappesOwnJobs(WorkerCase):
 
 	def ack(self) -> str | None:
 		"""The site's acknowledgement: the lease token of the leader that wrote it."""
-		value = self.redis.get(protocol.frappe_jobs_ack_key(get_bench_id(), frappe.local.site))
+		value = self.redis.get(bench_keys().frappe_jobs_ack_key(get_bench_id(), frappe.local.site))
 		return value.decode() if value else None
 
 	def test_the_leading_candidate_acknowledges_and_none_outlives_the_workers(self):

@@ -11,6 +11,7 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.operations.config import ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.reads.bench import BenchError
 from btu.shared import protocol
+from btu.shared.redis_urls import mask_url, redis_address
 
 NAME = "ping"
 HELP = "check that a scheduler answers on Redis RPC"
@@ -30,15 +31,16 @@ def arguments(parser) -> None:
 def run(args) -> int:
 	try:
 		config = load_config(args)
+		keys = config.keys()
 		# Longer than the BLPOP, or redis-py 5+ (socket_timeout 5 by default) cuts the wait short.
 		client = config.redis(socket_connect_timeout=5, socket_timeout=protocol.CALLER_TIMEOUT_SECONDS + 5)
 	except (ConfigError, BenchError, ValueError) as exc:
 		print(f"btu-scheduler ping: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	try:
-		reply = protocol.call(client, protocol.PING, site=args.site)
+		reply = protocol.call(client, keys, protocol.PING, site=args.site)
 	except redis.RedisError as exc:
-		where = protocol.mask_url(config.redis_url) if config.redis_url else protocol.redis_address(client)
+		where = mask_url(config.redis_url) if config.redis_url else redis_address(client)
 		print(
 			f"btu-scheduler ping: Redis at {where} is not answering ({exc}); start it or fix redis_url", file=sys.stderr
 		)

@@ -14,7 +14,7 @@ from btu.scheduler_daemon.reads.bench import BenchError
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.scheduler_daemon.rpc.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.rpc.listener import CommandRejected
-from btu.shared import protocol
+from btu.shared.redis_refusals import is_denied
 
 NAME = "resync"
 HELP = "read schedules from the databases into the scheduler's state now"
@@ -40,15 +40,18 @@ def run(args) -> int:
 		config = load_config(args)
 		configure(config.log_level, config.log_format)
 		bench = config.load_bench()
+		keys = bench.keys
 		client = config.redis(socket_connect_timeout=5)
 	except (ConfigError, BenchError, ValueError) as exc:
 		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 
 	def wake() -> None:
-		client.publish(protocol.WAKE_CHANNEL, "resync")
+		client.publish(keys.wake_channel, "resync")
 
-	reconciler = Reconciler(bench.path, State(client), config.executor, utc_now, wake, connections=config.connections())
+	reconciler = Reconciler(
+		bench.path, State(client, keys), config.executor, utc_now, wake, connections=config.connections()
+	)
 	try:
 		if args.schedule or args.site:
 			site = RpcDispatcher(reconciler).resolve_site(args.site)
@@ -62,8 +65,10 @@ def run(args) -> int:
 		print(f"btu-scheduler resync: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	except Exception as exc:
-		if protocol.is_denied(exc):
-			print(f"btu-scheduler resync: {redis_acl.missing_grant(client, bench.bench_id, exc)}", file=sys.stderr)
+		if is_denied(exc):
+			print(
+				f"btu-scheduler resync: {redis_acl.missing_grant(client, keys, bench.bench_id, exc)}", file=sys.stderr
+			)
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler resync: {type(exc).__name__}: {exc}", file=sys.stderr)
 		return EXIT_FAILED

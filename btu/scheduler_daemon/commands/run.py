@@ -11,7 +11,7 @@ from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.operations.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.operations.log import configure, log_event
 from btu.scheduler_daemon.reads.bench import DEFAULT_REDIS_QUEUE, BenchError
-from btu.shared.protocol import mask_url
+from btu.shared.redis_urls import mask_url
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -46,6 +46,7 @@ def run(args) -> int:
 		config = load_config(args)
 		configure(config.log_level, config.log_format)
 		bench = config.load_bench()
+		keys = bench.keys
 	except (ConfigError, BenchError) as exc:
 		print(f"btu-scheduler run: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
@@ -54,7 +55,7 @@ def run(args) -> int:
 		print(f"btu-scheduler run: {exposed}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	# Refused like a bad configuration, in one line: a user without BTU's grants would fail deep in a loop.
-	denied = redis_acl.check(config.redis(socket_timeout=10, socket_connect_timeout=3), bench.bench_id)
+	denied = redis_acl.check(config.redis(socket_timeout=10, socket_connect_timeout=3), keys, bench.bench_id)
 	if denied:
 		print(f"btu-scheduler run: {denied}", file=sys.stderr)
 		return EXIT_BAD_INPUT

@@ -36,7 +36,8 @@ from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.reads import db_reader
 from btu.scheduler_daemon.reads.bench import Bench, BenchError, find_bench, is_bench_directory
 from btu.scheduler_daemon.reads.server_read import READER_PASSWORD_KEY, READER_USER_KEY
-from btu.shared import protocol
+from btu.shared.redis_refusals import is_denied, redis_user
+from btu.shared.redis_urls import mask_url
 
 PROCFILE_ENTRY = "btu_scheduler: bench btu-scheduler"
 PROCFILE_NAME = "btu_scheduler"
@@ -145,9 +146,8 @@ def run(args) -> int:
 
 def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str | None) -> int:
 	user = user or bench.common_config.get("rq_username") or bench.bench_id
-	protocol.use_namespace(bench.namespace)  # the grant covers the bench's own keys only
 	if not apply:
-		print(redis_acl.setuser_line(user, bench.bench_id))
+		print(redis_acl.setuser_line(user, bench.keys, bench.bench_id))  # the bench's own keys only
 		print(
 			"# Run it in redis-cli as an admin (then ACL SAVE if Redis has an aclfile), "
 			"or: btu-scheduler setup redis-acl "
@@ -159,9 +159,7 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 	password = None if admin_url else os.environ.get(ADMIN_PASSWORD_ENV)
 	admin = None
 	shown = (
-		protocol.mask_url(admin_url or bench.redis_queue_url)
-		if admin_url or not bench.sentinel
-		else bench.sentinel.describe()
+		mask_url(admin_url or bench.redis_queue_url) if admin_url or not bench.sentinel else bench.sentinel.describe()
 	)
 	try:
 		url = admin_url or (
@@ -185,10 +183,10 @@ def redis_acl_target(bench: Bench, user: str | None, apply: bool, admin_url: str
 			)
 		return applied
 	except redis.RedisError as exc:
-		if protocol.is_denied(exc):
+		if is_denied(exc):
 			print(
 				f"btu-scheduler setup redis-acl: Redis at {shown} "
-				f"refused user {protocol.redis_user(admin) if admin else 'default'!r} ({exc}); pass "
+				f"refused user {redis_user(admin) if admin else 'default'!r} ({exc}); pass "
 				f"--admin-url with a user that may run ACL SETUSER and ACL SAVE (default, or ${ADMIN_PASSWORD_ENV})",
 				file=sys.stderr,
 			)
@@ -222,7 +220,7 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 			file=sys.stderr,
 		)
 		return EXIT_BAD_INPUT
-	rules = redis_acl.rules(bench.bench_id, channels=major_minor >= (6, 2))
+	rules = redis_acl.rules(bench.keys, bench.bench_id, channels=major_minor >= (6, 2))
 	admin.execute_command("ACL", "SETUSER", user, *rules)
 	print(f"granted to Redis user {user!r} at {shown}: {' '.join(rules)}")
 	aclfile = admin.config_get("aclfile").get("aclfile")
@@ -234,7 +232,7 @@ def apply_grants(admin: redis.Redis, shown: str, user: str, bench: Bench) -> int
 			"not saved: this Redis has no aclfile, so the grants last until it restarts; add them to its configuration"
 		)
 	if bench.redis_credentials.get("username") == user:
-		denied = redis_acl.check(bench.redis(socket_connect_timeout=5, socket_timeout=10), bench.bench_id)
+		denied = redis_acl.check(bench.redis(socket_connect_timeout=5, socket_timeout=10), bench.keys, bench.bench_id)
 		if denied:
 			print(f"btu-scheduler setup redis-acl: still refused after the grant: {denied}", file=sys.stderr)
 			return EXIT_FAILED

@@ -12,7 +12,9 @@ from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.operations import status
 from btu.scheduler_daemon.operations.config import ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.reads.bench import BenchError
-from btu.shared import liveness, old_daemon, protocol
+from btu.shared import liveness, old_daemon
+from btu.shared.redis_refusals import denied_message, is_denied, redis_user
+from btu.shared.redis_urls import redis_address
 
 NAME = "status"
 HELP = "show the leader, schedules, next fires, recent fires and invalid rows"
@@ -32,16 +34,17 @@ def arguments(parser) -> None:
 def run(args) -> int:
 	try:
 		config = load_config(args)
+		keys = config.keys()
 		client = config.redis(socket_connect_timeout=5)
 	except (ConfigError, BenchError, ValueError) as exc:
 		print(f"btu-scheduler status: {exc}", file=sys.stderr)
 		return EXIT_BAD_INPUT
 	try:
-		summary = status.build(client, health=status.stored_health(client))
-		summary["redis"] = protocol.redis_address(client)  # after a read: a Sentinel client has found its master
+		summary = status.build(client, keys, health=status.stored_health(client, keys))
+		summary["redis"] = redis_address(client)  # after a read: a Sentinel client has found its master
 	except redis.RedisError as exc:
-		if protocol.is_denied(exc):  # status reads only btu: keys
-			denied = protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)
+		if is_denied(exc):  # status reads only the bench's BTU keys
+			denied = denied_message(exc, redis_user(client), keys.grant)
 			print(f"btu-scheduler status: {denied}", file=sys.stderr)
 			return EXIT_BAD_INPUT
 		print(f"btu-scheduler status: Redis is not answering ({exc})", file=sys.stderr)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import time
 
 from btu.shared import liveness
+from btu.shared.keys import Keys
 
 # How often a leading candidate looks for a dedicated scheduler standing by (the heartbeat's period).
 CHECK_SECS = 5.0
 
 
 class Candidacy:
-	def __init__(self, redis_conn, process_id: str, worker_pid: int | None):
+	def __init__(self, redis_conn, keys: Keys, process_id: str, worker_pid: int | None):
 		self.redis = redis_conn
+		self.keys = keys
 		self.process_id = process_id
 		self.worker_pid = worker_pid
 		self.kind = liveness.WORKER if worker_pid else liveness.DEDICATED
@@ -46,7 +48,7 @@ class Candidacy:
 			info.get("kind", liveness.DEDICATED) == liveness.DEDICATED
 			and info.get("role") == "standby"
 			and info.get("id") != self.process_id
-			for info in liveness.processes(self.redis)
+			for info in liveness.processes(self.redis, self.keys)
 		)
 
 	def fields(self) -> dict:

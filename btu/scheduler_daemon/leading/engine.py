@@ -51,7 +51,8 @@ from btu.scheduler_daemon.reconcile.frappe_job_sites import FrappeJobSites
 from btu.scheduler_daemon.reconcile.reconciler import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.rpc.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.rpc.listener import start_listener_thread
-from btu.shared import protocol
+from btu.shared.keys import Keys
+from btu.shared.redis_refusals import is_denied
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
@@ -92,8 +93,9 @@ class Notifier:
 	"""The notifier thread: the main loop woken by each message on the wake and handoff channels, and each time this
 	subscribes (something may have changed while it was not)."""
 
-	def __init__(self, config: Config, wake: threading.Event, access: redis_acl.Access):
+	def __init__(self, config: Config, keys: Keys, wake: threading.Event, access: redis_acl.Access):
 		self.config = config
+		self.keys = keys
 		self.wake = wake
 		self.access = access
 
@@ -105,7 +107,7 @@ class Notifier:
 				pubsub = pubsub_client(self.config.redis(socket_timeout=None, socket_connect_timeout=3)).pubsub(
 					ignore_subscribe_messages=True
 				)
-				pubsub.subscribe(protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+				pubsub.subscribe(self.keys.wake_channel, self.keys.handoff_channel)
 				pubsub.get_message(timeout=1)  # SUBSCRIBE's reply: a refused channel raises here, not later
 				self.access.ok()
 				backoff = 0.1
@@ -115,7 +117,7 @@ class Notifier:
 						self.wake.set()
 			# BenchError: the bench's Redis settings are being edited; retry
 			except (*REDIS_ERRORS, redis.ResponseError, BenchError) as exc:
-				if protocol.is_denied(exc):
+				if is_denied(exc):
 					self.access.denied(exc)
 				stop.wait(backoff)
 				backoff = min(backoff * 2, MAX_BACKOFF)
@@ -134,21 +136,23 @@ class Scheduler:
 		self.bench_path = bench_path
 		self.process_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 		self.redis = config.redis(socket_timeout=10, socket_connect_timeout=3)
+		self.keys = config.keys()
 		self.clock = Clock()
 		self.metrics = Metrics(self.process_id, config.executor, config.metrics_schedules)
 		self.metrics.registry.register(
 			StateCollector(
 				config.redis(socket_timeout=STATE_READ_SECONDS, socket_connect_timeout=STATE_READ_SECONDS),
+				self.keys,
 				lambda: self.reconciler.snapshot().bench.site_names(),
 			)
 		)
-		self.state = State(self.redis, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
+		self.state = State(self.redis, self.keys, config.replica_ack_timeout_ms, on_quarantine=self.metrics.quarantine)
 		self.replication = Replication(self.redis, self.state, config.replica_acks)
-		self.lease = Lease(self.redis, self.process_id, config.lease_ttl_secs)
-		self.candidacy = Candidacy(self.redis, self.process_id, worker_pid)
+		self.lease = Lease(self.redis, self.keys, self.process_id, config.lease_ttl_secs)
+		self.candidacy = Candidacy(self.redis, self.keys, self.process_id, worker_pid)
 		self.metrics.watch_lease(self.lease)
 		self.connections = config.connections()
-		self.frappe_jobs = FrappeJobSites()
+		self.frappe_jobs = FrappeJobSites(self.keys)
 		self.reconciler = Reconciler(
 			bench_path,
 			self.state,
@@ -164,18 +168,18 @@ class Scheduler:
 		self.started_at = datetime.now(timezone.utc)
 		self.leader_since: datetime | None = None
 		self.access, self.notify_access, self.reconcile_access = (
-			redis_acl.Access(self.redis, self.reconciler.snapshot().bench.bench_id, self.process_id, part)
+			redis_acl.Access(self.redis, self.keys, self.reconciler.snapshot().bench.bench_id, self.process_id, part)
 			for part in ("main", "notifier", "reconciler")
 		)
 		self.redis_failures = RedisFailures(self.process_id, self.access, self.replication, self.metrics)
-		self.notifier = Notifier(config, self.wake, self.notify_access)
+		self.notifier = Notifier(config, self.keys, self.wake, self.notify_access)
 		self.renew_every = max(config.lease_ttl_secs / 3, 0.05)
 		self.next_renew = self.next_heartbeat = 0.0
 		self.next_check = 0.0  # when the leader next looks for fires to release or prepare
 		self.retry_push_at = 0.0  # a queue refused a push: not before this
 		self.heartbeat_role: str | None = None
 		self.acks = status.FrappeJobAcks(config.lease_ttl_secs)
-		self.shared_redis = status.SharedRedisWatch(bench_path)
+		self.shared_redis = status.SharedRedisWatch(bench_path, self.keys)
 		self.firing = FirePipeline(self.state, self.lease, config, self.clock, self.metrics)
 		self.reconciling = ReconcileThread(
 			self.reconciler, self.lease, config, self.state, self.reconcile_access, self.wake
@@ -204,6 +208,7 @@ class Scheduler:
 		listener_redis = self.config.redis(socket_timeout=None, socket_connect_timeout=3)
 		start_listener_thread(
 			listener_redis,
+			self.keys,
 			RpcDispatcher(self.reconciler),
 			self.config,
 			stop,
@@ -224,7 +229,7 @@ class Scheduler:
 			self.step_down("stopped")
 			self.wake.set()
 			try:
-				status.forget_process(self.redis, self.process_id)
+				status.forget_process(self.redis, self.keys, self.process_id)
 			except REDIS_ERRORS:
 				pass  # Redis is down: the heartbeat expires on its own
 			log_event(logger, logging.INFO, "scheduler_stopped", process=self.process_id)
@@ -249,7 +254,7 @@ class Scheduler:
 
 	def publish_wake(self) -> None:
 		try:
-			self.redis.publish(protocol.WAKE_CHANNEL, self.process_id)
+			self.redis.publish(self.keys.wake_channel, self.process_id)
 		except redis.RedisError:
 			pass  # the leader still wakes at its next fire or renewal; the notifier reports a refused channel
 		self.wake.set()
@@ -363,6 +368,7 @@ class Scheduler:
 			self.reconciling.due.set()
 		status.write_heartbeat(
 			self.redis,
+			self.keys,
 			self.process_id,
 			role=role,
 			started_at=self.started_at,

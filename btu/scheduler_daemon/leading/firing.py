@@ -30,7 +30,6 @@ from btu.scheduler_daemon.leading.planner import CACHE_SIZE, FireItem, Plan, Pla
 from btu.scheduler_daemon.leading.state import Acks, Due, ItemResult, Released, State, fire_record
 from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.operations.metrics import Metrics
-from btu.shared import protocol
 from btu.shared.instants import from_ms
 
 # Released outcomes kept in a site's recent fires.
@@ -59,7 +58,7 @@ class FirePipeline:
 		self.clock = clock  # Redis's time, estimated locally (engine.Clock)
 		self.grace_ms = round(config.misfire_grace_secs * 1000)
 		self.ahead_ms = round(config.prepare_ahead_secs * 1000)
-		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape))
+		self.planner = Planner(lru_cache(maxsize=CACHE_SIZE)(self.make_shape), state.keys.namespace)
 		self.unacknowledged = (
 			0  # fires released with no replica's acknowledgement in time, since the last one that had it
 		)
@@ -141,7 +140,7 @@ class FirePipeline:
 		)
 		for bad in plan.corrupt:
 			self.state.quarantine(
-				protocol.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule
+				self.state.keys.schedule_key(bad.site, bad.schedule), bad.reason, site=bad.site, schedule=bad.schedule
 			)
 			log_state_quarantined(bad.site, bad.schedule, bad.reason)
 		for bad in plan.failed:

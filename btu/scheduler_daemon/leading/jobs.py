@@ -30,7 +30,6 @@ from rq import Callback
 from rq.job import Job, JobStatus
 from rq.utils import utcformat
 
-from btu.shared import protocol
 from btu.shared.instants import slot_text
 from btu.shared.job_contract import FRAPPE_EXECUTOR, TASK_RUNNER, runner_kwargs
 from btu.shared.run_kind import RunKey
@@ -88,7 +87,7 @@ class IdForm:
 	"""One way of writing (site, schedule, slot) as a job id: "<site><between><marker><sep><schedule><sep><slot>".
 
 	The marker is "btu", or "btu@<namespace>" (escaped as the form escapes) for a bench with a namespace of its
-	own (`protocol.use_namespace`): rq's job keys are one per Redis, so two benches sharing it, with a site
+	own (`Keys.namespace`): rq's job keys are one per Redis, so two benches sharing it, with a site
 	and a schedule named alike, must not write one job id.
 
 	The site never holds `between` and the slot never holds `sep` (site names
@@ -105,16 +104,16 @@ class IdForm:
 		self.escape = escape
 		self.unescape = unescape
 
-	def marker(self) -> str:
-		return self.escape(f"btu@{protocol.NAMESPACE}") if protocol.NAMESPACE else "btu"
+	def marker(self, namespace: str | None) -> str:
+		return self.escape(f"btu@{namespace}") if namespace else "btu"
 
-	def encode(self, site: str, schedule: str, slot: datetime) -> str:
-		escape, sep = self.escape, self.sep
-		return f"{escape(site)}{self.between}{self.marker()}{sep}{escape(schedule)}{sep}{escape(compact_slot(slot))}"
+	def encode(self, site: str, schedule: str, slot: datetime, namespace: str | None = None) -> str:
+		escape, sep, marker = self.escape, self.sep, self.marker(namespace)
+		return f"{escape(site)}{self.between}{marker}{sep}{escape(schedule)}{sep}{escape(compact_slot(slot))}"
 
-	def decode(self, identifier: str) -> tuple[str, str, datetime]:
+	def decode(self, identifier: str, namespace: str | None = None) -> tuple[str, str, datetime]:
 		site, between, rest = identifier.partition(self.between)
-		head = f"{self.marker()}{self.sep}"
+		head = f"{self.marker(namespace)}{self.sep}"
 		schedule, sep, slot = rest[len(head) :].rpartition(self.sep)
 		if not (between and sep and rest.startswith(head)):
 			raise ValueError(f"job id {identifier!r} is not a BTU job id of the form {self.name}")
@@ -124,7 +123,7 @@ class IdForm:
 		moment = datetime.strptime(found[1], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
 		parsed = (self.unescape(site), self.unescape(schedule), moment + timedelta(milliseconds=int(found[2] or 0)))
 		# Only the id this module writes for those parts: an unescaped "%", a lower-case "_2e", a ".000" are refused.
-		if self.encode(*parsed) != identifier:
+		if self.encode(*parsed, namespace) != identifier:
 			raise ValueError(f"job id {identifier!r} is not how BTU writes the id of {parsed!r}")
 		return parsed
 
@@ -198,18 +197,20 @@ def _installed_form() -> IdForm:
 ID_FORM = _installed_form()
 
 
-def job_id(site: str, schedule: str, slot: datetime) -> str:
-	"""Deterministic per (site, schedule, slot to the millisecond), in Frappe's form where the installed rq allows it.
+def job_id(site: str, schedule: str, slot: datetime, namespace: str | None = None) -> str:
+	"""Deterministic per (site, schedule, slot to the millisecond), in Frappe's form where the installed rq allows it;
+	`namespace`: the bench's (`Keys.namespace`).
 
 	Injective: no two (site, schedule, slot) share an id, so one site's fire is
 	never taken for another's duplicate. `parse_job_id` is its inverse.
 	"""
-	return ID_FORM.encode(site, schedule, slot)
+	return ID_FORM.encode(site, schedule, slot, namespace)
 
 
-def parse_job_id(identifier: str) -> tuple[str, str, datetime]:
-	"""(site, schedule, slot) of a BTU job id; ValueError for any text `job_id` does not write."""
-	return ID_FORM.decode(identifier)
+def parse_job_id(identifier: str, namespace: str | None = None) -> tuple[str, str, datetime]:
+	"""(site, schedule, slot) of a BTU job id of the bench with `namespace`; ValueError for any text `job_id` does not
+	write."""
+	return ID_FORM.decode(identifier, namespace)
 
 
 def rq_time(moment: datetime) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from btu.scheduler_daemon.leading import scripts
-from btu.shared import protocol
+from btu.shared.keys import Keys
 
 # The longest lease any scheduler may set (config's lease_ttl_secs maximum): a lease key that
 # lives longer was not written by one, and is moved aside rather than obeyed.
@@ -20,15 +20,16 @@ MAX_TTL_MS = 3600 * 1000
 
 
 class Lease:
-	def __init__(self, redis_conn, holder: str, ttl_secs: float):
+	def __init__(self, redis_conn, keys: Keys, holder: str, ttl_secs: float):
 		self.redis = redis_conn
+		self.keys = keys
 		self.holder = holder
 		self.ttl_ms = max(int(ttl_secs * 1000), 100)
 		self.value: str | None = None
 		self.valid_until = 0.0  # monotonic: the lease runs out then unless renewed (measured from before the call)
-		self._acquire = scripts.register(redis_conn, "lease_acquire")
-		self._renew = scripts.register(redis_conn, "lease_renew")
-		self._release = scripts.register(redis_conn, "lease_release")
+		self._acquire = scripts.register(redis_conn, keys, "lease_acquire")
+		self._renew = scripts.register(redis_conn, keys, "lease_renew")
+		self._release = scripts.register(redis_conn, keys, "lease_release")
 
 	@property
 	def held(self) -> bool:
@@ -45,7 +46,7 @@ class Lease:
 	def acquire(self) -> bool:
 		started = time.monotonic()
 		value = self._acquire(
-			keys=[protocol.LEADER_KEY, protocol.LEADER_EPOCH_KEY], args=[self.holder, self.ttl_ms, MAX_TTL_MS]
+			keys=[self.keys.leader, self.keys.leader_epoch], args=[self.holder, self.ttl_ms, MAX_TTL_MS]
 		)
 		self.value = value.decode() if isinstance(value, bytes) else value
 		self.valid_until = started + self.ttl_ms / 1000 if self.held else 0.0
@@ -53,7 +54,7 @@ class Lease:
 
 	def renew(self) -> bool:
 		started = time.monotonic()
-		if self.value and not self._renew(keys=[protocol.LEADER_KEY], args=[self.value, self.ttl_ms]):
+		if self.value and not self._renew(keys=[self.keys.leader], args=[self.value, self.ttl_ms]):
 			self.value = None
 		if self.held:
 			self.valid_until = started + self.ttl_ms / 1000
@@ -61,8 +62,8 @@ class Lease:
 
 	def release(self) -> None:
 		if self.value:
-			self._release(keys=[protocol.LEADER_KEY], args=[self.value])
-			self.redis.publish(protocol.HANDOFF_CHANNEL, self.holder)
+			self._release(keys=[self.keys.leader], args=[self.value])
+			self.redis.publish(self.keys.handoff_channel, self.holder)
 		self.value = None
 
 	def lost(self) -> None:
@@ -72,5 +73,5 @@ class Lease:
 	def current(self) -> tuple[str | None, int]:
 		"""The lease's value and its remaining time in ms (-2 when nobody holds it)."""
 		with self.redis.pipeline() as pipe:
-			value, pttl = pipe.get(protocol.LEADER_KEY).pttl(protocol.LEADER_KEY).execute()
+			value, pttl = pipe.get(self.keys.leader).pttl(self.keys.leader).execute()
 		return (value.decode() if isinstance(value, bytes) else value), pttl

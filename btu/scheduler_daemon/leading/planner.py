@@ -99,10 +99,12 @@ def load_spec(fingerprint: str, spec_json: str) -> ScheduleSpec:
 
 
 class Planner:
-	"""Plans fires; `load_shape(job_json, site)` makes the job shape a schedule's state names."""
+	"""Plans fires; `load_shape(job_json, site)` makes the job shape a schedule's state names; `namespace` is the
+	bench's, which its job ids carry."""
 
-	def __init__(self, load_shape: Callable[[str, str], JobShape]):
+	def __init__(self, load_shape: Callable[[str, str], JobShape], namespace: str | None = None):
 		self.load_shape = load_shape
+		self.namespace = namespace
 
 	def plan(
 		self, now: datetime, due: list[DueEntry], states: list[dict | Exception], *, grace: timedelta, ahead: timedelta
@@ -167,7 +169,14 @@ class Planner:
 			fire_at = spec.fire_time(slot)
 			description, data = shape.fire_fields(entry.schedule, slot, fire_at)
 			jobs.append(
-				FireJob(to_ms(slot), to_ms(fire_at), job_id(entry.site, entry.schedule, slot), shape, description, data)
+				FireJob(
+					to_ms(slot),
+					to_ms(fire_at),
+					job_id(entry.site, entry.schedule, slot, self.namespace),
+					shape,
+					description,
+					data,
+				)
 			)
 		finished = plan.finished or plan.next_cursor is None
 		# The rule never yields a skipped slot: those this plan passed over, for the log and metrics.

@@ -20,7 +20,7 @@ from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.operations.log import log_event
 from btu.scheduler_daemon.operations.redis_failures import is_outage
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
-from btu.shared import protocol
+from btu.shared.redis_refusals import is_denied
 
 logger = logging.getLogger("btu.scheduler")
 # Fires were released: the Desk's published status shows them within this long.
@@ -51,11 +51,11 @@ class ReconcileThread:
 		self.reconciled_term: int | None = None  # the lease epoch whose first full cycle ended
 		self.next_status = 0.0  # when the status is next published
 		self.status_at = float("-inf")  # when it last was
-		self.publisher = status.Publisher()
+		self.publisher = status.Publisher(state.keys)
 
 	def new_term(self) -> None:
 		"""Elected: every site now, and the status published afresh (another leader wrote the state meanwhile)."""
-		self.publisher = status.Publisher()
+		self.publisher = status.Publisher(self.state.keys)
 		self.due.set()
 
 	def catch_up_held(self) -> bool:
@@ -95,7 +95,7 @@ class ReconcileThread:
 					self.publish()
 				self.access.ok()
 			except Exception as exc:
-				if protocol.is_denied(exc):
+				if is_denied(exc):
 					self.access.denied(exc)
 				elif not is_outage(exc):  # the main loop reports outages and refusals
 					log_event(

@@ -1,12 +1,12 @@
 """The scheduler's runtime state in Redis, and the atomic operations on it.
 
-Per schedule a hash (`protocol.schedule_key`): its compiled spec (JSON, with its
+Per schedule a hash (`Keys.schedule_key`): its compiled spec (JSON, with its
 fingerprint) and job template (JSON), `cursor` (the pending slot, epoch
 ms: the value every fire compares and moves), `fire_at`, `runs`, the last
-fire, `paused` and `finished`. One sorted set (`protocol.DUE_KEY`) orders
-every schedule of every site by fire time; another (`protocol.PREPARED_KEY`)
+fire, `paused` and `finished`. One sorted set (`Keys.due`) orders
+every schedule of every site by fire time; another (`Keys.prepared`)
 holds the fires prepared ahead of their moment, indexed per schedule
-(`protocol.prepared_index_key`) so that withdrawing one schedule's fires
+(`Keys.prepared_index_key`) so that withdrawing one schedule's fires
 touches no other's. A fire claims its slot when it is prepared (prepare.lua)
 and is queued at its moment (release.lua). All writes that race with a fire
 go through Lua scripts, but for taking a paused site's schedules off the due
@@ -32,7 +32,7 @@ from btu.scheduler_daemon.leading import scripts
 from btu.scheduler_daemon.leading.jobs import JOB_KEY_PREFIX, QUEUES_KEY
 from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome
 from btu.scheduler_daemon.leading.planner import DueEntry, FireItem
-from btu.shared import protocol
+from btu.shared.keys import RESYNC_ALL, Keys, due_member, parse_due_member
 
 RECENT_FIRES = 200
 # A schedule's state hash; "spec" and "job" only in a state written before they had their definition key.
@@ -61,7 +61,7 @@ class CompiledSchedule:
 
 	def args(self, site: str) -> list:
 		return [
-			protocol.due_member(site, self.name),
+			due_member(site, self.name),
 			self.name,
 			self.fingerprint,
 			json.dumps(self.spec, sort_keys=True, separators=COMPACT),
@@ -78,7 +78,7 @@ class CompiledSchedule:
 
 @dataclass(frozen=True)
 class Prepared:
-	"""A member of the prepared set (`protocol.PREPARED_KEY`), as prepare.lua writes it."""
+	"""A member of the prepared set (`Keys.prepared`), as prepare.lua writes it."""
 
 	job_id: str
 	queue_key: str
@@ -108,7 +108,7 @@ class Prepared:
 	@cached_property
 	def target(self) -> tuple[str, str]:
 		"""(site, schedule)"""
-		return protocol.parse_due_member(self.due_member)
+		return parse_due_member(self.due_member)
 
 	@property
 	def site(self) -> str:
@@ -146,7 +146,7 @@ class Released:
 
 
 def fire_record(schedule: str, slot_ms: int, enqueued_ms: int, lag_ms: int, job_id: str, outcome: str) -> dict:
-	"""One entry of a site's recent fires (`protocol.recent_fires_key`)."""
+	"""One entry of a site's recent fires (`Keys.recent_fires_key`)."""
 	return {
 		"schedule": schedule,
 		"slot_ms": slot_ms,
@@ -157,16 +157,16 @@ def fire_record(schedule: str, slot_ms: int, enqueued_ms: int, lag_ms: int, job_
 	}
 
 
-def prepare_args(lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> list:
+def prepare_args(keys: Keys, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> list:
 	"""The prepare script's ARGV: each job shape once, then the items with only what differs per job."""
 	shapes: dict[int, int] = {}
 	shape_args: list = []
 	item_args: list = []
 	for item in items:
 		item_args += [
-			protocol.due_member(item.site, item.schedule),
-			protocol.schedule_key(item.site, item.schedule),
-			protocol.counters_key(item.site),
+			due_member(item.site, item.schedule),
+			keys.schedule_key(item.site, item.schedule),
+			keys.counters_key(item.site),
 			item.expected_cursor,
 			item.next_cursor,
 			item.next_fire_at,
@@ -216,8 +216,7 @@ class Due:
 		return cls(
 			now_us=int(raw[0]),
 			entries=[
-				DueEntry(*protocol.parse_due_member(member), int(float(score)))
-				for member, score in zip(raw[4::2], raw[5::2])
+				DueEntry(*parse_due_member(member), int(float(score))) for member, score in zip(raw[4::2], raw[5::2])
 			],
 			next_due_ms=int(float(raw[1])) if raw[1] else None,
 			next_prepared_ms=int(float(raw[2])) if raw[2] else None,
@@ -279,9 +278,11 @@ class Release:
 
 
 class State:
-	def __init__(self, redis_conn, replica_ack_timeout_ms: int = 500, on_quarantine=None):
-		"""`on_quarantine(what)` hears of each value this moves aside, "schedule_state" or "key" (for the metrics)."""
+	def __init__(self, redis_conn, keys: Keys, replica_ack_timeout_ms: int = 500, on_quarantine=None):
+		"""`keys`: the bench's key names. `on_quarantine(what)` hears of each value this moves aside, "schedule_state"
+		or "key" (for the metrics)."""
 		self.redis = redis_conn
+		self.keys = keys
 		self.on_quarantine = on_quarantine or (lambda what: None)
 		# Replicas each release waits for (`replication.Replication` sets it from those connected).
 		self.replicas_wanted = 0
@@ -290,22 +291,22 @@ class State:
 		# published status is built again only when this moved (`status.Publisher`). Counted where the write is known
 		# to change something: the firing loop calls `release` on every step, mostly for nothing.
 		self.changes = 0
-		self._due = scripts.register(redis_conn, "due")
-		self._prepare = scripts.register(redis_conn, "prepare")
-		self._release = scripts.register(redis_conn, "release")
-		self._upsert = scripts.register(redis_conn, "upsert")
-		self._remove = scripts.register(redis_conn, "remove")
-		self._quarantine = scripts.register(redis_conn, "quarantine")
-		self._audit = scripts.register(redis_conn, "audit")
-		self._record = scripts.register(redis_conn, "record")
-		self._drop_due = scripts.register(redis_conn, "drop_due")
+		self._due = scripts.register(redis_conn, keys, "due")
+		self._prepare = scripts.register(redis_conn, keys, "prepare")
+		self._release = scripts.register(redis_conn, keys, "release")
+		self._upsert = scripts.register(redis_conn, keys, "upsert")
+		self._remove = scripts.register(redis_conn, keys, "remove")
+		self._quarantine = scripts.register(redis_conn, keys, "quarantine")
+		self._audit = scripts.register(redis_conn, keys, "audit")
+		self._record = scripts.register(redis_conn, keys, "record")
+		self._drop_due = scripts.register(redis_conn, keys, "drop_due")
 
 	# -- wrong values ---------------------------------------------------------------------
 
 	def quarantine(self, key: str, reason: str, *, site: str | None = None, schedule: str | None = None) -> None:
 		"""Move `key` aside with the reason; a schedule's is also taken off the due set and rebuilt from its row."""
-		member = protocol.due_member(site, schedule) if site is not None and schedule is not None else ""
-		self._quarantine(keys=[key, protocol.DUE_KEY], args=[reason, member])
+		member = due_member(site, schedule) if site is not None and schedule is not None else ""
+		self._quarantine(keys=[key, self.keys.due], args=[reason, member])
 		self.changes += 1
 		self.on_quarantine("schedule_state" if member else "key")
 
@@ -324,9 +325,7 @@ class State:
 		from the prepared set (audit.lua): (due entries put right, states moved aside to be rebuilt)."""
 		mended = moved = 0
 		for start in range(0, max(len(members), 1), AUDIT_CHUNK):
-			done = self._audit(
-				keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=members[start : start + AUDIT_CHUNK]
-			)
+			done = self._audit(keys=[self.keys.due, self.keys.prepared], args=members[start : start + AUDIT_CHUNK])
 			mended, moved = mended + int(done[0]), moved + int(done[1])
 		if mended or moved:
 			self.changes += 1
@@ -335,7 +334,7 @@ class State:
 	def check_types(self, sites: set[str]) -> list[str]:
 		"""Move aside every key of BTU's (global, and the sites') that holds another type than BTU writes there;
 		the keys moved. What a site's schedule set held is compiled again from the rows."""
-		expected = expected_types(sites)
+		expected = expected_types(self.keys, sites)
 		with self.redis.pipeline(transaction=False) as pipe:
 			for key in expected:
 				pipe.type(key)
@@ -346,13 +345,13 @@ class State:
 				self.quarantine(key, f"holds a {found}, not a {kind}")
 				moved.append(key)
 		for site in sites:
-			if protocol.site_schedules_key(site) in moved:
-				self.redis.sadd(protocol.RESYNC_KEY, protocol.due_member(site, protocol.RESYNC_ALL))
+			if self.keys.site_schedules_key(site) in moved:
+				self.redis.sadd(self.keys.resync, due_member(site, RESYNC_ALL))
 		return moved
 
 	def take_resync(self) -> set[str]:
 		"""The "<site>|<schedule>" members (or "*") whose state is to be rebuilt from the rows, taken off the set."""
-		members = self.guarded(protocol.RESYNC_KEY, lambda: self.redis.spop(protocol.RESYNC_KEY, 10_000))
+		members = self.guarded(self.keys.resync, lambda: self.redis.spop(self.keys.resync, 10_000))
 		return {text(m) for m in members or []}
 
 	# -- generation: detecting that Redis lost the state -----------------------------
@@ -361,10 +360,10 @@ class State:
 		"""The state's generation, made when missing (a new or wiped Redis)."""
 
 		def read():
-			self.redis.set(protocol.GENERATION_KEY, uuid.uuid4().hex, nx=True)
-			return text(self.redis.get(protocol.GENERATION_KEY))
+			self.redis.set(self.keys.generation, uuid.uuid4().hex, nx=True)
+			return text(self.redis.get(self.keys.generation))
 
-		return self.guarded(protocol.GENERATION_KEY, read)
+		return self.guarded(self.keys.generation, read)
 
 	# -- reconcile side ------------------------------------------------------------------
 
@@ -379,10 +378,10 @@ class State:
 		for attempt in (1, 2):
 			with self.redis.pipeline(transaction=False) as pipe:
 				for entry in upserts:
-					keys = upsert_keys(site, entry.name)
+					keys = upsert_keys(self.keys, site, entry.name)
 					pipe.evalsha(self._upsert.sha, len(keys), *keys, *entry.args(site), JOB_KEY_PREFIX)
-				pipe.sadd(protocol.SITES_KEY, site)
-				pipe.hdel(protocol.invalid_rows_key(site), *names)
+				pipe.sadd(self.keys.sites, site)
+				pipe.hdel(self.keys.invalid_rows_key(site), *names)
 				*results, listed, cleared = pipe.execute(raise_on_error=False)
 			if attempt == 1 and any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
 				self.redis.script_load(self._upsert.script)
@@ -393,21 +392,19 @@ class State:
 			if isinstance(result, Exception):
 				raise result
 		if isinstance(listed, Exception):
-			self.guarded(protocol.SITES_KEY, lambda: self.redis.sadd(protocol.SITES_KEY, site))
+			self.guarded(self.keys.sites, lambda: self.redis.sadd(self.keys.sites, site))
 		if isinstance(cleared, Exception):
 			self.clear_invalid(site, *names)
 		return [text(r) for r in results]
 
 	def remove(self, site: str, name: str, client=None) -> bool:
 		"""Take a schedule out of the state, withdrawing its prepared fires; True when it was there."""
-		keys = [*upsert_keys(site, name)]
+		keys = [*upsert_keys(self.keys, site, name)]
 		self.changes += 1
-		return bool(
-			self._remove(keys=keys, args=[protocol.due_member(site, name), name, JOB_KEY_PREFIX], client=client)
-		)
+		return bool(self._remove(keys=keys, args=[due_member(site, name), name, JOB_KEY_PREFIX], client=client))
 
 	def names(self, site: str) -> set[str]:
-		key = protocol.site_schedules_key(site)
+		key = self.keys.site_schedules_key(site)
 		try:
 			names = self.redis.smembers(key)
 		except redis.ResponseError as exc:
@@ -415,27 +412,27 @@ class State:
 				raise
 			# The site's list of schedules is gone with it: every one of them is compiled again.
 			self.quarantine(key, str(exc))
-			self.redis.sadd(protocol.RESYNC_KEY, protocol.due_member(site, protocol.RESYNC_ALL))
+			self.redis.sadd(self.keys.resync, due_member(site, RESYNC_ALL))
 			names = set()
 		return {text(n) for n in names}
 
 	def present(self, site: str, names: list[str]) -> dict[str, bool]:
 		"""Whether each schedule of `site` is in the state, in one round trip."""
-		key = protocol.site_schedules_key(site)
+		key = self.keys.site_schedules_key(site)
 		with self.redis.pipeline(transaction=False) as pipe:
 			for name in names:
 				pipe.sismember(key, name)
 			return dict(zip(names, map(bool, pipe.execute())))
 
 	def sites(self) -> set[str]:
-		return {text(s) for s in self.guarded(protocol.SITES_KEY, lambda: self.redis.smembers(protocol.SITES_KEY))}
+		return {text(s) for s in self.guarded(self.keys.sites, lambda: self.redis.smembers(self.keys.sites))}
 
 	def hold_site(self, site: str) -> None:
 		"""Take a paused site's schedules off the due set; their cursors stay."""
-		members = [protocol.due_member(site, name) for name in self.names(site)]
+		members = [due_member(site, name) for name in self.names(site)]
 		self.changes += 1
 		for start in range(0, len(members), PURGE_CHUNK):
-			self.redis.zrem(protocol.DUE_KEY, *members[start : start + PURGE_CHUNK])
+			self.redis.zrem(self.keys.due, *members[start : start + PURGE_CHUNK])
 
 	def purge_site(self, site: str) -> None:
 		"""Take a site out of the state, a chunk of schedules per round trip: each removal is its own short script,
@@ -449,18 +446,18 @@ class State:
 		# Out of the sites set as its keys go, in one transaction: nobody sees a site listed without its keys or keys of
 		# a site no longer listed, and a fire record that comes later is refused (record.lua).
 		with self.redis.pipeline(transaction=True) as pipe:
-			pipe.srem(protocol.SITES_KEY, site)
+			pipe.srem(self.keys.sites, site)
 			self.changes += 1
 			pipe.delete(
-				protocol.site_schedules_key(site),
-				protocol.recent_fires_key(site),
-				protocol.invalid_rows_key(site),
-				protocol.counters_key(site),
+				self.keys.site_schedules_key(site),
+				self.keys.recent_fires_key(site),
+				self.keys.invalid_rows_key(site),
+				self.keys.counters_key(site),
 			)
 			pipe.execute()
 
 	def set_invalid(self, site: str, invalid: dict[str, str], *, replace: bool) -> None:
-		key = protocol.invalid_rows_key(site)
+		key = self.keys.invalid_rows_key(site)
 		self.changes += 1
 
 		def write():
@@ -474,18 +471,18 @@ class State:
 		self.guarded(key, write)
 
 	def invalid_names(self, site: str) -> set[str]:
-		key = protocol.invalid_rows_key(site)
+		key = self.keys.invalid_rows_key(site)
 		return {text(n) for n in self.guarded(key, lambda: self.redis.hkeys(key))}
 
 	def sites_with_invalid(self, sites: list[str]) -> set[str]:
 		"""Which of `sites` have invalid rows listed, in one round trip (a full reconcile compiles those again)."""
 		with self.redis.pipeline(transaction=False) as pipe:
 			for site in sites:
-				pipe.exists(protocol.invalid_rows_key(site))
+				pipe.exists(self.keys.invalid_rows_key(site))
 			return {site for site, found in zip(sites, pipe.execute()) if found}
 
 	def clear_invalid(self, site: str, *names: str) -> None:
-		key = protocol.invalid_rows_key(site)
+		key = self.keys.invalid_rows_key(site)
 		if names:
 			self.changes += 1
 			self.guarded(key, lambda: self.redis.hdel(key, *names))
@@ -496,15 +493,15 @@ class State:
 		"""What is due: fire time at most `ahead_ms` from now, so the leader can prepare it before its moment; with
 		`held_ms`, none due more than that long ago (a catch-up held back)."""
 		args = [batch_size, ahead_ms, *([] if held_ms is None else [held_ms])]
-		return Due.of(self._due(keys=[protocol.DUE_KEY, protocol.PREPARED_KEY], args=args))
+		return Due.of(self._due(keys=[self.keys.due, self.keys.prepared], args=args))
 
 	def read(self, entries: list[DueEntry]) -> list[dict | Exception]:
 		"""Each schedule's state fields with its "spec" and "job" from its definition, or the error reading them raised
 		(a key of the wrong type)."""
 		with self.redis.pipeline(transaction=False) as pipe:
 			for entry in entries:
-				pipe.hmget(protocol.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
-				pipe.get(protocol.definition_key(entry.site, entry.schedule))
+				pipe.hmget(self.keys.schedule_key(entry.site, entry.schedule), STATE_FIELDS)
+				pipe.get(self.keys.definition_key(entry.site, entry.schedule))
 			replies = pipe.execute(raise_on_error=False)
 		return states_of(replies)
 
@@ -520,7 +517,7 @@ class State:
 			by_site.setdefault(site, []).append(json.dumps(fire))
 		with self.redis.pipeline(transaction=False) as pipe:
 			for site, records in by_site.items():
-				keys = [protocol.SITES_KEY, protocol.recent_fires_key(site)]
+				keys = [self.keys.sites, self.keys.recent_fires_key(site)]
 				self._record(keys=keys, args=[site, RECENT_FIRES, *records[-RECENT_FIRES:]], client=pipe)
 			pipe.execute()
 
@@ -530,12 +527,10 @@ class State:
 		if not schedules:
 			return 0
 		args = [
-			value
-			for site, schedule, fingerprint in schedules
-			for value in (protocol.due_member(site, schedule), fingerprint)
+			value for site, schedule, fingerprint in schedules for value in (due_member(site, schedule), fingerprint)
 		]
 		self.changes += 1
-		return int(self._drop_due(keys=[protocol.DUE_KEY], args=args))
+		return int(self._drop_due(keys=[self.keys.due], args=args))
 
 	def prepare(self, lease_value: str, stamp: str, grace_ms: int, items: list[FireItem]) -> Preparation:
 		"""Run the prepare script: claim each item's slots and write its jobs, on no queue yet.
@@ -543,8 +538,8 @@ class State:
 		self.changes += 1  # the schedules' next fires move on
 		return Preparation.of(
 			self._prepare(
-				keys=[protocol.LEADER_KEY, protocol.DUE_KEY, protocol.PREPARED_KEY],
-				args=prepare_args(lease_value, stamp, grace_ms, items),
+				keys=[self.keys.leader, self.keys.due, self.keys.prepared],
+				args=prepare_args(self.keys, lease_value, stamp, grace_ms, items),
 			)
 		)
 
@@ -557,7 +552,7 @@ class State:
 		return Release.of(
 			*self.durably(
 				self._release,
-				[protocol.LEADER_KEY, protocol.PREPARED_KEY, QUEUES_KEY, protocol.DUE_KEY],
+				[self.keys.leader, self.keys.prepared, QUEUES_KEY, self.keys.due],
 				[lease_value, batch_size, JOB_KEY_PREFIX, grace_ms],
 			)
 		)
@@ -579,18 +574,18 @@ class State:
 		return raw, Acks(int(acked), wanted)
 
 
-def global_types() -> dict[str, str]:
-	"""The type of each global key BTU writes (check_types), named for the bench's namespace."""
+def global_types(keys: Keys) -> dict[str, str]:
+	"""The type of each global key BTU writes (check_types)."""
 	return {
-		protocol.DUE_KEY: "zset",
-		protocol.PREPARED_KEY: "zset",
-		protocol.SITES_KEY: "set",
-		protocol.GENERATION_KEY: "string",
-		protocol.LEADER_EPOCH_KEY: "string",
-		protocol.PROCESSES_KEY: "zset",
-		protocol.COMMANDS_KEY: "list",
-		protocol.RESYNC_KEY: "set",
-		protocol.QUARANTINE_KEY: "hash",
+		keys.due: "zset",
+		keys.prepared: "zset",
+		keys.sites: "set",
+		keys.generation: "string",
+		keys.leader_epoch: "string",
+		keys.processes: "zset",
+		keys.commands: "list",
+		keys.resync: "set",
+		keys.quarantine: "hash",
 	}
 
 
@@ -600,16 +595,16 @@ PURGE_CHUNK = 100
 AUDIT_CHUNK = 1000
 
 
-def expected_types(sites: set[str]) -> dict[str, str]:
+def expected_types(keys: Keys, sites: set[str]) -> dict[str, str]:
 	"""The type each key of BTU's holds: the global keys' and those of `sites`."""
-	expected = global_types()
+	expected = global_types(keys)
 	for site in sites:
 		expected.update(
 			{
-				protocol.site_schedules_key(site): "set",
-				protocol.counters_key(site): "hash",
-				protocol.invalid_rows_key(site): "hash",
-				protocol.recent_fires_key(site): "list",
+				keys.site_schedules_key(site): "set",
+				keys.counters_key(site): "hash",
+				keys.invalid_rows_key(site): "hash",
+				keys.recent_fires_key(site): "list",
 			}
 		)
 	return expected
@@ -633,15 +628,15 @@ def states_of(replies: list) -> list[dict | Exception]:
 	return out
 
 
-def upsert_keys(site: str, name: str) -> list[str]:
+def upsert_keys(keys: Keys, site: str, name: str) -> list[str]:
 	"""KEYS of upsert.lua and remove.lua."""
 	return [
-		protocol.schedule_key(site, name),
-		protocol.DUE_KEY,
-		protocol.site_schedules_key(site),
-		protocol.PREPARED_KEY,
-		protocol.prepared_index_key(site, name),
-		protocol.definition_key(site, name),
+		keys.schedule_key(site, name),
+		keys.due,
+		keys.site_schedules_key(site),
+		keys.prepared,
+		keys.prepared_index_key(site, name),
+		keys.definition_key(site, name),
 	]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from btu.shared.job_contract import EXECUTORS, FRAPPE_EXECUTOR
-from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
+from btu.shared.redis_urls import REDIS_URL_SCHEMES, is_redis_url, mask_url
 
 if sys.version_info >= (3, 11):
 	import tomllib
@@ -270,6 +270,19 @@ class Config:
 		from btu.scheduler_daemon.reads.database import connect
 
 		return Connections(connect, self.db_max_connections, self.db_idle_secs)
+
+	def keys(self):
+		"""The bench's key names (`Bench.keys`); seed 000's with `redis_url` set and no bench to be found."""
+		from btu.scheduler_daemon.reads.bench import BenchError
+		from btu.shared.keys import Keys
+
+		try:
+			bench = self.load_bench()
+		except BenchError:
+			if not self.redis_url:
+				raise
+			return Keys()
+		return bench.keys
 
 	def redis(self, **kwargs):
 		"""A client of the scheduler's Redis: `redis_url`, else the bench's redis_queue.

@@ -15,7 +15,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
-from btu.shared.protocol import mask_url
+from btu.shared.redis_urls import mask_url
 
 FIELDS_ATTR = "btu_fields"
 RESERVED = ("ts", "level", "event")

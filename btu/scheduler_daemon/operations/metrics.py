@@ -52,6 +52,7 @@ from prometheus_client.utils import floatToGoString
 from btu import __version__
 from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.shared import protocol
+from btu.shared.keys import Keys
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -464,8 +465,9 @@ class StateCollector:
 	prepared fires, schedules overdue, quarantined values. Redis failing gives btu_state_readable 0, never a failed
 	scrape."""
 
-	def __init__(self, redis_conn, bench_sites: Callable[[], Iterable[str]]):
+	def __init__(self, redis_conn, keys: Keys, bench_sites: Callable[[], Iterable[str]]):
 		self.redis = redis_conn
+		self.keys = keys
 		self.bench_sites = bench_sites
 
 	def collect(self):
@@ -485,16 +487,16 @@ class StateCollector:
 
 	def read(self) -> list[GaugeMetricFamily]:
 		# Leniently decoded: one member that is not UTF-8 must not blank every gauge (the audit moves it aside).
-		listed = {s.decode("utf-8", "replace") for s in self.redis.smembers(protocol.SITES_KEY)}
+		listed = {s.decode("utf-8", "replace") for s in self.redis.smembers(self.keys.sites)}
 		sites = sorted(listed.intersection(self.bench_sites()))[:MAX_LABEL_VALUES]
 		now_ms = time.time() * 1000
 		with self.redis.pipeline(transaction=False) as pipe:
-			pipe.zcard(protocol.PREPARED_KEY)
-			pipe.zcount(protocol.DUE_KEY, "-inf", now_ms)
-			pipe.hlen(protocol.QUARANTINE_KEY)
+			pipe.zcard(self.keys.prepared)
+			pipe.zcount(self.keys.due, "-inf", now_ms)
+			pipe.hlen(self.keys.quarantine)
 			for site in sites:
-				pipe.scard(protocol.site_schedules_key(site))
-				pipe.hlen(protocol.invalid_rows_key(site))
+				pipe.scard(self.keys.site_schedules_key(site))
+				pipe.hlen(self.keys.invalid_rows_key(site))
 			values = [v if isinstance(v, int) else None for v in pipe.execute(raise_on_error=False)]
 		prepared, overdue, quarantined, *per_site = values
 		schedules = GaugeMetricFamily("btu_schedules", "Schedules in the scheduler state", labels=["site"])

@@ -20,14 +20,15 @@ import uuid
 import redis
 
 from btu.scheduler_daemon.operations.log import log_event
-from btu.shared import protocol
+from btu.shared.keys import Keys
+from btu.shared.redis_refusals import denied_message, is_auth_failure, is_denied, redis_user
 from btu.shared.sentinel import pubsub_client
 
 logger = logging.getLogger("btu.scheduler")
 
 
-def channel_names() -> tuple[str, str]:
-	return (protocol.WAKE_CHANNEL, protocol.HANDOFF_CHANNEL)
+def channel_names(keys: Keys) -> tuple[str, str]:
+	return (keys.wake_channel, keys.handoff_channel)
 
 
 # Every command the scheduler, the Desk (btu.btu_core.scheduler_link) and `btu-scheduler
@@ -107,25 +108,25 @@ PROBE_SCRIPT = "return redis.call('TIME')"
 COMMAND_REFUSED = re.compile(r"run the '([^']+)' command")
 
 
-def key_patterns(bench_id: str) -> tuple[str, ...]:
-	"""BTU's keys (the bench's own: `protocol.use_namespace`), then the rq keys the fire scripts write: job hashes,
-	rq's set of queues, the bench's queues."""
-	return (protocol.KEYS_GRANT, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
+def key_patterns(keys: Keys, bench_id: str) -> tuple[str, ...]:
+	"""BTU's keys (the bench's own: `Keys.grant`), then the rq keys the fire scripts write: job hashes, rq's set of
+	queues, the bench's queues."""
+	return (keys.grant, "~rq:job:*", "~rq:queues", f"~rq:queue:{bench_id}:*")
 
 
-def rules(bench_id: str, channels: bool = True) -> list[str]:
+def rules(keys: Keys, bench_id: str, channels: bool = True) -> list[str]:
 	"""Every ACL rule BTU needs; `channels=False` for Redis 6.0, which has no channel rules."""
-	found = list(key_patterns(bench_id))
+	found = list(key_patterns(keys, bench_id))
 	if channels:
-		found += [f"&{channel}" for channel in channel_names()]
+		found += [f"&{channel}" for channel in channel_names(keys)]
 	return found + [f"+{command}" for command in COMMANDS]
 
 
-def setuser_line(user: str, bench_id: str, channels: bool = True) -> str:
-	return " ".join(["ACL", "SETUSER", user, *rules(bench_id, channels)])
+def setuser_line(user: str, keys: Keys, bench_id: str, channels: bool = True) -> str:
+	return " ".join(["ACL", "SETUSER", user, *rules(keys, bench_id, channels)])
 
 
-def probes(bench_id: str):
+def probes(keys: Keys, bench_id: str):
 	"""(grant, attempt) pairs: each attempt is refused exactly when the grant is missing, and changes nothing."""
 	probe_key = f"{PROBE_NAME}:{uuid.uuid4().hex}"
 
@@ -144,65 +145,66 @@ def probes(bench_id: str):
 		client.evalsha(client.script_load(PROBE_SCRIPT), 0)
 
 	return [
-		(protocol.KEYS_GRANT, lambda client: client.delete(f"{protocol.PREFIX}{probe_key}")),
+		(keys.grant, lambda client: client.delete(f"{keys.prefix}{probe_key}")),
 		("~rq:job:*", lambda client: client.delete(f"rq:job:{probe_key}")),
 		("~rq:queues", lambda client: client.srem("rq:queues", probe_key)),
 		(f"~rq:queue:{bench_id}:*", lambda client: client.delete(f"rq:queue:{bench_id}:{probe_key}")),
-		*((f"&{channel}", subscribe(channel)) for channel in channel_names()),
+		*((f"&{channel}", subscribe(channel)) for channel in channel_names(keys)),
 		("+script|load, +evalsha and +time (the Lua scripts)", script),
 	]
 
 
-def probe(client: redis.Redis, bench_id: str) -> tuple[str, redis.RedisError] | None:
+def probe(client: redis.Redis, keys: Keys, bench_id: str) -> tuple[str, redis.RedisError] | None:
 	"""The first grant `client`'s user lacks and Redis's refusal, or None when it has them all.
 
 	Raises whatever else Redis raises (down, loading): that is not for this check to judge."""
-	for grant, attempt in probes(bench_id):
+	for grant, attempt in probes(keys, bench_id):
 		try:
 			attempt(client)
 		except redis.RedisError as exc:
-			if protocol.is_denied(exc):
+			if is_denied(exc):
 				return grant, exc
 			raise
 	return None
 
 
-def missing_grant(client: redis.Redis, bench_id: str, exc: BaseException) -> str:
+def missing_grant(client: redis.Redis, keys: Keys, bench_id: str, exc: BaseException) -> str:
 	"""One line for a refusal `exc`: the grant it is about (probed again: Redis names none for a key), and the fix."""
 	named = COMMAND_REFUSED.search(str(exc))
 	grant = f"+{named.group(1)}" if named else "a command its Lua scripts run"
-	if not protocol.is_auth_failure(exc):
+	if not is_auth_failure(exc):
 		try:
-			found = probe(client, bench_id)
+			found = probe(client, keys, bench_id)
 		except redis.RedisError:
 			found = None
 		if found:
 			grant, exc = found
-	return protocol.denied_message(exc, protocol.redis_user(client), grant)
+	return denied_message(exc, redis_user(client), grant)
 
 
-def check(client: redis.Redis, bench_id: str) -> str | None:
+def check(client: redis.Redis, keys: Keys, bench_id: str) -> str | None:
 	"""Before serving: None when `client`'s user has every grant (or Redis is not answering: the
 	scheduler waits for it), else one line naming the missing grant and the fix. Closes `client`."""
 	try:
-		found = probe(client, bench_id)
+		found = probe(client, keys, bench_id)
 	except redis.RedisError as exc:
-		if protocol.is_denied(exc):  # WRONGPASS / NOAUTH on connecting
-			return protocol.denied_message(exc, protocol.redis_user(client), protocol.KEYS_GRANT)
+		if is_denied(exc):  # WRONGPASS / NOAUTH on connecting
+			return denied_message(exc, redis_user(client), keys.grant)
 		return None
 	finally:
 		client.close()
 	if found is None:
 		return None
 	grant, exc = found
-	return protocol.denied_message(exc, protocol.redis_user(client), grant)
+	return denied_message(exc, redis_user(client), grant)
 
 
 class Access:
 	"""Redis refusing the scheduler's user while it runs: logged once per change, never fatal."""
 
-	def __init__(self, client: redis.Redis, bench_id: str, process_id: str, where: str):
+	def __init__(self, client: redis.Redis, keys: Keys, bench_id: str, process_id: str, where: str):
 		self.client = client
+		self.keys = keys
 		self.bench_id = bench_id
 		self.process_id = process_id
 		self.where = where  # each loop reports its own refusals, so one's success does not hide another's
@@ -210,7 +212,7 @@ class Access:
 		self.reason: str | None = None
 
 	def denied(self, exc: BaseException) -> None:
-		reason = missing_grant(self.client, self.bench_id, exc)
+		reason = missing_grant(self.client, self.keys, self.bench_id, exc)
 		with self.lock:
 			if reason == self.reason:
 				return

@@ -14,7 +14,7 @@ import time
 import redis
 
 from btu.scheduler_daemon.operations.log import log_event
-from btu.shared import protocol
+from btu.shared.redis_refusals import is_denied
 
 logger = logging.getLogger("btu.scheduler")
 REDIS_ERRORS = (redis.RedisError, ConnectionError, OSError)
@@ -68,7 +68,7 @@ class RedisFailures:
 		)
 		if not (self.down or self.access.reason):
 			self.backoff = 0.1
-		if protocol.is_denied(exc):
+		if is_denied(exc):
 			# Redis answers but refuses this user (grants revoked, password changed): not an outage.
 			self.metrics.redis_error("denied")
 			self.access.denied(exc)

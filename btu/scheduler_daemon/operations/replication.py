@@ -20,7 +20,7 @@ import logging
 import redis
 
 from btu.scheduler_daemon.operations.log import log_event
-from btu.shared import protocol
+from btu.shared.redis_urls import redis_address
 
 logger = logging.getLogger("btu.scheduler")
 
@@ -61,7 +61,7 @@ class Replication:
 				logger,
 				logging.INFO if connected else logging.WARNING,
 				"redis_replicas",
-				master=protocol.redis_address(self.redis),
+				master=redis_address(self.redis),
 				connected=connected,
 				acks=self.state.replicas_wanted,
 				effect="fire writes wait for replicas"
@@ -72,7 +72,7 @@ class Replication:
 		return self.note_master()
 
 	def note_master(self) -> bool:
-		address = protocol.redis_address(self.redis)
+		address = redis_address(self.redis)
 		changed = self.master is not None and address != self.master
 		if changed:
 			log_event(

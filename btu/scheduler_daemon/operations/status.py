@@ -1,7 +1,7 @@
 """The scheduler's status: who leads, and per site what is scheduled and what fired.
 
 `build` reads it live from Redis (for `btu-scheduler status`); the leader
-also keeps it under `protocol.STATUS_KEY` (`publish`) for the Desk, adding
+also keeps it under `Keys.status` (`publish`) for the Desk, adding
 what only its reconciler knows: paused sites and unreachable databases.
 """
 
@@ -20,8 +20,8 @@ from btu.scheduler_daemon.leading.state import Prepared, is_wrong_type
 from btu.scheduler_daemon.leading.state import text as _text
 from btu.scheduler_daemon.operations.log import log_event
 from btu.scheduler_daemon.reads.bench import Bench, BenchError
-from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
+from btu.shared.keys import FRAPPE_JOBS_ACK_TTL_SECONDS, Keys, parse_due_member
 from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
 from btu.shared.run_kind import RunKey, RunKind
 
@@ -54,7 +54,7 @@ def iso(ms: int | float | None) -> str | None:
 
 @dataclass(frozen=True)
 class Acks:
-	"""The leader's acks that it fires sites' Frappe Scheduled Job Types (`protocol.frappe_jobs_ack_key`)."""
+	"""The leader's acks that it fires sites' Frappe Scheduled Job Types (`Keys.frappe_jobs_ack_key`)."""
 
 	keys: frozenset[str]  # written again, each with the lease token as value and `ttl_secs` to live
 	dropped: frozenset[str]  # written before and not fired now: deleted, so Frappe's tick fires them at once
@@ -67,8 +67,9 @@ class SharedRedisWatch:
 	same key names (one Redis, no namespaces): logged once when it starts and once when it ends, shown by `status`
 	and the Desk from the heartbeats themselves."""
 
-	def __init__(self, bench_path):
+	def __init__(self, bench_path, keys: Keys):
 		self.bench_path = bench_path
+		self.keys = keys
 		self.identity: dict = {}
 		self.identity_until = 0.0
 		self.sharing: list[dict] = []
@@ -92,7 +93,7 @@ class SharedRedisWatch:
 			self.identity = {
 				"id": bench.bench_id,
 				"path": str(bench.path),
-				"namespace": protocol.NAMESPACE,
+				"namespace": self.keys.namespace,
 				"sites": site_sample(databases),
 			}
 		return self.identity
@@ -102,7 +103,7 @@ class SharedRedisWatch:
 		if time.monotonic() < self.next_check:
 			return
 		self.next_check = time.monotonic() + SHARING_CHECK_SECONDS
-		sharing = benches_sharing(processes(redis_conn))
+		sharing = benches_sharing(processes(redis_conn, self.keys))
 		if sharing and sharing != self.sharing:
 			log_event(logger, logging.ERROR, "redis_shared", benches=len(sharing), error=sharing_message(sharing))
 		elif self.sharing and not sharing:
@@ -122,7 +123,7 @@ class FrappeJobAcks:
 	def __init__(self, lease_ttl_secs: float):
 		self.written: frozenset[str] = frozenset()
 		# Outlives the refresh (each heartbeat, at most a third of the lease apart) as the heartbeat's own TTL does.
-		self.ttl_secs = int(max(protocol.FRAPPE_JOBS_ACK_TTL_SECONDS, lease_ttl_secs * 3))
+		self.ttl_secs = int(max(FRAPPE_JOBS_ACK_TTL_SECONDS, lease_ttl_secs * 3))
 
 	def next(self, keys: frozenset[str], lease) -> Acks:
 		"""What this heartbeat writes (`keys`) and deletes (written before, not now); nothing without a valid lease."""
@@ -146,6 +147,7 @@ class FrappeJobAcks:
 
 def write_heartbeat(
 	redis_conn,
+	keys: Keys,
 	process_id: str,
 	*,
 	role: str,
@@ -182,9 +184,9 @@ def write_heartbeat(
 		"bench": bench or {},
 	}
 	with redis_conn.pipeline(transaction=False) as pipe:
-		pipe.set(protocol.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
-		pipe.zadd(protocol.PROCESSES_KEY, {process_id: now.timestamp() * 1000})
-		pipe.zremrangebyscore(protocol.PROCESSES_KEY, "-inf", (now.timestamp() - 24 * 3600) * 1000)
+		pipe.set(keys.process_key(process_id), json.dumps(info), ex=int(ttl_secs))
+		pipe.zadd(keys.processes, {process_id: now.timestamp() * 1000})
+		pipe.zremrangebyscore(keys.processes, "-inf", (now.timestamp() - 24 * 3600) * 1000)
 		if acks is not None:
 			for key in sorted(acks.keys):
 				pipe.set(key, acks.token, ex=acks.ttl_secs)
@@ -193,67 +195,69 @@ def write_heartbeat(
 		results = pipe.execute(raise_on_error=False)
 	if any(is_wrong_type(result) for result in results):
 		# Only a report: the next heartbeat writes a fresh set.
-		redis_conn.delete(protocol.PROCESSES_KEY)
+		redis_conn.delete(keys.processes)
 	for result in results:
 		if isinstance(result, Exception) and not is_wrong_type(result):
 			raise result
 
 
-def forget_process(redis_conn, process_id: str) -> None:
+def forget_process(redis_conn, keys: Keys, process_id: str) -> None:
 	"""Take a stopping process out of the process list, so nothing reads it as alive (or as leader) until its
 	heartbeat expires: the Desk's panel, `status`, and the Desk's announcements (sent only while a scheduler is
 	alive)."""
 	with redis_conn.pipeline(transaction=False) as pipe:
-		pipe.delete(protocol.process_key(process_id))
-		pipe.zrem(protocol.PROCESSES_KEY, process_id)
+		pipe.delete(keys.process_key(process_id))
+		pipe.zrem(keys.processes, process_id)
 		pipe.execute(raise_on_error=False)
 
 
-def build(redis_conn, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
+def build(redis_conn, keys: Keys, *, recent: int = 20, next_n: int = 10, health: dict | None = None) -> dict:
 	"""The status as JSON-ready data; a wrong value in the state is listed under "problems", never raised."""
 	reader = Reader(redis_conn)
 	return {
-		**live_part(redis_conn, reader),
-		"sites": sites_part(redis_conn, reader, recent, next_n, health),
+		**live_part(redis_conn, keys, reader),
+		"sites": sites_part(redis_conn, keys, reader, recent, next_n, health),
 		"problems": reader.problems,
 	}
 
 
-def live_part(redis_conn, reader: Reader) -> dict:
+def live_part(redis_conn, keys: Keys, reader: Reader) -> dict:
 	"""What a status says beside its sites: the time, who leads, the processes and what is moved aside."""
-	live = processes(redis_conn, reader)
+	live = processes(redis_conn, keys, reader)
 	return {
 		"updated_at": iso(int(datetime.now(timezone.utc).timestamp() * 1000)),
-		"leader": leader(redis_conn, reader),
+		"leader": leader(redis_conn, keys, reader),
 		"processes": live,
 		"shared_redis": benches_sharing(live),
-		"quarantine": quarantine(redis_conn, reader),
+		"quarantine": quarantine(redis_conn, keys, reader),
 	}
 
 
-def sites_part(redis_conn, reader: Reader, recent: int, next_n: int, health: dict | None) -> dict[str, dict]:
+def sites_part(
+	redis_conn, keys: Keys, reader: Reader, recent: int, next_n: int, health: dict | None
+) -> dict[str, dict]:
 	"""Per site: its schedules, run requests, invalid rows, counters, recent and next fires, and `health`'s say."""
 	now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
 	# A site that could not be read or reached since start is not in the state yet; it is listed all the same.
-	stored_sites = reader.read(protocol.SITES_KEY, lambda: redis_conn.smembers(protocol.SITES_KEY), set())
+	stored_sites = reader.read(keys.sites, lambda: redis_conn.smembers(keys.sites), set())
 	sites = sorted({_text(s) for s in stored_sites} | set(health or {}))
 	per_site = {site: {"next_fires": [], "oldest_overdue_ms": None} for site in sites}
-	for site, (count, invalid, counters, fires, first_page) in site_reads(reader, sites, recent):
+	for site, (count, invalid, counters, fires, first_page) in site_reads(reader, keys, sites, recent):
 		entry = per_site[site]
 		entry["schedules"] = count or 0
-		entry["run_requests"] = run_request_count(redis_conn, site, reader, first_page)
+		entry["run_requests"] = run_request_count(redis_conn, keys, site, reader, first_page)
 		entry["invalid"] = {_text(k): _text(v) for k, v in (invalid or {}).items()}
 		entry["counters"] = {}
 		for k, v in (counters or {}).items():
 			try:
 				entry["counters"][_text(k)] = int(v)
 			except ValueError:
-				reader.note(f"{protocol.counters_key(site)} {_text(k)}", f"{_text(v)!r:.100} is not a number")
-		records = [reader.json(protocol.recent_fires_key(site), f) for f in fires or []]
+				reader.note(f"{keys.counters_key(site)} {_text(k)}", f"{_text(v)!r:.100} is not a number")
+		records = [reader.json(keys.recent_fires_key(site), f) for f in fires or []]
 		entry["recent_fires"] = [_fire(record) for record in records if isinstance(record, dict)]
 		entry.update((health or {}).get(site, {}))
 	wanted = {site: min(next_n, entry["schedules"]) for site, entry in per_site.items()}
-	for (site, schedule), score in soonest_fires(redis_conn, wanted, reader):
+	for (site, schedule), score in soonest_fires(redis_conn, keys, wanted, reader):
 		entry = per_site.get(site)
 		if entry is None:
 			continue
@@ -264,7 +268,7 @@ def sites_part(redis_conn, reader: Reader, recent: int, next_n: int, health: dic
 	return per_site
 
 
-def site_reads(reader: Reader, sites: list[str], recent: int):
+def site_reads(reader: Reader, keys: Keys, sites: list[str], recent: int):
 	"""(site, [schedule count, invalid rows, counters, recent fires, first page of its run requests' states]) for each
 	site, STATUS_SITES_PER_ROUND_TRIP sites per pipeline: a status of a thousand sites costs a few round trips."""
 	for start in range(0, len(sites), STATUS_SITES_PER_ROUND_TRIP):
@@ -272,24 +276,24 @@ def site_reads(reader: Reader, sites: list[str], recent: int):
 		reads = []
 		for site in page:
 			reads += [
-				(protocol.site_schedules_key(site), "scard", ()),
-				(protocol.invalid_rows_key(site), "hgetall", ()),
-				(protocol.counters_key(site), "hgetall", ()),
-				(protocol.recent_fires_key(site), "lrange", (0, recent - 1)),
-				(protocol.site_schedules_key(site), "sscan", (0, RunKey.match(RunKind.RUN_REQUEST), STATUS_PAGE)),
+				(keys.site_schedules_key(site), "scard", ()),
+				(keys.invalid_rows_key(site), "hgetall", ()),
+				(keys.counters_key(site), "hgetall", ()),
+				(keys.recent_fires_key(site), "lrange", (0, recent - 1)),
+				(keys.site_schedules_key(site), "sscan", (0, RunKey.match(RunKind.RUN_REQUEST), STATUS_PAGE)),
 			]
 		results = reader.many(reads, None)
 		for index, site in enumerate(page):
 			yield site, results[index * 5 : index * 5 + 5]
 
 
-def run_request_count(redis_conn, site: str, reader: Reader, first_page) -> int:
+def run_request_count(redis_conn, keys: Keys, site: str, reader: Reader, first_page) -> int:
 	"""How many of the site's states are run requests (retries, backfilled slots, chained runs not fired yet or not yet
 	done), counted among at most STATUS_SCAN of its states; `first_page` is the first SSCAN's reply, read with the
 	site's other figures (None when its set held a wrong value, noted)."""
 	if first_page is None:
 		return 0
-	key = protocol.site_schedules_key(site)
+	key = keys.site_schedules_key(site)
 
 	def count() -> int:
 		cursor, page = first_page
@@ -303,12 +307,12 @@ def run_request_count(redis_conn, site: str, reader: Reader, first_page) -> int:
 	return reader.read(key, count, 0)
 
 
-def quarantine(redis_conn, reader: Reader) -> dict[str, dict]:
+def quarantine(redis_conn, keys: Keys, reader: Reader) -> dict[str, dict]:
 	"""What the scheduler moved aside (lua/guard.lua): key or member -> {reason, at, detail}."""
-	entries = reader.read(protocol.QUARANTINE_KEY, lambda: redis_conn.hgetall(protocol.QUARANTINE_KEY), {})
+	entries = reader.read(keys.quarantine, lambda: redis_conn.hgetall(keys.quarantine), {})
 	out = {}
 	for what, value in entries.items():
-		record = reader.json(protocol.QUARANTINE_KEY, value, {})
+		record = reader.json(keys.quarantine, value, {})
 		if isinstance(record, dict):
 			out[_text(what)] = {
 				"reason": record.get("reason"),
@@ -319,7 +323,7 @@ def quarantine(redis_conn, reader: Reader) -> dict[str, dict]:
 
 
 def soonest_fires(
-	redis_conn, wanted: dict[str, int], reader: Reader | None = None
+	redis_conn, keys: Keys, wanted: dict[str, int], reader: Reader | None = None
 ) -> list[tuple[tuple[str, str], float]]:
 	"""((site, schedule), fire ms) from the head of the prepared set (written, queued at their moment),
 	then of the due set, soonest first: a page at a time until every site has as many as `wanted`
@@ -329,8 +333,8 @@ def soonest_fires(
 	found: list[tuple[tuple[str, str], float]] = []
 	missing = {site: n for site, n in wanted.items() if n > 0}
 	for key, target in (
-		(protocol.PREPARED_KEY, lambda m: Prepared.parse(m).target),
-		(protocol.DUE_KEY, protocol.parse_due_member),
+		(keys.prepared, lambda m: Prepared.parse(m).target),
+		(keys.due, parse_due_member),
 	):
 		for start in range(0, STATUS_SCAN, STATUS_PAGE):
 			page = reader.read(key, lambda: redis_conn.zrange(key, start, start + STATUS_PAGE - 1, withscores=True), [])
@@ -374,7 +378,7 @@ def site_health(health: Health) -> dict[str, dict[str, str]]:
 
 
 class Publisher:
-	"""The leader's status under `protocol.STATUS_KEY`, for the Desk: PUBLISHED_FIRES recent and next fires a site (the
+	"""The leader's status under `Keys.status`, for the Desk: PUBLISHED_FIRES recent and next fires a site (the
 	Desk shows its own site's; `btu-scheduler status` reads every figure live) and the reconciler's site health.
 
 	The sites' part is read again only when the state changed since (`State.changes`), the health did, a fire was
@@ -382,7 +386,8 @@ class Publisher:
 	the time, the leader and the processes read anew. At a thousand sites reading it was a fifth of an idle leader's
 	CPU, for a document that had not changed."""
 
-	def __init__(self):
+	def __init__(self, keys: Keys):
+		self.keys = keys
 		self.sites: dict[str, dict] | None = None
 		self.problems: list = []
 		self.seen: tuple[int, dict] | None = None
@@ -399,21 +404,25 @@ class Publisher:
 			or self.overdue()
 			or time.monotonic() >= self.read_at + REBUILD_SECONDS
 		):
-			self.sites = sites_part(redis_conn, reader, PUBLISHED_FIRES, PUBLISHED_FIRES, health)
+			self.sites = sites_part(redis_conn, self.keys, reader, PUBLISHED_FIRES, PUBLISHED_FIRES, health)
 			self.problems, reader.problems = reader.problems, []
 			self.seen, self.read_at = seen, time.monotonic()
-		document = {**live_part(redis_conn, reader), "sites": self.sites, "problems": self.problems + reader.problems}
-		redis_conn.set(protocol.STATUS_KEY, json.dumps(document))
+		document = {
+			**live_part(redis_conn, self.keys, reader),
+			"sites": self.sites,
+			"problems": self.problems + reader.problems,
+		}
+		redis_conn.set(self.keys.status, json.dumps(document))
 
 	def overdue(self) -> bool:
 		return any(entry["oldest_overdue_ms"] is not None for entry in (self.sites or {}).values())
 
 
-def stored_health(redis_conn) -> dict:
+def stored_health(redis_conn, keys: Keys) -> dict:
 	"""Site health as the leader last published it."""
 	reader = Reader(redis_conn)
-	stored = reader.read(protocol.STATUS_KEY, lambda: redis_conn.get(protocol.STATUS_KEY), None)
-	published = reader.json(protocol.STATUS_KEY, stored, {}) if stored else {}
+	stored = reader.read(keys.status, lambda: redis_conn.get(keys.status), None)
+	published = reader.json(keys.status, stored, {}) if stored else {}
 	sites = published.get("sites", {}) if isinstance(published, dict) else {}
 	# Only the sites with something to say: a site listed then only because it was in the state would outlive its drop
 	# until the next publication (a minute).

@@ -19,10 +19,10 @@ from functools import cached_property
 from pathlib import Path
 
 from btu.scheduler_daemon.reads.app_files import AppFiles
-from btu.shared import protocol
 from btu.shared.declared import ALLOW_ANY_APP_FUNCTION, config_flag
 from btu.shared.job_contract import RQ_EXECUTOR
-from btu.shared.protocol import REDIS_URL_SCHEMES, is_redis_url, mask_url
+from btu.shared.keys import NAMESPACE_SETTING, Keys, namespace_problem
+from btu.shared.redis_urls import REDIS_URL_SCHEMES, is_redis_url, mask_url
 from btu.shared.sentinel import SentinelConfigError, SentinelSettings
 from btu.shared.task_args import json_type
 
@@ -299,19 +299,21 @@ class Bench:
 	@property
 	def namespace(self) -> str | None:
 		"""`btu_namespace`: the name that gives the bench BTU keys of its own on a Redis other benches share."""
-		value = self.common_config.get(protocol.NAMESPACE_SETTING)
-		problem = protocol.namespace_problem(value)
+		value = self.common_config.get(NAMESPACE_SETTING)
+		problem = namespace_problem(value)
 		if problem:
 			raise BenchError(f"{self.sites_path / 'common_site_config.json'}: {problem}")
 		return value or None
 
+	@property
+	def keys(self) -> Keys:
+		"""The bench's BTU key names, for its namespace."""
+		return Keys(self.namespace)
+
 	def redis(self, url: str | None = None, **kwargs):
 		"""A client of the bench's queue Redis, with its ACL credentials: `url` if given, else as Frappe's
-		`RedisQueue.get_connection` finds it: the Sentinel master when enabled, else `redis_queue`. BTU's keys
-		are named for the bench's namespace from here on (`protocol.use_namespace`)."""
+		`RedisQueue.get_connection` finds it: the Sentinel master when enabled, else `redis_queue`."""
 		import redis
-
-		protocol.use_namespace(self.namespace)
 
 		options = {"health_check_interval": 30, **kwargs}
 		if url is None and self.sentinel is not None:

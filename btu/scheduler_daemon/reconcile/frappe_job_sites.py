@@ -1,18 +1,19 @@
 """Which sites' Frappe Scheduled Job Types the leader fires, as the reconciles found them: the engine's heartbeat
-acknowledges those sites (`protocol.frappe_jobs_ack_key`), and Frappe's own tick stands back for them only."""
+acknowledges those sites (`Keys.frappe_jobs_ack_key`), and Frappe's own tick stands back for them only."""
 
 from __future__ import annotations
 
 from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reconcile.site_health import Health
-from btu.shared import protocol
+from btu.shared.keys import Keys
 
 
 class FrappeJobSites:
 	"""The sites whose Frappe Scheduled Job Types the state holds, by the reconciles: the leader acknowledges firing
-	them (`acks`, `protocol.frappe_jobs_ack_key`), and Frappe's tick stands back for those only."""
+	them (`acks`, `Keys.frappe_jobs_ack_key`), and Frappe's tick stands back for those only."""
 
-	def __init__(self):
+	def __init__(self, keys: Keys):
+		self.keys = keys
 		# Site -> the bench id Frappe computes inside it, which names its acknowledgement key.
 		self.bench_ids: dict[str, str] = {}
 
@@ -45,5 +46,5 @@ class FrappeJobSites:
 		sites = dict(self.bench_ids)
 		left_out = set(health.paused) | health.unreachable | set(health.unreadable)
 		return frozenset(
-			protocol.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out
+			self.keys.frappe_jobs_ack_key(bench_id, site) for site, bench_id in sites.items() if site not in left_out
 		)

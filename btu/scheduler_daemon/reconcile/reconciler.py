@@ -77,7 +77,7 @@ class Reconciler:
 			clock,
 			wake,
 			self.site_health,
-			frappe_jobs or FrappeJobSites(),
+			frappe_jobs or FrappeJobSites(state.keys),
 			connections,
 			metrics,
 		)

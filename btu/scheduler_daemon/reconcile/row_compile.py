@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 from btu.scheduler_daemon.leading.jobs import JobTemplate
 from btu.scheduler_daemon.leading.state import CompiledSchedule
 from btu.scheduler_daemon.reads.bench import Bench, Site
-from btu.shared import protocol
 from btu.shared.declared import ALLOW_TESTS, NotRunnable, config_flag
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, to_ms
 from btu.shared.job_contract import RQ_EXECUTOR
+from btu.shared.keys import MAX_CONCURRENT_RUNS
 from btu.shared.run_kind import RunKind
 from btu.shared.schedule import ScheduleError, ScheduleSpec
 from btu.shared.schedule.row import row_instant
@@ -72,10 +72,10 @@ def compile_row(
 def concurrency_limit(row: dict) -> int:
 	"""The task's max_concurrent_runs (0: no limit); a RowError for one release.lua cannot apply."""
 	value = row.get("task_max_concurrent_runs") or 0
-	if not isinstance(value, int) or not 0 <= value <= protocol.MAX_CONCURRENT_RUNS:
+	if not isinstance(value, int) or not 0 <= value <= MAX_CONCURRENT_RUNS:
 		raise RowError(
 			f"task {row['task']}: max_concurrent_runs {value!r}: "
-			f"give a whole number from 0 (no limit) to {protocol.MAX_CONCURRENT_RUNS}"
+			f"give a whole number from 0 (no limit) to {MAX_CONCURRENT_RUNS}"
 		)
 	if value and not str(row["task"]).isprintable():
 		# Tabs separate the fields of the prepared members that carry it.

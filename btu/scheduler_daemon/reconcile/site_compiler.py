@@ -18,8 +18,8 @@ from btu.scheduler_daemon.reads.bench import Bench, Site
 from btu.scheduler_daemon.reads.site_read import SiteRead
 from btu.scheduler_daemon.reconcile.row_compile import compile_row, compiled, first_cursors, row_problem
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, SiteRows, read_chunk
-from btu.shared import protocol
 from btu.shared.instants import from_ms, slot_text
+from btu.shared.keys import RESYNC_ALL, parse_due_member
 from btu.shared.run_kind import RESERVED_STARTS
 from btu.shared.schedule import ScheduleSpec
 
@@ -60,11 +60,11 @@ class SiteCompiler:
 		"""Schedules whose state was quarantined are compiled again from their rows ("*": all of them,
 		"<site>|*": all of a site's)."""
 		for member in self.state.take_resync():
-			if member == protocol.RESYNC_ALL:
+			if member == RESYNC_ALL:
 				self.forget_everything()
 				continue
-			site, name = protocol.parse_due_member(member)
-			if name == protocol.RESYNC_ALL:
+			site, name = parse_due_member(member)
+			if name == RESYNC_ALL:
 				self.seen.pop(site, None)
 			else:
 				self.seen.get(site, {}).pop(name, None)

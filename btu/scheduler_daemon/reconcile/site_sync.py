@@ -29,7 +29,7 @@ from btu.scheduler_daemon.reconcile.lock import ReconcileLock
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.scheduler_daemon.reconcile.site_health import SiteHealth
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, HOLD_CHUNK, SiteRows, read_chunk
-from btu.shared import protocol
+from btu.shared.keys import due_member
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 
@@ -316,4 +316,4 @@ class SiteSync:
 	def firing_members(self) -> list[str]:
 		"""The due members of the schedules this process compiled of the sites that fire (served, not held)."""
 		firing = sorted(self.served - set(self.site_health.paused))
-		return [protocol.due_member(site, name) for site in firing for name in self.compiler.names(site)]
+		return [due_member(site, name) for site in firing for name in self.compiler.names(site)]

@@ -32,7 +32,9 @@ from btu.scheduler_daemon.leading import scripts
 from btu.scheduler_daemon.operations.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.shared import protocol
-from btu.shared.task_args import json_type
+from btu.shared.keys import Keys
+from btu.shared.protocol import Command, Rejection, clip, parse_command
+from btu.shared.redis_refusals import denied_message, is_denied, redis_user
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +42,6 @@ logger = logging.getLogger(__name__)
 BLOCK_SECONDS = 5.0
 BACKOFF_FIRST_SECONDS = 0.1
 BACKOFF_MAX_SECONDS = 5.0
-# How much of an oversized command is still parsed, only to find where to send the error.
-MAX_PARSED_BYTES = 16 * protocol.MAX_COMMAND_BYTES
-MAX_NAME_LENGTH = 140  # Frappe's varchar name column
 # After BRPOP returns, up to this many more waiting commands are taken with RPOP count
 # (Redis 6.2+), so a burst is ACKed in one round trip per batch instead of two per command.
 DRAIN_COUNT = 100
@@ -69,53 +68,8 @@ class Dispatcher(Protocol):
 		"""Bring these schedules of `site` in line with their rows, after their ACKs; may be slow."""
 
 
-class Command:
-	"""A well-formed command; once its batch is checked, what the dispatcher executes."""
-
-	__slots__ = ("request_type", "name", "site", "response_key", "size")
-
-	def __init__(self, request_type: str, name: str | None, site: str | None, response_key: str, size: int = 0):
-		self.request_type = request_type
-		self.name = name
-		self.site = site  # as sent until `check` resolves it
-		self.response_key = response_key
-		self.size = size
-
-	@property
-	def reply(self) -> dict:
-		return protocol.make_ack(self.request_type)
-
-
-class Rejection:
-	"""A refused command: the error reply, and where it goes (None: nowhere it may go)."""
-
-	__slots__ = ("response_key", "reply")
-
-	def __init__(self, response_key: str | None, reply: dict):
-		self.response_key = response_key
-		self.reply = reply
-
-
 def default_process_id() -> str:
 	return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def check_name(field: str, value: Any) -> str | None:
-	"""Why `value` cannot be a site or schedule name, or None."""
-	if not isinstance(value, str):
-		return f"{field} must be a string, got {json_type(value)}"
-	if not value.strip():
-		return f"{field} must not be empty"
-	if len(value) > MAX_NAME_LENGTH:
-		return f"{field} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}"
-	if not value.isprintable():
-		return f"{field} {value!r} holds control characters"
-	return None
-
-
-def clip(value: Any, limit: int = 80) -> str:
-	text = value if isinstance(value, str) else repr(value)
-	return text if len(text) <= limit else text[:limit] + "..."
 
 
 def effective_socket_timeout(redis_client: redis.Redis) -> float | None:
@@ -171,84 +125,13 @@ class RejectionLog:
 		self.window_start = now
 
 
-def decode_command(data: bytes, reject: Callable[..., Rejection]) -> dict | Rejection:
-	"""`data` as a JSON object, or the `Rejection` `reject` makes of it: too large to parse even for its response key,
-	not UTF-8 JSON, or not an object."""
-	size = len(data)
-	if size > protocol.MAX_COMMAND_BYTES and size > MAX_PARSED_BYTES:
-		return reject(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit", size=size)
-	try:
-		message = json.loads(data.decode("utf-8"))
-	except UnicodeDecodeError as exc:
-		return reject(f"command is not UTF-8 JSON: {exc.reason} at byte {exc.start}", size=size)
-	except (ValueError, RecursionError) as exc:
-		return reject(f"command is not JSON: {clip(str(exc), 120)}", size=size)
-	if not isinstance(message, dict):
-		return reject(f"command must be a JSON object, got {json_type(message)}", size=size)
-	return message
-
-
-def parse_command(raw: bytes | str, reject: Callable[..., Rejection]) -> Command | Rejection:
-	"""The command in `raw`, its site and target not checked yet, or its `Rejection` as `reject` logged and made it
-	(`CommandListener.reject`)."""
-	data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-	message = decode_command(data, reject)
-	if isinstance(message, Rejection):
-		return message
-	size = len(data)
-	oversized = size > protocol.MAX_COMMAND_BYTES
-	request_type = message.get("request_type")
-	response_key = message.get("response_key")
-	site = message.get("site")
-	name = message.get("request_content")
-	known_type = request_type if isinstance(request_type, str) and request_type in protocol.REQUEST_TYPES else None
-	context = {
-		"request_type": clip(request_type) if request_type is not None else None,
-		"site": clip(site) if site is not None else None,
-		"schedule": clip(name) if name is not None else None,
-		"size": size,
-	}
-	if not protocol.is_response_key(response_key):
-		reason = (
-			"response_key is missing"
-			if response_key is None
-			else (
-				f"response_key {clip(response_key)!s} is not a key under {protocol.RESPONSE_KEY_PREFIX} "
-				"(UTF-8, at most 256 characters)"
-			)
-		)
-		return reject(reason, **context)
-
-	def refuse(reason: str) -> Rejection:
-		return reject(reason, response_key=response_key, reply_type=known_type, **context)
-
-	if oversized:
-		return refuse(f"command of {size} bytes exceeds the {protocol.MAX_COMMAND_BYTES}-byte limit")
-	if request_type is None:
-		return refuse(f"request_type is missing; allowed: {', '.join(protocol.REQUEST_TYPES)}")
-	if known_type is None:
-		return refuse(f"request_type {clip(request_type)!r} is unknown; allowed: {', '.join(protocol.REQUEST_TYPES)}")
-	if site is not None:
-		problem = check_name("site", site)
-		if problem:
-			return refuse(problem)
-	if request_type == protocol.PING:
-		if name is not None and not isinstance(name, str):
-			return refuse(f"request_content of ping must be null, got {json_type(name)}")
-		return Command(request_type, None, None, response_key)
-
-	problem = check_name("request_content (the Task Schedule name)", name)
-	if problem:
-		return refuse(f"{request_type}: {problem}")
-	return Command(request_type, name, site, response_key, size)
-
-
 class CommandListener:
 	"""Serves `btu:scheduler:commands` until `stop` is set; meant to run in its own thread."""
 
 	def __init__(
 		self,
 		redis_client: redis.Redis,
+		keys: Keys,
 		dispatcher: Dispatcher,
 		*,
 		process_id: str | None = None,
@@ -263,6 +146,7 @@ class CommandListener:
 				"CommandListener needs a Redis client with decode_responses=False: a command may be any bytes"
 			)
 		self.redis = redis_client
+		self.keys = keys
 		self.dispatcher = dispatcher
 		self.process_id = process_id or default_process_id()
 		# BRPOP must return before the client's own socket timeout would cut it.
@@ -272,20 +156,20 @@ class CommandListener:
 		self.block_seconds = block_seconds
 		self.drain_count = drain_count
 		self.redis_down = False
-		self.quarantine_script = scripts.register(redis_client, "quarantine")
+		self.quarantine_script = scripts.register(redis_client, keys, "quarantine")
 		self.rejections = RejectionLog(self.process_id, rejection_log_limit, rejection_log_window)
 		self.metrics = metrics or Metrics()
 
 	def run(self, stop: threading.Event) -> None:
-		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=protocol.COMMANDS_KEY)
+		log_event(logger, logging.INFO, "rpc_listener_started", process=self.process_id, key=self.keys.commands)
 		backoff = BACKOFF_FIRST_SECONDS
 		while not stop.is_set():
 			try:
-				popped = self.redis.brpop([protocol.COMMANDS_KEY], timeout=self.block_seconds)
+				popped = self.redis.brpop([self.keys.commands], timeout=self.block_seconds)
 			except Exception as exc:  # redis.RedisError, or anything else a broken connection raises
 				if str(exc).startswith("WRONGTYPE"):
 					# The command list held another type: moved aside, so that callers are heard again.
-					self.quarantine(protocol.COMMANDS_KEY, str(exc))
+					self.quarantine(self.keys.commands, str(exc))
 					continue
 				self.note_redis_lost(exc)
 				stop.wait(backoff)
@@ -301,7 +185,7 @@ class CommandListener:
 	def quarantine(self, key: str, reason: str) -> None:
 		"""Move a key holding a wrong value aside (lua/guard.lua), logged; if that fails, the next BRPOP reports it."""
 		try:
-			self.quarantine_script(keys=[key, protocol.DUE_KEY], args=[reason, ""])
+			self.quarantine_script(keys=[key, self.keys.due], args=[reason, ""])
 			self.metrics.quarantine("command_list")
 			log_event(
 				logger, logging.ERROR, "rpc_commands_quarantined", key=key, reason=reason, process=self.process_id
@@ -312,8 +196,8 @@ class CommandListener:
 	def note_redis_lost(self, exc: Exception) -> None:
 		if not self.redis_down:
 			self.redis_down = True
-			if protocol.is_denied(exc):  # the listener touches only btu: keys
-				error = protocol.denied_message(exc, protocol.redis_user(self.redis), protocol.KEYS_GRANT)
+			if is_denied(exc):  # the listener touches only btu: keys
+				error = denied_message(exc, redis_user(self.redis), self.keys.grant)
 			else:
 				error = f"{type(exc).__name__}: {exc}"
 			log_event(
@@ -335,7 +219,7 @@ class CommandListener:
 		if self.drain_count <= 1:
 			return []
 		try:
-			return self.redis.rpop(protocol.COMMANDS_KEY, self.drain_count - 1) or []
+			return self.redis.rpop(self.keys.commands, self.drain_count - 1) or []
 		except redis.ResponseError as exc:  # Redis before 6.2 has no RPOP count
 			self.drain_count = 1
 			log_event(logger, logging.INFO, "rpc_drain_unsupported", process=self.process_id, error=str(exc))
@@ -354,7 +238,7 @@ class CommandListener:
 		outcomes: list[Command | Rejection] = []
 		for raw in raws:
 			try:
-				outcomes.append(parse_command(raw, self.reject))
+				outcomes.append(parse_command(raw, self.keys, self.reject))
 			except Exception as exc:  # a bug must cost one command, not the listener
 				self.metrics.rpc_command(None, "crashed")
 				log_event(
@@ -542,6 +426,7 @@ class CommandListener:
 
 def start_listener_thread(
 	redis_client: redis.Redis,
+	keys: Keys,
 	dispatcher: Dispatcher,
 	config,
 	stop: threading.Event,
@@ -559,7 +444,7 @@ def start_listener_thread(
 			source=config.sources.get("disable_redis_rpc", "default"),
 		)
 		return None
-	listener = CommandListener(redis_client, dispatcher, process_id=process_id, metrics=metrics)
+	listener = CommandListener(redis_client, keys, dispatcher, process_id=process_id, metrics=metrics)
 	thread = threading.Thread(target=listener.run, args=(stop,), name="btu-rpc-listener", daemon=True)
 	thread.start()
 	return thread

@@ -23,6 +23,7 @@ from btu.btu_core.schedules.hook_entries import TASK_FIELDS
 from btu.btu_core.sealed.document import SealedDocument
 from btu.btu_core.setup.roles import require_system_manager_for
 from btu.shared import protocol
+from btu.shared.keys import MAX_CONCURRENT_RUNS
 from btu.shared.run_requests import MAX_ATTEMPTS, MAX_CHAINED_TASKS, RETRY_ON
 
 
@@ -90,10 +91,10 @@ class BTUTask(SealedDocument, BoundedDocument):
 			frappe.throw(str(exc), title=_("BTU Task {0}: invalid input").format(self.name or ""))
 		validate_retries(self, _("BTU Task {0}: invalid input").format(self.name or ""))
 		self.validate_chain()
-		if not 0 <= (self.max_concurrent_runs or 0) <= protocol.MAX_CONCURRENT_RUNS:
+		if not 0 <= (self.max_concurrent_runs or 0) <= MAX_CONCURRENT_RUNS:
 			frappe.throw(
 				_("Max Concurrent Runs {0}: give a whole number from 0 (no limit) to {1}").format(
-					self.max_concurrent_runs, protocol.MAX_CONCURRENT_RUNS
+					self.max_concurrent_runs, MAX_CONCURRENT_RUNS
 				),
 				title=_("BTU Task {0}: invalid input").format(self.name or ""),
 			)

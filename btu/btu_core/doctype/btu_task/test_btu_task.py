@@ -6,6 +6,7 @@ from frappe.exceptions import FrappeTypeError
 from btu.btu_core import api
 from btu.btu_core.tests.utils import SAMPLES, make_schedule, make_task
 from btu.shared import protocol
+from btu.shared.keys import MAX_CONCURRENT_RUNS
 
 try:
 	from frappe.tests import IntegrationTestCase
@@ -83,7 +84,7 @@ class TestBTUTask(IntegrationTestCase):
 		self.assertEqual(make_task().max_concurrent_runs, 0)
 		self.assertEqual(make_task(max_concurrent_runs=2).max_concurrent_runs, 2)
 		with self.assertRaises(frappe.ValidationError) as caught:
-			make_task(max_concurrent_runs=protocol.MAX_CONCURRENT_RUNS + 1)
+			make_task(max_concurrent_runs=MAX_CONCURRENT_RUNS + 1)
 		self.assertIn("Max Concurrent Runs", str(caught.exception))
 
 	def test_a_changed_limit_tells_the_scheduler_about_the_enabled_schedules(self):
@@ -102,7 +103,7 @@ class TestBTUTask(IntegrationTestCase):
 		task = make_task()
 		self.assertEqual(api.set_max_concurrent_runs(task.name, "2"), {"task": task.name, "max_concurrent_runs": 2})
 		self.assertEqual(frappe.db.get_value("BTU Task", task.name, "max_concurrent_runs"), 2)
-		for wrong in ("two", "-1", str(protocol.MAX_CONCURRENT_RUNS + 1)):
+		for wrong in ("two", "-1", str(MAX_CONCURRENT_RUNS + 1)):
 			# "two" is refused by Frappe's whitelist, against the parameter's type (FrappeTypeError, HTTP 417 too).
 			with self.subTest(limit=wrong), self.assertRaises((frappe.ValidationError, FrappeTypeError)) as caught:
 				api.set_max_concurrent_runs(task.name, wrong)

@@ -5,6 +5,7 @@ import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
 from btu.btu_core.doctype.btu_task_schedule.btu_task_schedule import preview
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.schedules.preview import next_fires
 from btu.btu_core.tests.utils import make_schedule, make_task, make_user
 from btu.shared import protocol
@@ -136,7 +137,7 @@ def raw_commands_for(schedule: str, before: frozenset[bytes]) -> list[bytes]:
 	"""This site's commands for `schedule` not in `before`: the bench's other sites share the list, and their names too
 	(TS-000006); with no scheduler running, saves of earlier tests leave theirs, for a schedule name Frappe gives again
 	once the schedule is deleted (each command is told apart by its response key)."""
-	raw = get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1)
+	raw = get_redis_conn().lrange(bench_keys().commands, 0, -1)
 	return [
 		item
 		for item in raw
@@ -147,7 +148,7 @@ def raw_commands_for(schedule: str, before: frozenset[bytes]) -> list[bytes]:
 
 
 def command_list() -> frozenset[bytes]:
-	return frozenset(get_redis_conn().lrange(protocol.COMMANDS_KEY, 0, -1))
+	return frozenset(get_redis_conn().lrange(bench_keys().commands, 0, -1))
 
 
 def acknowledged(schedule: str) -> int:
@@ -169,7 +170,7 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 		frappe.db.rollback()
 		for name in self.created:
 			for raw in raw_commands_for(name, self.before):
-				get_redis_conn().lrem(protocol.COMMANDS_KEY, 0, raw)
+				get_redis_conn().lrem(bench_keys().commands, 0, raw)
 		if self.task:
 			frappe.db.delete("BTU Task Schedule", {"task": self.task})
 			frappe.db.delete("BTU Task", {"name": self.task})
@@ -191,7 +192,7 @@ class TestScheduleAnnouncedAfterCommit(IntegrationTestCase):
 		for command in sent:
 			self.assertEqual(command["request_type"], protocol.CREATE_TASK_SCHEDULE)
 			self.assertEqual(command["site"], frappe.local.site)
-			self.assertTrue(protocol.is_response_key(command["response_key"]))
+			self.assertTrue(protocol.is_response_key(command["response_key"], bench_keys()))
 
 		schedule.reload()
 		schedule.enabled = 0

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import frappe
 from frappe.utils.background_jobs import get_redis_conn
 
-from btu.btu_core.scheduler_link import scheduler_running
+from btu.btu_core.scheduler_link import bench_keys, scheduler_running
 from btu.btu_core.tests.desk.people import LOGINS, Person
 from btu.btu_core.tests.utils import make_task, sealed_value
 from btu.shared import protocol
@@ -53,10 +53,10 @@ def drop_commands(schedules: list[str]) -> None:
 	"""Take off Redis the commands the person's saves left for a scheduler that is not running: Frappe reuses the
 	name of the last schedule deleted, and a later test of the same name would find them."""
 	connection = get_redis_conn()
-	for raw in connection.lrange(protocol.COMMANDS_KEY, 0, -1):
+	for raw in connection.lrange(bench_keys().commands, 0, -1):
 		command = json.loads(raw)
 		if command.get("site") == frappe.local.site and command.get("request_content") in schedules:
-			connection.lrem(protocol.COMMANDS_KEY, 0, raw)
+			connection.lrem(bench_keys().commands, 0, raw)
 
 
 def committed_logs(task: str, rows: list[dict], schedule: str | None = None) -> list[str]:

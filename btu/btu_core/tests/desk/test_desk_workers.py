@@ -16,6 +16,7 @@ from pathlib import Path
 from frappe.utils import get_bench_path
 
 from btu.btu_core import scheduler_link
+from btu.btu_core.scheduler_link import bench_keys
 from btu.btu_core.tests.desk.case import DeskTestCase
 from btu.btu_core.tests.desk.forms import open_form
 from btu.btu_core.tests.desk.people import Person
@@ -36,7 +37,7 @@ class TestWhereTheSchedulerRuns(DeskTestCase):
 		stop_processes(self.started)
 		redis = scheduler_link.queue_redis()
 		deadline = time.monotonic() + patient(20)
-		while any(p.get("pid") in {s.pid for s in self.started} for p in liveness.processes(redis)):
+		while any(p.get("pid") in {s.pid for s in self.started} for p in liveness.processes(redis, bench_keys())):
 			if time.monotonic() > deadline:
 				break
 			time.sleep(0.2)
@@ -56,7 +57,7 @@ class TestWhereTheSchedulerRuns(DeskTestCase):
 		return process
 
 	def leader(self) -> dict:
-		return liveness.leader(scheduler_link.queue_redis()) or {}
+		return liveness.leader(scheduler_link.queue_redis(), bench_keys()) or {}
 
 	def wait_for(self, predicate, what: str, seconds: float = 60) -> None:
 		deadline = time.monotonic() + patient(seconds)
