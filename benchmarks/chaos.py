@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import common  # noqa: E402
 from benchmarks.observe import parse_time  # noqa: E402
 from benchmarks.peers import new_log_dir  # noqa: E402
-from btu.scheduler_daemon.leading.jobs import parse_job_id  # noqa: E402
+from btu.scheduler_daemon.store.jobs import parse_job_id  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from tests.reliability.test_corrupt_state import CASES  # noqa: E402
 from tests.support.keys import KEYS

@@ -73,18 +73,20 @@ def main() -> None:
 	print(f"wrote {path}")
 
 
-def scheduler_module(path: str, flat: str):
-	"""A scheduler module at its path in this tree, or in a checkout from before its rooms (--source, issue 43)."""
+def scheduler_module(*paths: str):
+	"""A scheduler module at the first of `paths` (this tree's first, then an older checkout's: --source) it has."""
 	import importlib
 
-	try:
-		return importlib.import_module(f"btu.scheduler_daemon.{path}")
-	except ModuleNotFoundError:
-		return importlib.import_module(f"btu.scheduler_daemon.{flat}")
+	for path in paths[:-1]:
+		try:
+			return importlib.import_module(f"btu.scheduler_daemon.{path}")
+		except ModuleNotFoundError:
+			continue
+	return importlib.import_module(f"btu.scheduler_daemon.{paths[-1]}")
 
 
 def measure(bench, redis_server, edits: int) -> dict:
-	State = scheduler_module("leading.state", "state").State
+	State = scheduler_module("store.state", "leading.state", "state").State
 	Connections = scheduler_module("reads.connections", "connections").Connections
 	connect = scheduler_module("reads.database", "database").connect
 	reconcile = scheduler_module("reconcile.reconciler", "reconcile")

@@ -52,11 +52,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from btu.scheduler_daemon.leading import jobs  # noqa: E402
-from btu.scheduler_daemon.leading.state import State  # noqa: E402
 from btu.scheduler_daemon.operations.config import Config  # noqa: E402
 from btu.scheduler_daemon.reads import db_reader
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler  # noqa: E402
+from btu.scheduler_daemon.store import jobs  # noqa: E402
+from btu.scheduler_daemon.store.state import State  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from devbench.bench import create_dev_bench, drop_dev_bench  # noqa: E402
 from devbench.data import SiteData  # noqa: E402

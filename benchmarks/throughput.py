@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import common  # noqa: E402
-from btu.scheduler_daemon.leading.outcomes import FireOutcome  # noqa: E402
+from btu.scheduler_daemon.store.outcomes import FireOutcome  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from tests.support.keys import KEYS
 

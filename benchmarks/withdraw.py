@@ -45,8 +45,8 @@ if str(SOURCE) not in sys.path:
 
 import redis  # noqa: E402
 
-from btu.scheduler_daemon.leading.jobs import JOB_KEY_PREFIX  # noqa: E402
-from btu.scheduler_daemon.leading.state import CompiledSchedule, State  # noqa: E402
+from btu.scheduler_daemon.store.jobs import JOB_KEY_PREFIX  # noqa: E402
+from btu.scheduler_daemon.store.state import CompiledSchedule, State  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from btu.shared.keys import due_member
 from tests.support.keys import KEYS

@@ -39,10 +39,8 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from benchmarks.scale import ScaleBench, progress  # noqa: E402
-from btu.scheduler_daemon.leading import (
-	jobs,
-	worker_candidate,  # noqa: E402
-)
+from btu.scheduler_daemon.leading import worker_candidate  # noqa: E402
+from btu.scheduler_daemon.store import jobs  # noqa: E402
 from btu.shared import protocol  # noqa: E402
 from tests.support.keys import KEYS
 from tests.support.mariadb_server import MariaDBServer  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.shared.redis_urls import mask_url
 
 NAME = "bench"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.reads.app_files import read_apps
 
 DEMO_SITE = "demo.localhost"
@@ -55,8 +55,8 @@ def arguments(parser) -> None:
 
 def run(args) -> int:
 	from btu.scheduler_daemon.leading.engine import Scheduler
+	from btu.scheduler_daemon.log import configure
 	from btu.scheduler_daemon.operations.config import load_config
-	from btu.scheduler_daemon.operations.log import configure
 	from devbench import bench as devbench
 	from devbench.data import SiteData
 

@@ -1,9 +1,4 @@
-"""`btu-scheduler`: the scheduler's command line.
-
-Exit codes: 0 success; 1 the operation failed (scheduler unreachable, a
-service down); 2 bad input (usage, expression, zone, configuration, and a
-Redis user that lacks BTU's grants: `btu-scheduler setup redis-acl`).
-"""
+"""`btu-scheduler`: the scheduler's command line (its subcommands and exit codes: `commands/`)."""
 
 from __future__ import annotations
 
@@ -12,10 +7,7 @@ import sys
 
 from btu import __version__
 from btu.scheduler_daemon import commands
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+from btu.scheduler_daemon.commands import EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """The job the scheduler writes and the Frappe app runs: which executor, which function, which keyword arguments.
 
-The scheduler (btu.scheduler_daemon.leading.jobs) builds every job of the frappe executor to call
+The scheduler (btu.scheduler_daemon.store.jobs) builds every job of the frappe executor to call
 TASK_RUNNER with `runner_kwargs`; btu.btu_core.task_runner.run_scheduled_task takes exactly
 RUNNER_KWARGS (tests/engine/test_job_contract.py reads its signature).
 """

@@ -21,7 +21,7 @@ NAMESPACE_SETTING = "btu_namespace"
 NAMESPACE_FORM = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 SEED_PREFIX = "btu:"
 # A site's keys, as templates of their suffix: `Keys` fills them in Python, and the Lua scripts get functions of the
-# same names (`btu.scheduler_daemon.leading.scripts`), so that no script spells a key itself.
+# same names (`btu.scheduler_daemon.store.scripts`), so that no script spells a key itself.
 SITE_KEY_SUFFIXES = {
 	# Hash: the schedule's state: name, fingerprint, cursor (pending slot, ms), fire_at, runs, paused, finished,
 	# modified (its spec and job template: definition_key).
@@ -94,7 +94,7 @@ class Keys:
 	# One sorted set for every site: member "<site>|<schedule>" (due_member), score = the fire time in epoch ms.
 	due: str = field(init=False)
 	# Fires prepared ahead of their moment (job hash written, on no queue yet): score = fire time in epoch ms,
-	# member = what the release step needs (btu.scheduler_daemon.leading.state.Prepared).
+	# member = what the release step needs (btu.scheduler_daemon.store.state.Prepared).
 	prepared: str = field(init=False)
 	sites: str = field(init=False)
 	# State that held a wrong value (another type, junk members, text where a number belongs) is moved aside, never

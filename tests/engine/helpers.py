@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rq.job import JobStatus
 
-from btu.scheduler_daemon.leading import jobs
+from btu.scheduler_daemon.store import jobs
 from btu.shared import protocol
 from tests.support.keys import KEYS
 from tests.support.slack import patient

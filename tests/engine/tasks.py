@@ -45,7 +45,7 @@ def run_once(database: dict) -> None:
 	import pymysql
 
 	from btu.btu_core.runs.slot_claim import LOG_FOR_SLOT_SQL, SlotLock, lock_key
-	from btu.scheduler_daemon.leading.jobs import parse_job_id
+	from btu.scheduler_daemon.store.jobs import parse_job_id
 	from btu.shared.instants import format_utc_iso
 
 	job = get_current_job()

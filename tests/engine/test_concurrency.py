@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import protocol
 from btu.shared.keys import MAX_CONCURRENT_RUNS
 from tests.engine.helpers import (

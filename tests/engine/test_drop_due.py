@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from btu.shared.keys import due_member
 from tests.support.keys import KEYS

@@ -9,9 +9,9 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from btu.scheduler_daemon.leading.state import Prepared
 from btu.scheduler_daemon.reads.connections import Connections
 from btu.scheduler_daemon.reads.database import SiteDatabase, connect
+from btu.scheduler_daemon.store.state import Prepared
 from btu.shared import protocol
 from btu.shared.instants import slot_text
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, slots_by_schedule, wait_until

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import JobOutcome
+from btu.scheduler_daemon.store.outcomes import JobOutcome
 from btu.shared import liveness, protocol
 from tests.engine.helpers import (
 	ONE_SECOND,

@@ -9,7 +9,7 @@ from datetime import timezone
 import pytest
 from rq.job import Job
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, recent_fires, report, stop_worker, text, wait_until
 from tests.support.slack import patient
 

@@ -8,7 +8,7 @@ import pytest
 from rq import Queue
 from rq.job import Job
 
-from btu.scheduler_daemon.leading import jobs
+from btu.scheduler_daemon.store import jobs
 from btu.shared.instants import slot_text
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rq.job import Job
 
-from btu.scheduler_daemon.leading import jobs
-from btu.scheduler_daemon.leading.outcomes import JobOutcome
+from btu.scheduler_daemon.store import jobs
+from btu.scheduler_daemon.store.outcomes import JobOutcome
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, recent_fires, wait_until

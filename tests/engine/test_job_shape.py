@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from rq.job import Job
 
-from btu.scheduler_daemon.leading.jobs import PER_FIRE_FIELDS, JobShape, JobTemplate, job_id
+from btu.scheduler_daemon.store.jobs import PER_FIRE_FIELDS, JobShape, JobTemplate, job_id
 from tests.engine.helpers import released_job_hash, rq_job_hash
 
 pytestmark = pytest.mark.versions

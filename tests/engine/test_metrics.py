@@ -18,9 +18,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
-from btu.scheduler_daemon.leading.state import Released
 from btu.scheduler_daemon.operations.metrics import OTHER, Metrics, MetricsServer, StateCollector, quantile_ms
+from btu.scheduler_daemon.store.outcomes import FireOutcome
+from btu.scheduler_daemon.store.state import Released
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND,
@@ -458,7 +458,7 @@ def test_a_leader_cut_off_from_redis_stops_reading_as_leader_and_counts_the_loss
 
 
 def test_every_value_moved_aside_is_counted_once(r):
-	from btu.scheduler_daemon.leading.state import State
+	from btu.scheduler_daemon.store.state import State
 
 	heard: list[str] = []
 	state = State(r, KEYS, on_quarantine=heard.append)

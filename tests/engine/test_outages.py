@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import JobOutcome
+from btu.scheduler_daemon.store.outcomes import JobOutcome
 from tests.engine.helpers import (
 	ONE_SECOND,
 	counters,

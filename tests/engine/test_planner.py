@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from btu.scheduler_daemon.leading.jobs import JobShape, JobTemplate, job_id
-from btu.scheduler_daemon.leading.planner import DueEntry, Planner
+from btu.scheduler_daemon.leading.planner import Planner
+from btu.scheduler_daemon.store.fires import DueEntry
+from btu.scheduler_daemon.store.jobs import JobShape, JobTemplate, job_id
 from btu.shared.instants import to_ms
 from btu.shared.schedule import ScheduleSpec
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import protocol
 from tests.engine.helpers import (
 	ONE_SECOND,

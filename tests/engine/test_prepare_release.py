@@ -15,9 +15,9 @@ import pytest
 from rq.job import Job
 
 from btu.scheduler_daemon.leading.engine import Scheduler
-from btu.scheduler_daemon.leading.jobs import JobShape, JobTemplate, rq_time
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.scheduler_daemon.operations.config import Config
+from btu.scheduler_daemon.store.jobs import JobShape, JobTemplate, rq_time
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import protocol
 from tests.engine.helpers import ONE_SECOND, definition, parse_job_id, queue_ids, queue_key, recent_fires, rq_job_hash
 from tests.support.keys import KEYS

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reads.connections import Connections
 from btu.scheduler_daemon.reads.database import connect
 from btu.scheduler_daemon.reads.site_reader import read_sites
 from btu.scheduler_daemon.reconcile import site_rows
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.state import State
 from tests.engine.test_stagger import add_schedule
 from tests.support.keys import KEYS
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reads.database import DatabaseError
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from tests.engine.helpers import definition
 from tests.support.keys import KEYS

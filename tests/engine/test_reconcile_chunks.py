@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile import site_sync
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from btu.shared.keys import due_member
 from devbench.data import SiteData

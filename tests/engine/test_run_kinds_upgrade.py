@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 from rq.job import Job
 
-from btu.scheduler_daemon.leading import jobs
+from btu.scheduler_daemon.store import jobs
 from btu.shared.instants import slot_text
 from btu.shared.job_contract import run_of
 from btu.shared.run_kind import RunKey, RunKind

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.scheduler_daemon.leading.jobs import parse_job_id
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.store.jobs import parse_job_id
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import protocol
 from btu.shared import run_requests as rr
 from btu.shared.instants import format_utc_iso

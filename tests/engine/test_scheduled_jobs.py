@@ -17,10 +17,10 @@ import pytest
 from rq.job import Job
 
 from btu.scheduler_daemon.leading.engine import Scheduler
-from btu.scheduler_daemon.leading.jobs import parse_job_id
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
 from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.reads import sources
+from btu.scheduler_daemon.store.jobs import parse_job_id
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import scheduled_jobs as fj
 from btu.shared.job_contract import TASK_RUNNER
 from btu.shared.run_kind import RunKey, RunKind

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from btu.shared.keys import due_member
 from tests.support.keys import KEYS

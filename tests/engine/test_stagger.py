@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.reconcile.cycles import MIN_TICK_SECS, Cycle
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from devbench.bench import create_dev_bench
 from devbench.data import SiteData

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.planner import DueEntry
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.fires import DueEntry
+from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
 from tests.engine.helpers import definition, text
 from tests.support.keys import KEYS

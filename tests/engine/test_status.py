@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from btu.scheduler_daemon.operations import status
+from btu.scheduler_daemon.leading import status
 from btu.shared import protocol
 from btu.shared.keys import due_member
 from tests.engine.test_stagger import SITES, add_schedule, reconciler

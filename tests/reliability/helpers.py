@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from btu.scheduler_daemon.leading.jobs import parse_job_id
+from btu.scheduler_daemon.store.jobs import parse_job_id
 from tests.engine.helpers import queue_ids, queue_key
 
 

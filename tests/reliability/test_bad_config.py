@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.leading.jobs import parse_job_id
-from btu.scheduler_daemon.operations.log import text_value
+from btu.scheduler_daemon.log import text_value
+from btu.scheduler_daemon.store.jobs import parse_job_id
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome
+from btu.scheduler_daemon.store.outcomes import FireOutcome
 from btu.shared import protocol
 from btu.shared.keys import due_member
 from devbench.data import SiteData

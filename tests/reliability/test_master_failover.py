@@ -24,8 +24,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from btu.scheduler_daemon.leading import jobs
 from btu.scheduler_daemon.reads.bench import Bench
+from btu.scheduler_daemon.store import jobs
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, gaps, percentile, report, wait_until, wait_while_progressing
 from tests.support.sentinel import SERVICE, SentinelTopology

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import redis
 
-from btu.scheduler_daemon.operations.log import configure, log_event
+from btu.scheduler_daemon.log import configure, log_event
 from btu.shared import protocol
 from btu.shared.redis_urls import mask_url
 from tests.engine.helpers import ONE_SECOND, cli, queue_ids, queue_key, wait_until

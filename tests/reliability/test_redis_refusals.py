@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from btu.scheduler_daemon.operations.log import record_fields
+from btu.scheduler_daemon.log import record_fields
 from btu.shared import protocol
 from tests.engine.helpers import cli, duplicates, gaps, queue_ids, queue_key, slots_by_schedule, wait_until
 from tests.engine.test_failover import every_second_schedules

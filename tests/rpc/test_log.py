@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from btu.scheduler_daemon.operations.log import EventHandler, configure, log_event
+from btu.scheduler_daemon.log import EventHandler, configure, log_event
 
 pytestmark = pytest.mark.versions
 

@@ -13,7 +13,7 @@ import time
 import pymysql
 import pytest
 
-from btu.scheduler_daemon.leading import jobs
+from btu.scheduler_daemon.store import jobs
 from btu.shared import protocol
 from devbench.data import SiteData
 from tests.engine.helpers import ONE_SECOND, queue_ids, queue_key, wait_until

@@ -13,8 +13,8 @@ import signal
 import pytest
 import redis
 
-from btu.scheduler_daemon.leading import jobs
 from btu.scheduler_daemon.operations import redis_acl
+from btu.scheduler_daemon.store import jobs
 from btu.shared import protocol
 from btu.shared.keys import NAMESPACE_SETTING, Keys
 from devbench.data import SiteData

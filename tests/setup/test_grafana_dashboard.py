@@ -24,10 +24,11 @@ from prometheus_client import CollectorRegistry
 
 from btu.btu_core.insights import task_outcomes
 from btu.scheduler_daemon.leading.engine import Scheduler
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
-from btu.scheduler_daemon.leading.planner import FireItem, Plan, Unplanned
-from btu.scheduler_daemon.leading.state import ItemResult, Released
+from btu.scheduler_daemon.leading.planner import Plan, Unplanned
 from btu.scheduler_daemon.operations.config import Config
+from btu.scheduler_daemon.store.fires import FireItem
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.store.state import ItemResult, Released
 from btu.shared import protocol
 from tests.engine.test_metrics import released
 from tests.support.keys import KEYS

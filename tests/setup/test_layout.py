@@ -299,6 +299,27 @@ def test_no_import_circle_in_the_scheduler_or_the_shared_contract_not_even_for_t
 	assert not circles, "import circles (type-only imports count):\n" + "\n".join(" <-> ".join(g) for g in circles)
 
 
+# The scheduler's rooms (its folders, and its top-level modules), lowest first: a module imports only from its own
+# room or one below it, so the rooms read bottom up (docs/ARCHITECTURE.md draws them in this order).
+SCHEDULER_ROOMS = ("log", "reads", "store", "operations", "reconcile", "rpc", "leading", "commands", "cli", "__main__")
+
+
+def scheduler_room(name: str) -> str:
+	return name.split(".")[2]
+
+
+def test_the_schedulers_rooms_import_only_downward():
+	upward = []
+	for name in MODULES:
+		if name.startswith("btu.scheduler_daemon.") and not is_test(name):
+			room = scheduler_room(name)
+			for target, _above, _inside in btu_imports(name, type_only=True):
+				if target.startswith("btu.scheduler_daemon.") and scheduler_room(target) != room:
+					if SCHEDULER_ROOMS.index(scheduler_room(target)) > SCHEDULER_ROOMS.index(room):
+						upward.append(f"{name} -> {target}")
+	assert upward == [], f"imports up the rooms {SCHEDULER_ROOMS}:\n" + "\n".join(sorted(set(upward)))
+
+
 def test_no_module_rebinds_its_globals_at_run_time():
 	"""What a module names (a key, a limit, a form) is fixed at import: a value that depends on the bench (its key
 	names: `btu.shared.keys.Keys`) is an object made from the bench and passed in, never a module global that

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 from rq import Queue
 
-from btu.scheduler_daemon.leading import scripts
+from btu.scheduler_daemon.store import scripts
 from btu.shared.keys import Keys
 from tests.support.keys import KEYS
 
@@ -18,7 +18,7 @@ LITERAL_KEY = re.compile(r"""['"](btu|rq):""")
 
 
 def test_no_script_holds_a_literal_key_name():
-	lua = resources.files("btu.scheduler_daemon.leading").joinpath("lua")
+	lua = resources.files("btu.scheduler_daemon.store").joinpath("lua")
 	found = {
 		entry.name: line.strip()
 		for entry in lua.iterdir()

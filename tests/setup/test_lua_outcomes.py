@@ -1,4 +1,4 @@
-"""The firing scripts report only the outcomes `leading/outcomes.py` names, and it names only those.
+"""The firing scripts report only the outcomes `store/outcomes.py` names, and it names only those.
 
 Read from each script's own source: the strings on a line that sets, tests or collects an outcome or fills the
 script's results, and those a `return` hands back, when one is an outcome's spelling (`'<word>'`, or `'<word>: '`
@@ -16,14 +16,14 @@ from importlib import resources
 
 import pytest
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
-from btu.scheduler_daemon.leading.state import ItemResult, Release, Released
-from btu.scheduler_daemon.operations.log import JsonFormatter, TextFormatter, log_event
+from btu.scheduler_daemon.log import JsonFormatter, TextFormatter, log_event
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.store.state import ItemResult, Release, Released
 
 # How a str Enum member prints changed with Python's version (3.11 formats a plain one as "Class.MEMBER").
 pytestmark = pytest.mark.versions
 
-LUA = resources.files("btu.scheduler_daemon.leading").joinpath("lua")
+LUA = resources.files("btu.scheduler_daemon.store").joinpath("lua")
 # A script and the enums of what it reports.
 SCRIPTS = {"prepare": (ItemOutcome, JobOutcome), "release": (FireOutcome,)}
 # Lua's comments and quoted strings, in the order they start: a quote inside a comment is no string.

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK, main
+from btu.scheduler_daemon.cli import main
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_OK
 from btu.scheduler_daemon.commands.setup import PROCFILE_ENTRY, add_to_procfile
 
 pytestmark = pytest.mark.versions

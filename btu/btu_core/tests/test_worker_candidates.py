@@ -38,7 +38,7 @@ from btu.btu_core.tests.utils import (
 	stop_scheduled_job_types,
 )
 from btu.scheduler_daemon.leading import worker_candidate
-from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.store.state import State
 from btu.shared import liveness, protocol
 from btu.shared.instants import parse_utc_iso
 

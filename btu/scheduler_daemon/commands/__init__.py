@@ -6,6 +6,10 @@ Each module says what it is and `register` makes its parser from that:
 - `FRAPPE_BENCH`: whether its `--bench` names the Frappe bench (`bench btu-scheduler X` passes the
   bench it runs in to those, `btu.commands`);
 - `arguments(parser)`, adding its own flags; `run(args)`, returning an exit code.
+
+Exit codes: 0 success; 1 the operation failed (scheduler unreachable, a
+service down); 2 bad input (usage, expression, zone, configuration, and a
+Redis user that lacks BTU's grants: `btu-scheduler setup redis-acl`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import argparse
 import importlib
 from types import ModuleType
 
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
 # The order `btu-scheduler --help` lists them in.
 # The dev bench and the demo are the dev tooling's (`python -m devbench bench|demo`), not the product's.
 SUBCOMMANDS: tuple[str, ...] = ("run", "status", "ping", "resync", "config", "next", "setup")

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_OK
 from btu.scheduler_daemon.operations.config import Config, ConfigError, add_config_flags, load_config
 
 NAME = "config"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_OK
 from btu.shared.instants import parse_iso
 from btu.shared.messages import _
 from btu.shared.schedule import ScheduleError, ScheduleSpec, parse_zone

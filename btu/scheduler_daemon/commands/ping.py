@@ -7,7 +7,7 @@ import sys
 
 import redis
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.operations.config import ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.reads.bench import BenchError
 from btu.shared import protocol

@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from btu.scheduler_daemon.leading.state import State
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.log import configure
 from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.operations.config import ConfigError, add_config_flags, load_config
-from btu.scheduler_daemon.operations.log import configure
 from btu.scheduler_daemon.reads.bench import BenchError
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.scheduler_daemon.rpc.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.rpc.listener import CommandRejected
+from btu.scheduler_daemon.store.state import State
 from btu.shared.redis_refusals import is_denied
 
 NAME = "resync"

@@ -6,10 +6,10 @@ import logging
 import os
 import sys
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_OK
+from btu.scheduler_daemon.log import configure, log_event
 from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.operations.config import CONFIG_PATH_ENV, ConfigError, add_config_flags, load_config
-from btu.scheduler_daemon.operations.log import configure, log_event
 from btu.scheduler_daemon.reads.bench import DEFAULT_REDIS_QUEUE, BenchError
 from btu.shared.redis_urls import mask_url
 

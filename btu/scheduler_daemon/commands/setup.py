@@ -31,7 +31,7 @@ from pathlib import Path
 
 import redis
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.reads import db_reader
 from btu.scheduler_daemon.reads.bench import Bench, BenchError, find_bench, is_bench_directory

@@ -8,8 +8,8 @@ import time
 
 import redis
 
-from btu.scheduler_daemon.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from btu.scheduler_daemon.operations import status
+from btu.scheduler_daemon.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from btu.scheduler_daemon.leading import status
 from btu.scheduler_daemon.operations.config import ConfigError, add_config_flags, load_config
 from btu.scheduler_daemon.reads.bench import BenchError
 from btu.shared import liveness, old_daemon

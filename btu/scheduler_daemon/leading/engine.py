@@ -34,15 +34,14 @@ from pathlib import Path
 
 import redis
 
-from btu.scheduler_daemon.leading import worker_candidate
+from btu.scheduler_daemon.leading import status, worker_candidate
 from btu.scheduler_daemon.leading.candidacy import Candidacy
 from btu.scheduler_daemon.leading.firing import FirePipeline
 from btu.scheduler_daemon.leading.lease import Lease
 from btu.scheduler_daemon.leading.reconcile_thread import ReconcileThread
-from btu.scheduler_daemon.leading.state import State
-from btu.scheduler_daemon.operations import redis_acl, status
+from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.operations.config import Config
-from btu.scheduler_daemon.operations.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics, StateCollector
 from btu.scheduler_daemon.operations.redis_failures import MAX_BACKOFF, REDIS_ERRORS, RedisFailures, is_outage
 from btu.scheduler_daemon.operations.replication import Replication
@@ -51,6 +50,7 @@ from btu.scheduler_daemon.reconcile.frappe_job_sites import FrappeJobSites
 from btu.scheduler_daemon.reconcile.reconciler import AUDIT_EVERY, Reconciler
 from btu.scheduler_daemon.rpc.dispatcher import RpcDispatcher
 from btu.scheduler_daemon.rpc.listener import start_listener_thread
+from btu.scheduler_daemon.store.state import State
 from btu.shared.keys import Keys
 from btu.shared.redis_refusals import is_denied
 from btu.shared.sentinel import pubsub_client

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
-from btu.scheduler_daemon.leading.planner import FireItem, Unplanned
-from btu.scheduler_daemon.leading.state import Acks, ItemResult, Released, text
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.leading.planner import Unplanned
+from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.store.fires import FireItem
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.store.state import Acks, ItemResult, Released, text
 from btu.shared.instants import from_ms, slot_text
 
 logger = logging.getLogger("btu.scheduler")

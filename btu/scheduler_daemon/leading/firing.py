@@ -23,13 +23,14 @@ from btu.scheduler_daemon.leading.fire_log import (
 	log_released,
 	log_state_quarantined,
 )
-from btu.scheduler_daemon.leading.jobs import JobShape, JobTemplate, rq_time
 from btu.scheduler_daemon.leading.lease import Lease
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
-from btu.scheduler_daemon.leading.planner import CACHE_SIZE, FireItem, Plan, Planner
-from btu.scheduler_daemon.leading.state import Acks, Due, ItemResult, Released, State, fire_record
+from btu.scheduler_daemon.leading.planner import CACHE_SIZE, Plan, Planner
 from btu.scheduler_daemon.operations.config import Config
 from btu.scheduler_daemon.operations.metrics import Metrics
+from btu.scheduler_daemon.store.fires import FireItem
+from btu.scheduler_daemon.store.jobs import JobShape, JobTemplate, rq_time
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.store.state import Acks, Due, ItemResult, Released, State, fire_record
 from btu.shared.instants import from_ms
 
 # Released outcomes kept in a site's recent fires.

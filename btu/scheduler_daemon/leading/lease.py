@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from btu.scheduler_daemon.leading import scripts
+from btu.scheduler_daemon.store import scripts
 from btu.shared.keys import Keys
 
 # The longest lease any scheduler may set (config's lease_ttl_secs maximum): a lease key that

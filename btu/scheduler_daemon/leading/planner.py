@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import NamedTuple
 
-from btu.scheduler_daemon.leading.jobs import JobShape, job_id
+from btu.scheduler_daemon.store.fires import DueEntry, FireItem, FireJob
+from btu.scheduler_daemon.store.jobs import JobShape, job_id
 from btu.shared.instants import from_ms, to_ms
 from btu.shared.schedule import ScheduleSpec
 from btu.shared.schedule.zones import posix_seconds
@@ -24,47 +24,6 @@ from btu.shared.schedule.zones import posix_seconds
 # Compiled specs and job shapes, by their stored JSON. Bounded, so memory stays
 # flat however many schedules there are; a miss costs one JSON parse.
 CACHE_SIZE = 10_000
-
-
-class DueEntry(NamedTuple):
-	"""A schedule on the due set: its fire time is within the prepare window."""
-
-	site: str
-	schedule: str
-	fire_at_ms: int
-
-
-@dataclass
-class FireJob:
-	"""One fire's job: what differs from the other jobs of its shape."""
-
-	slot_ms: int
-	fire_at_ms: int
-	job_id: str
-	shape: JobShape
-	description: str
-	data: bytes
-
-
-@dataclass
-class FireItem:
-	"""One schedule's fires, planned from its cursor, for the prepare script."""
-
-	site: str
-	schedule: str
-	expected_cursor: str  # the prepare script writes only if the cursor is still this
-	next_cursor: str  # "" when the schedule is finished
-	next_fire_at: str
-	overlap_skip: bool
-	skipped: int
-	expired: int
-	jobs: list[FireJob]
-	count_truncated: bool = False  # skipped and expired are lower bounds: counting stopped at its budget
-	skipped_by_request: list[int] = field(
-		default_factory=list
-	)  # slots (ms) passed over because they were skipped on request
-	task: str = ""
-	max_concurrent: int = 0  # the task's concurrency limit, applied at release (0: none)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ import logging
 import threading
 import time
 
+from btu.scheduler_daemon.leading import status
 from btu.scheduler_daemon.leading.lease import Lease
-from btu.scheduler_daemon.leading.state import State
-from btu.scheduler_daemon.operations import redis_acl, status
+from btu.scheduler_daemon.log import log_event
+from btu.scheduler_daemon.operations import redis_acl
 from btu.scheduler_daemon.operations.config import Config
-from btu.scheduler_daemon.operations.log import log_event
 from btu.scheduler_daemon.operations.redis_failures import is_outage
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
+from btu.scheduler_daemon.store.state import State
 from btu.shared.redis_refusals import is_denied
 
 logger = logging.getLogger("btu.scheduler")

@@ -27,7 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-from btu.scheduler_daemon.operations import log
+from btu.scheduler_daemon import log
 
 SETTING = "btu_scheduler_in_workers"
 # The same, for one process and what it starts (a service's environment, a test): over the bench's setting. Not a

@@ -50,7 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from btu import __version__
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome, JobOutcome
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome, JobOutcome
 from btu.shared import protocol
 from btu.shared.keys import Keys
 

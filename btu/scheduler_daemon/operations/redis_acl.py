@@ -19,7 +19,7 @@ import uuid
 
 import redis
 
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.shared.keys import Keys
 from btu.shared.redis_refusals import denied_message, is_auth_failure, is_denied, redis_user
 from btu.shared.sentinel import pubsub_client

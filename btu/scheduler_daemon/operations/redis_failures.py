@@ -13,7 +13,7 @@ import time
 
 import redis
 
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.shared.redis_refusals import is_denied
 
 logger = logging.getLogger("btu.scheduler")

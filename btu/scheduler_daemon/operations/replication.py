@@ -19,7 +19,7 @@ import logging
 
 import redis
 
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.shared.redis_urls import redis_address
 
 logger = logging.getLogger("btu.scheduler")

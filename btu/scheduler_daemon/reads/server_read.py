@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from pymysql.converters import escape_string
 
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reads.connections import Connections, Server
 from btu.scheduler_daemon.reads.database import (

@@ -12,8 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from btu.scheduler_daemon.leading.state import State
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Bench, BenchError
 from btu.scheduler_daemon.reads.connections import Connections
@@ -22,6 +21,7 @@ from btu.scheduler_daemon.reads.site_reader import read_sites
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.scheduler_daemon.reconcile.site_rows import read_ahead
 from btu.scheduler_daemon.reconcile.site_sync import SiteSync
+from btu.scheduler_daemon.store.state import State
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 # Slices of a staggered cycle come at least this far apart (or the interval, when shorter): a bench of a few sites

@@ -21,7 +21,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from btu.scheduler_daemon.leading.state import State
 from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Bench, Site
 from btu.scheduler_daemon.reads.connections import Connections
@@ -31,6 +30,7 @@ from btu.scheduler_daemon.reconcile.frappe_job_sites import FrappeJobSites
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.scheduler_daemon.reconcile.site_health import Health, SiteHealth
 from btu.scheduler_daemon.reconcile.site_sync import SiteSync
+from btu.scheduler_daemon.store.state import State
 
 # Every this many full reconciles, one also audits the state (State.audit): a wrong value that no
 # fire reads (a due entry at the wrong time, a schedule gone from the due set) is mended within

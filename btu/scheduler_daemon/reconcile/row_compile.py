@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.leading.jobs import JobTemplate
-from btu.scheduler_daemon.leading.state import CompiledSchedule
 from btu.scheduler_daemon.reads.bench import Bench, Site
+from btu.scheduler_daemon.store.jobs import JobTemplate
+from btu.scheduler_daemon.store.state import CompiledSchedule
 from btu.shared.declared import ALLOW_TESTS, NotRunnable, config_flag
 from btu.shared.instants import FRAPPE_DEFAULT_ZONE, from_ms, parse_iso, to_ms
 from btu.shared.job_contract import RQ_EXECUTOR

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from btu.scheduler_daemon.leading.state import CompiledSchedule, State
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reads import sources
 from btu.scheduler_daemon.reads.bench import Bench, Site
 from btu.scheduler_daemon.reads.site_read import SiteRead
 from btu.scheduler_daemon.reconcile.row_compile import compile_row, compiled, first_cursors, row_problem
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, SiteRows, read_chunk
+from btu.scheduler_daemon.store.state import CompiledSchedule, State
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.keys import RESYNC_ALL, parse_due_member
 from btu.shared.run_kind import RESERVED_STARTS

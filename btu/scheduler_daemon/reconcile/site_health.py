@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Bench, BenchError, Site, SiteMissing, site_name_problem
 from btu.scheduler_daemon.reads.database import DatabaseBusy, DatabaseError

@@ -16,8 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from btu.scheduler_daemon.leading.state import State
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics
 from btu.scheduler_daemon.reads.bench import Site, site_name_problem
 from btu.scheduler_daemon.reads.connections import Connections
@@ -29,6 +28,7 @@ from btu.scheduler_daemon.reconcile.lock import ReconcileLock
 from btu.scheduler_daemon.reconcile.site_compiler import SiteCompiler
 from btu.scheduler_daemon.reconcile.site_health import SiteHealth
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, HOLD_CHUNK, SiteRows, read_chunk
+from btu.scheduler_daemon.store.state import State
 from btu.shared.keys import due_member
 
 logger = logging.getLogger("btu.scheduler.reconcile")

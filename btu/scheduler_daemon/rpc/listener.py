@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 import redis
 
-from btu.scheduler_daemon.leading import scripts
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.operations.metrics import Metrics
+from btu.scheduler_daemon.store import scripts
 from btu.shared import protocol
 from btu.shared.keys import Keys
 from btu.shared.protocol import Command, Rejection, clip, parse_command

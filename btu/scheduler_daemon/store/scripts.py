@@ -47,7 +47,7 @@ def key_names(keys: Keys) -> str:
 @cache
 def body(name: str) -> str:
 	"""The script's own text, after the shared files its "-- uses NAME.lua" lines name (Redis scripts cannot import)."""
-	text = resources.files("btu.scheduler_daemon.leading").joinpath("lua", f"{name}.lua").read_text()
+	text = resources.files("btu.scheduler_daemon.store").joinpath("lua", f"{name}.lua").read_text()
 	shared = [line[len(USES) :].strip().removesuffix(".lua") for line in text.splitlines() if line.startswith(USES)]
 	return "".join(body(other) for other in shared) + text
 

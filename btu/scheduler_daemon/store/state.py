@@ -28,10 +28,10 @@ from functools import cached_property
 
 import redis
 
-from btu.scheduler_daemon.leading import scripts
-from btu.scheduler_daemon.leading.jobs import JOB_KEY_PREFIX, QUEUES_KEY
-from btu.scheduler_daemon.leading.outcomes import FireOutcome, ItemOutcome
-from btu.scheduler_daemon.leading.planner import DueEntry, FireItem
+from btu.scheduler_daemon.store import scripts
+from btu.scheduler_daemon.store.fires import DueEntry, FireItem
+from btu.scheduler_daemon.store.jobs import JOB_KEY_PREFIX, QUEUES_KEY
+from btu.scheduler_daemon.store.outcomes import FireOutcome, ItemOutcome
 from btu.shared.keys import RESYNC_ALL, Keys, due_member, parse_due_member
 
 RECENT_FIRES = 200

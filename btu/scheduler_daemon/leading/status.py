@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from btu.scheduler_daemon.leading.state import Prepared, is_wrong_type
-from btu.scheduler_daemon.leading.state import text as _text
-from btu.scheduler_daemon.operations.log import log_event
+from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reads.bench import Bench, BenchError
+from btu.scheduler_daemon.store.state import Prepared, is_wrong_type
+from btu.scheduler_daemon.store.state import text as _text
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.keys import FRAPPE_JOBS_ACK_TTL_SECONDS, Keys, parse_due_member
 from btu.shared.liveness import Reader, benches_sharing, leader, processes, sharing_message, site_sample
