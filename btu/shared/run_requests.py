@@ -16,10 +16,17 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from btu.shared.instants import slot_text
-from btu.shared.run_kind import RunKey, RunKind
+from btu.shared.instants import from_ms, slot_text
+from btu.shared.run_kind import RunKind
+from btu.shared.run_row import RunPolicy, RunRow
+
+if TYPE_CHECKING:
+	from btu.shared.schedule import ScheduleSpec
 
 DOCTYPE = "BTU Run Request"
 RETRY, BACKFILL, CHAIN = "Retry", "Backfill", "Chain"
@@ -108,38 +115,67 @@ def millisecond_after(moment: datetime) -> datetime:
 	return moment + timedelta(microseconds=1000 - extra) if extra else moment
 
 
-def as_schedule_row(request: dict) -> dict:
-	"""A pending request row (joined as `database.request_rows` reads it) as the schedule row the reconciler compiles:
-	a Once schedule in UTC at its run_at (to the millisecond), fired once within CATCH_UP_WINDOW_SECS, on its schedule's
-	queue when it has one; an Enqueue request's function, arguments, queue and timeout in place of a Task's."""
-	run_at = request.get("run_at_utc") or ""
-	if request.get("origin") == ENQUEUE:
-		# No Task: the request's own function, arguments, queue and timeout stand in for the Task's columns.
-		method = request.get("method") or ""
-		request = {
-			**request,
-			"task": method,
-			"task_name": method,
-			"task_function_string": method,
-			"task_arguments": request.get("kwargs"),
-			"task_queue_name": request.get("queue"),
-			"task_max_task_duration": request.get("timeout"),
-			"task_desc_short": method,
-			"queue_name": None,
-			"argument_overrides": None,
+@dataclass(frozen=True, slots=True)
+class RequestRow(RunRow):
+	"""A pending request as the reconciler compiles it: a Once schedule in UTC at its run_at (to the millisecond),
+	fired once within CATCH_UP_WINDOW_SECS however late it is found, and never after its Log is written (it is no
+	longer pending then); on its schedule's queue when it has one."""
+
+	kind = RunKind.RUN_REQUEST
+	policy: ClassVar[RunPolicy] = RunPolicy("fire_once", CATCH_UP_WINDOW_SECS, "allow")
+
+	run_at: Any
+
+	@classmethod
+	def of(cls, request: Mapping[str, Any]) -> RequestRow:
+		"""A pending request row, joined as `database.request_rows` reads it: its Task's columns, its schedule's queue
+		and argument overrides. Not held back by the Task's concurrency limit (like Run Now): a held-back request would
+		never run."""
+		columns = enqueued_columns(request) if request.get("origin") == ENQUEUE else request
+		return cls(
+			name=cls.key_text(request["name"]),
+			task=columns.get("task"),
+			task_name=columns.get("task_name"),
+			function=columns.get("task_function_string"),
+			arguments=columns.get("task_arguments"),
+			argument_overrides=columns.get("argument_overrides"),
+			queue_name=columns.get("queue_name"),
+			task_queue_name=columns.get("task_queue_name"),
+			max_task_duration=columns.get("task_max_task_duration"),
+			description=columns.get("task_desc_short"),
+			max_concurrent_runs=0,
+			paused=0,
+			modified=request.get("modified"),
+			run_at=request.get("run_at_utc") or "",
+		)
+
+	def spec_columns(self) -> dict[str, Any]:
+		return {
+			"name": self.name,
+			"run_frequency": "Once",
+			"run_at": self.run_at,
+			"time_zone": "UTC",
+			**self.policy.columns(),
 		}
+
+	def first_cursors(
+		self, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime
+	) -> tuple[datetime | None, datetime | None]:
+		at = from_ms(spec.at * 1000)
+		return at, at
+
+
+def enqueued_columns(request: Mapping[str, Any]) -> dict[str, Any]:
+	"""An Enqueue request has no Task: its own function, arguments, queue and timeout stand in for its columns."""
+	method = request.get("method") or ""
 	return {
-		**request,
-		"name": RunKey(RunKind.RUN_REQUEST, request["name"]).format(),
-		"kind": RunKind.RUN_REQUEST,
-		"run_frequency": "Once",
-		"run_at": run_at,
-		"time_zone": "UTC",
-		"catch_up_policy": "fire_once",
-		"catch_up_window": CATCH_UP_WINDOW_SECS,
-		"overlap_policy": "allow",
-		"enabled": 1,
-		"paused": 0,
-		# Not held back by the task's concurrency limit (like Run Now): a held-back request would never run.
-		"task_max_concurrent_runs": 0,
+		"task": method,
+		"task_name": method,
+		"task_function_string": method,
+		"task_arguments": request.get("kwargs"),
+		"task_queue_name": request.get("queue"),
+		"task_max_task_duration": request.get("timeout"),
+		"task_desc_short": method,
+		"queue_name": None,
+		"argument_overrides": None,
 	}

@@ -19,12 +19,20 @@ override agree on what a row's slots are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from btu.shared.instants import slot_text
-from btu.shared.run_kind import RunKey, RunKind
+from btu.shared.run_kind import RunKind
+from btu.shared.run_row import RunPolicy, RunRow
 from btu.shared.schedule.cron import compile_cron
 from btu.shared.schedule.errors import ScheduleError
+from btu.shared.schedule.row import row_moment
+
+if TYPE_CHECKING:
+	from btu.shared.schedule import ScheduleSpec
 
 DOCTYPE = "Scheduled Job Type"
 # Frappe's "All" runs every scheduler_interval seconds (site config; 240 when unset), as whole minutes.
@@ -107,37 +115,65 @@ def claim_key(job_type: str, slot: datetime) -> str:
 	return f"btu:frappe-job-slot:{job_type}:{slot_text(slot)}"
 
 
-def as_schedule_row(job: dict, scheduler_interval) -> dict:
-	"""A `tabScheduled Job Type` row (as `database.frappe_job_rows` reads it) as the schedule row the reconciler
-	compiles: cron in the site's zone, one catch-up run (as Frappe makes), skipped while its last run is queued
-	or running (as Frappe's job id dedupe does), on Frappe's queue for the frequency with that queue's timeout, a
-	Long frequency's slots spread over Frappe's window for them."""
-	name = RunKey(RunKind.FRAPPE_JOB, job["name"]).format()
-	try:
-		cron = cron_of(job.get("frequency") or "", job.get("cron_format"), scheduler_interval)
-	except ValueError:
-		cron = ""  # compiled as an invalid row whose error names cron_string
-	return {
-		"name": name,
-		"kind": RunKind.FRAPPE_JOB,
-		"creation": job.get("creation"),
-		"modified": job.get("modified"),
-		"run_frequency": "Cron Style",
-		"cron_string": cron,
-		"time_zone": None,
-		"jitter_secs": jitter_secs_of(job.get("frequency") or ""),
-		"catch_up_policy": "fire_once",
-		"catch_up_window": CATCH_UP_WINDOW_SECS,
-		"overlap_policy": "skip",
-		"enabled": 1,
-		"paused": 0,
-		"task": name,
-		"task_name": job.get("method") or job["name"],
-		"task_desc_short": job.get("method") or job["name"],
-		"task_queue_name": queue_of(job.get("frequency") or ""),
-		"task_max_task_duration": None,
-		"task_max_concurrent_runs": 0,
-		"queue_name": None,
-		"argument_overrides": None,
-		"last_execution": job.get("last_execution") or job.get("creation"),
-	}
+@dataclass(frozen=True, slots=True)
+class JobTypeRow(RunRow):
+	"""A `tabScheduled Job Type` row as the reconciler compiles it: cron in the site's zone, one catch-up run (as
+	Frappe makes), skipped while its last run is queued or running (as Frappe's job id dedupe does), on Frappe's queue
+	for the frequency with that queue's timeout, a Long frequency's slots spread over Frappe's window for them."""
+
+	kind = RunKind.FRAPPE_JOB
+	policy: ClassVar[RunPolicy] = RunPolicy("fire_once", CATCH_UP_WINDOW_SECS, "skip")
+
+	creation: Any
+	cron: str  # "" when the row has none: compiled as an invalid row whose error names cron_string
+	jitter_secs: int
+	last_execution: Any  # its creation when it never ran
+
+	@classmethod
+	def of(cls, job: Mapping[str, Any], scheduler_interval) -> JobTypeRow:
+		"""The row as `database.frappe_job_rows` (or Frappe's document) reads it; Frappe's "All" runs every
+		`scheduler_interval` seconds."""
+		name = cls.key_text(job["name"])
+		frequency = job.get("frequency") or ""
+		try:
+			cron = cron_of(frequency, job.get("cron_format"), scheduler_interval)
+		except ValueError:
+			cron = ""
+		method = job.get("method") or job["name"]
+		return cls(
+			name=name,
+			task=name,
+			task_name=method,
+			function="",
+			arguments=None,
+			argument_overrides=None,
+			queue_name=None,
+			task_queue_name=queue_of(frequency),
+			max_task_duration=None,
+			description=method,
+			max_concurrent_runs=0,
+			paused=0,
+			modified=job.get("modified"),
+			creation=job.get("creation"),
+			cron=cron,
+			jitter_secs=jitter_secs_of(frequency),
+			last_execution=job.get("last_execution") or job.get("creation"),
+		)
+
+	def spec_columns(self) -> dict[str, Any]:
+		return {
+			"name": self.name,
+			"creation": self.creation,
+			"run_frequency": "Cron Style",
+			"cron_string": self.cron,
+			"time_zone": None,
+			"jitter_secs": self.jitter_secs,
+			**self.policy.columns(),
+		}
+
+	def first_cursors(
+		self, spec: ScheduleSpec, logged_slot: str | None, system_tz: str | None, now: datetime
+	) -> tuple[datetime | None, datetime | None]:
+		# Frappe's next run is its cron's first moment after last_execution; one missed fires once now.
+		last = row_moment(self.last_execution, system_tz) or now
+		return spec.next_slot(min(last, now)), spec.next_slot(now)

@@ -80,7 +80,7 @@ def test_edits_land_between_the_chunks_of_a_big_site_and_the_state_ends_equal_to
 			first = len([e for e in events if e[0] == "chunk"]) == 1
 		if first:
 			# Still in the chunk's hold: the edits arrive now, and wait for the lock.
-			compiled_first.extend(row["name"] for row in rows)
+			compiled_first.extend(row.name for row in rows)
 			first_chunk.set()
 			lock = reconciler.site_sync.lock
 			wait_until(lambda: lock.waiting == EDITS, 30, "the edits waiting for the lock", interval=0.005)

@@ -72,11 +72,12 @@ def test_run_at_is_never_before_the_moment_asked():
 
 
 def test_a_request_row_is_a_once_schedule_at_its_run_at_without_a_concurrency_limit():
-	row = rr.as_schedule_row(
+	row = rr.RequestRow.of(
 		{"name": "RR-1", "run_at_utc": "2026-11-24T02:30:05Z", "task": "BTU-1", "task_max_concurrent_runs": 3}
 	)
-	assert (row["name"], row["run_frequency"], row["task_max_concurrent_runs"]) == ("run-request:RR-1", "Once", 0)
-	spec = ScheduleSpec.from_row(row, system_time_zone="Asia/Kolkata")
+	columns = row.spec_columns()
+	assert (row.name, columns["run_frequency"], row.max_concurrent_runs) == ("run-request:RR-1", "Once", 0)
+	spec = ScheduleSpec.from_row(columns, system_time_zone="Asia/Kolkata")
 	assert spec.kind == "once" and spec.at == int(datetime(2026, 11, 24, 2, 30, 5, tzinfo=timezone.utc).timestamp())
 	assert spec.catch_up_policy == "fire_once" and spec.catch_up_window.total_seconds() == rr.CATCH_UP_WINDOW_SECS
 

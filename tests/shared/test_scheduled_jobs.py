@@ -78,16 +78,18 @@ def test_a_job_type_compiles_to_a_cron_state_in_the_sites_zone():
 	job = {"name": "app.daily", "method": "app.tasks.daily", "frequency": "Daily Long", "cron_format": None,
 		"creation": datetime(2026, 1, 1), "modified": datetime(2026, 1, 1),
 		"last_execution": datetime(2026, 3, 28, 0, 0, 5)}  # fmt: skip
-	row = fj.as_schedule_row(job, None)
+	row = fj.JobTypeRow.of(job, None)
 	assert (
-		row["name"] == "frappe-job:app.daily"
-		and RunKey.parse(row["name"]).kind is RunKind.FRAPPE_JOB
-		and RunKey.parse(row["name"]).name == "app.daily"
+		row.name == "frappe-job:app.daily"
+		and RunKey.parse(row.name).kind is RunKind.FRAPPE_JOB
+		and RunKey.parse(row.name).name == "app.daily"
 	)
 	assert (
-		row["task_queue_name"] == "long" and row["overlap_policy"] == "skip" and row["catch_up_policy"] == "fire_once"
+		row.task_queue_name == "long"
+		and row.policy.overlap_policy == "skip"
+		and row.policy.catch_up_policy == "fire_once"
 	)
-	spec = ScheduleSpec.from_row(row, system_time_zone="Europe/Berlin")
+	spec = ScheduleSpec.from_row(row.spec_columns(), system_time_zone="Europe/Berlin")
 	# Midnight in Berlin, across the spring change (UTC+1 -> UTC+2 at 02:00 on 2026-03-29).
 	assert spec.next_slot(datetime(2026, 3, 28, 12, tzinfo=UTC)) == datetime(2026, 3, 28, 23, tzinfo=UTC)
 	assert spec.next_slot(datetime(2026, 3, 29, 12, tzinfo=UTC)) == datetime(2026, 3, 29, 22, tzinfo=UTC)
@@ -102,9 +104,9 @@ def test_long_job_types_are_spread_over_frappes_window_and_the_others_fire_at_th
 		"""The delay after midnight of each of 20 job types of the frequency."""
 		specs = [
 			ScheduleSpec.from_row(
-				fj.as_schedule_row(
+				fj.JobTypeRow.of(
 					{"name": f"app.job_{n}", "method": f"app.tasks.job_{n}", "frequency": frequency}, None
-				),
+				).spec_columns(),
 				system_time_zone="UTC",
 			)
 			for n in range(20)
@@ -121,7 +123,9 @@ def test_long_job_types_are_spread_over_frappes_window_and_the_others_fire_at_th
 
 	def hourly_long():
 		return ScheduleSpec.from_row(
-			fj.as_schedule_row({"name": "app.h", "method": "app.tasks.h", "frequency": "Hourly Long"}, None),
+			fj.JobTypeRow.of(
+				{"name": "app.h", "method": "app.tasks.h", "frequency": "Hourly Long"}, None
+			).spec_columns(),
 			system_time_zone="UTC",
 		)
 
@@ -135,9 +139,9 @@ def test_long_job_types_are_spread_over_frappes_window_and_the_others_fire_at_th
 
 
 def test_a_row_without_a_cron_becomes_an_invalid_row_naming_cron_string():
-	row = fj.as_schedule_row({"name": "x", "method": "app.x", "frequency": "Cron", "cron_format": ""}, None)
+	row = fj.JobTypeRow.of({"name": "x", "method": "app.x", "frequency": "Cron", "cron_format": ""}, None)
 	with pytest.raises(Exception, match="cron_string"):
-		ScheduleSpec.from_row(row, system_time_zone="UTC")
+		ScheduleSpec.from_row(row.spec_columns(), system_time_zone="UTC")
 
 
 def test_claim_keys_are_per_job_type_and_slot():

@@ -45,9 +45,9 @@ def as_utc(value) -> datetime | None:
 def due_slot(job) -> datetime | None:
 	"""The slot a tick finds due: the row's first cron moment after its last run, in the site's zone, as the
 	scheduler plans it (BTU's own cron and DST rule, so both sides name one slot alike)."""
-	row = shared.as_schedule_row(job.as_dict(), scheduler_interval())
+	row = shared.JobTypeRow.of(job.as_dict(), scheduler_interval())
 	try:
-		spec = ScheduleSpec.from_row(row, system_time_zone=get_system_timezone())
+		spec = ScheduleSpec.from_row(row.spec_columns(), system_time_zone=get_system_timezone())
 	except ScheduleError:
 		return None
 	return spec.next_slot(as_utc(job.last_execution or job.creation))

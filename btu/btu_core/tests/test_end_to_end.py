@@ -32,9 +32,9 @@ from btu.btu_core.tests.utils import (
 	stop_scheduled_job_types,
 )
 from btu.scheduler_daemon.commands import SUBCOMMANDS
+from btu.scheduler_daemon.leading import worker_candidate
 from btu.scheduler_daemon.leading.engine import HEARTBEAT_SECONDS
 from btu.scheduler_daemon.operations.config import Config
-from btu.scheduler_daemon.leading import worker_candidate
 from btu.scheduler_daemon.store import jobs
 from btu.shared import liveness, protocol
 from btu.shared.instants import parse_utc_iso

@@ -15,12 +15,13 @@ from btu.scheduler_daemon.log import log_event
 from btu.scheduler_daemon.reads import sources
 from btu.scheduler_daemon.reads.bench import Bench, Site
 from btu.scheduler_daemon.reads.site_read import SiteRead
-from btu.scheduler_daemon.reconcile.row_compile import compile_row, compiled, first_cursors, row_problem
+from btu.scheduler_daemon.reconcile.row_compile import compile_row, compiled, row_problem
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, SiteRows, read_chunk
 from btu.scheduler_daemon.store.state import CompiledSchedule, State
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.keys import RESYNC_ALL, parse_due_member
 from btu.shared.run_kind import RESERVED_STARTS
+from btu.shared.run_row import RunRow
 from btu.shared.schedule import ScheduleSpec
 
 logger = logging.getLogger("btu.scheduler.reconcile")
@@ -137,7 +138,7 @@ class SiteCompiler:
 		self.wake()
 
 	def apply_rows(
-		self, site: Site, read: SiteRead, rows: list[dict], logged: dict[str, str], versions: dict[str, str]
+		self, site: Site, read: SiteRead, rows: list[RunRow], logged: dict[str, str], versions: dict[str, str]
 	) -> None:
 		"""Compile these rows into the state; a row that cannot be scheduled leaves it and is listed as invalid.
 		`logged`: schedule -> its newest logged slot, for those new to the state."""
@@ -147,11 +148,11 @@ class SiteCompiler:
 		specs: dict[str, ScheduleSpec] = {}
 		seen = self.seen.setdefault(site.name, {})
 		for row in rows:
-			name = row["name"]
+			name = row.name
 			seen[name] = (versions[name], read.context)
 			try:
 				spec, template = compile_row(row, self.bench, self.executor, read.system_tz, site)
-				cursor_if_new, cursor_if_changed = first_cursors(row, spec, logged.get(name), read.system_tz, now)
+				cursor_if_new, cursor_if_changed = row.first_cursors(spec, logged.get(name), read.system_tz, now)
 			except Exception as exc:  # one row must never stop the rest of its site, nor the sites after it
 				invalid[name] = row_problem(exc)
 				log_event(logger, logging.ERROR, "invalid_schedule", site=site.name, schedule=name, error=invalid[name])

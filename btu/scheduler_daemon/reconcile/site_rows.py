@@ -22,7 +22,7 @@ from btu.scheduler_daemon.reads.bench import Site
 from btu.scheduler_daemon.reads.database import DatabaseError
 from btu.scheduler_daemon.reads.site_read import SiteRead
 from btu.scheduler_daemon.reads.site_reader import MAX_READ_THREADS
-from btu.shared.run_kind import RunKind
+from btu.shared.run_row import RunRow
 
 # Rows compiled (and read) at a time: a site with 100k schedules costs the memory of one chunk, not of every row.
 APPLY_CHUNK = 1000
@@ -39,17 +39,17 @@ class SiteRows:
 	"""A site's enabled rows as a reconcile compiles them, read before the lock (`read_ahead`)."""
 
 	versions: dict[str, str]  # enabled run's key text -> its version (`SiteCompiler.row_versions`)
-	rows: list[dict]  # every one of them, with their exclusions
+	rows: list[RunRow]  # every one of them
 	logged: dict[str, str]  # schedule new to the state -> its newest logged slot
 
 
 def read_chunk(
 	read: SiteRead, names: list[str], in_state: set[str], now: datetime
-) -> tuple[list[dict], dict[str, str]]:
-	"""The rows of the runs `names` (their key texts) as schedule rows, and the newest logged slot of each schedule not
-	`in_state` (a cold start resumes after it)."""
+) -> tuple[list[RunRow], dict[str, str]]:
+	"""The rows of the runs `names` (their key texts), and the newest logged slot of each of them not `in_state` that
+	resumes after it (`RunRow.resumes_after_logs`: a schedule)."""
 	rows = sources.rows(read, names, now)
-	new = [row["name"] for row in rows if row["kind"] is RunKind.SCHEDULE and row["name"] not in in_state]
+	new = [row.name for row in rows if row.resumes_after_logs and row.name not in in_state]
 	return rows, read.db.last_logged_slots(new)
 
 

@@ -30,6 +30,7 @@ from btu.scheduler_daemon.reconcile.site_health import SiteHealth
 from btu.scheduler_daemon.reconcile.site_rows import APPLY_CHUNK, HOLD_CHUNK, SiteRows, read_chunk
 from btu.scheduler_daemon.store.state import State
 from btu.shared.keys import due_member
+from btu.shared.run_row import RunRow
 
 logger = logging.getLogger("btu.scheduler.reconcile")
 
@@ -229,7 +230,7 @@ class SiteSync:
 			self.compiler.apply_rows(
 				site,
 				read,
-				[row for row in diff.ahead.rows if row["name"] not in touched],
+				[row for row in diff.ahead.rows if row.name not in touched],
 				diff.ahead.logged,
 				diff.enabled,
 			)
@@ -264,7 +265,7 @@ class SiteSync:
 			self.wake()
 		return True
 
-	def apply_hold(self, diff: Diff, chunk: list[tuple[str, bool]], rows: list[dict], logged: dict[str, str]) -> None:
+	def apply_hold(self, diff: Diff, chunk: list[tuple[str, bool]], rows: list[RunRow], logged: dict[str, str]) -> None:
 		"""One hold of `reconcile_rest`: the chunk's removals, then its rows from the part read before, but for the runs
 		an RPC touched meanwhile. After a reset (Redis lost the state) the chunk's rows are read again here, so that a
 		schedule no longer in the state resumes after its newest logged slot."""
@@ -278,7 +279,7 @@ class SiteSync:
 			return
 		if self.compiler.resets != diff.resets:
 			rows, logged = read_chunk(read, sorted(names), self.state.names(site.name), self.clock())
-		self.compiler.apply_rows(site, read, [row for row in rows if row["name"] in names], logged, diff.enabled)
+		self.compiler.apply_rows(site, read, [row for row in rows if row.name in names], logged, diff.enabled)
 
 	def site_done(self, diff: Diff) -> None:
 		"""The state mirrors the site's table as read: its summary kept, so the next reconcile that reads the same

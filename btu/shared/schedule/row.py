@@ -25,7 +25,7 @@ SPEC_FIELDS = (
 	"jitter_secs", "catch_up_policy", "catch_up_window", "catch_up_max", "overlap_policy",
 	"calendar", "calendar_policy",
 )  # fmt: skip
-# Not columns: what a row's readers attach from its child tables and its calendar (row_with_exclusions).
+# Not columns: what a row's readers (the Desk's spec, the scheduler's source) attach from its child tables and calendar.
 SKIPPED_KEY = "skipped_slots"
 EXCLUDED_KEY = "excluded_dates"
 CALENDAR_POLICIES = {"Skip excluded days": "skip", "Move to next working day": "move"}
@@ -205,3 +205,13 @@ def row_instant(field_name: str, value: Any, system_zone: str) -> int | None:
 			zone=repr(system_zone),
 		) from None
 	return clock.instant(wall_seconds(value))
+
+
+def row_moment(value: Any, system_tz: str | None) -> datetime | None:
+	"""A Datetime column as an aware UTC instant, as `row_instant` reads it on the site's zone (its System Settings
+	time_zone, Frappe's default when unset); None when unreadable."""
+	try:
+		at = row_instant("datetime", value, (system_tz or "").strip() or FRAPPE_DEFAULT_ZONE)
+	except ScheduleError:
+		return None
+	return None if at is None else datetime.fromtimestamp(at, timezone.utc)

@@ -1,10 +1,10 @@
 """Where the scheduler's runs come from: one module per kind of run (`btu.shared.run_kind.RunKind`).
 
 Each answers the same questions of a site's database, with its rows' own names: which rows are enabled, with what
-tells that one changed (`versions`); those rows as the schedule rows the reconciler compiles (`rows`, each with its
-`kind` and its key's text as `name`); which of some named rows exist (`existing`). Here the reconciler's names, its
-runs' key texts (the state's names, and those RPC commands carry), are read back as keys (`RunKey.parse`) and each
-kind's handed to its source.
+tells that one changed (`versions`); those rows as the reconciler compiles them (`rows`: the source's own type of
+`btu.shared.run_row.RunRow`, its key's text as `name`); which of some named rows exist (`existing`). Here the
+reconciler's names, its runs' key texts (the state's names, and those RPC commands carry), are read back as keys
+(`RunKey.parse`) and each kind's handed to its source.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from btu.shared.run_kind import RunKey, RunKind
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.reads.database import SiteDatabase
 	from btu.scheduler_daemon.reads.site_read import SiteRead
+	from btu.shared.run_row import RunRow
 
 SOURCES = {RunKind.SCHEDULE: schedules, RunKind.RUN_REQUEST: run_requests, RunKind.FRAPPE_JOB: scheduled_job_types}
 
@@ -49,8 +50,8 @@ def versions(read: SiteRead, names: list[str] | None) -> tuple[dict[str, str], l
 	return found, refused
 
 
-def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
-	"""The runs named by their key texts, as schedule rows (those whose rows are gone left out)."""
+def rows(read: SiteRead, names: list[str], now: datetime) -> list[RunRow]:
+	"""The runs named by their key texts, each source's as its own row type (those whose rows are gone left out)."""
 	return [row for kind, named in by_kind(names).items() for row in SOURCES[kind].rows(read, named, now)]
 
 

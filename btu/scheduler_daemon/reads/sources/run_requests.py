@@ -1,12 +1,12 @@
 """Pending BTU Run Requests as runs: the source of kind RUN_REQUEST, each a Once schedule at its run_at
-(`btu.shared.run_requests.as_schedule_row`)."""
+(`btu.shared.run_requests.RequestRow`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from btu.shared.run_requests import as_schedule_row
+from btu.shared.run_requests import RequestRow
 
 if TYPE_CHECKING:
 	from btu.scheduler_daemon.reads.database import SiteDatabase
@@ -23,9 +23,9 @@ def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
 	}
 
 
-def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
-	"""The pending requests named, as Once schedule rows."""
-	return [as_schedule_row(row) for row in read.db.request_rows(names)]
+def rows(read: SiteRead, names: list[str], now: datetime) -> list[RequestRow]:
+	"""The pending requests named."""
+	return [RequestRow.of(row) for row in read.db.request_rows(names)]
 
 
 def existing(db: SiteDatabase, names: list[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """Frappe's Scheduled Job Types as runs: the source of kind FRAPPE_JOB, read from Frappe's own `tabScheduled Job Type`
 when a site has BTU fire those jobs (the switches that say whether it does are read with the site's settings:
-`site_settings.read`), each row BTU takes a cron schedule (`btu.shared.scheduled_jobs.as_schedule_row`).
+`site_settings.read`), each row BTU takes a cron schedule (`btu.shared.scheduled_jobs.JobTypeRow`).
 
 Functions of a `SiteDatabase` (its connection, quoting and chunking), kept apart from BTU's own tables.
 """
@@ -59,9 +59,9 @@ def versions(read: SiteRead, names: list[str] | None) -> dict[str, str]:
 	}
 
 
-def rows(read: SiteRead, names: list[str], now: datetime) -> list[dict]:
-	"""The job types named, as cron schedule rows."""
-	return [scheduled_jobs.as_schedule_row(row, read.scheduler_interval) for row in select(read.db, names)]
+def rows(read: SiteRead, names: list[str], now: datetime) -> list[scheduled_jobs.JobTypeRow]:
+	"""The job types named."""
+	return [scheduled_jobs.JobTypeRow.of(row, read.scheduler_interval) for row in select(read.db, names)]
 
 
 def existing(db: SiteDatabase, names: list[str]) -> list[str]:
