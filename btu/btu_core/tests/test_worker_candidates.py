@@ -79,7 +79,7 @@ class WorkerCase(IntegrationTestCase):
 		# What a leader does on the deletion's RPC, done here where none ran to get it: else the schedule's state waits
 		# in Redis for the next test's leader (the name is reused), which fires its missed slots before its reconcile
 		# finds the row gone.
-		State(self.redis).remove(frappe.local.site, self.schedule)
+		State(self.redis, bench_keys()).remove(frappe.local.site, self.schedule)
 		# Its runs left queued were counted already; run by the next test's drain, each would wait for a row that is
 		# gone (seconds each on v16).
 		queue = get_queue(QUEUE)
