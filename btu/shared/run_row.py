@@ -8,7 +8,8 @@ method of its type: the columns its spec is made of (`spec_columns`), where a cu
 
 The attributes hold the values as SQL returned them, unchecked: a row written by SQL may hold anything, and the
 compile step is the one that refuses a bad value, naming its field. A million rows are built at a cold start, so these
-are slotted dataclasses, no dearer to build than the dicts they replace.
+are slotted dataclasses: a schedule's costs about 2.5 µs more to build than the dict it replaced (frozen, each field is
+set through object.__setattr__), about 1% of what reading and compiling the row costs.
 
 Light: loaded by the Frappe side's task runner, which must not load the schedule rules before its call.
 """
