@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timezone
 
-from btu.scheduler_daemon.reconcile import site_sync
+from btu.scheduler_daemon.reconcile import cycles, site_sync
 from btu.scheduler_daemon.reconcile.reconciler import Reconciler
 from btu.scheduler_daemon.store.state import State
 from btu.shared import protocol
@@ -197,3 +197,49 @@ def test_edits_while_a_reconcile_reads_a_sites_versions_land_at_once_and_are_not
 	held = state_of(r, (BIG,))
 	Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None).full()
 	assert state_of(r, (BIG,)) == held
+
+
+def test_an_edit_waits_for_one_chunk_of_the_audit_not_for_the_whole_audit(make_bench, r, monkeypatch):
+	"""The audit of every firing schedule took one hold of the lock: at a million schedules an RPC's edit waited 6 s
+	behind it. It goes a chunk a hold now, and an edit that arrives during a chunk lands before the next one."""
+	monkeypatch.setattr(cycles, "AUDIT_CHUNK", CHUNK)
+	bench = make_bench(BIG)
+	with SiteData(bench, BIG) as data:
+		task = data.insert_task(function_string=FUNCTION, desc_short="big")
+		for _ in range(3 * CHUNK):
+			data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 3 * * *")
+	reconciler = Reconciler(bench.path, State(r, KEYS), "frappe", utc_now, lambda: None)
+	reconciler.full()
+	with SiteData(bench, BIG) as data:
+		added = data.insert_schedule(task, run_frequency="Cron Style", cron_string="0 6 * * *")
+
+	events: list[tuple] = []
+	record = threading.Lock()
+	senders: list[threading.Thread] = []
+	original = reconciler.state.audit
+
+	def audit(members):
+		with record:
+			events.append(("chunk", len(members)))
+		if len(events) == 1:
+			# Still in the first chunk's hold: the edit's RPC arrives now, and waits for the lock.
+			def send():
+				reconciler.sync(BIG, [added])
+				with record:
+					events.append(("edit",))
+
+			senders.append(threading.Thread(target=send))
+			senders[0].start()
+			lock = reconciler.site_sync.lock
+			wait_until(lambda: lock.waiting == 1, 30, "the edit waiting for the lock", interval=0.005)
+		return original(members)
+
+	monkeypatch.setattr(reconciler.state, "audit", audit)
+	reconciler.cycles.next_audit = 0.0  # due now
+	reconciler.full()
+	senders[0].join(patient(60))
+	assert not senders[0].is_alive(), "the edit never landed"
+	chunks = [at for at, event in enumerate(events) if event[0] == "chunk"]
+	assert [events[at][1] for at in chunks] == [CHUNK, CHUNK, CHUNK], f"the audit went in other holds: {events}"
+	assert events.index(("edit",)) < chunks[1], f"the edit waited for more than one chunk: {events}"
+	assert r.sismember(KEYS.site_schedules_key(BIG), added)

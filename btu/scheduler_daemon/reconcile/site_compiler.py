@@ -126,12 +126,16 @@ class SiteCompiler:
 		log_refused(read.db.site.name, refused, self.refused_names)
 		return versions
 
-	def apply(self, site: Site, read: SiteRead, names: list[str], versions: dict[str, str]) -> None:
-		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read."""
+	def apply(
+		self, site: Site, read: SiteRead, names: list[str], versions: dict[str, str], in_state: set[str] | None = None
+	) -> None:
+		"""Compile these schedules from their rows into the state; `versions` are those `row_versions` read.
+		`in_state`: which of `names` the state holds, when the caller knows (else the site's whole listing is read)."""
 		if not names:
 			return
 		# In chunks (APPLY_CHUNK): a site with 100k schedules costs the memory of one chunk, not of all its rows.
-		in_state = self.state.names(site.name)
+		if in_state is None:
+			in_state = self.state.names(site.name)
 		for start in range(0, len(names), APPLY_CHUNK):
 			chunk = names[start : start + APPLY_CHUNK]
 			self.apply_rows(site, read, *read_chunk(read, chunk, in_state, self.clock()), versions)

@@ -129,7 +129,8 @@ class SiteSync:
 				for name, there in present.items()
 				if not there or seen.get(name) != (enabled[name], read.context) or name in retry
 			]
-			self.compiler.apply(site, read, changed, enabled)
+			# Which of them the state holds is known from `present`: not the site's whole listing (10,000 names).
+			self.compiler.apply(site, read, changed, enabled, {name for name, there in present.items() if there})
 			# A reconcile of this site a chunk a hold under way leaves these as this left them (`reconcile_rest`).
 			self.touched.get(site.name, set()).update(names)
 		except DatabaseError as exc:
@@ -314,7 +315,16 @@ class SiteSync:
 			self.compiler.forget_site(gone)
 		self.served = set(served)
 
-	def firing_members(self) -> list[str]:
-		"""The due members of the schedules this process compiled of the sites that fire (served, not held)."""
-		firing = sorted(self.served - set(self.site_health.paused))
+	def firing_sites(self) -> list[str]:
+		"""The sites that fire (served, not held), sorted."""
+		return sorted(self.served - set(self.site_health.paused))
+
+	def fires(self, site: str) -> bool:
+		"""Whether the site fires (served, not held)."""
+		return site in self.served and site not in self.site_health.paused
+
+	def firing_members(self, sites: list[str] | None = None) -> list[str]:
+		"""The due members of the schedules this process compiled of the sites that fire (served, not held), or of
+		those of `sites`."""
+		firing = self.firing_sites() if sites is None else sites
 		return [due_member(site, name) for site in firing for name in self.compiler.names(site)]
