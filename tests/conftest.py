@@ -7,6 +7,8 @@ each dev bench makes its own databases and drops them afterwards.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import sys
 import uuid
@@ -91,6 +93,21 @@ def make_bench(tmp_path, db_settings, redis_url):
 		devbench.drop_dev_bench(
 			path, db_root_user=options["db_root_user"], db_root_password=options["db_root_password"]
 		)
+
+
+@pytest.fixture
+def log_stream():
+	"""A buffer to log into with `configure`; its handler is removed afterwards. A handler left behind would hold the
+	stream pytest captured for the test, closed after it, and every later test's log line would fail to write there."""
+	from btu.scheduler_daemon.log import EventHandler
+
+	root = logging.getLogger()
+	level = root.level
+	yield io.StringIO()
+	for handler in list(root.handlers):
+		if isinstance(handler, EventHandler):
+			root.removeHandler(handler)
+	root.setLevel(level)
 
 
 def pytest_collection_modifyitems(items):

@@ -231,18 +231,15 @@ def test_desk_call_is_denied_not_unreachable(r, redis_url):
 		r.acl_deluser(user)
 
 
-def test_no_password_in_errors_or_logs(tmp_path, capsys):
+def test_no_password_in_errors_or_logs(log_stream):
 	url = f"redis://admin:{PASSWORD}@127.0.0.1:1/0"
 	assert mask_url(f"Redis at {url} failed") == "Redis at redis://admin:***@127.0.0.1:1/0 failed"
 	assert mask_url(f"x rediss://h:1/0?password={PASSWORD}&db=1") == "x rediss://h:1/0?password=***&db=1"
-	stream = (tmp_path / "log.txt").open("w")
-	configure("INFO", "text", stream)
+	configure("INFO", "text", log_stream)
 	log_event("btu.scheduler", "ERROR", "redis_unreachable", error=f"cannot reach {url}")
-	configure("INFO", "json", stream)
+	configure("INFO", "json", log_stream)
 	log_event("btu.scheduler", "ERROR", "redis_unreachable", error=f"cannot reach {url}")
-	stream.close()
-	configure()
-	logged = (tmp_path / "log.txt").read_text()
+	logged = log_stream.getvalue()
 	assert logged.count("redis://admin:***@127.0.0.1:1/0") == 2 and PASSWORD not in logged
 
 

@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
 
 import pytest
 
-from btu.scheduler_daemon.log import EventHandler, configure, log_event
+from btu.scheduler_daemon.log import configure, log_event
 
 pytestmark = pytest.mark.versions
 
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<level>[A-Z]+) (?P<rest>.*)$")
 
 
-@pytest.fixture
-def stream():
-	"""A buffer to log into; the handler `configure` installs is removed afterwards."""
-	root = logging.getLogger()
-	level = root.level
-	yield io.StringIO()
-	for handler in list(root.handlers):
-		if isinstance(handler, EventHandler):
-			root.removeHandler(handler)
-	root.setLevel(level)
-
-
-def test_text_line(stream):
-	configure("INFO", "text", stream=stream)
+def test_text_line(log_stream):
+	configure("INFO", "text", stream=log_stream)
 	log_event(
 		logging.getLogger("btu.test"),
 		logging.INFO,
@@ -39,31 +26,31 @@ def test_text_line(stream):
 		slot="2026-11-22T02:33:01Z",
 		lag_ms=1.2,
 	)
-	line = stream.getvalue()
+	line = log_stream.getvalue()
 	assert line.endswith("\n") and line.count("\n") == 1
 	match = TEXT_LINE.match(line.rstrip("\n"))
 	assert match and match["level"] == "INFO"
 	assert match["rest"] == "fire site=s1 schedule=TS-000001 slot=2026-11-22T02:33:01Z lag_ms=1.2"
 
 
-def test_text_quotes_values_that_would_break_the_line(stream):
-	configure("DEBUG", "text", stream=stream)
+def test_text_quotes_values_that_would_break_the_line(log_stream):
+	configure("DEBUG", "text", stream=log_stream)
 	log_event(
 		"btu.test", "warning", "rpc_rejected", reason='not JSON: "x"', content="a\nb", empty="", none=None, flag=True
 	)
-	line = stream.getvalue()
+	line = log_stream.getvalue()
 	assert line.count("\n") == 1
 	rest = TEXT_LINE.match(line.rstrip("\n"))["rest"]
 	assert rest == 'rpc_rejected reason="not JSON: \\"x\\"" content="a\\nb" empty="" none=null flag=true'
 
 
-def test_json_line_and_traceback_on_one_line(stream):
-	configure("INFO", "json", stream=stream)
+def test_json_line_and_traceback_on_one_line(log_stream):
+	configure("INFO", "json", stream=log_stream)
 	try:
 		1 / 0
 	except ZeroDivisionError:
 		log_event("btu.test", logging.ERROR, "rpc_execute_failed", exc_info=True, site="s1", ts="clash")
-	lines = stream.getvalue().splitlines()
+	lines = log_stream.getvalue().splitlines()
 	assert len(lines) == 1
 	record = json.loads(lines[0])
 	assert list(record)[:3] == ["ts", "level", "event"]
@@ -72,12 +59,12 @@ def test_json_line_and_traceback_on_one_line(stream):
 	assert "ZeroDivisionError" in record["traceback"]
 
 
-def test_level_filters_and_configure_replaces_its_handler(stream):
-	configure("WARNING", "text", stream=stream)
-	configure("WARNING", "text", stream=stream)
+def test_level_filters_and_configure_replaces_its_handler(log_stream):
+	configure("WARNING", "text", stream=log_stream)
+	configure("WARNING", "text", stream=log_stream)
 	log_event("btu.test", logging.INFO, "hidden")
 	log_event("btu.test", logging.WARNING, "shown")
-	assert stream.getvalue().count("shown") == 1 and "hidden" not in stream.getvalue()
+	assert log_stream.getvalue().count("shown") == 1 and "hidden" not in log_stream.getvalue()
 
 
 def test_unknown_format_is_refused():
@@ -85,11 +72,11 @@ def test_unknown_format_is_refused():
 		configure("INFO", "xml")
 
 
-def test_json_line_escapes_a_lone_surrogate(stream):
+def test_json_line_escapes_a_lone_surrogate(log_stream):
 	"""A caller's JSON may carry "\\ud800"; the line must still be writable as UTF-8."""
-	configure("INFO", "json", stream=stream)
+	configure("INFO", "json", stream=log_stream)
 	log_event("btu.test", logging.WARNING, "rpc_rejected", response_key="btu:scheduler:rpc:\ud800", site="café")
-	line = stream.getvalue().rstrip("\n")
+	line = log_stream.getvalue().rstrip("\n")
 	line.encode("utf-8")
 	record = json.loads(line)
 	assert record["response_key"] == "btu:scheduler:rpc:\ud800" and record["site"] == "café"
