@@ -28,8 +28,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tests.support.keys import KEYS
-
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -86,6 +84,8 @@ def scheduler_module(*paths: str):
 
 
 def measure(bench, redis_server, edits: int) -> dict:
+	from tests.support.keys import KEYS
+
 	State = scheduler_module("store.state", "leading.state", "state").State
 	Connections = scheduler_module("reads.connections", "connections").Connections
 	connect = scheduler_module("reads.database", "database").connect
