@@ -525,3 +525,14 @@ def test_a_module_that_whitelists_has_real_annotations():
 		and re.search(r"^from __future__ import annotations", text, re.M)
 	]
 	assert postponed == []
+
+
+def test_every_path_docs_architecture_names_is_in_the_repo():
+	"""docs/ARCHITECTURE.md names files and folders by their path under a folder it names nearby (`leading/engine.py`,
+	`alerts/` then `(pause.py)`): each must be the end of a path in the repo, so a move that forgets the page fails."""
+	text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+	named = set(re.findall(r"`([A-Za-z0-9_./-]+(?:\.py|\.lua|\.md|/))`", text))
+	paths = {str(path.relative_to(REPO)) + ("/" if path.is_dir() else "") for path in REPO.rglob("*")}
+	paths = {path for path in paths if not path.startswith((".git/", ".venv"))}
+	stale = sorted(name for name in named if not any(path == name or path.endswith("/" + name) for path in paths))
+	assert stale == [], f"docs/ARCHITECTURE.md names paths the repo does not have: {stale}"
