@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from btu.shared.instants import from_ms, slot_text
 from btu.shared.run_kind import RunKind
-from btu.shared.run_row import RunPolicy, RunRow
+from btu.shared.run_row import RunPolicy, RunRow, task_columns
 
 if TYPE_CHECKING:
 	from btu.shared.schedule import ScheduleSpec
@@ -134,15 +134,7 @@ class RequestRow(RunRow):
 		columns = enqueued_columns(request) if request.get("origin") == ENQUEUE else request
 		return cls(
 			name=cls.key_text(request["name"]),
-			task=columns.get("task"),
-			task_name=columns.get("task_name"),
-			function=columns.get("task_function_string"),
-			arguments=columns.get("task_arguments"),
-			argument_overrides=columns.get("argument_overrides"),
-			queue_name=columns.get("queue_name"),
-			task_queue_name=columns.get("task_queue_name"),
-			max_task_duration=columns.get("task_max_task_duration"),
-			description=columns.get("task_desc_short"),
+			**task_columns(columns),
 			max_concurrent_runs=0,
 			paused=0,
 			modified=request.get("modified"),

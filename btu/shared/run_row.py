@@ -83,3 +83,18 @@ class RunRow(ABC):
 	) -> tuple[datetime | None, datetime | None]:
 		"""Where the compiled row's cursor starts: (if new to the state, if changed). `logged_slot`: the newest logged
 		slot of a row that `resumes_after_logs` and is new to the state."""
+
+
+def task_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+	"""The `RunRow` fields a schedule's or a request's join with its Task gives (SQL's `task_*` columns)."""
+	return {
+		"task": row.get("task"),
+		"task_name": row.get("task_name"),
+		"function": row.get("task_function_string"),
+		"arguments": row.get("task_arguments"),
+		"argument_overrides": row.get("argument_overrides"),
+		"queue_name": row.get("queue_name"),
+		"task_queue_name": row.get("task_queue_name"),
+		"max_task_duration": row.get("task_max_task_duration"),
+		"description": row.get("task_desc_short"),
+	}

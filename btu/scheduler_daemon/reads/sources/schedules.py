@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from btu.shared.instants import parse_iso
 from btu.shared.run_kind import RunKind
-from btu.shared.run_row import RunRow
+from btu.shared.run_row import RunRow, task_columns
 from btu.shared.schedule.row import EXCLUDED_KEY, SKIPPED_KEY, calendar_window, row_moment
 
 if TYPE_CHECKING:
@@ -34,15 +34,7 @@ class ScheduleRow(RunRow):
 		"""The row as `with_exclusions` left it."""
 		return cls(
 			name=cls.key_text(row["name"]),
-			task=row.get("task"),
-			task_name=row.get("task_name"),
-			function=row.get("task_function_string"),
-			arguments=row.get("task_arguments"),
-			argument_overrides=row.get("argument_overrides"),
-			queue_name=row.get("queue_name"),
-			task_queue_name=row.get("task_queue_name"),
-			max_task_duration=row.get("task_max_task_duration"),
-			description=row.get("task_desc_short"),
+			**task_columns(row),
 			max_concurrent_runs=row.get("task_max_concurrent_runs"),
 			paused=row.get("paused"),
 			modified=row.get("modified"),
